@@ -1,0 +1,173 @@
+#include "compiler/model.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+#include "ir/verifier.h"
+
+namespace kiln {
+namespace {
+
+// splitmix64: small, fast and identical everywhere, so seeded weights are reproducible.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  double normal() {  // Box-Muller
+    double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  }
+};
+
+uint64_t hash_name(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull ^ seed;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::vector<double> initial_data(const Init& init, const ir::Shape& shape, uint64_t seed) {
+  int64_t n = ir::num_elements(shape);
+  double fan_out = shape.empty() ? 1.0 : static_cast<double>(shape.back());
+  double fan_in = shape.size() < 2 ? fan_out : static_cast<double>(n) / std::max(fan_out, 1.0);
+  Rng rng{seed};
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) {
+    switch (init.kind) {
+      case Init::Kind::Zeros: x = 0; break;
+      case Init::Kind::Constant: x = init.a; break;
+      case Init::Kind::Normal: x = init.a + init.b * rng.normal(); break;
+      case Init::Kind::Uniform: x = init.a + (init.b - init.a) * rng.uniform(); break;
+      case Init::Kind::XavierUniform: x = (2 * rng.uniform() - 1) * std::sqrt(6.0 / (fan_in + fan_out)); break;
+      case Init::Kind::XavierNormal: x = rng.normal() * std::sqrt(2.0 / (fan_in + fan_out)); break;
+      case Init::Kind::KaimingUniform: x = (2 * rng.uniform() - 1) * std::sqrt(6.0 / fan_in); break;
+      case Init::Kind::KaimingNormal: x = rng.normal() * std::sqrt(2.0 / fan_in); break;
+    }
+  }
+  return v;
+}
+
+const ir::TensorType kInvalidType{ir::DType::F32, {}};
+
+}  // namespace
+
+const ir::TensorType& Tensor::type() const { return valid() ? model_->graph().type(id_) : kInvalidType; }
+
+Model::Model(std::string name, uint64_t seed) : seed_(seed) { graph_.name = std::move(name); }
+
+void Model::fail(std::string message) {
+  if (!error_) error_ = make_error(fmt::format("model @{}: {}", graph_.name, message));
+}
+
+Tensor Model::add_arg(const std::string& name, ir::Shape shape, ir::DType dtype, ir::ArgKind kind, std::optional<Init> init) {
+  if (graph_.find_arg(name)) {
+    fail(fmt::format("argument %{} is declared twice", name));
+    return {};
+  }
+  ir::TensorType type{dtype, std::move(shape)};
+  if (init) initial_values_[name] = ir::Tensor::from_doubles(type, initial_data(*init, type.shape, hash_name(seed_, name)));
+  return Tensor(this, ir::GraphBuilder(graph_).arg(name, std::move(type), kind));
+}
+
+Tensor Model::input(const std::string& name, ir::Shape shape, ir::DType dtype) {
+  return add_arg(name, std::move(shape), dtype, ir::ArgKind::Input, std::nullopt);
+}
+
+Tensor Model::param(const std::string& name, ir::Shape shape, Init init, ir::DType dtype) {
+  return add_arg(name, std::move(shape), dtype, ir::ArgKind::Param, init);
+}
+
+Tensor Model::state(const std::string& name, ir::Shape shape, Init init, ir::DType dtype) {
+  return add_arg(name, std::move(shape), dtype, ir::ArgKind::State, init);
+}
+
+Tensor Model::named(Tensor value, const std::string& name) {
+  if (!value.valid()) return value;
+  for (const ir::Value& v : graph_.values)
+    if (v.name == name) {
+      if (&v == &graph_.values[value.id()]) return value;
+      fail(fmt::format("the name %{} is already taken", name));
+      return value;
+    }
+  graph_.values[value.id()].name = name;
+  return value;
+}
+
+void Model::output(Tensor value, const std::string& name) {
+  if (!value.valid()) {
+    fail("output of an invalid value (an earlier op failed)");
+    return;
+  }
+  if (!name.empty()) named(value, name);
+  graph_.results.push_back(value.id());
+}
+
+Tensor Model::apply(ir::Op op, const std::vector<Tensor>& operands, ir::Attrs attrs) {
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : operands) {
+    if (!t.valid()) return {};  // an earlier error is already recorded
+    if (t.model() != this) {
+      fail(fmt::format("{}: operand belongs to another model", ir::op_name(op)));
+      return {};
+    }
+    ids.push_back(t.id());
+  }
+  auto r = ir::GraphBuilder(graph_).add(op, std::move(ids), std::move(attrs));
+  if (!r.ok()) {
+    fail(r.error().message);
+    return {};
+  }
+  return Tensor(this, *r);
+}
+
+Tensor Model::scalar(double value, ir::DType dtype) { return constant({value}, {}, dtype); }
+
+Tensor Model::constant(const std::vector<double>& values, ir::Shape shape, ir::DType dtype) {
+  if (static_cast<int64_t>(values.size()) != ir::num_elements(shape)) {
+    fail(fmt::format("constant: {} values for shape {}", values.size(), ir::shape_string(shape)));
+    return {};
+  }
+  ir::Literal lit;
+  lit.shape = std::move(shape);
+  lit.floats = values;
+  lit.integral = !ir::is_float(dtype);
+  for (double v : values) {
+    bool whole = std::isfinite(v) && std::nearbyint(v) == v && std::fabs(v) < 9.2e18;
+    lit.integral = lit.integral && whole;
+    lit.ints.push_back(whole ? static_cast<int64_t>(v) : 0);
+  }
+  ir::Attrs attrs;
+  attrs.set("value", std::move(lit));
+  auto r = ir::GraphBuilder(graph_).add(ir::Op::Constant, {}, std::move(attrs), dtype);
+  if (!r.ok()) {
+    fail(r.error().message);
+    return {};
+  }
+  return Tensor(this, *r);
+}
+
+Tensor Model::iota(ir::Shape shape, int64_t axis, ir::DType dtype) {
+  ir::Attrs attrs;
+  attrs.set("shape", std::move(shape));
+  attrs.set("axis", axis);
+  auto r = ir::GraphBuilder(graph_).add(ir::Op::Iota, {}, std::move(attrs), dtype);
+  if (!r.ok()) {
+    fail(r.error().message);
+    return {};
+  }
+  return Tensor(this, *r);
+}
+
+Result<ir::Graph> Model::build() const {
+  if (error_) return *error_;
+  if (graph_.results.empty()) return make_error(fmt::format("model @{}: no outputs; call output() first", graph_.name));
+  KILN_RETURN_IF_ERROR(ir::verify(graph_));
+  return graph_;
+}
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+#include "compiler/nn.h"
+
+#include <fmt/format.h>
+
+namespace kiln::nn {
+
+Linear::Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, bool has_bias, Init init)
+    : weight(model.param(name + ".weight", {in_features, out_features}, init)) {
+  if (has_bias) bias = model.param(name + ".bias", {out_features}, Init::zeros());
+}
+
+Tensor Linear::operator()(Tensor x) { return bias.valid() ? linear(x, weight, bias) : matmul(x, weight); }
+
+LayerNorm::LayerNorm(Model& model, const std::string& name, ir::Shape normalized_shape, double eps)
+    : scale(model.param(name + ".scale", normalized_shape, Init::ones())),
+      bias(model.param(name + ".bias", normalized_shape, Init::zeros())),
+      normalized_rank_(static_cast<int64_t>(normalized_shape.size())),
+      eps_(eps) {}
+
+Tensor LayerNorm::operator()(Tensor x) { return layer_norm(x, scale, bias, -normalized_rank_, eps_); }
+
+Tensor activate(Activation activation, Tensor x) {
+  switch (activation) {
+    case Activation::Relu: return relu(x);
+    case Activation::Gelu: return gelu(x);
+    case Activation::GeluTanh: return gelu(x, true);
+    case Activation::Tanh: return tanh(x);
+    case Activation::Sigmoid: return sigmoid(x);
+    case Activation::Silu: return silu(x);
+    case Activation::None: return x;
+  }
+  return x;
+}
+
+Sequential& Sequential::add(std::unique_ptr<Module> module) {
+  modules_.push_back(std::move(module));
+  return *this;
+}
+
+Tensor Sequential::operator()(Tensor x) {
+  for (auto& m : modules_) x = (*m)(x);
+  return x;
+}
+
+Sequential mlp(Model& model, const std::string& name, const std::vector<int64_t>& sizes, Activation activation) {
+  Sequential seq;
+  for (size_t i = 1; i < sizes.size(); ++i) {
+    seq.emplace<Linear>(model, fmt::format("{}.{}", name, i - 1), sizes[i - 1], sizes[i]);
+    if (i + 1 < sizes.size() && activation != Activation::None) seq.emplace<ActivationLayer>(activation);
+  }
+  return seq;
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,160 @@
+#include "ir/decompose.h"
+
+#include <cassert>
+#include <cmath>
+#include <numeric>
+
+#include "ir/builder.h"
+#include "ir/shape_inference.h"
+
+namespace kiln::ir {
+namespace {
+
+std::vector<int64_t> all_dims_except(int64_t rank, int64_t axis) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) dims.push_back(d);
+  return dims;
+}
+
+// max over `axis`, broadcast back: the shift that keeps exp() from overflowing.
+ValueId row_max(GraphBuilder& b, ValueId x, int64_t axis) {
+  const TensorType t = b.type(x);  // a copy: emitting nodes may move the value table
+  ValueId m = b.reduce(Op::ReduceMax, x, {axis});
+  return b.broadcast(m, t.shape, all_dims_except(t.rank(), axis));
+}
+
+ValueId softmax(GraphBuilder& b, const Node& n) {
+  ValueId x = n.operands[0];
+  Shape shape = b.type(x).shape;
+  int64_t axis = *normalize_axis(n.attrs.get_int("axis", -1), static_cast<int64_t>(shape.size()));
+  ValueId e = b.unary(Op::Exp, b.binary(Op::Sub, x, row_max(b, x, axis)));
+  ValueId s = b.broadcast(b.reduce(Op::ReduceSum, e, {axis}), shape, all_dims_except(static_cast<int64_t>(shape.size()), axis));
+  return b.binary(Op::Div, e, s);
+}
+
+ValueId log_softmax_of(GraphBuilder& b, ValueId x, int64_t axis) {
+  Shape shape = b.type(x).shape;
+  ValueId z = b.binary(Op::Sub, x, row_max(b, x, axis));
+  ValueId s = b.reduce(Op::ReduceSum, b.unary(Op::Exp, z), {axis});
+  return b.binary(Op::Sub, z, b.broadcast(b.unary(Op::Log, s), shape, all_dims_except(static_cast<int64_t>(shape.size()), axis)));
+}
+
+ValueId log_softmax(GraphBuilder& b, const Node& n) {
+  ValueId x = n.operands[0];
+  return log_softmax_of(b, x, *normalize_axis(n.attrs.get_int("axis", -1), b.type(x).rank()));
+}
+
+ValueId layer_norm(GraphBuilder& b, const Node& n) {
+  ValueId x = n.operands[0], scale = n.operands[1], bias = n.operands[2];
+  const TensorType t = b.type(x);
+  int64_t axis = *normalize_axis(n.attrs.get_int("axis", -1), t.rank());
+  std::vector<int64_t> axes(static_cast<size_t>(t.rank() - axis));
+  std::iota(axes.begin(), axes.end(), axis);
+  std::vector<int64_t> kept(static_cast<size_t>(axis));
+  std::iota(kept.begin(), kept.end(), 0);
+  int64_t count = 1;
+  for (int64_t a : axes) count *= t.shape[a];
+  ValueId inv_count = b.scalar(1.0 / static_cast<double>(count), t.dtype);
+  ValueId mean = b.binary(Op::Mul, b.reduce(Op::ReduceSum, x, axes), inv_count);
+  ValueId centered = b.binary(Op::Sub, x, b.broadcast(mean, t.shape, kept));
+  ValueId var = b.binary(Op::Mul, b.reduce(Op::ReduceSum, b.binary(Op::Mul, centered, centered), axes), inv_count);
+  ValueId rstd = b.unary(Op::Rsqrt, b.binary(Op::Add, var, b.scalar(n.attrs.get_float("eps", 1e-5), t.dtype)));
+  ValueId normed = b.binary(Op::Mul, centered, b.broadcast(rstd, t.shape, kept));
+  ValueId scaled = b.binary(Op::Mul, normed, b.broadcast(scale, t.shape, axes));
+  return b.binary(Op::Add, scaled, b.broadcast(bias, t.shape, axes));
+}
+
+ValueId gelu(GraphBuilder& b, const Node& n) {
+  ValueId x = n.operands[0];
+  DType dt = b.type(x).dtype;
+  ValueId inner;
+  if (n.attrs.get_string("approximate", "none") == "tanh") {
+    // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+    ValueId x3 = b.binary(Op::Mul, b.binary(Op::Mul, x, x), x);
+    ValueId poly = b.binary(Op::Add, x, b.binary(Op::Mul, x3, b.scalar(0.044715, dt)));
+    inner = b.unary(Op::Tanh, b.binary(Op::Mul, poly, b.scalar(std::sqrt(2.0 / M_PI), dt)));
+  } else {
+    inner = b.unary(Op::Erf, b.binary(Op::Mul, x, b.scalar(M_SQRT1_2, dt)));
+  }
+  ValueId half_x = b.binary(Op::Mul, x, b.scalar(0.5, dt));
+  return b.binary(Op::Mul, half_x, b.binary(Op::Add, inner, b.scalar(1.0, dt)));
+}
+
+ValueId silu(GraphBuilder& b, const Node& n) {
+  ValueId x = n.operands[0];
+  return b.binary(Op::Mul, x, b.unary(Op::Sigmoid, x));
+}
+
+ValueId linear(GraphBuilder& b, const Node& n) {
+  ValueId y = b.binary(Op::Matmul, n.operands[0], n.operands[1]);
+  Shape shape = b.type(y).shape;
+  return b.binary(Op::Add, y, b.broadcast(n.operands[2], shape, {static_cast<int64_t>(shape.size()) - 1}));
+}
+
+ValueId mean_of_all(GraphBuilder& b, ValueId x) {
+  const TensorType t = b.type(x);
+  std::vector<int64_t> axes(static_cast<size_t>(t.rank()));
+  std::iota(axes.begin(), axes.end(), 0);
+  double inv = t.num_elements() ? 1.0 / static_cast<double>(t.num_elements()) : 0.0;
+  return b.binary(Op::Mul, b.reduce(Op::ReduceSum, x, axes), b.scalar(inv, t.dtype));
+}
+
+ValueId mse_loss(GraphBuilder& b, const Node& n) {
+  ValueId d = b.binary(Op::Sub, n.operands[0], n.operands[1]);
+  return mean_of_all(b, b.binary(Op::Mul, d, d));
+}
+
+ValueId cross_entropy(GraphBuilder& b, const Node& n) {
+  ValueId logits = n.operands[0], labels = n.operands[1];
+  const TensorType t = b.type(logits);
+  DType label_type = b.type(labels).dtype;
+  ValueId lsm = log_softmax_of(b, logits, 1);
+  // One-hot mask: iota over classes == label of the row.
+  Attrs iota;
+  iota.set("shape", t.shape);
+  iota.set("axis", int64_t{1});
+  ValueId classes = *b.add(Op::Iota, {}, std::move(iota), label_type);
+  ValueId mask = b.binary(Op::Eq, classes, b.broadcast(labels, t.shape, {0}));
+  ValueId picked = b.emit(Op::Select, {mask, lsm, b.scalar(0.0, t.dtype)});
+  ValueId total = b.reduce(Op::ReduceSum, picked, {0, 1});
+  return b.binary(Op::Mul, total, b.scalar(t.shape[0] ? -1.0 / static_cast<double>(t.shape[0]) : 0.0, t.dtype));
+}
+
+ValueId expand(GraphBuilder& b, const Node& n) {
+  switch (n.op) {
+    case Op::Softmax: return softmax(b, n);
+    case Op::LogSoftmax: return log_softmax(b, n);
+    case Op::LayerNorm: return layer_norm(b, n);
+    case Op::Gelu: return gelu(b, n);
+    case Op::Silu: return silu(b, n);
+    case Op::Linear: return linear(b, n);
+    case Op::MseLoss: return mse_loss(b, n);
+    case Op::CrossEntropy: return cross_entropy(b, n);
+    default: assert(false && "expand: not a composite op"); return kNoValue;
+  }
+}
+
+}  // namespace
+
+bool decompose_composites(Graph& g) {
+  bool any = false;
+  for (const Node& n : g.nodes) any = any || op_kind(n.op) == OpKind::Composite;
+  if (!any) return false;
+  std::vector<Node> old_nodes = std::move(g.nodes);
+  g.nodes.clear();
+  GraphBuilder b(g);
+  for (Node& n : old_nodes) {
+    if (op_kind(n.op) != OpKind::Composite) {
+      g.nodes.push_back(std::move(n));
+      continue;
+    }
+    ValueId v = expand(b, n);
+    assert(!g.nodes.empty() && g.nodes.back().result == v && g.type(v) == g.type(n.result));
+    g.nodes.back().result = n.result;  // the expansion's last node takes over the result
+    g.nodes.back().loc = n.loc;
+  }
+  return true;
+}
+
+}  // namespace kiln::ir

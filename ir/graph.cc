@@ -1,0 +1,52 @@
+#include "ir/graph.h"
+
+namespace kiln::ir {
+
+ValueId Graph::add_value(TensorType type, std::string name) {
+  values.push_back(Value{std::move(name), std::move(type)});
+  return static_cast<ValueId>(values.size() - 1);
+}
+
+std::vector<int> Graph::use_counts() const {
+  std::vector<int> counts(values.size(), 0);
+  for (const Node& n : nodes)
+    for (ValueId v : n.operands) ++counts[static_cast<size_t>(v)];
+  for (ValueId v : results) ++counts[static_cast<size_t>(v)];
+  return counts;
+}
+
+std::vector<int> Graph::producers() const {
+  std::vector<int> producer(values.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) producer[static_cast<size_t>(nodes[i].result)] = static_cast<int>(i);
+  return producer;
+}
+
+void Graph::replace_uses(const std::vector<ValueId>& replacement) {
+  auto resolve = [&](ValueId v) {
+    // Follow chains (a -> b -> c) so one call settles every replacement.
+    while (static_cast<size_t>(v) < replacement.size() && replacement[static_cast<size_t>(v)] != kNoValue &&
+           replacement[static_cast<size_t>(v)] != v)
+      v = replacement[static_cast<size_t>(v)];
+    return v;
+  };
+  for (Node& n : nodes)
+    for (ValueId& v : n.operands) v = resolve(v);
+  for (ValueId& v : results) v = resolve(v);
+}
+
+const Arg* Graph::find_arg(std::string_view name) const {
+  for (const Arg& a : args)
+    if (value_name(a.value) == name) return &a;
+  return nullptr;
+}
+
+std::string_view arg_kind_keyword(ArgKind kind) {
+  switch (kind) {
+    case ArgKind::Input: return "";
+    case ArgKind::Param: return "param";
+    case ArgKind::State: return "state";
+  }
+  return "";
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,27 @@
+// The reference interpreter: runs any graph on the CPU in plain C++; the ground truth
+// every backend is tested against.
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "base/result.h"
+#include "ir/tensor.h"
+
+namespace kiln::ir {
+
+/// Evaluates one primitive op on operand tensors, producing a tensor of `result_type`.
+/// Reductions and matmul accumulate in f64 (int64 for integers). Integer arithmetic
+/// wraps; integer division by zero gives 0; float-to-int casts saturate (NaN gives 0).
+Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> operands, const Attrs& attrs,
+                           const TensorType& result_type);
+
+/// Evaluates a verified graph (composites through their decomposition). `inputs` maps
+/// each argument's name (without '%') to a tensor of exactly its type; every argument
+/// (input, param or state) needs one. Returns the graph's results in order.
+Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs);
+
+}  // namespace kiln::ir

@@ -1,0 +1,515 @@
+#include "ir/parser.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <algorithm>
+#include <fmt/format.h>
+#include <unordered_map>
+
+#include "ir/verifier.h"
+
+namespace kiln::ir {
+namespace {
+
+enum class Tok { End, Percent, At, Ident, Int, Float, String, LParen, RParen, LBrace, RBrace, LBracket, RBracket, Comma, Colon, Equal };
+
+std::string_view tok_name(Tok t) {
+  switch (t) {
+    case Tok::End: return "end of file";
+    case Tok::Percent: return "a value name like %x";
+    case Tok::At: return "a graph name like @g";
+    case Tok::Ident: return "a name";
+    case Tok::Int: return "an integer";
+    case Tok::Float: return "a number";
+    case Tok::String: return "a string";
+    case Tok::LParen: return "'('";
+    case Tok::RParen: return "')'";
+    case Tok::LBrace: return "'{'";
+    case Tok::RBrace: return "'}'";
+    case Tok::LBracket: return "'['";
+    case Tok::RBracket: return "']'";
+    case Tok::Comma: return "','";
+    case Tok::Colon: return "':'";
+    case Tok::Equal: return "'='";
+  }
+  return "?";
+}
+
+struct Token {
+  Tok kind = Tok::End;
+  std::string_view text;  // identifier or name without its sigil; raw number text
+  std::string str;        // decoded string literal
+  int64_t int_value = 0;
+  double float_value = 0;
+  Location loc;
+};
+
+// A parse error travels as an exception inside this file only; parse() turns it into
+// an Error value, so nothing escapes the API.
+struct ParseError {
+  Location loc;
+  std::string message;
+};
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+}
+
+class Lexer {
+ public:
+  Lexer(std::string_view text, const ParseLimits& limits) : text_(text), limits_(limits) {}
+
+  Token next() {
+    skip_space();
+    Token t;
+    t.loc = {line_, col_};
+    if (pos_ >= text_.size()) return t;
+    char c = text_[pos_];
+    auto single = [&](Tok k) { advance(); t.kind = k; return t; };
+    switch (c) {
+      case '(': return single(Tok::LParen);
+      case ')': return single(Tok::RParen);
+      case '{': return single(Tok::LBrace);
+      case '}': return single(Tok::RBrace);
+      case '[': return single(Tok::LBracket);
+      case ']': return single(Tok::RBracket);
+      case ',': return single(Tok::Comma);
+      case ':': return single(Tok::Colon);
+      case '=': return single(Tok::Equal);
+      case '"': return string_token(t);
+      case '%':
+      case '@': {
+        advance();
+        t.kind = c == '%' ? Tok::Percent : Tok::At;
+        t.text = name_chars(t.loc);
+        if (t.text.empty()) throw ParseError{t.loc, fmt::format("expected a name after '{}'", c)};
+        return t;
+      }
+      default: break;
+    }
+    if ((c >= '0' && c <= '9') || c == '-' || c == '+') return number(t);
+    if (is_name_char(c)) {
+      t.kind = Tok::Ident;
+      t.text = name_chars(t.loc);
+      if (t.text == "inf" || t.text == "nan") {
+        t.kind = Tok::Float;
+        t.float_value = t.text == "inf" ? INFINITY : NAN;
+      }
+      return t;
+    }
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) throw ParseError{t.loc, fmt::format("unexpected byte 0x{:02x}; a .kir file is ASCII text", u)};
+    throw ParseError{t.loc, fmt::format("unexpected character '{}'", c)};
+  }
+
+ private:
+  void advance() {
+    if (text_[pos_] == '\n') { ++line_; col_ = 1; } else { ++col_; }
+    ++pos_;
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size()) {
+      char c = text_[pos_];
+      if (c == '#') {
+        while (pos_ < text_.size() && text_[pos_] != '\n') advance();
+      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  std::string_view name_chars(Location loc) {
+    size_t start = pos_;
+    while (pos_ < text_.size() && is_name_char(text_[pos_])) advance();
+    if (pos_ - start > limits_.max_identifier)
+      throw ParseError{loc, fmt::format("name is {} characters long, more than the limit of {}", pos_ - start, limits_.max_identifier)};
+    return text_.substr(start, pos_ - start);
+  }
+
+  Token number(Token& t) {
+    size_t start = pos_;
+    if (text_[pos_] == '-' || text_[pos_] == '+') advance();
+    if (pos_ + 3 <= text_.size() && (text_.substr(pos_, 3) == "inf" || text_.substr(pos_, 3) == "nan")) {
+      bool nan = text_[pos_] == 'n';
+      for (int i = 0; i < 3; ++i) advance();
+      t.kind = Tok::Float;
+      t.float_value = nan ? NAN : (text_[start] == '-' ? -INFINITY : INFINITY);
+      t.text = text_.substr(start, pos_ - start);
+      return t;
+    }
+    bool is_float = false;
+    while (pos_ < text_.size()) {
+      char c = text_[pos_];
+      if (c >= '0' && c <= '9') {
+        advance();
+      } else if (c == '.' || c == 'e' || c == 'E') {
+        is_float = true;
+        advance();
+        if ((c == 'e' || c == 'E') && pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+')) advance();
+      } else {
+        break;
+      }
+    }
+    t.text = text_.substr(start, pos_ - start);
+    std::string_view digits = t.text;
+    if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
+    const char* first = digits.data();
+    const char* last = digits.data() + digits.size();
+    if (!is_float) {
+      auto [ptr, ec] = std::from_chars(first, last, t.int_value);
+      if (ec == std::errc::result_out_of_range) throw ParseError{t.loc, fmt::format("integer {} does not fit in 64 bits", t.text)};
+      if (ec != std::errc() || ptr != last) throw ParseError{t.loc, fmt::format("malformed number '{}'", t.text)};
+      t.kind = Tok::Int;
+      return t;
+    }
+    auto [ptr, ec] = std::from_chars(first, last, t.float_value);
+    if (ec == std::errc::result_out_of_range) {
+      // Overflow to infinity, underflow to zero, as strtod does.
+      t.float_value = std::strtod(std::string(digits).c_str(), nullptr);
+    } else if (ec != std::errc() || ptr != last) {
+      throw ParseError{t.loc, fmt::format("malformed number '{}'", t.text)};
+    }
+    t.kind = Tok::Float;
+    return t;
+  }
+
+  Token string_token(Token& t) {
+    advance();
+    t.kind = Tok::String;
+    while (true) {
+      if (pos_ >= text_.size() || text_[pos_] == '\n') throw ParseError{t.loc, "unterminated string"};
+      char c = text_[pos_];
+      advance();
+      if (c == '"') return t;
+      if (c != '\\') { t.str += c; continue; }
+      if (pos_ >= text_.size()) throw ParseError{t.loc, "unterminated string"};
+      char e = text_[pos_];
+      advance();
+      if (e == '"' || e == '\\') { t.str += e; continue; }
+      if (e == 'x' && pos_ + 2 <= text_.size()) {
+        unsigned value = 0;
+        auto [ptr, ec] = std::from_chars(text_.data() + pos_, text_.data() + pos_ + 2, value, 16);
+        if (ec == std::errc() && ptr == text_.data() + pos_ + 2) {
+          advance();
+          advance();
+          t.str += static_cast<char>(value);
+          continue;
+        }
+      }
+      throw ParseError{t.loc, "bad escape in string (expected \\\", \\\\ or \\xHH)"};
+    }
+  }
+
+  std::string_view text_;
+  const ParseLimits& limits_;
+  size_t pos_ = 0;
+  int line_ = 1, col_ = 1;
+};
+
+// An attribute value as written, before the op's schema gives it a kind.
+struct RawAttr {
+  Token token;                 // a scalar token, or the '[' of a list
+  std::vector<RawAttr> items;  // list elements
+  bool is_list = false;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, const ParseLimits& limits) : lex_(text, limits), limits_(limits) { tok_ = lex_.next(); }
+
+  Graph parse_graph() {
+    expect_keyword("graph");
+    Token name = expect(Tok::At);
+    g_.name = std::string(name.text);
+    expect(Tok::LParen);
+    if (tok_.kind != Tok::RParen) {
+      do parse_arg(); while (accept(Tok::Comma));
+    }
+    expect(Tok::RParen);
+    expect(Tok::LBrace);
+    while (!(tok_.kind == Tok::Ident && tok_.text == "return")) {
+      if (tok_.kind != Tok::Percent) fail(fmt::format("expected a value definition like '%x: f32[2] = ...' or 'return', got {}", describe(tok_)));
+      parse_node();
+    }
+    next();
+    do g_.results.push_back(use(expect(Tok::Percent))); while (accept(Tok::Comma));
+    expect(Tok::RBrace);
+    if (tok_.kind != Tok::End) fail(fmt::format("expected end of file after the graph, got {}", describe(tok_)));
+    return std::move(g_);
+  }
+
+ private:
+  [[noreturn]] void fail(std::string message) { throw ParseError{tok_.loc, std::move(message)}; }
+
+  std::string describe(const Token& t) {
+    switch (t.kind) {
+      case Tok::Percent: return fmt::format("'%{}'", t.text);
+      case Tok::At: return fmt::format("'@{}'", t.text);
+      case Tok::Ident: case Tok::Int: case Tok::Float: return fmt::format("'{}'", t.text);
+      default: return std::string(tok_name(t.kind));
+    }
+  }
+
+  void next() { tok_ = lex_.next(); }
+
+  bool accept(Tok kind) {
+    if (tok_.kind != kind) return false;
+    next();
+    return true;
+  }
+
+  Token expect(Tok kind) {
+    if (tok_.kind != kind) fail(fmt::format("expected {}, got {}", tok_name(kind), describe(tok_)));
+    Token t = tok_;
+    next();
+    return t;
+  }
+
+  void expect_keyword(std::string_view word) {
+    if (tok_.kind != Tok::Ident || tok_.text != word) fail(fmt::format("expected '{}', got {}", word, describe(tok_)));
+    next();
+  }
+
+  TensorType parse_type() {
+    if (tok_.kind != Tok::Ident) fail(fmt::format("expected a type like f32[2,3], got {}", describe(tok_)));
+    auto dtype = parse_dtype(tok_.text);
+    if (!dtype) fail(fmt::format("expected an element type (f32, f64, f16, bf16, i32, i64, bool), got '{}'", tok_.text));
+    next();
+    TensorType t{*dtype, {}};
+    expect(Tok::LBracket);
+    if (tok_.kind != Tok::RBracket) {
+      do {
+        Token d = tok_;
+        if (d.kind != Tok::Int || d.int_value < 0) fail(fmt::format("expected a dimension (an integer >= 0), got {}", describe(d)));
+        if (t.shape.size() == 16) fail("a type has at most 16 dimensions");
+        t.shape.push_back(d.int_value);
+        next();
+      } while (accept(Tok::Comma));
+    }
+    expect(Tok::RBracket);
+    int64_t n = 1;
+    for (int64_t d : t.shape) {
+      if (d > 0 && n > kMaxElements / d) fail(fmt::format("type {} has more than 2^40 elements", t.to_string()));
+      n *= d;
+    }
+    return t;
+  }
+
+  ValueId define(const Token& name, TensorType type) {
+    auto [it, inserted] = defs_.emplace(std::string(name.text), Def{kNoValue, name.loc});
+    if (!inserted)
+      throw ParseError{name.loc, fmt::format("redefinition of %{} (first defined at {}:{})", name.text, it->second.loc.line, it->second.loc.col)};
+    it->second.id = g_.add_value(std::move(type), std::string(name.text));
+    return it->second.id;
+  }
+
+  ValueId use(const Token& name) {
+    auto it = defs_.find(std::string(name.text));
+    if (it == defs_.end()) throw ParseError{name.loc, fmt::format("undefined value %{}", name.text)};
+    return it->second.id;
+  }
+
+  void parse_arg() {
+    Location loc = tok_.loc;
+    ArgKind kind = ArgKind::Input;
+    if (tok_.kind == Tok::Ident && (tok_.text == "param" || tok_.text == "state")) {
+      kind = tok_.text == "param" ? ArgKind::Param : ArgKind::State;
+      next();
+    }
+    if (tok_.kind != Tok::Percent) fail(fmt::format("expected an argument like '%x: f32[2]' or 'param %w: f32[2]', got {}", describe(tok_)));
+    Token name = expect(Tok::Percent);
+    expect(Tok::Colon);
+    TensorType type = parse_type();
+    g_.args.push_back(Arg{define(name, std::move(type)), kind, loc});
+  }
+
+  void parse_node() {
+    Token name = expect(Tok::Percent);
+    expect(Tok::Colon);
+    TensorType type = parse_type();
+    expect(Tok::Equal);
+    if (tok_.kind != Tok::Ident) fail(fmt::format("expected an op name, got {}", describe(tok_)));
+    auto op = parse_op(tok_.text);
+    if (!op) fail(fmt::format("unknown op '{}'", tok_.text));
+    Node node{*op, {}, {}, kNoValue, name.loc};
+    next();
+    if (accept(Tok::LParen)) {
+      if (tok_.kind != Tok::RParen) {
+        do node.operands.push_back(use(expect(Tok::Percent))); while (accept(Tok::Comma));
+      }
+      expect(Tok::RParen);
+    }
+    if (accept(Tok::LBrace)) {
+      if (tok_.kind != Tok::RBrace) {
+        do parse_attr(node); while (accept(Tok::Comma));
+      }
+      expect(Tok::RBrace);
+    }
+    node.result = define(name, std::move(type));
+    g_.nodes.push_back(std::move(node));
+  }
+
+  RawAttr parse_raw(int depth) {
+    RawAttr raw;
+    raw.token = tok_;
+    if (tok_.kind == Tok::LBracket) {
+      if (depth >= limits_.max_nesting) fail(fmt::format("lists nest deeper than the limit of {}", limits_.max_nesting));
+      raw.is_list = true;
+      next();
+      if (tok_.kind != Tok::RBracket) {
+        do {
+          if (static_cast<int64_t>(raw.items.size()) >= limits_.max_list_elements)
+            fail(fmt::format("list has more than {} elements", limits_.max_list_elements));
+          raw.items.push_back(parse_raw(depth + 1));
+        } while (accept(Tok::Comma));
+      }
+      expect(Tok::RBracket);
+      return raw;
+    }
+    if (tok_.kind != Tok::Int && tok_.kind != Tok::Float && tok_.kind != Tok::String && tok_.kind != Tok::Ident)
+      fail(fmt::format("expected an attribute value, got {}", describe(tok_)));
+    next();
+    return raw;
+  }
+
+  static std::string_view raw_kind(const RawAttr& r) {
+    if (r.is_list) return "a list";
+    switch (r.token.kind) {
+      case Tok::Int: return "an integer";
+      case Tok::Float: return "a float";
+      case Tok::String: return "a string";
+      default: return r.token.text == "true" || r.token.text == "false" ? "a bool" : "a name";
+    }
+  }
+
+  void parse_attr(Node& node) {
+    Token name = expect(Tok::Ident);
+    expect(Tok::Equal);
+    RawAttr raw = parse_raw(0);
+    auto specs = op_attrs(node.op);
+    auto spec = std::find_if(specs.begin(), specs.end(), [&](const AttrSpec& s) { return s.name == name.text; });
+    if (spec == specs.end()) {
+      std::string known;
+      for (const AttrSpec& s : specs) known += (known.empty() ? "" : ", ") + std::string(s.name);
+      throw ParseError{name.loc, fmt::format("{}: unknown attribute '{}' (expected {})", op_name(node.op), name.text,
+                                             known.empty() ? "none" : known)};
+    }
+    if (node.attrs.has(name.text)) throw ParseError{name.loc, fmt::format("attribute '{}' is given twice", name.text)};
+    auto mistyped = [&](std::string_view want) {
+      return ParseError{raw.token.loc, fmt::format("{}: attribute '{}' must be {}, got {}", op_name(node.op), name.text, want, raw_kind(raw))};
+    };
+    const Token& t = raw.token;
+    AttrValue value;
+    switch (spec->kind) {
+      case AttrKind::Int:
+        if (raw.is_list || t.kind != Tok::Int) throw mistyped("an integer");
+        value = t.int_value;
+        break;
+      case AttrKind::Ints: {
+        std::vector<int64_t> ints;
+        if (!raw.is_list) throw mistyped("a list of integers like [0,1]");
+        for (const RawAttr& item : raw.items) {
+          if (item.is_list || item.token.kind != Tok::Int) throw mistyped("a list of integers like [0,1]");
+          ints.push_back(item.token.int_value);
+        }
+        value = std::move(ints);
+        break;
+      }
+      case AttrKind::Float:
+        if (raw.is_list || (t.kind != Tok::Float && t.kind != Tok::Int)) throw mistyped("a number");
+        value = t.kind == Tok::Int ? static_cast<double>(t.int_value) : t.float_value;
+        break;
+      case AttrKind::Bool:
+        if (raw.is_list || t.kind != Tok::Ident || (t.text != "true" && t.text != "false")) throw mistyped("true or false");
+        value = t.text == "true";
+        break;
+      case AttrKind::String:
+        if (raw.is_list || t.kind != Tok::String) throw mistyped("a string");
+        value = t.str;
+        break;
+      case AttrKind::DType: {
+        auto d = raw.is_list || t.kind != Tok::Ident ? std::nullopt : parse_dtype(t.text);
+        if (!d) throw mistyped("an element type (f32, f64, f16, bf16, i32, i64, bool)");
+        value = *d;
+        break;
+      }
+      case AttrKind::Literal: {
+        Literal lit;
+        if (raw.is_list) {
+          for (const RawAttr* r = &raw; r->is_list; r = &r->items[0]) {
+            lit.shape.push_back(static_cast<int64_t>(r->items.size()));
+            if (r->items.empty()) break;
+          }
+        }
+        int64_t count = 1;
+        for (int64_t d : lit.shape) count = d == 0 ? 0 : (count > limits_.max_list_elements / d ? limits_.max_list_elements + 1 : count * d);
+        if (count > limits_.max_list_elements)
+          throw ParseError{t.loc, fmt::format("literal has more than {} elements", limits_.max_list_elements)};
+        flatten_literal(raw, lit, 0);
+        value = std::move(lit);
+        break;
+      }
+    }
+    node.attrs.set(std::string(name.text), std::move(value));
+  }
+
+  void flatten_literal(const RawAttr& raw, Literal& lit, size_t dim) {
+    if (dim == lit.shape.size()) {
+      const Token& t = raw.token;
+      if (raw.is_list) throw ParseError{t.loc, "literal is ragged: a list where a number was expected"};
+      if (t.kind == Tok::Int) {
+        lit.ints.push_back(t.int_value);
+        lit.floats.push_back(static_cast<double>(t.int_value));
+      } else if (t.kind == Tok::Float) {
+        lit.floats.push_back(t.float_value);
+        bool integral = std::isfinite(t.float_value) && std::nearbyint(t.float_value) == t.float_value &&
+                        std::fabs(t.float_value) < 9.2e18;
+        lit.ints.push_back(integral ? static_cast<int64_t>(t.float_value) : 0);
+        lit.integral = lit.integral && integral;
+      } else if (t.kind == Tok::Ident && (t.text == "true" || t.text == "false")) {
+        lit.ints.push_back(t.text == "true");
+        lit.floats.push_back(t.text == "true");
+      } else {
+        throw ParseError{t.loc, fmt::format("expected a number or true/false in a literal, got {}", describe(t))};
+      }
+      return;
+    }
+    if (!raw.is_list || static_cast<int64_t>(raw.items.size()) != lit.shape[dim])
+      throw ParseError{raw.token.loc, fmt::format("literal is ragged: expected a list of {} elements at depth {}", lit.shape[dim], dim)};
+    for (const RawAttr& item : raw.items) flatten_literal(item, lit, dim + 1);
+  }
+
+  struct Def {
+    ValueId id;
+    Location loc;
+  };
+
+  Lexer lex_;
+  const ParseLimits& limits_;
+  Token tok_;
+  Graph g_;
+  std::unordered_map<std::string, Def> defs_;
+};
+
+}  // namespace
+
+Result<Graph> parse(std::string_view text, std::string_view filename, const ParseLimits& limits) {
+  if (text.size() > limits.max_bytes)
+    return make_error(fmt::format("{}: error: input is {} bytes, more than the limit of {} bytes", filename, text.size(), limits.max_bytes));
+  Graph g;
+  try {
+    Parser parser(text, limits);
+    g = parser.parse_graph();
+  } catch (const ParseError& e) {
+    return make_error(fmt::format("{}:{}:{}: error: {}", filename, e.loc.line, e.loc.col, e.message));
+  }
+  g.source_file = std::string(filename);
+  KILN_RETURN_IF_ERROR(verify(g));
+  return g;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,129 @@
+#include "ir/printer.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <unordered_set>
+
+namespace kiln::ir {
+namespace {
+
+void append_literal(std::string& out, const Literal& lit, DType dtype, size_t dim, size_t& index) {
+  if (dim == lit.shape.size()) {
+    if (dtype == DType::Bool) out += lit.ints[index] ? "true" : "false";
+    else if (dtype == DType::F64) out += format_float(lit.floats[index]);
+    else if (is_float(dtype)) out += format_float32(static_cast<float>(lit.floats[index]));
+    else out += fmt::format("{}", lit.ints[index]);
+    ++index;
+    return;
+  }
+  out += '[';
+  for (int64_t i = 0; i < lit.shape[dim]; ++i) {
+    if (i) out += ", ";
+    append_literal(out, lit, dtype, dim + 1, index);
+  }
+  out += ']';
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += fmt::format("\\{}", static_cast<char>(c));
+    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string format_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string format_float32(float v) {
+  if (std::isnan(v) || std::isinf(v)) return format_float(v);
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string format_attr(const AttrValue& value, DType dtype) {
+  return std::visit(
+      [&](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) return fmt::format("{}", v);
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return shape_string(v);
+        else if constexpr (std::is_same_v<T, double>) return format_float(v);
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>) return quote(v);
+        else if constexpr (std::is_same_v<T, DType>) return std::string(dtype_name(v));
+        else {
+          std::string out;
+          size_t index = 0;
+          append_literal(out, v, dtype, 0, index);
+          return out;
+        }
+      },
+      value);
+}
+
+std::vector<std::string> display_names(const Graph& g) {
+  std::vector<std::string> names(g.values.size());
+  std::unordered_set<std::string> taken;
+  for (const Value& v : g.values)
+    if (!v.name.empty()) taken.insert(v.name);
+  int next = 0;
+  auto name_of = [&](ValueId id) {
+    std::string& name = names[static_cast<size_t>(id)];
+    if (!name.empty()) return;
+    name = g.value_name(id);
+    if (!name.empty()) return;
+    while (taken.count(std::to_string(next))) ++next;
+    name = std::to_string(next++);
+  };
+  for (const Arg& a : g.args) name_of(a.value);
+  for (const Node& n : g.nodes) name_of(n.result);
+  return names;
+}
+
+std::string print(const Graph& g) {
+  std::vector<std::string> names = display_names(g);
+  auto ref = [&](ValueId v) { return "%" + names[static_cast<size_t>(v)]; };
+  std::string out = fmt::format("graph @{}(", g.name);
+  for (size_t i = 0; i < g.args.size(); ++i) {
+    const Arg& a = g.args[i];
+    if (i) out += ", ";
+    std::string_view kw = arg_kind_keyword(a.kind);
+    out += fmt::format("{}{}{}: {}", kw, kw.empty() ? "" : " ", ref(a.value), g.type(a.value).to_string());
+  }
+  out += ") {\n";
+  for (const Node& n : g.nodes) {
+    const TensorType& t = g.type(n.result);
+    out += fmt::format("  {}: {} = {}", ref(n.result), t.to_string(), op_name(n.op));
+    if (!n.operands.empty() || op_arity(n.op) != 0) {
+      out += '(';
+      for (size_t i = 0; i < n.operands.size(); ++i) out += (i ? ", " : "") + ref(n.operands[i]);
+      out += ')';
+    }
+    if (!n.attrs.empty()) {
+      out += " {";
+      bool first = true;
+      for (const auto& [name, value] : n.attrs.entries()) {
+        out += fmt::format("{}{}={}", first ? "" : ", ", name, format_attr(value, t.dtype));
+        first = false;
+      }
+      out += '}';
+    }
+    out += '\n';
+  }
+  out += "  return ";
+  for (size_t i = 0; i < g.results.size(); ++i) out += (i ? ", " : "") + ref(g.results[i]);
+  out += "\n}\n";
+  return out;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,68 @@
+#include "ir/verifier.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <unordered_map>
+
+#include "ir/shape_inference.h"
+
+namespace kiln::ir {
+
+Error located_error(const Graph& graph, Location loc, std::string_view message) {
+  if (!graph.source_file.empty() && loc.line > 0)
+    return make_error(fmt::format("{}:{}:{}: error: {}", graph.source_file, loc.line, loc.col, message));
+  return make_error(fmt::format("error: @{}: {}", graph.name, message));
+}
+
+Status verify(const Graph& g) {
+  const size_t n_values = g.values.size();
+  std::vector<char> defined(n_values, 0);
+  std::unordered_map<std::string_view, Location> names;
+  auto define = [&](ValueId v, Location loc) -> Status {
+    if (v < 0 || static_cast<size_t>(v) >= n_values)
+      return located_error(g, loc, fmt::format("value id {} is out of range", v));
+    if (defined[v]) return located_error(g, loc, fmt::format("value id {} is defined twice", v));
+    defined[v] = 1;
+    const std::string& name = g.value_name(v);
+    if (!name.empty()) {
+      auto [it, inserted] = names.emplace(name, loc);
+      if (!inserted)
+        return located_error(g, loc, fmt::format("redefinition of %{} (first defined at {}:{})", name,
+                                                 it->second.line, it->second.col));
+    }
+    return Status::Ok();
+  };
+  for (const Arg& a : g.args) {
+    KILN_RETURN_IF_ERROR(define(a.value, a.loc));
+    const TensorType& t = g.type(a.value);
+    if (t.shape.size() > 16 || std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; }))
+      return located_error(g, a.loc, fmt::format("argument %{} has an invalid shape {}", g.value_name(a.value), t.to_string()));
+  }
+  std::vector<TensorType> operand_types;
+  for (const Node& n : g.nodes) {
+    operand_types.clear();
+    for (ValueId v : n.operands) {
+      if (v < 0 || static_cast<size_t>(v) >= n_values || !defined[v])
+        return located_error(g, n.loc, fmt::format("{}: operand %{} is used before it is defined", op_name(n.op),
+                                                   v >= 0 && static_cast<size_t>(v) < n_values ? g.value_name(v) : "?"));
+      operand_types.push_back(g.type(v));
+    }
+    KILN_RETURN_IF_ERROR(define(n.result, n.loc));
+    Status attrs_ok = check_attrs(n.op, n.attrs);
+    if (!attrs_ok.ok()) return located_error(g, n.loc, attrs_ok.error().message);
+    const TensorType& declared = g.type(n.result);
+    auto inferred = infer_type(n.op, operand_types, n.attrs, declared.dtype);
+    if (!inferred.ok()) return located_error(g, n.loc, inferred.error().message);
+    if (*inferred != declared)
+      return located_error(g, n.loc, fmt::format("declared type {} of %{} does not match {} inferred for {}",
+                                                 declared.to_string(), g.value_name(n.result),
+                                                 inferred->to_string(), op_name(n.op)));
+  }
+  if (g.results.empty()) return located_error(g, {}, "graph returns nothing");
+  for (ValueId v : g.results)
+    if (v < 0 || static_cast<size_t>(v) >= n_values || !defined[v])
+      return located_error(g, {}, fmt::format("returned value id {} is not defined", v));
+  return Status::Ok();
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,181 @@
+#include "passes/canonicalize.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "ir/interpreter.h"
+#include "passes/dce.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::ValueId;
+
+bool is_identity_perm(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+class Canonicalizer {
+ public:
+  explicit Canonicalizer(ir::Graph& g) : g_(g), producer_(g.producers()) {}
+
+  // One sweep over the nodes; returns whether anything changed.
+  Result<bool> sweep() {
+    std::vector<ValueId> replacement(g_.values.size(), ir::kNoValue);
+    bool changed = false;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      Node& n = g_.nodes[i];
+      for (ValueId& v : n.operands)
+        while (replacement[v] != ir::kNoValue) v = replacement[v];
+      KILN_ASSIGN_OR_RETURN(bool folded, fold(n));
+      if (folded) {
+        changed = true;
+        continue;
+      }
+      ValueId same = forward(n);
+      if (same != ir::kNoValue) {
+        replacement[n.result] = same;
+        changed = true;
+      } else if (combine(n)) {
+        changed = true;
+      }
+    }
+    g_.replace_uses(replacement);
+    return changed;
+  }
+
+ private:
+  const Node* producer(ValueId v) const {
+    int p = producer_[v];
+    return p < 0 ? nullptr : &g_.nodes[p];
+  }
+
+  // The constant's value when v is a constant whose elements all equal `x`.
+  bool is_splat(ValueId v, double x) const {
+    const Node* p = producer(v);
+    if (!p || p->op != Op::Constant) return false;
+    const ir::Literal& lit = p->attrs.get_literal("value");
+    bool fp = ir::is_float(g_.type(v).dtype);
+    for (size_t k = 0; k < lit.floats.size(); ++k)
+      if (fp ? lit.floats[k] != x : lit.ints[k] != static_cast<int64_t>(x)) return false;
+    return g_.type(v).dtype != ir::DType::Bool;
+  }
+
+  // A value equal to n's result when n does nothing, else kNoValue.
+  ValueId forward(const Node& n) const {
+    const ir::TensorType& rt = g_.type(n.result);
+    auto same_type = [&](ValueId v) { return g_.type(v) == rt ? v : ir::kNoValue; };
+    const auto& ops = n.operands;
+    switch (n.op) {
+      case Op::Add:
+        if (is_splat(ops[1], 0)) return same_type(ops[0]);
+        if (is_splat(ops[0], 0)) return same_type(ops[1]);
+        break;
+      case Op::Sub:
+        if (is_splat(ops[1], 0)) return same_type(ops[0]);
+        break;
+      case Op::Mul:
+        if (is_splat(ops[1], 1)) return same_type(ops[0]);
+        if (is_splat(ops[0], 1)) return same_type(ops[1]);
+        break;
+      case Op::Div:
+        if (is_splat(ops[1], 1)) return same_type(ops[0]);
+        break;
+      case Op::Neg: {
+        const Node* p = producer(ops[0]);
+        if (p && p->op == Op::Neg) return p->operands[0];
+        break;
+      }
+      case Op::Transpose:
+        if (is_identity_perm(n.attrs.get_ints("perm"))) return ops[0];
+        break;
+      case Op::Reshape:
+      case Op::Cast:
+        return same_type(ops[0]);
+      case Op::Broadcast:
+        if (is_identity_perm(n.attrs.get_ints("dims"))) return same_type(ops[0]);
+        break;
+      case Op::Slice: {
+        const auto& starts = n.attrs.get_ints("starts");
+        bool zero = std::all_of(starts.begin(), starts.end(), [](int64_t s) { return s == 0; });
+        if (zero) return same_type(ops[0]);  // same shape with start 0 means stride 1 over all of it
+        break;
+      }
+      default: break;
+    }
+    return ir::kNoValue;
+  }
+
+  // Merges n with its producer in place (transpose∘transpose, reshape∘reshape).
+  bool combine(Node& n) {
+    if (n.operands.size() != 1) return false;
+    const Node* p = producer(n.operands[0]);
+    if (!p || p->op != n.op) return false;
+    if (n.op == Op::Reshape) {
+      n.operands[0] = p->operands[0];
+      return true;
+    }
+    if (n.op == Op::Transpose) {
+      const auto &inner = p->attrs.get_ints("perm"), &outer = n.attrs.get_ints("perm");
+      std::vector<int64_t> composed(outer.size());
+      for (size_t d = 0; d < outer.size(); ++d) composed[d] = inner[outer[d]];
+      n.attrs.set("perm", std::move(composed));
+      n.operands[0] = p->operands[0];
+      return true;
+    }
+    return false;
+  }
+
+  // Replaces n by a constant when all its operands are constants and the result is small.
+  Result<bool> fold(Node& n) {
+    ir::OpKind kind = ir::op_kind(n.op);
+    if (kind == ir::OpKind::Composite || n.op == Op::Constant) return false;
+    const ir::TensorType& rt = g_.type(n.result);
+    if (rt.num_elements() > CanonicalizePass::kMaxFoldElements) return false;
+    std::vector<ir::Tensor> inputs;
+    for (ValueId v : n.operands) {
+      const Node* p = producer(v);
+      if (!p || p->op != Op::Constant) return false;
+      KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::evaluate_op(Op::Constant, {}, p->attrs, g_.type(v)));
+      inputs.push_back(std::move(t));
+    }
+    std::vector<const ir::Tensor*> ptrs;
+    for (const ir::Tensor& t : inputs) ptrs.push_back(&t);
+    auto value = ir::evaluate_op(n.op, ptrs, n.attrs, rt);
+    if (!value.ok()) return false;  // e.g. an out-of-range gather: leave it for run time
+    ir::Literal lit;
+    lit.shape = rt.shape;
+    for (int64_t k = 0; k < value->size(); ++k) {
+      lit.floats.push_back(value->get(k));
+      lit.ints.push_back(value->holds_floats() ? 0 : value->ints[k]);
+    }
+    lit.integral = !value->holds_floats();
+    n.op = Op::Constant;
+    n.operands.clear();
+    n.attrs = ir::Attrs();
+    n.attrs.set("value", std::move(lit));
+    return true;
+  }
+
+  ir::Graph& g_;
+  std::vector<int> producer_;
+};
+
+}  // namespace
+
+Result<bool> CanonicalizePass::run(ir::Graph& g) {
+  bool changed = false;
+  for (int round = 0; round < 16; ++round) {
+    KILN_ASSIGN_OR_RETURN(bool swept, Canonicalizer(g).sweep());
+    if (!swept) break;
+    changed = true;
+  }
+  KILN_ASSIGN_OR_RETURN(bool removed, DcePass().run(g));
+  return changed || removed;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,22 @@
+// canonicalize: algebraic identities and folding of small constants.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace kiln::passes {
+
+/// Simplifies the graph to a fixed point:
+///   x+0, 0+x, x-0, x*1, 1*x, x/1 -> x;  neg(neg x) -> x;  cast to the same type -> x;
+///   transpose(transpose x) -> one transpose (or x);  reshape(reshape x) -> one reshape;
+///   reshape, broadcast, slice or transpose that changes nothing -> x;
+///   ops whose operands are all constants and whose result has at most
+///   kMaxFoldElements elements -> a constant.
+/// Nodes left without users are removed.
+class CanonicalizePass : public Pass {
+ public:
+  static constexpr int64_t kMaxFoldElements = 64;
+  std::string_view name() const override { return "canonicalize"; }
+  Result<bool> run(ir::Graph& graph) override;
+};
+
+}  // namespace kiln::passes

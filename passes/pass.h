@@ -1,0 +1,21 @@
+// The pass contract: a name and a run that changes a graph or fails.
+#pragma once
+
+#include <string_view>
+
+#include "ir/graph.h"
+#include "base/result.h"
+
+namespace kiln::passes {
+
+/// A graph-to-graph transformation.
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  /// The name used by --passes and --dump-after.
+  virtual std::string_view name() const = 0;
+  /// Transforms the graph in place; returns whether anything changed, or an error.
+  virtual Result<bool> run(ir::Graph& graph) = 0;
+};
+
+}  // namespace kiln::passes

@@ -1,0 +1,81 @@
+#include "passes/pipeline.h"
+
+#include <fmt/format.h>
+#include <fstream>
+
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/canonicalize.h"
+#include "passes/cse.h"
+#include "passes/dce.h"
+#include "passes/decompose.h"
+
+namespace kiln::passes {
+namespace {
+
+struct Registration {
+  std::string_view name;
+  std::unique_ptr<Pass> (*create)();
+};
+
+template <class P>
+std::unique_ptr<Pass> make() { return std::make_unique<P>(); }
+
+constexpr Registration kPasses[] = {
+    {"decompose", make<DecomposePass>},
+    {"canonicalize", make<CanonicalizePass>},
+    {"cse", make<CsePass>},
+    {"dce", make<DcePass>},
+};
+
+}  // namespace
+
+Result<bool> Pipeline::run(ir::Graph& graph) {
+  bool changed = false;
+  int index = 0;
+  for (auto& pass : passes_) {
+    ++index;
+    KILN_ASSIGN_OR_RETURN(bool pass_changed, pass->run(graph));
+    changed = changed || pass_changed;
+    Status ok = ir::verify(graph);
+    if (!ok.ok()) return make_error(fmt::format("after pass '{}': {}", pass->name(), ok.error().message));
+    if (!dump_.after.count("all") && !dump_.after.count(std::string(pass->name()))) continue;
+    std::string text = ir::print(graph);
+    if (!dump_.dir.empty()) {
+      std::string path = fmt::format("{}/{:02}-{}.kir", dump_.dir, index, pass->name());
+      std::ofstream out(path);
+      out << text;
+      if (!out) return make_error(fmt::format("cannot write dump file {}", path));
+    } else if (dump_.sink) {
+      dump_.sink(pass->name(), text);
+    }
+  }
+  return changed;
+}
+
+Result<std::unique_ptr<Pass>> create_pass(std::string_view name) {
+  for (const Registration& r : kPasses)
+    if (r.name == name) return r.create();
+  return make_error(fmt::format("unknown pass '{}' (known passes: {})", name, fmt::join(pass_names(), ", ")));
+}
+
+std::vector<std::string> pass_names() {
+  std::vector<std::string> names;
+  for (const Registration& r : kPasses) names.emplace_back(r.name);
+  return names;
+}
+
+Result<Pipeline> pipeline_from_names(std::string_view list) {
+  Pipeline p;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view name = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (name.empty()) continue;
+    KILN_ASSIGN_OR_RETURN(auto pass, create_pass(name));
+    p.add(std::move(pass));
+  }
+  return p;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,46 @@
+// A sequence of passes that verifies between passes and dumps where asked.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace kiln::passes {
+
+/// Where and after which passes to dump the IR.
+struct DumpOptions {
+  /// Pass names to dump after; "all" dumps after every pass.
+  std::set<std::string> after;
+  /// When set, each dump goes to DIR/NN-passname.kir instead of the sink.
+  std::string dir;
+  /// Receives (pass name, text) when no directory is set.
+  std::function<void(std::string_view, std::string_view)> sink;
+};
+
+/// Runs passes in order, verifying the graph after each one.
+class Pipeline {
+ public:
+  void add(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
+  void set_dump(DumpOptions options) { dump_ = std::move(options); }
+  /// Runs every pass; returns whether any changed the graph. A pass that leaves an
+  /// invalid graph is reported as "after pass 'NAME': <verifier error>".
+  Result<bool> run(ir::Graph& graph);
+  const std::vector<std::unique_ptr<Pass>>& passes() const { return passes_; }
+
+ private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+  DumpOptions dump_;
+};
+
+/// Creates a pass by name; the error lists the known names.
+Result<std::unique_ptr<Pass>> create_pass(std::string_view name);
+/// Every registered pass name, in pipeline order.
+std::vector<std::string> pass_names();
+/// A pipeline from a comma-separated list of pass names ("decompose,cse").
+Result<Pipeline> pipeline_from_names(std::string_view comma_separated);
+
+}  // namespace kiln::passes

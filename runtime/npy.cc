@@ -1,0 +1,197 @@
+#include "runtime/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::runtime {
+namespace {
+
+constexpr std::string_view kMagic = "\x93NUMPY";
+
+struct Descr {
+  std::string_view npy;
+  std::string_view kiln;
+  int size;
+};
+
+constexpr Descr kDescrs[] = {
+    {"<f4", "f32", 4}, {"<f8", "f64", 8}, {"<f2", "f16", 2}, {"|V2", "bf16", 2},
+    {"<i4", "i32", 4}, {"<i8", "i64", 8}, {"|b1", "bool", 1},
+};
+
+Error npy_error(std::string_view source, const std::string& why) {
+  return make_error(std::string(source) + ": not a usable .npy file: " + why);
+}
+
+// A minimal reader for the header's Python dict literal, e.g.
+// {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+class HeaderReader {
+ public:
+  explicit HeaderReader(std::string_view s) : s_(s) {}
+
+  bool parse(std::string& descr, bool& fortran, std::vector<int64_t>& shape, bool& has_descr, bool& has_shape) {
+    skip();
+    if (!eat('{')) return false;
+    while (true) {
+      skip();
+      if (eat('}')) return true;
+      std::string key;
+      if (!string(key)) return false;
+      skip();
+      if (!eat(':')) return false;
+      skip();
+      if (key == "descr") {
+        if (!string(descr)) return false;
+        has_descr = true;
+      } else if (key == "fortran_order") {
+        if (s_.substr(pos_, 4) == "True") { fortran = true; pos_ += 4; }
+        else if (s_.substr(pos_, 5) == "False") { fortran = false; pos_ += 5; }
+        else return false;
+      } else if (key == "shape") {
+        if (!tuple(shape)) return false;
+        has_shape = true;
+      } else {
+        return false;
+      }
+      skip();
+      if (eat(',')) continue;
+      skip();
+      if (eat('}')) return true;
+      return false;
+    }
+  }
+
+ private:
+  void skip() { while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n')) ++pos_; }
+  bool eat(char c) {
+    if (pos_ < s_.size() && s_[pos_] == c) { ++pos_; return true; }
+    return false;
+  }
+  bool string(std::string& out) {
+    if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"')) return false;
+    char q = s_[pos_++];
+    size_t end = s_.find(q, pos_);
+    if (end == std::string_view::npos) return false;
+    out = std::string(s_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return true;
+  }
+  bool tuple(std::vector<int64_t>& out) {
+    if (!eat('(')) return false;
+    while (true) {
+      skip();
+      if (eat(')')) return true;
+      int64_t v = 0;
+      size_t start = pos_;
+      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+        if (v > (int64_t{1} << 40)) return false;
+        v = v * 10 + (s_[pos_++] - '0');
+      }
+      if (pos_ == start || out.size() >= 32) return false;
+      out.push_back(v);
+      skip();
+      if (eat(',')) continue;
+      skip();
+      if (eat(')')) return true;
+      return false;
+    }
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+int npy_element_size(std::string_view dtype) {
+  for (const Descr& d : kDescrs)
+    if (d.kiln == dtype) return d.size;
+  return 0;
+}
+
+Result<NpyArray> parse_npy(std::string_view bytes, std::string_view source) {
+  if (bytes.size() < 10 || bytes.substr(0, 6) != kMagic) return npy_error(source, "it does not start with the .npy magic \\x93NUMPY");
+  int major = static_cast<unsigned char>(bytes[6]);
+  size_t header_len, header_start;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(bytes[8]) | static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+    header_start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return npy_error(source, "the header is truncated");
+    header_len = 0;
+    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    header_start = 12;
+  } else {
+    return npy_error(source, "format version " + std::to_string(major) + " is not supported (1, 2 or 3)");
+  }
+  if (header_len > bytes.size() - header_start) return npy_error(source, "the header is truncated");
+  std::string descr;
+  bool fortran = false, has_descr = false, has_shape = false;
+  NpyArray array;
+  if (!HeaderReader(bytes.substr(header_start, header_len)).parse(descr, fortran, array.shape, has_descr, has_shape) ||
+      !has_descr || !has_shape)
+    return npy_error(source, "the header is not a dict with 'descr', 'fortran_order' and 'shape'");
+  if (fortran) return npy_error(source, "it is in Fortran order; save it in C order (np.ascontiguousarray)");
+  if (descr == "<V2") descr = "|V2";
+  if (descr == "<b1") descr = "|b1";
+  const Descr* found = nullptr;
+  for (const Descr& d : kDescrs)
+    if (d.npy == descr) found = &d;
+  if (!found)
+    return npy_error(source, "dtype '" + descr +
+                                 "' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 '<i8', bool '|b1')");
+  array.dtype = std::string(found->kiln);
+  int64_t count = 1;
+  for (int64_t d : array.shape) {
+    if (d > 0 && count > (int64_t{1} << 40) / d) return npy_error(source, "the shape has too many elements");
+    count *= d;
+  }
+  size_t data_start = header_start + header_len;
+  size_t expected = static_cast<size_t>(count) * static_cast<size_t>(found->size);
+  if (bytes.size() - data_start != expected)
+    return npy_error(source, "it holds " + std::to_string(bytes.size() - data_start) + " data bytes, the header says " +
+                                 std::to_string(expected));
+  array.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start), bytes.end());
+  return array;
+}
+
+std::string serialize_npy(const NpyArray& array) {
+  std::string descr = "<f4";
+  for (const Descr& d : kDescrs)
+    if (d.kiln == array.dtype) descr = std::string(d.npy);
+  std::string shape;  // "()", "(2,)", "(2, 3)" as Python writes tuples
+  for (size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
+  if (array.shape.size() == 1) shape += ',';
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  // Pad so the data starts on a 64-byte boundary; the header ends with '\n'.
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::string out(kMagic);
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(array.data.data()), array.data.size());
+  return out;
+}
+
+Result<NpyArray> read_npy_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return parse_npy(buffer.str(), path);
+}
+
+Status write_npy_file(const std::string& path, const NpyArray& array) {
+  std::ofstream out(path, std::ios::binary);
+  std::string bytes = serialize_npy(array);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) return make_error(path + ": cannot write: " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,61 @@
+// Helpers for unit tests: parse, evaluate and compare tensors.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "ir/interpreter.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+
+namespace kiln::testing {
+
+/// Parses a graph that must be valid.
+inline ir::Graph parse_ok(std::string_view text) {
+  auto g = ir::parse(text, "test.kir");
+  if (!g.ok()) FAIL(g.error().message);
+  return std::move(g).value();
+}
+
+/// The error message of a graph that must fail to parse or verify.
+inline std::string parse_error(std::string_view text) {
+  auto g = ir::parse(text, "bad.kir");
+  if (g.ok()) FAIL("expected an error for:\n" << text);
+  return g.error().message;
+}
+
+/// Evaluates a graph that must run.
+inline std::vector<ir::Tensor> eval_ok(const ir::Graph& g, const std::map<std::string, ir::Tensor>& inputs = {}) {
+  auto r = ir::evaluate(g, inputs);
+  if (!r.ok()) FAIL(r.error().message);
+  return std::move(r).value();
+}
+
+/// Evaluates `body` (definitions, no arguments) inside a graph returning `result`.
+inline ir::Tensor eval_body(const std::string& body, const std::string& result) {
+  ir::Graph g = parse_ok("graph @t() {\n" + body + "\n  return " + result + "\n}\n");
+  return eval_ok(g)[0];
+}
+
+/// Checks a tensor's type and elements (|a-e| <= atol + rtol*|e|; NaN matches NaN).
+inline void check_close(const ir::Tensor& t, const std::string& type, const std::vector<double>& expected,
+                        double rtol = 1e-6, double atol = 1e-7) {
+  CHECK(t.type.to_string() == type);
+  REQUIRE(t.size() == static_cast<int64_t>(expected.size()));
+  for (size_t k = 0; k < expected.size(); ++k) {
+    double a = t.get(static_cast<int64_t>(k)), e = expected[k];
+    INFO("element " << k << ": got " << a << ", expected " << e);
+    if (std::isnan(e)) CHECK(std::isnan(a));
+    else if (std::isinf(e)) CHECK(a == e);
+    else CHECK(std::fabs(a - e) <= atol + rtol * std::fabs(e));
+  }
+}
+
+/// A tensor from doubles.
+inline ir::Tensor tensor(ir::DType dtype, ir::Shape shape, const std::vector<double>& values) {
+  return ir::Tensor::from_doubles({dtype, std::move(shape)}, values);
+}
+
+}  // namespace kiln::testing

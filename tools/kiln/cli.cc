@@ -1,0 +1,148 @@
+#include "tools/kiln/cli.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "passes/pipeline.h"
+#include "runtime/npy.h"
+
+namespace kiln::cli {
+
+std::string Args::get(std::string_view name, std::string fallback) const {
+  auto it = flags.find(name);
+  return it == flags.end() || it->second.empty() ? fallback : it->second.back();
+}
+
+Result<Args> parse_args(std::string_view command, std::span<char* const> argv, std::span<const FlagSpec> specs) {
+  Args args;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    std::string_view a = argv[i];
+    if (a == "-h" || a == "--help") {
+      args.help = true;
+      continue;
+    }
+    if (!a.starts_with("--")) {
+      if (a.size() > 1 && a[0] == '-')
+        return make_error(fmt::format("{}: error: unknown flag '{}'; see '{} --help'", command, a, command));
+      args.positional.emplace_back(a);
+      continue;
+    }
+    std::string_view body = a.substr(2);
+    size_t eq = body.find('=');
+    std::string_view name = body.substr(0, eq);
+    const FlagSpec* spec = nullptr;
+    for (const FlagSpec& s : specs)
+      if (s.name == name) spec = &s;
+    if (!spec) return make_error(fmt::format("{}: error: unknown flag '--{}'; see '{} --help'", command, name, command));
+    std::string value;
+    if (spec->takes_value) {
+      if (eq != std::string_view::npos) {
+        value = std::string(body.substr(eq + 1));
+      } else if (i + 1 < argv.size()) {
+        value = argv[++i];
+      } else {
+        return make_error(fmt::format("{}: error: --{} needs a value; see '{} --help'", command, name, command));
+      }
+    } else if (eq != std::string_view::npos) {
+      return make_error(fmt::format("{}: error: --{} takes no value", command, name));
+    }
+    auto& values = args.flags[std::string(name)];
+    if (!values.empty() && !spec->repeatable)
+      return make_error(fmt::format("{}: error: --{} is given more than once", command, name));
+    values.push_back(std::move(value));
+  }
+  return args;
+}
+
+Result<std::string> read_file(const std::string& path, size_t max_bytes) {
+  std::ostringstream buffer;
+  if (path == "-") {
+    buffer << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+    in.seekg(0, std::ios::end);
+    auto size = static_cast<size_t>(in.tellg());
+    if (size > max_bytes) return make_error(fmt::format("'{}' is {} bytes, more than the limit of {} bytes", path, size, max_bytes));
+    in.seekg(0);
+    buffer << in.rdbuf();
+  }
+  return buffer.str();
+}
+
+Result<ir::Graph> load_graph(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return ir::parse(text, path == "-" ? "<stdin>" : path);
+}
+
+Status run_passes(ir::Graph& graph, const std::string& names, const std::string& dump_after, const std::string& dump_dir) {
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(names));
+  passes::DumpOptions dump;
+  std::string list = dump_after;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string name = list.substr(0, comma);
+    list = comma == std::string::npos ? "" : list.substr(comma + 1);
+    bool known = name == "all";
+    for (const auto& p : pipeline.passes()) known = known || p->name() == name;
+    if (!known)
+      return make_error(fmt::format("--dump-after={} names no pass of the pipeline '{}' (or 'all')", name, names));
+    dump.after.insert(name);
+  }
+  dump.dir = dump_dir;
+  dump.sink = [](std::string_view pass, std::string_view text) { fmt::print(stderr, "# IR after pass '{}'\n{}", pass, text); };
+  pipeline.set_dump(std::move(dump));
+  auto r = pipeline.run(graph);
+  if (!r.ok()) return r.error();
+  return Status::Ok();
+}
+
+Result<ir::Tensor> read_tensor(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(runtime::NpyArray array, runtime::read_npy_file(path));
+  ir::TensorType type{*ir::parse_dtype(array.dtype), array.shape};
+  return ir::tensor_from_bytes(type, array.data.data());
+}
+
+Status write_tensor(const std::string& path, const ir::Tensor& t) {
+  runtime::NpyArray array{std::string(ir::dtype_name(t.type.dtype)), t.type.shape, ir::tensor_to_bytes(t)};
+  return runtime::write_npy_file(path, array);
+}
+
+std::string format_values(const ir::Tensor& t, size_t limit) {
+  std::string out;
+  size_t n = static_cast<size_t>(t.size());
+  auto element = [&](size_t k) -> std::string {
+    switch (t.type.dtype) {
+      case ir::DType::F64: return ir::format_float(t.floats[k]);
+      case ir::DType::F32: case ir::DType::F16: case ir::DType::BF16: {
+        std::string s = fmt::format("{}", static_cast<float>(t.floats[k]));
+        return std::isfinite(t.floats[k]) && s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
+      }
+      case ir::DType::Bool: return t.ints[k] ? "true" : "false";
+      default: return fmt::format("{}", t.ints[k]);
+    }
+  };
+  if (t.type.rank() == 0) return element(0);
+  out += '[';
+  for (size_t k = 0; k < n && k < limit; ++k) out += (k ? ", " : "") + element(k);
+  if (n > limit) out += fmt::format(", ... ({} more)", n - limit);
+  return out + ']';
+}
+
+int fail(std::string_view command, std::string_view message) {
+  fmt::print(stderr, "{}: error: {}\n", command, message);
+  return 1;
+}
+
+int fail_located(const Error& error) {
+  fmt::print(stderr, "{}\n", error.message);
+  return 1;
+}
+
+}  // namespace kiln::cli

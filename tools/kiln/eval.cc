@@ -1,0 +1,87 @@
+// kiln eval: run a graph with the reference interpreter.
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "tools/kiln/cli.h"
+
+namespace kiln::cli {
+
+constexpr std::string_view kEvalHelp = R"(usage: kiln eval FILE.kir [--input NAME=PATH.npy ...] [--output DIR] [--passes=a,b,c]
+
+Runs FILE.kir with the reference interpreter. Every argument (input, param or state)
+needs an --input whose .npy file holds exactly its element type and shape.
+With --output, writes one DIR/NAME.npy per returned value (NAME without '%');
+without it, prints the returned values.
+
+  --input NAME=PATH   the value of argument %NAME (repeatable)
+  --output DIR        directory for the results (created if missing)
+  --passes=LIST       comma-separated passes to run before evaluating
+  -h, --help          this help
+)";
+
+int run_eval(std::span<char* const> argv) {
+  constexpr std::string_view cmd = "kiln eval";
+  constexpr FlagSpec specs[] = {{"input", true, true}, {"output", true}, {"passes", true}};
+  auto args = parse_args(cmd, argv, specs);
+  if (!args.ok()) return fail_located(args.error());
+  if (args->help) {
+    fmt::print("{}", kEvalHelp);
+    return 0;
+  }
+  if (args->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln eval --help'");
+  auto graph = load_graph(args->positional[0]);
+  if (!graph.ok()) return fail_located(graph.error());
+  Status ok = run_passes(*graph, args->get("passes"), "", "");
+  if (!ok.ok()) return fail(cmd, ok.error().message);
+
+  std::map<std::string, ir::Tensor> inputs;
+  auto it = args->flags.find("input");
+  for (const std::string& spec : it == args->flags.end() ? std::vector<std::string>() : it->second) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return fail(cmd, fmt::format("--input expects NAME=PATH.npy, got '{}'", spec));
+    std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    if (!name.empty() && name[0] == '%') name.erase(0, 1);
+    const ir::Arg* arg = graph->find_arg(name);
+    if (!arg) return fail(cmd, fmt::format("@{} has no argument %{}", graph->name, name));
+    if (inputs.count(name)) return fail(cmd, fmt::format("--input gives %{} twice", name));
+    auto tensor = read_tensor(path);
+    if (!tensor.ok()) return fail(cmd, tensor.error().message);
+    const ir::TensorType& want = graph->type(arg->value);
+    if (tensor->type != want)
+      return fail(cmd, fmt::format("argument %{} is {}, but {} holds {}", name, want.to_string(), path, tensor->type.to_string()));
+    inputs.emplace(name, std::move(*tensor));
+  }
+  for (const ir::Arg& a : graph->args) {
+    const std::string& name = graph->value_name(a.value);
+    if (!inputs.count(name))
+      return fail(cmd, fmt::format("missing --input {}=PATH.npy for argument %{}: {}", name, name, graph->type(a.value).to_string()));
+  }
+  auto results = ir::evaluate(*graph, inputs);
+  if (!results.ok()) return fail(cmd, results.error().message);
+
+  std::vector<std::string> names = ir::display_names(*graph);
+  std::string dir = args->get("output");
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail(cmd, fmt::format("cannot create directory '{}': {}", dir, ec.message()));
+  }
+  for (size_t i = 0; i < results->size(); ++i) {
+    const std::string& name = names[graph->results[i]];
+    const ir::Tensor& t = (*results)[i];
+    if (dir.empty()) {
+      fmt::print("%{}: {} = {}\n", name, t.type.to_string(), format_values(t));
+      continue;
+    }
+    std::string path = (std::filesystem::path(dir) / (name + ".npy")).string();
+    Status written = write_tensor(path, t);
+    if (!written.ok()) return fail(cmd, written.error().message);
+    fmt::print("wrote {}: {}\n", path, t.type.to_string());
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

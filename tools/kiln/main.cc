@@ -1,0 +1,37 @@
+// kiln: the command line. Each subcommand lives in its own file.
+#include <fmt/format.h>
+
+#include "tools/kiln/cli.h"
+
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: kiln COMMAND [ARGS]
+
+kiln compiles static deep learning graphs.
+
+commands:
+  opt   FILE.kir   run passes and print the IR
+  eval  FILE.kir   run a graph with the reference interpreter
+  dot   FILE.kir   print the graph in Graphviz DOT
+
+'kiln COMMAND --help' describes each command.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "{}", kUsage);
+    return 1;
+  }
+  std::string_view command = argv[1];
+  std::span<char* const> rest(argv + 2, static_cast<size_t>(argc - 2));
+  if (command == "opt") return kiln::cli::run_opt(rest);
+  if (command == "eval") return kiln::cli::run_eval(rest);
+  if (command == "dot") return kiln::cli::run_dot(rest);
+  if (command == "-h" || command == "--help" || command == "help") {
+    fmt::print("{}", kUsage);
+    return 0;
+  }
+  return kiln::cli::fail("kiln", fmt::format("unknown command '{}'; see 'kiln --help'", command));
+}
