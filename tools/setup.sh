@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kiln's build and tests need, and nothing else.
+# Idempotent: when everything is installed it only checks, in well under a second.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap   # Bazel 4.2.3, the build
+  g++               # the C++20 compiler
+  libfmt-dev        # formatting
+  catch2            # unit tests (v2)
+  llvm-19-tools     # FileCheck and lit for the text tests
+  python3           # runs lit
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "setup: error: need root (or sudo) to install: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Package lists on a fresh machine may be empty or stale.
+if ! "${sudo[@]}" apt-get update -q; then
+  echo "setup: error: 'apt-get update' failed; check the network and /etc/apt/sources.list" >&2
+  exit 1
+fi
+if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+  echo "setup: error: could not install ${missing[*]} (see apt-get's message above)" >&2
+  exit 1
+fi
+echo "setup: done"
