@@ -117,12 +117,15 @@ Tensor Model::apply(ir::Op op, const std::vector<Tensor>& operands, ir::Attrs at
     }
     ids.push_back(t.id());
   }
-  auto r = ir::GraphBuilder(graph_).add(op, std::move(ids), std::move(attrs));
-  if (!r.ok()) {
-    fail(r.error().message);
+  return record(ir::GraphBuilder(graph_).add(op, std::move(ids), std::move(attrs)));
+}
+
+Tensor Model::record(Result<ir::ValueId> added) {
+  if (!added.ok()) {
+    fail(added.error().message);
     return {};
   }
-  return Tensor(this, *r);
+  return Tensor(this, *added);
 }
 
 Tensor Model::scalar(double value, ir::DType dtype) { return constant({value}, {}, dtype); }
@@ -143,24 +146,14 @@ Tensor Model::constant(const std::vector<double>& values, ir::Shape shape, ir::D
   }
   ir::Attrs attrs;
   attrs.set("value", std::move(lit));
-  auto r = ir::GraphBuilder(graph_).add(ir::Op::Constant, {}, std::move(attrs), dtype);
-  if (!r.ok()) {
-    fail(r.error().message);
-    return {};
-  }
-  return Tensor(this, *r);
+  return record(ir::GraphBuilder(graph_).add(ir::Op::Constant, {}, std::move(attrs), dtype));
 }
 
 Tensor Model::iota(ir::Shape shape, int64_t axis, ir::DType dtype) {
   ir::Attrs attrs;
   attrs.set("shape", std::move(shape));
   attrs.set("axis", axis);
-  auto r = ir::GraphBuilder(graph_).add(ir::Op::Iota, {}, std::move(attrs), dtype);
-  if (!r.ok()) {
-    fail(r.error().message);
-    return {};
-  }
-  return Tensor(this, *r);
+  return record(ir::GraphBuilder(graph_).add(ir::Op::Iota, {}, std::move(attrs), dtype));
 }
 
 Result<ir::Graph> Model::build() const {

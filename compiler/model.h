@@ -109,6 +109,8 @@ class Model {
  private:
   Tensor add_arg(const std::string& name, ir::Shape shape, ir::DType dtype, ir::ArgKind kind, std::optional<Init> init);
   void fail(std::string message);
+  // The new value's handle, or an invalid one after recording the error.
+  Tensor record(Result<ir::ValueId> added);
 
   ir::Graph graph_;
   uint64_t seed_;

@@ -88,6 +88,18 @@ int64_t int_unary(Op op, int64_t x) {
   }
 }
 
+template <class T>
+bool compare(Op op, T a, T b) {
+  switch (op) {
+    case Op::Eq: return a == b;
+    case Op::Ne: return a != b;
+    case Op::Lt: return a < b;
+    case Op::Le: return a <= b;
+    case Op::Gt: return a > b;
+    default: return a >= b;
+  }
+}
+
 double float_binary(Op op, double a, double b) {
   switch (op) {
     case Op::Add: return a + b;
@@ -97,12 +109,7 @@ double float_binary(Op op, double a, double b) {
     case Op::Pow: return std::pow(a, b);
     case Op::Maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
     case Op::Minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
+    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return compare(op, a, b);
     default: return NAN;
   }
 }
@@ -116,12 +123,7 @@ int64_t int_binary(Op op, int64_t a, int64_t b) {
     case Op::Pow: return int_pow(a, b);
     case Op::Maximum: return std::max(a, b);
     case Op::Minimum: return std::min(a, b);
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
+    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return compare(op, a, b);
     case Op::And: return a && b;
     case Op::Or: return a || b;
     default: return 0;

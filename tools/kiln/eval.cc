@@ -33,6 +33,11 @@ int run_eval(std::span<char* const> argv) {
   if (args->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln eval --help'");
   auto graph = load_graph(args->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
+  // Results keep the names written in the file, even where a pass forwards a result to
+  // another value (x*1 -> x).
+  std::vector<std::string> result_names;
+  std::vector<std::string> names = ir::display_names(*graph);
+  for (ir::ValueId v : graph->results) result_names.push_back(names[v]);
   Status ok = run_passes(*graph, args->get("passes"), "", "");
   if (!ok.ok()) return fail(cmd, ok.error().message);
 
@@ -62,7 +67,6 @@ int run_eval(std::span<char* const> argv) {
   auto results = ir::evaluate(*graph, inputs);
   if (!results.ok()) return fail(cmd, results.error().message);
 
-  std::vector<std::string> names = ir::display_names(*graph);
   std::string dir = args->get("output");
   if (!dir.empty()) {
     std::error_code ec;
@@ -70,7 +74,7 @@ int run_eval(std::span<char* const> argv) {
     if (ec) return fail(cmd, fmt::format("cannot create directory '{}': {}", dir, ec.message()));
   }
   for (size_t i = 0; i < results->size(); ++i) {
-    const std::string& name = names[graph->results[i]];
+    const std::string& name = result_names[i];
     const ir::Tensor& t = (*results)[i];
     if (dir.empty()) {
       fmt::print("%{}: {} = {}\n", name, t.type.to_string(), format_values(t));
