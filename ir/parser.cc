@@ -361,17 +361,16 @@ class Parser {
       raw.is_list = true;
       next();
       if (tok_.kind != Tok::RBracket) {
-        do {
-          if (static_cast<int64_t>(raw.items.size()) >= limits_.max_list_elements)
-            fail(fmt::format("list has more than {} elements", limits_.max_list_elements));
-          raw.items.push_back(parse_raw(depth + 1));
-        } while (accept(Tok::Comma));
+        do raw.items.push_back(parse_raw(depth + 1)); while (accept(Tok::Comma));
       }
       expect(Tok::RBracket);
       return raw;
     }
     if (tok_.kind != Tok::Int && tok_.kind != Tok::Float && tok_.kind != Tok::String && tok_.kind != Tok::Ident)
       fail(fmt::format("expected an attribute value, got {}", describe(tok_)));
+    // One budget for the whole file bounds the memory raw attribute trees take.
+    if (++attr_elements_ > limits_.max_attr_elements)
+      fail(fmt::format("attributes hold more than {} values in all; pass large tensors as params", limits_.max_attr_elements));
     next();
     return raw;
   }
@@ -445,10 +444,12 @@ class Parser {
             if (r->items.empty()) break;
           }
         }
+        // The shape comes from the first element at each depth; a ragged literal whose
+        // claimed size overflows is caught here before flattening checks each list.
         int64_t count = 1;
-        for (int64_t d : lit.shape) count = d == 0 ? 0 : (count > limits_.max_list_elements / d ? limits_.max_list_elements + 1 : count * d);
-        if (count > limits_.max_list_elements)
-          throw ParseError{t.loc, fmt::format("literal has more than {} elements", limits_.max_list_elements)};
+        for (int64_t d : lit.shape) count = d == 0 ? 0 : (count > limits_.max_attr_elements / d ? limits_.max_attr_elements + 1 : count * d);
+        if (count > limits_.max_attr_elements)
+          throw ParseError{t.loc, fmt::format("literal has more than {} elements", limits_.max_attr_elements)};
         flatten_literal(raw, lit, 0);
         value = std::move(lit);
         break;
@@ -493,6 +494,7 @@ class Parser {
   Token tok_;
   Graph g_;
   std::unordered_map<std::string, Def> defs_;
+  int64_t attr_elements_ = 0;
 };
 
 }  // namespace

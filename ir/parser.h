@@ -12,7 +12,7 @@ namespace kiln::ir {
 struct ParseLimits {
   size_t max_bytes = size_t{64} << 20;     ///< input size
   int max_nesting = 32;                     ///< brackets inside a literal
-  int64_t max_list_elements = int64_t{1} << 24;  ///< elements of one list or literal
+  int64_t max_attr_elements = int64_t{1} << 22;  ///< scalars in all attribute lists of a file
   size_t max_identifier = 1024;             ///< characters in a name
 };
 

@@ -135,6 +135,11 @@ TEST_CASE("the parser enforces its limits", "[text][errors]") {
   CHECK(big.error().message == "big.kir: error: input is 34 bytes, more than the limit of 16 bytes");
   std::string deep = "graph @g() {\n  %c: f32[] = constant {value=" + std::string(40, '[') + "}\n  return %c\n}";
   CHECK(parse_error(deep) == "bad.kir:2:63: error: lists nest deeper than the limit of 32");
+  ir::ParseLimits small;
+  small.max_attr_elements = 5;
+  auto many = ir::parse("graph @g() {\n  %c: f32[2,3] = constant {value=[[1, 2, 3], [4, 5, 6]]}\n  return %c\n}", "many.kir", small);
+  REQUIRE(!many.ok());
+  CHECK(many.error().message == "many.kir:2:53: error: attributes hold more than 5 values in all; pass large tensors as params");
   CHECK(parse_error("graph @g(%x: f32[1099511627776,2]) {\n  return %x\n}") ==
         "bad.kir:1:34: error: type f32[1099511627776,2] has more than 2^40 elements");
 }
