@@ -191,6 +191,9 @@ Tensor slice(Tensor x, std::vector<int64_t> starts, std::vector<int64_t> ends, s
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 /// numpy take: table's `axis` indexed by integer `indices`.
 Tensor gather(Tensor table, Tensor indices, int64_t axis = 0);
+/// The inverse of gather: base with `updates` added at `indices` along `axis` (repeated
+/// indices accumulate, like numpy's add.at).
+Tensor scatter_add(Tensor base, Tensor indices, Tensor updates, int64_t axis = 0);
 /// Batched matrix product; batch dims broadcast numpy-style.
 Tensor matmul(Tensor a, Tensor b);
 

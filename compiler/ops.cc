@@ -188,6 +188,9 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
 }
 
 Tensor gather(Tensor table, Tensor indices, int64_t axis) { return with_attr(Op::Gather, {table, indices}, attr("axis", axis)); }
+Tensor scatter_add(Tensor base, Tensor indices, Tensor updates, int64_t axis) {
+  return with_attr(Op::ScatterAdd, {base, indices, updates}, attr("axis", axis));
+}
 Tensor matmul(Tensor a, Tensor b) { return with_attr(Op::Matmul, {a, b}, {}); }
 Tensor softmax(Tensor x, int64_t axis) { return with_attr(Op::Softmax, {x}, attr("axis", axis)); }
 Tensor log_softmax(Tensor x, int64_t axis) { return with_attr(Op::LogSoftmax, {x}, attr("axis", axis)); }

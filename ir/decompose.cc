@@ -1,5 +1,6 @@
 #include "ir/decompose.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <numeric>
@@ -51,6 +52,18 @@ ValueId layer_norm(GraphBuilder& b, const Node& n) {
   int64_t axis = *normalize_axis(n.attrs.get_int("axis", -1), t.rank());
   std::vector<int64_t> axes(static_cast<size_t>(t.rank() - axis));
   std::iota(axes.begin(), axes.end(), axis);
+  LayerNormStats stats = layer_norm_stats(b, x, axis, n.attrs.get_float("eps", 1e-5));
+  ValueId normed = b.binary(Op::Mul, stats.centered, stats.rstd);
+  ValueId scaled = b.binary(Op::Mul, normed, b.broadcast(scale, t.shape, axes));
+  return b.binary(Op::Add, scaled, b.broadcast(bias, t.shape, axes));
+}
+
+}  // namespace
+
+LayerNormStats layer_norm_stats(GraphBuilder& b, ValueId x, int64_t axis, double eps) {
+  const TensorType t = b.type(x);
+  std::vector<int64_t> axes(static_cast<size_t>(t.rank() - axis));
+  std::iota(axes.begin(), axes.end(), axis);
   std::vector<int64_t> kept(static_cast<size_t>(axis));
   std::iota(kept.begin(), kept.end(), 0);
   int64_t count = 1;
@@ -59,11 +72,11 @@ ValueId layer_norm(GraphBuilder& b, const Node& n) {
   ValueId mean = b.binary(Op::Mul, b.reduce(Op::ReduceSum, x, axes), inv_count);
   ValueId centered = b.binary(Op::Sub, x, b.broadcast(mean, t.shape, kept));
   ValueId var = b.binary(Op::Mul, b.reduce(Op::ReduceSum, b.binary(Op::Mul, centered, centered), axes), inv_count);
-  ValueId rstd = b.unary(Op::Rsqrt, b.binary(Op::Add, var, b.scalar(n.attrs.get_float("eps", 1e-5), t.dtype)));
-  ValueId normed = b.binary(Op::Mul, centered, b.broadcast(rstd, t.shape, kept));
-  ValueId scaled = b.binary(Op::Mul, normed, b.broadcast(scale, t.shape, axes));
-  return b.binary(Op::Add, scaled, b.broadcast(bias, t.shape, axes));
+  ValueId rstd = b.unary(Op::Rsqrt, b.binary(Op::Add, var, b.scalar(eps, t.dtype)));
+  return {centered, b.broadcast(rstd, t.shape, kept)};
 }
+
+namespace {
 
 ValueId gelu(GraphBuilder& b, const Node& n) {
   ValueId x = n.operands[0];
@@ -138,14 +151,17 @@ ValueId expand(GraphBuilder& b, const Node& n) {
 }  // namespace
 
 bool decompose_composites(Graph& g) {
-  bool any = false;
-  for (const Node& n : g.nodes) any = any || op_kind(n.op) == OpKind::Composite;
-  if (!any) return false;
+  return decompose_composites(g, [](const Node&) { return true; });
+}
+
+bool decompose_composites(Graph& g, const std::function<bool(const Node&)>& select) {
+  auto chosen = [&](const Node& n) { return op_kind(n.op) == OpKind::Composite && select(n); };
+  if (std::none_of(g.nodes.begin(), g.nodes.end(), chosen)) return false;
   std::vector<Node> old_nodes = std::move(g.nodes);
   g.nodes.clear();
   GraphBuilder b(g);
   for (Node& n : old_nodes) {
-    if (op_kind(n.op) != OpKind::Composite) {
+    if (!chosen(n)) {
       g.nodes.push_back(std::move(n));
       continue;
     }

@@ -310,6 +310,26 @@ Result<Tensor> gather(const Tensor& table, const Tensor& idx, const Attrs& attrs
   return out;
 }
 
+Result<Tensor> scatter_add(const Tensor& base, const Tensor& idx, const Tensor& updates, const Attrs& attrs) {
+  int64_t axis = *normalize_axis(attrs.get_int("axis", 0), base.type.rank());
+  AxisSplit s = split_at(base.type.shape, axis);
+  int64_t count = idx.size();
+  Tensor out = base;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t j = idx.ints[i];
+    if (j < -s.extent || j >= s.extent)
+      return make_error(fmt::format("scatter_add: index {} is out of range for axis {} of size {}", j, axis, s.extent));
+    if (j < 0) j += s.extent;
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t in = 0; in < s.inner; ++in) {
+        int64_t src = (o * count + i) * s.inner + in, dst = (o * s.extent + j) * s.inner + in;
+        if (out.holds_floats()) out.floats[dst] = round_to_dtype(out.type.dtype, out.floats[dst] + updates.floats[src]);
+        else out.ints[dst] = wrap_to_dtype(out.type.dtype, wrap_add(out.ints[dst], updates.ints[src]));
+      }
+  }
+  return out;
+}
+
 Tensor concat(std::span<const Tensor* const> in, const Attrs& attrs, const TensorType& rt) {
   int64_t axis = *normalize_axis(attrs.get_int("axis"), rt.rank());
   AxisSplit os = split_at(rt.shape, axis);
@@ -374,6 +394,7 @@ Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> in, const Attrs
     case OpKind::Movement:
       if (op == Op::Gather) return gather(*in[0], *in[1], attrs, rt);
       if (op == Op::Concat) return concat(in, attrs, rt);
+      if (op == Op::ScatterAdd) return scatter_add(*in[0], *in[1], *in[2], attrs);
       return movement(op, *in[0], attrs, rt);
     case OpKind::Library: return matmul(*in[0], *in[1], rt);
     case OpKind::Source: return source(op, attrs, rt);

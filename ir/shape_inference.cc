@@ -190,6 +190,20 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
       KILN_RETURN_IF_ERROR(check_shape_values(op, out.shape, "result"));
       return out;
     }
+    case Op::ScatterAdd: {
+      const TensorType &idx = in[1], &updates = in[2];
+      if (!is_int(idx.dtype)) return op_error(op, fmt::format("indices must be i32 or i64, got {}", idx.to_string()));
+      auto axis = normalize_axis(attrs.get_int("axis", 0), x.rank());
+      if (!axis) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", 0), x.to_string()));
+      TensorType expected{x.dtype, Shape(x.shape.begin(), x.shape.begin() + *axis)};
+      expected.shape.insert(expected.shape.end(), idx.shape.begin(), idx.shape.end());
+      expected.shape.insert(expected.shape.end(), x.shape.begin() + *axis + 1, x.shape.end());
+      if (updates != expected)
+        return op_error(op, fmt::format("updates must be {} for base {} and indices {} on axis {}, got {}", expected.to_string(),
+                                        x.to_string(), idx.to_string(), *axis, updates.to_string()));
+      KILN_RETURN_IF_ERROR(check_dtype(op, x, Need::Numeric));
+      return x;
+    }
     default: return op_error(op, "not a movement op");
   }
 }

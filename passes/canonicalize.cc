@@ -54,9 +54,10 @@ class Canonicalizer {
     return p < 0 ? nullptr : &g_.nodes[p];
   }
 
-  // The constant's value when v is a constant whose elements all equal `x`.
+  // Whether v is a constant, or a broadcast of one, whose elements all equal `x`.
   bool is_splat(ValueId v, double x) const {
     const Node* p = producer(v);
+    if (p && p->op == Op::Broadcast) return is_splat(p->operands[0], x);
     if (!p || p->op != Op::Constant) return false;
     const ir::Literal& lit = p->attrs.get_literal("value");
     bool fp = ir::is_float(g_.type(v).dtype);

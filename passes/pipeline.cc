@@ -5,6 +5,7 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/autodiff.h"
 #include "passes/canonicalize.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
@@ -15,13 +16,19 @@ namespace {
 
 struct Registration {
   std::string_view name;
-  std::unique_ptr<Pass> (*create)();
+  Result<std::unique_ptr<Pass>> (*create)(const PassOptions&);
 };
 
 template <class P>
-std::unique_ptr<Pass> make() { return std::make_unique<P>(); }
+Result<std::unique_ptr<Pass>> make(const PassOptions&) { return std::unique_ptr<Pass>(std::make_unique<P>()); }
+
+Result<std::unique_ptr<Pass>> make_autodiff(const PassOptions& options) {
+  if (options.wrt.empty()) return make_error("pass 'autodiff' needs the arguments to differentiate with respect to (--wrt=NAME,...)");
+  return std::unique_ptr<Pass>(std::make_unique<AutodiffPass>(options.wrt));
+}
 
 constexpr Registration kPasses[] = {
+    {"autodiff", make_autodiff},
     {"decompose", make<DecomposePass>},
     {"canonicalize", make<CanonicalizePass>},
     {"cse", make<CsePass>},
@@ -53,9 +60,9 @@ Result<bool> Pipeline::run(ir::Graph& graph) {
   return changed;
 }
 
-Result<std::unique_ptr<Pass>> create_pass(std::string_view name) {
+Result<std::unique_ptr<Pass>> create_pass(std::string_view name, const PassOptions& options) {
   for (const Registration& r : kPasses)
-    if (r.name == name) return r.create();
+    if (r.name == name) return r.create(options);
   return make_error(fmt::format("unknown pass '{}' (known passes: {})", name, fmt::join(pass_names(), ", ")));
 }
 
@@ -65,14 +72,14 @@ std::vector<std::string> pass_names() {
   return names;
 }
 
-Result<Pipeline> pipeline_from_names(std::string_view list) {
+Result<Pipeline> pipeline_from_names(std::string_view list, const PassOptions& options) {
   Pipeline p;
   while (!list.empty()) {
     size_t comma = list.find(',');
     std::string_view name = list.substr(0, comma);
     list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
     if (name.empty()) continue;
-    KILN_ASSIGN_OR_RETURN(auto pass, create_pass(name));
+    KILN_ASSIGN_OR_RETURN(auto pass, create_pass(name, options));
     p.add(std::move(pass));
   }
   return p;

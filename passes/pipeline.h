@@ -36,11 +36,17 @@ class Pipeline {
   DumpOptions dump_;
 };
 
+/// Settings some passes take.
+struct PassOptions {
+  /// autodiff: the arguments to differentiate with respect to.
+  std::vector<std::string> wrt;
+};
+
 /// Creates a pass by name; the error lists the known names.
-Result<std::unique_ptr<Pass>> create_pass(std::string_view name);
-/// Every registered pass name, in pipeline order.
+Result<std::unique_ptr<Pass>> create_pass(std::string_view name, const PassOptions& options = {});
+/// Every registered pass name.
 std::vector<std::string> pass_names();
 /// A pipeline from a comma-separated list of pass names ("decompose,cse").
-Result<Pipeline> pipeline_from_names(std::string_view comma_separated);
+Result<Pipeline> pipeline_from_names(std::string_view comma_separated, const PassOptions& options = {});
 
 }  // namespace kiln::passes

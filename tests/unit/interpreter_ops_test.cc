@@ -175,6 +175,17 @@ TEST_CASE("gather is numpy take, with negative indices", "[interpreter]") {
   CHECK(r.error().message == "gather: index 3 is out of range for axis 0 of size 3");
 }
 
+TEST_CASE("scatter_add accumulates at repeated indices", "[interpreter]") {
+  const std::string base = "  %b: f32[3,2] = constant {value=[[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]}\n";
+  check_close(eval_body(base + "  %i: i32[3] = constant {value=[2, 0, 2]}\n"
+                               "  %u: f32[3,2] = constant {value=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]}\n"
+                               "  %y: f32[3,2] = scatter_add(%b, %i, %u) {axis=0}", "%y"),
+              "f32[3,2]", {4, 5, 1, 1, 7, 9});
+  check_close(eval_body(base + "  %i: i64[1] = constant {value=[-1]}\n  %u: f32[3,1] = constant {value=[[1.0], [2.0], [3.0]]}\n"
+                               "  %y: f32[3,2] = scatter_add(%b, %i, %u) {axis=1}", "%y"),
+              "f32[3,2]", {1, 2, 1, 3, 1, 4});
+}
+
 TEST_CASE("matmul, plain and batched with broadcasting", "[interpreter]") {
   const std::string ab = "  %a: f32[2,3] = constant {value=[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]}\n"
                          "  %b: f32[3,2] = constant {value=[[7.0, 8.0], [9.0, 10.0], [11.0, 12.0]]}\n";

@@ -125,7 +125,7 @@ TEST_CASE("every op has a builder function", "[model]") {
       cast(ge(x, x), ir::DType::F32), cast(logical_and(gt(x, x), lt(x, x)), ir::DType::F32),
       cast(logical_or(gt(x, x), lt(x, x)), ir::DType::F32), select(gt(x, 0.0 * x), x, p), x / p, x + p, x - p,
       reduce_sum(x, {0}), reduce_max(x, {1}, true), reduce_min(x, {-1}), mean(x, {0, 1}), cast(argmax(x, 1), ir::DType::F32),
-      reshape(x, {3, 2}), transpose(x, {1, 0}), slice(x, {0, 1}, {2, 3}, {1, 2}), concat({x, x}, 0), gather(x, i, 1),
+      reshape(x, {3, 2}), transpose(x, {1, 0}), slice(x, {0, 1}, {2, 3}, {1, 2}), concat({x, x}, 0), gather(x, i, 1), scatter_add(x, i, gather(x, i, 1), 1),
       matmul(x, transpose(x, {1, 0})), softmax(x), log_softmax(x, 0), layer_norm(x, p, p), gelu(x), gelu(x, true), silu(x),
       linear(x, m.param("w", {3, 4}), m.param("b", {4})), mse_loss(x, x), cross_entropy(x, i), m.iota({2, 2}, 1),
       m.constant({1, 2}, {2}, ir::DType::I64), broadcast(p, {2, 3}, {1}),

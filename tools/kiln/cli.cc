@@ -81,8 +81,15 @@ Result<ir::Graph> load_graph(const std::string& path) {
   return ir::parse(text, path == "-" ? "<stdin>" : path);
 }
 
-Status run_passes(ir::Graph& graph, const std::string& names, const std::string& dump_after, const std::string& dump_dir) {
-  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(names));
+Status run_passes(ir::Graph& graph, const std::string& names, const std::string& wrt, const std::string& dump_after,
+                  const std::string& dump_dir) {
+  passes::PassOptions options;
+  for (size_t start = 0; start < wrt.size();) {
+    size_t comma = std::min(wrt.find(',', start), wrt.size());
+    if (comma > start) options.wrt.push_back(wrt.substr(start, comma - start));
+    start = comma + 1;
+  }
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(names, options));
   passes::DumpOptions dump;
   std::string list = dump_after;
   while (!list.empty()) {

@@ -37,9 +37,10 @@ Result<Args> parse_args(std::string_view command, std::span<char* const> argv, s
 Result<std::string> read_file(const std::string& path, size_t max_bytes = size_t{64} << 20);
 /// Reads and parses (and verifies) a .kir file.
 Result<ir::Graph> load_graph(const std::string& path);
-/// Runs a comma-separated pass list on a graph, dumping after the named passes to stderr
-/// or to files in dump_dir.
-Status run_passes(ir::Graph& graph, const std::string& passes, const std::string& dump_after, const std::string& dump_dir);
+/// Runs a comma-separated pass list on a graph (`wrt`: the comma-separated arguments for
+/// autodiff), dumping after the named passes to stderr or to files in dump_dir.
+Status run_passes(ir::Graph& graph, const std::string& passes, const std::string& wrt, const std::string& dump_after,
+                  const std::string& dump_dir);
 /// Reads a .npy file as a tensor.
 Result<ir::Tensor> read_tensor(const std::string& path);
 /// Writes a tensor as a .npy file.

@@ -12,11 +12,12 @@ Prints the graph of FILE.kir ('-' for stdin) in Graphviz DOT, after the passes i
 given. Render it with: kiln dot model.kir | dot -Tsvg > model.svg
 
   --passes=LIST  comma-separated passes to run first
+  --wrt=NAMES    arguments for the autodiff pass
   -h, --help     this help
 )";
 
 int run_dot(std::span<char* const> argv) {
-  constexpr FlagSpec specs[] = {{"passes", true}};
+  constexpr FlagSpec specs[] = {{"passes", true}, {"wrt", true}};
   auto args = parse_args("kiln dot", argv, specs);
   if (!args.ok()) return fail_located(args.error());
   if (args->help) {
@@ -26,7 +27,7 @@ int run_dot(std::span<char* const> argv) {
   if (args->positional.size() != 1) return fail("kiln dot", "expected one input file; see 'kiln dot --help'");
   auto graph = load_graph(args->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
-  Status ok = run_passes(*graph, args->get("passes"), "", "");
+  Status ok = run_passes(*graph, args->get("passes"), args->get("wrt"), "", "");
   if (!ok.ok()) return fail("kiln dot", ok.error().message);
   fmt::print("{}", ir::to_dot(*graph));
   return 0;

@@ -18,12 +18,13 @@ without it, prints the returned values.
   --input NAME=PATH   the value of argument %NAME (repeatable)
   --output DIR        directory for the results (created if missing)
   --passes=LIST       comma-separated passes to run before evaluating
+  --wrt=NAMES         arguments for the autodiff pass
   -h, --help          this help
 )";
 
 int run_eval(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln eval";
-  constexpr FlagSpec specs[] = {{"input", true, true}, {"output", true}, {"passes", true}};
+  constexpr FlagSpec specs[] = {{"input", true, true}, {"output", true}, {"passes", true}, {"wrt", true}};
   auto args = parse_args(cmd, argv, specs);
   if (!args.ok()) return fail_located(args.error());
   if (args->help) {
@@ -38,7 +39,7 @@ int run_eval(std::span<char* const> argv) {
   std::vector<std::string> result_names;
   std::vector<std::string> names = ir::display_names(*graph);
   for (ir::ValueId v : graph->results) result_names.push_back(names[v]);
-  Status ok = run_passes(*graph, args->get("passes"), "", "");
+  Status ok = run_passes(*graph, args->get("passes"), args->get("wrt"), "", "");
   if (!ok.ok()) return fail(cmd, ok.error().message);
 
   std::map<std::string, ir::Tensor> inputs;
@@ -67,6 +68,8 @@ int run_eval(std::span<char* const> argv) {
   auto results = ir::evaluate(*graph, inputs);
   if (!results.ok()) return fail(cmd, results.error().message);
 
+  // Results a pass added (autodiff's gradients) print with their own names.
+  std::vector<std::string> names_after = ir::display_names(*graph);
   std::string dir = args->get("output");
   if (!dir.empty()) {
     std::error_code ec;
@@ -74,7 +77,7 @@ int run_eval(std::span<char* const> argv) {
     if (ec) return fail(cmd, fmt::format("cannot create directory '{}': {}", dir, ec.message()));
   }
   for (size_t i = 0; i < results->size(); ++i) {
-    const std::string& name = result_names[i];
+    const std::string& name = i < result_names.size() ? result_names[i] : names_after[graph->results[i]];
     const ir::Tensor& t = (*results)[i];
     if (dir.empty()) {
       fmt::print("%{}: {} = {}\n", name, t.type.to_string(), format_values(t));

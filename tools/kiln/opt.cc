@@ -6,12 +6,14 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kOptHelp = R"(usage: kiln opt FILE.kir [--passes=a,b,c] [--dump-after=NAME|all] [--dump-dir=DIR]
+constexpr std::string_view kOptHelp = R"(usage: kiln opt FILE.kir [--passes=a,b,c] [--wrt=NAMES] [--dump-after=NAME|all] [--dump-dir=DIR]
 
 Parses and verifies FILE.kir ('-' for stdin), runs the passes in order (verifying the
 IR after each) and prints the resulting IR to stdout.
 
-  --passes=LIST       comma-separated passes: decompose, canonicalize, cse, dce
+  --passes=LIST       comma-separated passes: autodiff, decompose, canonicalize, cse, dce
+  --wrt=NAMES         autodiff: differentiate the first result (a scalar loss) with
+                      respect to these arguments; adds results %grad_NAME
   --dump-after=NAMES  also print the IR after these passes (comma-separated, or 'all')
                       to stderr
   --dump-dir=DIR      write the dumps to DIR/NN-PASS.kir instead of stderr
@@ -19,7 +21,7 @@ IR after each) and prints the resulting IR to stdout.
 )";
 
 int run_opt(std::span<char* const> argv) {
-  constexpr FlagSpec specs[] = {{"passes", true}, {"dump-after", true}, {"dump-dir", true}};
+  constexpr FlagSpec specs[] = {{"passes", true}, {"wrt", true}, {"dump-after", true}, {"dump-dir", true}};
   auto args = parse_args("kiln opt", argv, specs);
   if (!args.ok()) return fail_located(args.error());
   if (args->help) {
@@ -29,7 +31,7 @@ int run_opt(std::span<char* const> argv) {
   if (args->positional.size() != 1) return fail("kiln opt", "expected one input file; see 'kiln opt --help'");
   auto graph = load_graph(args->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
-  Status ok = run_passes(*graph, args->get("passes"), args->get("dump-after"), args->get("dump-dir"));
+  Status ok = run_passes(*graph, args->get("passes"), args->get("wrt"), args->get("dump-after"), args->get("dump-dir"));
   if (!ok.ok()) return fail("kiln opt", ok.error().message);
   fmt::print("{}", ir::print(*graph));
   return 0;
