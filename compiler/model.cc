@@ -156,6 +156,55 @@ Tensor Model::iota(ir::Shape shape, int64_t axis, ir::DType dtype) {
   return record(ir::GraphBuilder(graph_).add(ir::Op::Iota, {}, std::move(attrs), dtype));
 }
 
+Result<ir::Graph> Model::build_function(const std::string& name, const std::vector<ir::TensorType>& args,
+                                        const std::function<std::vector<Tensor>(Model&, const std::vector<Tensor>&)>& body) {
+  Model fn(name, seed_);
+  fn.graph_.functions = graph_.functions;  // a body may call functions defined before it
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < args.size(); ++i) inputs.push_back(fn.input(fmt::format("in{}", i), args[i].shape, args[i].dtype));
+  for (Tensor out : body(fn, inputs)) fn.output(out);
+  KILN_ASSIGN_OR_RETURN(ir::Graph graph, fn.build());
+  // Functions the body defined join this model's; a function holds none of its own.
+  for (size_t i = graph_.functions.size(); i < graph.functions.size(); ++i) graph_.functions.push_back(graph.functions[i]);
+  graph.functions.clear();
+  return graph;
+}
+
+Tensor Model::function(const std::string& name, const std::vector<Tensor>& inputs, const FunctionBody& body,
+                       const BackwardBody& backward) {
+  std::vector<ir::TensorType> types;
+  for (const Tensor& t : inputs) {
+    if (!t.valid()) return {};
+    types.push_back(t.type());
+  }
+  std::string backward_name = name + ".backward";
+  if (!graph_.find_function(name)) {
+    auto forward = build_function(name, types, [&](Model& fn, const std::vector<Tensor>& in) { return std::vector<Tensor>{body(fn, in)}; });
+    if (!forward.ok()) {
+      fail(fmt::format("function @{}: {}", name, forward.error().message));
+      return {};
+    }
+    ir::TensorType result = forward->type(forward->results[0]);
+    graph_.functions.push_back(std::move(forward).value());
+    if (backward) {
+      std::vector<ir::TensorType> backward_args = types;
+      backward_args.push_back(result);
+      auto grads = build_function(backward_name, backward_args, [&](Model& fn, const std::vector<Tensor>& in) {
+        return backward(fn, std::vector<Tensor>(in.begin(), in.end() - 1), in.back());
+      });
+      if (!grads.ok()) {
+        fail(fmt::format("function @{}: {}", backward_name, grads.error().message));
+        return {};
+      }
+      graph_.functions.push_back(std::move(grads).value());
+    }
+  }
+  ir::Attrs attrs;
+  attrs.set("callee", name);
+  if (graph_.find_function(backward_name)) attrs.set("backward", backward_name);
+  return apply(ir::Op::Call, inputs, std::move(attrs));
+}
+
 Result<ir::Graph> Model::build() const {
   if (error_) return *error_;
   if (graph_.results.empty()) return make_error(fmt::format("model @{}: no outputs; call output() first", graph_.name));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -68,6 +69,12 @@ struct Init {
   static Init kaiming_normal() { return {Kind::KaimingNormal}; }
 };
 
+/// The body of a custom function: builds its result from its inputs in `fn`.
+using FunctionBody = std::function<Tensor(Model& fn, const std::vector<Tensor>& inputs)>;
+/// The backward of a custom function: given its inputs and the gradient of the loss with
+/// respect to its result, returns the gradient for each floating-point input, in order.
+using BackwardBody = std::function<std::vector<Tensor>(Model& fn, const std::vector<Tensor>& inputs, Tensor grad)>;
+
 /// A model under construction: arguments, ops and outputs, recorded into a graph.
 class Model {
  public:
@@ -98,6 +105,13 @@ class Model {
   /// Counts 0..n-1 along `axis`.
   Tensor iota(ir::Shape shape, int64_t axis, ir::DType dtype = ir::DType::I64);
 
+  /// Applies a named function defined by `body`, kept whole in the IR as a `func` and a
+  /// `call`. With `backward`, autodiff uses it instead of differentiating the body (a
+  /// custom autograd function); without, it differentiates the body. The first use of a
+  /// name defines the function; later uses with the same input types reuse it.
+  Tensor function(const std::string& name, const std::vector<Tensor>& inputs, const FunctionBody& body,
+                  const BackwardBody& backward = {});
+
   /// The verified graph, or the first error met while building.
   Result<ir::Graph> build() const;
   /// Initial values of every param and state tensor, by name.
@@ -109,6 +123,9 @@ class Model {
  private:
   Tensor add_arg(const std::string& name, ir::Shape shape, ir::DType dtype, ir::ArgKind kind, std::optional<Init> init);
   void fail(std::string message);
+  // Builds a function graph from a body run on a fresh Model with these argument types.
+  Result<ir::Graph> build_function(const std::string& name, const std::vector<ir::TensorType>& args,
+                                   const std::function<std::vector<Tensor>(Model&, const std::vector<Tensor>&)>& body);
   // The new value's handle, or an invalid one after recording the error.
   Tensor record(Result<ir::ValueId> added);
 

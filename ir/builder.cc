@@ -18,7 +18,8 @@ Result<ValueId> GraphBuilder::add(Op op, std::vector<ValueId> operands, Attrs at
   std::vector<TensorType> types;
   types.reserve(operands.size());
   for (ValueId v : operands) types.push_back(graph_.type(v));
-  KILN_ASSIGN_OR_RETURN(TensorType type, infer_type(op, types, attrs, source_dtype));
+  KILN_ASSIGN_OR_RETURN(TensorType type, op == Op::Call ? infer_call(graph_.functions, types, attrs)
+                                                        : infer_type(op, types, attrs, source_dtype));
   ValueId result = graph_.add_value(std::move(type));
   graph_.nodes.push_back(Node{op, std::move(operands), std::move(attrs), result, {}});
   return result;

@@ -134,8 +134,32 @@ ValueId cross_entropy(GraphBuilder& b, const Node& n) {
   return b.binary(Op::Mul, total, b.scalar(t.shape[0] ? -1.0 / static_cast<double>(t.shape[0]) : 0.0, t.dtype));
 }
 
+// Copies the callee's body in, its arguments bound to the call's operands.
+ValueId inline_call(GraphBuilder& b, const Node& n) {
+  Graph& g = b.graph();
+  const Graph& callee = *g.find_function(n.attrs.get_string("callee"));
+  std::vector<ValueId> map(callee.values.size(), kNoValue);
+  for (size_t i = 0; i < callee.args.size(); ++i) map[callee.args[i].value] = n.operands[i];
+  for (const Node& inner : callee.nodes) {
+    std::vector<ValueId> operands;
+    for (ValueId v : inner.operands) operands.push_back(map[v]);
+    map[inner.result] = g.add_value(callee.type(inner.result));
+    g.nodes.push_back(Node{inner.op, std::move(operands), inner.attrs, map[inner.result], n.loc});
+  }
+  ValueId result = map[callee.results[n.attrs.get_int("result", 0)]];
+  if (g.nodes.empty() || g.nodes.back().result != result) {
+    // The result is an argument or an earlier value: end with a copy that can take over
+    // the call's result (canonicalize removes it).
+    Attrs attrs;
+    attrs.set("shape", g.type(result).shape);
+    result = b.emit(Op::Reshape, {result}, std::move(attrs));
+  }
+  return result;
+}
+
 ValueId expand(GraphBuilder& b, const Node& n) {
   switch (n.op) {
+    case Op::Call: return inline_call(b, n);
     case Op::Softmax: return softmax(b, n);
     case Op::LogSoftmax: return log_softmax(b, n);
     case Op::LayerNorm: return layer_norm(b, n);
@@ -150,13 +174,30 @@ ValueId expand(GraphBuilder& b, const Node& n) {
 
 }  // namespace
 
+namespace {
+void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen);
+}  // namespace
+
 bool decompose_composites(Graph& g) {
   return decompose_composites(g, [](const Node&) { return true; });
 }
 
 bool decompose_composites(Graph& g, const std::function<bool(const Node&)>& select) {
   auto chosen = [&](const Node& n) { return op_kind(n.op) == OpKind::Composite && select(n); };
-  if (std::none_of(g.nodes.begin(), g.nodes.end(), chosen)) return false;
+  bool changed = false;
+  // An inlined function body may hold composites (and calls) of its own: repeat.
+  while (std::any_of(g.nodes.begin(), g.nodes.end(), chosen)) {
+    decompose_once(g, chosen);
+    changed = true;
+  }
+  // Functions nothing calls any more are dropped.
+  if (std::none_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Call; })) g.functions.clear();
+  return changed;
+}
+
+namespace {
+
+void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen) {
   std::vector<Node> old_nodes = std::move(g.nodes);
   g.nodes.clear();
   GraphBuilder b(g);
@@ -170,7 +211,8 @@ bool decompose_composites(Graph& g, const std::function<bool(const Node&)>& sele
     g.nodes.back().result = n.result;  // the expansion's last node takes over the result
     g.nodes.back().loc = n.loc;
   }
-  return true;
 }
+
+}  // namespace
 
 }  // namespace kiln::ir

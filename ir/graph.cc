@@ -31,12 +31,24 @@ void Graph::replace_uses(const std::vector<ValueId>& replacement) {
   };
   for (Node& n : nodes)
     for (ValueId& v : n.operands) v = resolve(v);
-  for (ValueId& v : results) v = resolve(v);
+  for (ValueId& v : results) {
+    ValueId to = resolve(v);
+    // A result keeps its name when its replacement has none (%grad_x = 1 * %3 -> %3).
+    Value &from_value = values[static_cast<size_t>(v)], &to_value = values[static_cast<size_t>(to)];
+    if (to != v && to_value.name.empty()) to_value.name = std::move(from_value.name), from_value.name.clear();
+    v = to;
+  }
 }
 
 const Arg* Graph::find_arg(std::string_view name) const {
   for (const Arg& a : args)
     if (value_name(a.value) == name) return &a;
+  return nullptr;
+}
+
+const Graph* Graph::find_function(std::string_view fn) const {
+  for (const Graph& f : functions)
+    if (f.name == fn) return &f;
   return nullptr;
 }
 

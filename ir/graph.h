@@ -55,6 +55,9 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<ValueId> results;
   std::vector<Value> values;
+  /// Functions `call` nodes may apply, each a graph of its own (printed as `func`).
+  /// A function may call only functions listed before it; functions have no functions.
+  std::vector<Graph> functions;
 
   /// Adds a value and returns its id.
   ValueId add_value(TensorType type, std::string name = "");
@@ -65,10 +68,13 @@ struct Graph {
   /// For each value, the index of the node producing it, or -1 for arguments.
   std::vector<int> producers() const;
   /// Replaces every use of a value (operands and results) through `replacement`
-  /// (indexed by ValueId; kNoValue keeps the original).
+  /// (indexed by ValueId; kNoValue keeps the original). A replaced result's name moves
+  /// to its replacement when that has none.
   void replace_uses(const std::vector<ValueId>& replacement);
   /// The argument whose value has this name, or nullptr.
   const Arg* find_arg(std::string_view name) const;
+  /// The function with this name, or nullptr.
+  const Graph* find_function(std::string_view name) const;
 };
 
 /// "param", "state" or "" for plain inputs.

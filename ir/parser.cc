@@ -221,8 +221,26 @@ class Parser {
  public:
   Parser(std::string_view text, const ParseLimits& limits) : lex_(text, limits), limits_(limits) { tok_ = lex_.next(); }
 
-  Graph parse_graph() {
-    expect_keyword("graph");
+  // file := func* graph
+  Graph parse_file() {
+    std::vector<Graph> functions;
+    while (tok_.kind == Tok::Ident && tok_.text == "func") {
+      next();
+      functions.push_back(parse_body());
+    }
+    if (tok_.kind != Tok::Ident || tok_.text != "graph") fail(fmt::format("expected 'graph' or 'func', got {}", describe(tok_)));
+    next();
+    Graph g = parse_body();
+    if (tok_.kind != Tok::End) fail(fmt::format("expected end of file after the graph, got {}", describe(tok_)));
+    g.functions = std::move(functions);
+    return g;
+  }
+
+ private:
+  // '@' NAME '(' args ')' '{' defs 'return' refs '}', after the 'graph' or 'func' keyword.
+  Graph parse_body() {
+    g_ = Graph();
+    defs_.clear();
     Token name = expect(Tok::At);
     g_.name = std::string(name.text);
     expect(Tok::LParen);
@@ -238,11 +256,9 @@ class Parser {
     next();
     do g_.results.push_back(use(expect(Tok::Percent))); while (accept(Tok::Comma));
     expect(Tok::RBrace);
-    if (tok_.kind != Tok::End) fail(fmt::format("expected end of file after the graph, got {}", describe(tok_)));
     return std::move(g_);
   }
 
- private:
   [[noreturn]] void fail(std::string message) { throw ParseError{tok_.loc, std::move(message)}; }
 
   std::string describe(const Token& t) {
@@ -505,11 +521,12 @@ Result<Graph> parse(std::string_view text, std::string_view filename, const Pars
   Graph g;
   try {
     Parser parser(text, limits);
-    g = parser.parse_graph();
+    g = parser.parse_file();
   } catch (const ParseError& e) {
     return make_error(fmt::format("{}:{}:{}: error: {}", filename, e.loc.line, e.loc.col, e.message));
   }
   g.source_file = std::string(filename);
+  for (Graph& f : g.functions) f.source_file = g.source_file;
   KILN_RETURN_IF_ERROR(verify(g));
   return g;
 }

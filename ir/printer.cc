@@ -90,10 +90,12 @@ std::vector<std::string> display_names(const Graph& g) {
   return names;
 }
 
-std::string print(const Graph& g) {
+namespace {
+
+void print_body(std::string& out, const Graph& g, std::string_view keyword) {
   std::vector<std::string> names = display_names(g);
   auto ref = [&](ValueId v) { return "%" + names[static_cast<size_t>(v)]; };
-  std::string out = fmt::format("graph @{}(", g.name);
+  out += fmt::format("{} @{}(", keyword, g.name);
   for (size_t i = 0; i < g.args.size(); ++i) {
     const Arg& a = g.args[i];
     if (i) out += ", ";
@@ -123,6 +125,17 @@ std::string print(const Graph& g) {
   out += "  return ";
   for (size_t i = 0; i < g.results.size(); ++i) out += (i ? ", " : "") + ref(g.results[i]);
   out += "\n}\n";
+}
+
+}  // namespace
+
+std::string print(const Graph& g) {
+  std::string out;
+  for (const Graph& f : g.functions) {
+    print_body(out, f, "func");
+    out += '\n';
+  }
+  print_body(out, g, "graph");
   return out;
 }
 

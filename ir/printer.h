@@ -8,7 +8,8 @@
 
 namespace kiln::ir {
 
-/// Prints a graph in the text format; parse(print(g)) gives back the same graph.
+/// Prints a graph, after its functions, in the text format; parse(print(g)) gives back
+/// the same graph.
 std::string print(const Graph& graph);
 
 /// The name each value prints with: its own name, or for unnamed values the next

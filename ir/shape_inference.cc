@@ -309,8 +309,45 @@ Status check_attrs(Op op, const Attrs& attrs) {
   return Status::Ok();
 }
 
+Result<TensorType> infer_call(std::span<const Graph> functions, std::span<const TensorType> in, const Attrs& attrs) {
+  auto find = [&](const std::string& name) -> const Graph* {
+    for (const Graph& f : functions)
+      if (f.name == name) return &f;
+    return nullptr;
+  };
+  std::string callee_name = attrs.get_string("callee");
+  const Graph* callee = find(callee_name);
+  if (!callee) return op_error(Op::Call, fmt::format("no function @{} is defined before this call", callee_name));
+  std::vector<TensorType> params;
+  for (const Arg& a : callee->args) params.push_back(callee->type(a.value));
+  if (params.size() != in.size() || !std::equal(params.begin(), params.end(), in.begin()))
+    return op_error(Op::Call, fmt::format("@{} takes ({}), got ({})", callee_name, types_string(params), types_string(in)));
+  int64_t index = attrs.get_int("result", 0);
+  if (index < 0 || index >= static_cast<int64_t>(callee->results.size()))
+    return op_error(Op::Call, fmt::format("result {} is out of range: @{} returns {} value{}", index, callee_name,
+                                          callee->results.size(), callee->results.size() == 1 ? "" : "s"));
+  TensorType out = callee->type(callee->results[index]);
+  if (!attrs.has("backward")) return out;
+  std::string backward_name = attrs.get_string("backward");
+  const Graph* backward = find(backward_name);
+  if (!backward) return op_error(Op::Call, fmt::format("no backward function @{} is defined before this call", backward_name));
+  std::vector<TensorType> want_args = params, want_results, got_args, got_results;
+  want_args.push_back(out);
+  for (const TensorType& t : params)
+    if (is_float(t.dtype)) want_results.push_back(t);
+  for (const Arg& a : backward->args) got_args.push_back(backward->type(a.value));
+  for (ValueId v : backward->results) got_results.push_back(backward->type(v));
+  if (got_args != want_args || got_results != want_results)
+    return op_error(Op::Call, fmt::format("backward @{} must take ({}) and return ({}): the arguments of @{}, the gradient of "
+                                          "its result, and one gradient per floating-point argument; it takes ({}) and returns ({})",
+                                          backward_name, types_string(want_args), types_string(want_results), callee_name,
+                                          types_string(got_args), types_string(got_results)));
+  return out;
+}
+
 Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs& attrs,
                               std::optional<DType> source_dtype) {
+  if (op == Op::Call) return op_error(op, "the type of a call depends on its callee; use infer_call");
   int arity = op_arity(op);
   if (arity >= 0 && static_cast<int>(in.size()) != arity)
     return op_error(op, fmt::format("expected {} operand{}, got {}", arity, arity == 1 ? "" : "s", in.size()));

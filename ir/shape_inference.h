@@ -5,6 +5,7 @@
 #include <span>
 
 #include "ir/attributes.h"
+#include "ir/graph.h"
 #include "ir/ops.h"
 #include "base/result.h"
 #include "ir/types.h"
@@ -20,6 +21,13 @@ Status check_attrs(Op op, const Attrs& attrs);
 /// passed check_attrs.
 Result<TensorType> infer_type(Op op, std::span<const TensorType> operands, const Attrs& attrs,
                               std::optional<DType> source_dtype = std::nullopt);
+
+/// The result type of a `call` among `functions`: operand types must equal the callee's
+/// argument types; `result` (default 0) picks one of its results. When the call names a
+/// `backward` function, that function must take the callee's arguments plus the
+/// gradient of the result, and return one gradient per floating-point argument.
+Result<TensorType> infer_call(std::span<const Graph> functions, std::span<const TensorType> operands,
+                              const Attrs& attrs);
 
 /// Normalizes a possibly negative axis against a rank; nullopt when out of range.
 std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank);

@@ -14,7 +14,26 @@ Error located_error(const Graph& graph, Location loc, std::string_view message) 
   return make_error(fmt::format("error: @{}: {}", graph.name, message));
 }
 
+namespace {
+
+Status verify_body(const Graph& g, std::span<const Graph> functions);
+
+}  // namespace
+
 Status verify(const Graph& g) {
+  for (size_t i = 0; i < g.functions.size(); ++i) {
+    const Graph& f = g.functions[i];
+    if (!f.functions.empty()) return located_error(f, {}, "a function cannot define functions of its own");
+    for (size_t j = 0; j < i; ++j)
+      if (g.functions[j].name == f.name) return located_error(f, {}, fmt::format("function @{} is defined twice", f.name));
+    KILN_RETURN_IF_ERROR(verify_body(f, std::span<const Graph>(g.functions).first(i)));
+  }
+  return verify_body(g, g.functions);
+}
+
+namespace {
+
+Status verify_body(const Graph& g, std::span<const Graph> functions) {
   const size_t n_values = g.values.size();
   std::vector<char> defined(n_values, 0);
   std::unordered_map<std::string_view, Location> names;
@@ -51,7 +70,8 @@ Status verify(const Graph& g) {
     Status attrs_ok = check_attrs(n.op, n.attrs);
     if (!attrs_ok.ok()) return located_error(g, n.loc, attrs_ok.error().message);
     const TensorType& declared = g.type(n.result);
-    auto inferred = infer_type(n.op, operand_types, n.attrs, declared.dtype);
+    auto inferred = n.op == Op::Call ? infer_call(functions, operand_types, n.attrs)
+                                     : infer_type(n.op, operand_types, n.attrs, declared.dtype);
     if (!inferred.ok()) return located_error(g, n.loc, inferred.error().message);
     if (*inferred != declared)
       return located_error(g, n.loc, fmt::format("declared type {} of %{} does not match {} inferred for {}",
@@ -64,5 +84,7 @@ Status verify(const Graph& g) {
       return located_error(g, {}, fmt::format("returned value id {} is not defined", v));
   return Status::Ok();
 }
+
+}  // namespace
 
 }  // namespace kiln::ir

@@ -54,7 +54,7 @@ Result<bool> AutodiffPass::run(ir::Graph& g) {
   }
 
   // Composites without a direct rule are differentiated through their decomposition.
-  ir::decompose_composites(g, [](const Node& n) { return gradient_rule(n.op) == nullptr; });
+  ir::decompose_composites(g, [](const Node& n) { return !has_direct_rule(n); });
 
   // active[v]: index+1 of the first --wrt argument v depends on, 0 for none.
   std::vector<size_t> active(g.values.size(), 0);

@@ -352,6 +352,26 @@ Grads gelu(GraphBuilder& b, const Node& n, ValueId g) {
   return {e.mul(g, e.add(cdf, e.mul(x, pdf)))};
 }
 
+// A call with a custom backward: one call of the backward function per floating-point
+// operand, each picking that operand's gradient from the backward's results.
+Grads call(GraphBuilder& b, const Node& n, ValueId g) {
+  std::vector<ValueId> operands = n.operands;
+  operands.push_back(g);
+  Grads grads;
+  int64_t index = 0;
+  for (ValueId x : n.operands) {
+    if (!ir::is_float(b.type(x).dtype)) {
+      grads.push_back(kNotDifferentiable);
+      continue;
+    }
+    Attrs attrs;
+    attrs.set("callee", n.attrs.get_string("backward"));
+    attrs.set("result", index++);
+    grads.push_back(b.emit(Op::Call, operands, std::move(attrs)));
+  }
+  return grads;
+}
+
 struct Entry {
   Op op;
   GradientRule rule;
@@ -361,7 +381,8 @@ struct Entry {
 // their decomposition.
 constexpr Entry kRules[] = {
     {Op::Abs, abs},           {Op::Add, add},
-    {Op::Broadcast, broadcast}, {Op::Cast, cast},
+    {Op::Broadcast, broadcast}, {Op::Call, call},
+    {Op::Cast, cast},
     {Op::Concat, concat},     {Op::Cos, cos},
     {Op::Div, div},           {Op::Erf, erf},
     {Op::Exp, exp},           {Op::Gather, gather},
@@ -386,6 +407,11 @@ GradientRule gradient_rule(Op op) {
   for (const Entry& e : kRules)
     if (e.op == op) return e.rule;
   return nullptr;
+}
+
+bool has_direct_rule(const Node& n) {
+  if (n.op == Op::Call) return n.attrs.has("backward");
+  return gradient_rule(n.op) != nullptr;
 }
 
 ValueId sum_to_shape(GraphBuilder& b, ValueId v, const ir::Shape& shape) {

@@ -26,6 +26,9 @@ using GradientRule = std::vector<ir::ValueId> (*)(ir::GraphBuilder& b, const ir:
 /// logic, floor, ceil, argmax, iota, constant) or is differentiated through its
 /// decomposition (silu, linear, mse_loss, cross_entropy).
 GradientRule gradient_rule(ir::Op op);
+/// Whether autodiff uses n's own rule; otherwise n is decomposed first (composites
+/// without a rule, and calls without a `backward` function).
+bool has_direct_rule(const ir::Node& n);
 
 /// Sums v down to `shape`, undoing numpy-style broadcasting (leading dims, and dims
 /// where `shape` has 1).

@@ -113,6 +113,31 @@ TEST_CASE("the first shape error is kept and returned by build()", "[model][erro
         "model @shapes: add: operand shapes differ: f32[2,3], f32[4] (broadcast explicitly with 'broadcast')");
 }
 
+TEST_CASE("functions print as func blocks, run through calls, and carry their backward", "[model]") {
+  Model m("f");
+  Tensor x = m.input("x", {3});
+  auto square = [](Model&, const std::vector<Tensor>& in) { return in[0] * in[0]; };
+  auto twice = [](Model&, const std::vector<Tensor>& in, Tensor g) { return std::vector<Tensor>{g * in[0] * 2.0}; };
+  Tensor y = m.function("square", {x}, square, twice);
+  m.output(m.function("square", {y}, square, twice) + m.function("plain", {x}, square), "z");
+  auto g = m.build();
+  if (!g.ok()) FAIL(g.error().message);
+  std::string text = ir::print(*g);
+  CHECK(text.rfind("func @square(%in0: f32[3]) {\n", 0) == 0);
+  CHECK(text.find("func @square.backward(%in0: f32[3], %in1: f32[3]) {\n") != std::string::npos);
+  CHECK(text.find("func @plain(%in0: f32[3])") != std::string::npos);
+  CHECK(text.find("= call(%x) {callee=\"square\", backward=\"square.backward\"}") != std::string::npos);
+  CHECK(text.find("= call(%x) {callee=\"plain\"}") != std::string::npos);
+  CHECK(ir::print(kiln::testing::parse_ok(text)) == text);
+  auto r = kiln::testing::eval_ok(*g, {{"x", kiln::testing::tensor(ir::DType::F32, {3}, {1, 2, -3})}});
+  check_close(r[0], "f32[3]", {2, 20, 90});
+
+  Model bad("bad");
+  Tensor b = bad.input("b", {2, 3});
+  bad.output(bad.function("f", {b}, [](Model&, const std::vector<Tensor>& in) { return matmul(in[0], in[0]); }));
+  CHECK(bad.build().error().message == "model @bad: function @f: model @f: matmul: contracting dims differ: f32[2,3] x f32[2,3]");
+}
+
 TEST_CASE("every op has a builder function", "[model]") {
   Model m("all");
   Tensor x = m.input("x", {2, 3});
@@ -129,6 +154,7 @@ TEST_CASE("every op has a builder function", "[model]") {
       matmul(x, transpose(x, {1, 0})), softmax(x), log_softmax(x, 0), layer_norm(x, p, p), gelu(x), gelu(x, true), silu(x),
       linear(x, m.param("w", {3, 4}), m.param("b", {4})), mse_loss(x, x), cross_entropy(x, i), m.iota({2, 2}, 1),
       m.constant({1, 2}, {2}, ir::DType::I64), broadcast(p, {2, 3}, {1}),
+      m.function("double_it", {x}, [](Model&, const std::vector<Tensor>& in) { return in[0] * 2.0; }),
   };
   for (Tensor& t : outs) {
     CHECK(t.valid());

@@ -101,7 +101,20 @@ TEST_CASE("golden error messages name file, line, column and what was expected",
       // truncated file
       {"graph @g(%x: f32[2]) {\n  %y: f32[2] = neg(%x)\n", "bad.kir:3:1: error: expected a value definition like '%x: f32[2] = ...' or 'return', got end of file"},
       {"graph @g(%x: f32[2", "bad.kir:1:19: error: expected ']', got end of file"},
-      {"", "bad.kir:1:1: error: expected 'graph', got end of file"},
+      {"", "bad.kir:1:1: error: expected 'graph' or 'func', got end of file"},
+      // functions and calls
+      {"graph @g(%x: f32[2]) {\n  %y: f32[2] = call(%x) {callee=\"nope\"}\n  return %y\n}",
+       "bad.kir:2:3: error: call: no function @nope is defined before this call"},
+      {"func @f(%a: f32[3]) {\n  return %a\n}\ngraph @g(%x: f32[2]) {\n  %y: f32[3] = call(%x) {callee=\"f\"}\n  return %y\n}",
+       "bad.kir:5:3: error: call: @f takes (f32[3]), got (f32[2])"},
+      {"func @f(%a: f32[2]) {\n  return %a\n}\nfunc @fb(%a: f32[2]) {\n  return %a\n}\n"
+       "graph @g(%x: f32[2]) {\n  %y: f32[2] = call(%x) {callee=\"f\", backward=\"fb\"}\n  return %y\n}",
+       "bad.kir:8:3: error: call: backward @fb must take (f32[2], f32[2]) and return (f32[2]): the arguments of @f, the gradient "
+       "of its result, and one gradient per floating-point argument; it takes (f32[2]) and returns (f32[2])"},
+      {"func @f(%a: f32[2]) {\n  return %a\n}\nfunc @f(%a: f32[2]) {\n  return %a\n}\ngraph @g(%x: f32[2]) {\n  return %x\n}",
+       "error: @f: function @f is defined twice"},
+      {"func @f(%a: f32[2]) {\n  %b: f32[2] = neg(%c)\n  return %b\n}\ngraph @g(%x: f32[2]) {\n  return %x\n}",
+       "bad.kir:2:20: error: undefined value %c"},
       // binary garbage
       {"\x7f" "ELF\x02\x01", "bad.kir:1:1: error: unexpected byte 0x7f; a .kir file is ASCII text"},
       {"graph @g(%x: f32[2]) {\n  %y: f32[2] = neg(%x) $\n}", "bad.kir:2:24: error: unexpected character '$'"},
