@@ -197,6 +197,36 @@ TEST_CASE("whole models", "[autodiff]") {
   });
 }
 
+TEST_CASE("custom functions: their backward is used, and checks out against finite differences", "[autodiff]") {
+  // softplus(x) = log(1 + exp(x)) with its analytic backward sigmoid(x) * g.
+  auto softplus = [](Model&, const std::vector<Tensor>& in) { return log(exp(in[0]) + 1.0); };
+  auto softplus_backward = [](Model&, const std::vector<Tensor>& in, Tensor g) { return std::vector<Tensor>{g * sigmoid(in[0])}; };
+  check_gradients("custom-backward softplus", {{2, 3}}, [&](Model& m, auto& x) {
+    return m.function("softplus", {x[0]}, softplus, softplus_backward);
+  });
+  check_gradients("custom-backward function of two inputs inside a model", {{3, 4}, {4, 2}}, [&](Model& m, auto& x) {
+    auto mm = [](Model&, const std::vector<Tensor>& in) { return matmul(in[0], in[1]); };
+    auto mm_backward = [](Model&, const std::vector<Tensor>& in, Tensor g) {
+      return std::vector<Tensor>{matmul(g, transpose(in[1], {1, 0})), matmul(transpose(in[0], {1, 0}), g)};
+    };
+    return softmax(m.function("mm", {x[0], x[1]}, mm, mm_backward));
+  });
+  check_gradients("function without a backward: differentiated through its body", {{5}},
+                  [&](Model& m, auto& x) { return m.function("plain_softplus", {x[0]}, softplus); });
+
+  // A straight-through estimator: floor has no gradient, its custom backward passes g on.
+  Model m("ste");
+  Tensor x = m.input("x", {3});
+  Tensor q = m.function("quantize", {x}, [](Model&, const std::vector<Tensor>& in) { return floor(in[0]); },
+                        [](Model&, const std::vector<Tensor>&, Tensor g) { return std::vector<Tensor>{g}; });
+  m.output(reduce_sum(q * m.constant({1, 2, 3}, {3}), {0}), "loss");
+  ir::Graph g = *m.build();
+  REQUIRE(passes::AutodiffPass({"x"}).run(g).ok());
+  auto r = kiln::testing::eval_ok(g, {{"x", kiln::testing::tensor(DType::F32, {3}, {0.5, 1.5, -2.5})}});
+  kiln::testing::check_close(r[0], "f32[]", {0 + 2 - 9});
+  kiln::testing::check_close(r[1], "f32[3]", {1, 2, 3});
+}
+
 TEST_CASE("no gradient through comparisons, argmax, floor, ceil or integers", "[autodiff][errors]") {
   auto error_for = [](const std::string& text, std::vector<std::string> wrt) {
     ir::Graph g = kiln::testing::parse_ok(text);
