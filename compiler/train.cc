@@ -1,0 +1,148 @@
+#include "compiler/train.h"
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+#include "passes/autodiff.h"
+#include "passes/dce.h"
+
+namespace kiln {
+namespace {
+
+using ir::Op;
+using ir::ValueId;
+
+// Emits optimizer updates into a graph with a small vocabulary of scalar-friendly ops.
+class UpdateBuilder {
+ public:
+  explicit UpdateBuilder(ir::Graph& g) : g_(g), b_(g) {}
+
+  ValueId state(const std::string& name, ir::TensorType type, std::map<std::string, ir::Tensor>& init) {
+    init[name] = ir::Tensor::zeros(type);
+    return b_.arg(name, std::move(type), ir::ArgKind::State);
+  }
+  ValueId c(double value, ValueId like) { return b_.scalar(value, g_.type(like).dtype); }
+  ValueId add(ValueId x, ValueId y) { return b_.binary(Op::Add, x, y); }
+  ValueId sub(ValueId x, ValueId y) { return b_.binary(Op::Sub, x, y); }
+  ValueId mul(ValueId x, ValueId y) { return b_.binary(Op::Mul, x, y); }
+  ValueId div(ValueId x, ValueId y) { return b_.binary(Op::Div, x, y); }
+  ValueId scaled(double k, ValueId x) { return mul(x, c(k, x)); }
+  ValueId sqrt(ValueId x) { return b_.unary(Op::Sqrt, x); }
+  ValueId pow(ValueId base, ValueId exponent) { return b_.binary(Op::Pow, base, exponent); }
+  ValueId cast(ValueId x, ir::DType to) {
+    if (g_.type(x).dtype == to) return x;
+    ir::Attrs attrs;
+    attrs.set("to", to);
+    return b_.emit(Op::Cast, {x}, std::move(attrs));
+  }
+
+ private:
+  ir::Graph& g_;
+  ir::GraphBuilder b_;
+};
+
+struct Trained {
+  std::string name;
+  ValueId param;
+  ValueId grad;
+};
+
+// Returns the new value of each state it updates, by state name.
+void sgd_updates(const Sgd& opt, UpdateBuilder& u, const std::vector<Trained>& params, ir::Graph& g,
+                 std::map<std::string, ValueId>& next, std::map<std::string, ir::Tensor>& init) {
+  for (const Trained& p : params) {
+    ValueId grad = opt.weight_decay ? u.add(p.grad, u.scaled(opt.weight_decay, p.param)) : p.grad;
+    if (opt.momentum) {
+      std::string name = "sgd.velocity." + p.name;
+      ValueId velocity = u.state(name, g.type(p.param), init);
+      grad = next[name] = u.add(u.scaled(opt.momentum, velocity), grad);
+    }
+    next[p.name] = u.sub(p.param, u.scaled(opt.learning_rate, grad));
+  }
+}
+
+void adam_updates(const Adam& opt, UpdateBuilder& u, const std::vector<Trained>& params, ir::Graph& g,
+                  std::map<std::string, ValueId>& next, std::map<std::string, ir::Tensor>& init) {
+  ValueId step = u.state("adam.step", {ir::DType::F32, {}}, init);
+  ValueId t = next["adam.step"] = u.add(step, u.c(1, step));
+  // Bias corrections 1 - beta^t, in f32 and cast to each weight's type.
+  ValueId correction1 = u.sub(u.c(1, t), u.pow(u.c(opt.beta1, t), t));
+  ValueId correction2 = u.sub(u.c(1, t), u.pow(u.c(opt.beta2, t), t));
+  for (const Trained& p : params) {
+    ir::TensorType type = g.type(p.param);
+    ValueId grad = p.grad;
+    if (opt.weight_decay && !opt.decoupled_weight_decay) grad = u.add(grad, u.scaled(opt.weight_decay, p.param));
+    std::string m_name = "adam.m." + p.name, v_name = "adam.v." + p.name;
+    ValueId m = u.state(m_name, type, init), v = u.state(v_name, type, init);
+    ValueId m_next = next[m_name] = u.add(u.scaled(opt.beta1, m), u.scaled(1 - opt.beta1, grad));
+    ValueId v_next = next[v_name] = u.add(u.scaled(opt.beta2, v), u.scaled(1 - opt.beta2, u.mul(grad, grad)));
+    ValueId m_hat = u.div(m_next, u.cast(correction1, type.dtype));
+    ValueId v_hat = u.div(v_next, u.cast(correction2, type.dtype));
+    ValueId update = u.div(m_hat, u.add(u.sqrt(v_hat), u.c(opt.eps, m)));
+    if (opt.weight_decay && opt.decoupled_weight_decay) update = u.add(update, u.scaled(opt.weight_decay, p.param));
+    next[p.name] = u.sub(p.param, u.scaled(opt.learning_rate, update));
+  }
+}
+
+}  // namespace
+
+Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimizer) {
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, model.build());
+  std::vector<std::string> weights;
+  for (const ir::Arg& a : g.args) {
+    if (a.kind == ir::ArgKind::State)
+      return make_error(fmt::format("training step of @{}: the model already has state %{}; declare trained weights with "
+                                    "param, and the step makes them state", g.name, g.value_name(a.value)));
+    if (a.kind == ir::ArgKind::Param && ir::is_float(g.type(a.value).dtype)) weights.push_back(g.value_name(a.value));
+  }
+  if (weights.empty()) return make_error(fmt::format("training step of @{}: the model has no floating-point params to train", g.name));
+  size_t outputs = g.results.size();
+  auto differentiated = passes::AutodiffPass(weights).run(g);
+  if (!differentiated.ok()) return make_error(fmt::format("training step of @{}: {}", g.name, differentiated.error().message));
+
+  TrainStep step;
+  std::vector<Trained> params;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    ValueId grad = g.results[outputs + i];
+    g.values[grad].name.clear();  // the update, not the gradient, is what the step returns
+    params.push_back({weights[i], g.find_arg(weights[i])->value, grad});
+    step.initial_state[weights[i]] = model.initial_values().at(weights[i]);
+  }
+  for (ir::Arg& a : g.args)
+    if (a.kind == ir::ArgKind::Param && ir::is_float(g.type(a.value).dtype)) a.kind = ir::ArgKind::State;
+
+  UpdateBuilder u(g);
+  std::map<std::string, ValueId> next;
+  if (const Sgd* sgd = std::get_if<Sgd>(&optimizer)) sgd_updates(*sgd, u, params, g, next, step.initial_state);
+  else adam_updates(std::get<Adam>(optimizer), u, params, g, next, step.initial_state);
+
+  ValueId loss = g.results[0];
+  g.results = {loss};
+  for (const ir::Arg& a : g.args) {
+    if (a.kind != ir::ArgKind::State) continue;
+    const std::string& name = g.value_name(a.value);
+    ValueId value = next.at(name);
+    g.values[value].name = name + ".next";
+    g.results.push_back(value);
+    step.state_names.push_back(name);
+  }
+  KILN_RETURN_IF_ERROR(passes::DcePass().run(g));
+  step.graph = std::move(g);
+  return step;
+}
+
+Result<double> run_train_step(const TrainStep& step, std::map<std::string, ir::Tensor>& state,
+                              const std::map<std::string, ir::Tensor>& inputs) {
+  std::map<std::string, ir::Tensor> feed = inputs;
+  for (const std::string& name : step.state_names) {
+    auto it = state.find(name);
+    if (it == state.end()) return make_error(fmt::format("training step: no value for state %{}", name));
+    feed[name] = it->second;
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> results, ir::evaluate(step.graph, feed));
+  for (size_t i = 0; i < step.state_names.size(); ++i) state[step.state_names[i]] = std::move(results[1 + i]);
+  return results[0].get(0);
+}
+
+}  // namespace kiln
