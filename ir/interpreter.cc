@@ -289,44 +289,40 @@ Tensor matmul(const Tensor& a, const Tensor& b, const TensorType& rt) {
   return out;
 }
 
-Result<Tensor> gather(const Tensor& table, const Tensor& idx, const Attrs& attrs, const TensorType& rt) {
-  int64_t axis = *normalize_axis(attrs.get_int("axis", 0), table.type.rank());
-  AxisSplit s = split_at(table.type.shape, axis);
+// Calls f(gathered, slot) for every element of table[..., idx, ...] (the shape gather
+// produces), with `slot` its flat index into the table; indices may be negative, numpy style.
+template <class F>
+Status for_each_indexed(Op op, const Shape& table_shape, const Tensor& idx, const Attrs& attrs, F f) {
+  int64_t axis = *normalize_axis(attrs.get_int("axis", 0), static_cast<int64_t>(table_shape.size()));
+  AxisSplit s = split_at(table_shape, axis);
   int64_t count = idx.size();
-  std::vector<int64_t> src(static_cast<size_t>(rt.num_elements()));
   for (int64_t i = 0; i < count; ++i) {
     int64_t j = idx.ints[i];
     if (j < -s.extent || j >= s.extent)
-      return make_error(fmt::format("gather: index {} is out of range for axis {} of size {}", j, axis, s.extent));
+      return make_error(fmt::format("{}: index {} is out of range for axis {} of size {}", op_name(op), j, axis, s.extent));
     if (j < 0) j += s.extent;
     for (int64_t o = 0; o < s.outer; ++o)
-      for (int64_t in = 0; in < s.inner; ++in) src[(o * count + i) * s.inner + in] = (o * s.extent + j) * s.inner + in;
+      for (int64_t in = 0; in < s.inner; ++in) f((o * count + i) * s.inner + in, (o * s.extent + j) * s.inner + in);
   }
+  return Status::Ok();
+}
+
+Result<Tensor> gather(const Tensor& table, const Tensor& idx, const Attrs& attrs, const TensorType& rt) {
   Tensor out = Tensor::zeros(rt);
-  for (size_t k = 0; k < src.size(); ++k) {
-    if (out.holds_floats()) out.floats[k] = table.floats[src[k]];
-    else out.ints[k] = table.ints[src[k]];
-  }
+  KILN_RETURN_IF_ERROR(for_each_indexed(Op::Gather, table.type.shape, idx, attrs, [&](int64_t k, int64_t slot) {
+    if (out.holds_floats()) out.floats[k] = table.floats[slot];
+    else out.ints[k] = table.ints[slot];
+  }));
   return out;
 }
 
 Result<Tensor> scatter_add(const Tensor& base, const Tensor& idx, const Tensor& updates, const Attrs& attrs) {
-  int64_t axis = *normalize_axis(attrs.get_int("axis", 0), base.type.rank());
-  AxisSplit s = split_at(base.type.shape, axis);
-  int64_t count = idx.size();
   Tensor out = base;
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t j = idx.ints[i];
-    if (j < -s.extent || j >= s.extent)
-      return make_error(fmt::format("scatter_add: index {} is out of range for axis {} of size {}", j, axis, s.extent));
-    if (j < 0) j += s.extent;
-    for (int64_t o = 0; o < s.outer; ++o)
-      for (int64_t in = 0; in < s.inner; ++in) {
-        int64_t src = (o * count + i) * s.inner + in, dst = (o * s.extent + j) * s.inner + in;
-        if (out.holds_floats()) out.floats[dst] = round_to_dtype(out.type.dtype, out.floats[dst] + updates.floats[src]);
-        else out.ints[dst] = wrap_to_dtype(out.type.dtype, wrap_add(out.ints[dst], updates.ints[src]));
-      }
-  }
+  DType dt = out.type.dtype;
+  KILN_RETURN_IF_ERROR(for_each_indexed(Op::ScatterAdd, base.type.shape, idx, attrs, [&](int64_t k, int64_t slot) {
+    if (out.holds_floats()) out.floats[slot] = round_to_dtype(dt, out.floats[slot] + updates.floats[k]);
+    else out.ints[slot] = wrap_to_dtype(dt, wrap_add(out.ints[slot], updates.ints[k]));
+  }));
   return out;
 }
 

@@ -108,6 +108,18 @@ Result<TensorType> infer_argmax(const TensorType& x, const Attrs& attrs) {
   return out;
 }
 
+// table[..., idx, ...]: the type gather produces and scatter_add's updates must have.
+Result<TensorType> gathered_type(Op op, const TensorType& table, const TensorType& idx, const Attrs& attrs) {
+  if (!is_int(idx.dtype)) return op_error(op, fmt::format("indices must be i32 or i64, got {}", idx.to_string()));
+  auto axis = normalize_axis(attrs.get_int("axis", 0), table.rank());
+  if (!axis) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", 0), table.to_string()));
+  TensorType out{table.dtype, Shape(table.shape.begin(), table.shape.begin() + *axis)};
+  out.shape.insert(out.shape.end(), idx.shape.begin(), idx.shape.end());
+  out.shape.insert(out.shape.end(), table.shape.begin() + *axis + 1, table.shape.end());
+  KILN_RETURN_IF_ERROR(check_shape_values(op, out.shape, "result"));
+  return out;
+}
+
 Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType& x = in[0];
   switch (op) {
@@ -179,28 +191,13 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
       KILN_RETURN_IF_ERROR(check_shape_values(op, out.shape, "result"));
       return out;
     }
-    case Op::Gather: {
-      const TensorType& idx = in[1];
-      if (!is_int(idx.dtype)) return op_error(op, fmt::format("indices must be i32 or i64, got {}", idx.to_string()));
-      auto axis = normalize_axis(attrs.get_int("axis", 0), x.rank());
-      if (!axis) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", 0), x.to_string()));
-      TensorType out{x.dtype, Shape(x.shape.begin(), x.shape.begin() + *axis)};
-      out.shape.insert(out.shape.end(), idx.shape.begin(), idx.shape.end());
-      out.shape.insert(out.shape.end(), x.shape.begin() + *axis + 1, x.shape.end());
-      KILN_RETURN_IF_ERROR(check_shape_values(op, out.shape, "result"));
-      return out;
-    }
+    case Op::Gather: return gathered_type(op, x, in[1], attrs);
     case Op::ScatterAdd: {
-      const TensorType &idx = in[1], &updates = in[2];
-      if (!is_int(idx.dtype)) return op_error(op, fmt::format("indices must be i32 or i64, got {}", idx.to_string()));
-      auto axis = normalize_axis(attrs.get_int("axis", 0), x.rank());
-      if (!axis) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", 0), x.to_string()));
-      TensorType expected{x.dtype, Shape(x.shape.begin(), x.shape.begin() + *axis)};
-      expected.shape.insert(expected.shape.end(), idx.shape.begin(), idx.shape.end());
-      expected.shape.insert(expected.shape.end(), x.shape.begin() + *axis + 1, x.shape.end());
-      if (updates != expected)
+      KILN_ASSIGN_OR_RETURN(TensorType expected, gathered_type(op, x, in[1], attrs));
+      if (in[2] != expected)
         return op_error(op, fmt::format("updates must be {} for base {} and indices {} on axis {}, got {}", expected.to_string(),
-                                        x.to_string(), idx.to_string(), *axis, updates.to_string()));
+                                        x.to_string(), in[1].to_string(), *normalize_axis(attrs.get_int("axis", 0), x.rank()),
+                                        in[2].to_string()));
       KILN_RETURN_IF_ERROR(check_dtype(op, x, Need::Numeric));
       return x;
     }
