@@ -1,5 +1,7 @@
 #include "ir/graph.h"
 
+#include <unordered_set>
+
 namespace kiln::ir {
 
 ValueId Graph::add_value(TensorType type, std::string name) {
@@ -50,6 +52,25 @@ const Graph* Graph::find_function(std::string_view fn) const {
   for (const Graph& f : functions)
     if (f.name == fn) return &f;
   return nullptr;
+}
+
+std::vector<std::string> display_names(const Graph& g) {
+  std::vector<std::string> names(g.values.size());
+  std::unordered_set<std::string> taken;
+  for (const Value& v : g.values)
+    if (!v.name.empty()) taken.insert(v.name);
+  int next = 0;
+  auto name_of = [&](ValueId id) {
+    std::string& name = names[static_cast<size_t>(id)];
+    if (!name.empty()) return;
+    name = g.value_name(id);
+    if (!name.empty()) return;
+    while (taken.count(std::to_string(next))) ++next;
+    name = std::to_string(next++);
+  };
+  for (const Arg& a : g.args) name_of(a.value);
+  for (const Node& n : g.nodes) name_of(n.result);
+  return names;
 }
 
 std::string_view arg_kind_keyword(ArgKind kind) {

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/attributes.h"
 #include "ir/ops.h"
+#include "ir/program.h"
 #include "ir/types.h"
 
 namespace kiln::ir {
@@ -58,6 +60,10 @@ struct Graph {
   /// Functions `call` nodes may apply, each a graph of its own (printed as `func`).
   /// A function may call only functions listed before it; functions have no functions.
   std::vector<Graph> functions;
+  /// The fused program, once the fusion pass has run; passes that change nodes drop it.
+  std::optional<Program> program;
+  /// The memory plan of the program, once the memory-plan pass has run.
+  std::optional<MemoryPlan> memory;
 
   /// Adds a value and returns its id.
   ValueId add_value(TensorType type, std::string name = "");
@@ -76,6 +82,10 @@ struct Graph {
   /// The function with this name, or nullptr.
   const Graph* find_function(std::string_view name) const;
 };
+
+/// The name each value prints with: its own name, or for unnamed values the next
+/// decimal number not already taken (indexed by ValueId).
+std::vector<std::string> display_names(const Graph& graph);
 
 /// "param", "state" or "" for plain inputs.
 std::string_view arg_kind_keyword(ArgKind kind);

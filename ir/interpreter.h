@@ -24,4 +24,10 @@ Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> operands, const
 /// (input, param or state) needs one. Returns the graph's results in order.
 Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs);
 
+/// Runs a fused, planned graph (after the fusion and memory-plan passes) step by step
+/// through one byte arena at the planned offsets, with the interpreter evaluating each
+/// step's nodes. State updates planned in place are written into the state buffers.
+/// Returns the graph's results, read from where the plan put them.
+Result<std::vector<Tensor>> evaluate_program(const Graph& graph, const std::map<std::string, Tensor>& inputs);
+
 }  // namespace kiln::ir

@@ -12,7 +12,7 @@
 namespace kiln::ir {
 namespace {
 
-enum class Tok { End, Percent, At, Ident, Int, Float, String, LParen, RParen, LBrace, RBrace, LBracket, RBracket, Comma, Colon, Equal };
+enum class Tok { End, Percent, At, Ident, Int, Float, String, LParen, RParen, LBrace, RBrace, LBracket, RBracket, Comma, Colon, Equal, Arrow };
 
 std::string_view tok_name(Tok t) {
   switch (t) {
@@ -32,6 +32,7 @@ std::string_view tok_name(Tok t) {
     case Tok::Comma: return "','";
     case Tok::Colon: return "':'";
     case Tok::Equal: return "'='";
+    case Tok::Arrow: return "'->'";
   }
   return "?";
 }
@@ -87,6 +88,12 @@ class Lexer {
         return t;
       }
       default: break;
+    }
+    if (c == '-' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '>') {
+      advance();
+      advance();
+      t.kind = Tok::Arrow;
+      return t;
     }
     if ((c >= '0' && c <= '9') || c == '-' || c == '+') return number(t);
     if (is_name_char(c)) {
@@ -250,6 +257,10 @@ class Parser {
     expect(Tok::RParen);
     expect(Tok::LBrace);
     while (!(tok_.kind == Tok::Ident && tok_.text == "return")) {
+      if (tok_.kind == Tok::Ident && is_step_keyword(tok_.text)) {
+        parse_step();
+        continue;
+      }
       if (tok_.kind != Tok::Percent) fail(fmt::format("expected a value definition like '%x: f32[2] = ...' or 'return', got {}", describe(tok_)));
       parse_node();
     }
@@ -288,6 +299,34 @@ class Parser {
   void expect_keyword(std::string_view word) {
     if (tok_.kind != Tok::Ident || tok_.text != word) fail(fmt::format("expected '{}', got {}", word, describe(tok_)));
     next();
+  }
+
+  static bool is_step_keyword(std::string_view word) {
+    return word == "loop" || word == "reduction" || word == "library" || word == "scatter";
+  }
+
+  // A step block of a program dump: `loop @name(%in, ...) -> (%out, ...) { defs }`. Its
+  // definitions are read as plain nodes (the grouping is the fusion pass's to redo); its
+  // inputs must be defined already and its outputs inside the block.
+  void parse_step() {
+    next();
+    expect(Tok::At);
+    expect(Tok::LParen);
+    if (tok_.kind != Tok::RParen) {
+      do use(expect(Tok::Percent)); while (accept(Tok::Comma));
+    }
+    expect(Tok::RParen);
+    expect(Tok::Arrow);
+    expect(Tok::LParen);
+    std::vector<Token> outputs;
+    if (tok_.kind != Tok::RParen) {
+      do outputs.push_back(expect(Tok::Percent)); while (accept(Tok::Comma));
+    }
+    expect(Tok::RParen);
+    expect(Tok::LBrace);
+    while (tok_.kind == Tok::Percent) parse_node();
+    expect(Tok::RBrace);
+    for (const Token& out : outputs) use(out);
   }
 
   TensorType parse_type() {

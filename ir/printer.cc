@@ -71,26 +71,68 @@ std::string format_attr(const AttrValue& value, DType dtype) {
       value);
 }
 
-std::vector<std::string> display_names(const Graph& g) {
-  std::vector<std::string> names(g.values.size());
-  std::unordered_set<std::string> taken;
-  for (const Value& v : g.values)
-    if (!v.name.empty()) taken.insert(v.name);
-  int next = 0;
-  auto name_of = [&](ValueId id) {
-    std::string& name = names[static_cast<size_t>(id)];
-    if (!name.empty()) return;
-    name = g.value_name(id);
-    if (!name.empty()) return;
-    while (taken.count(std::to_string(next))) ++next;
-    name = std::to_string(next++);
-  };
-  for (const Arg& a : g.args) name_of(a.value);
-  for (const Node& n : g.nodes) name_of(n.result);
-  return names;
+namespace {
+
+std::string node_line(const Graph& g, const std::vector<std::string>& names, const Node& n) {
+  auto ref = [&](ValueId v) { return "%" + names[static_cast<size_t>(v)]; };
+  const TensorType& t = g.type(n.result);
+  std::string out = fmt::format("{}: {} = {}", ref(n.result), t.to_string(), op_name(n.op));
+  if (!n.operands.empty() || op_arity(n.op) != 0) {
+    out += '(';
+    for (size_t i = 0; i < n.operands.size(); ++i) out += (i ? ", " : "") + ref(n.operands[i]);
+    out += ')';
+  }
+  if (!n.attrs.empty()) {
+    out += " {";
+    bool first = true;
+    for (const auto& [name, value] : n.attrs.entries()) {
+      out += fmt::format("{}{}={}", first ? "" : ", ", name, format_attr(value, t.dtype));
+      first = false;
+    }
+    out += '}';
+  }
+  return out;
 }
 
-namespace {
+std::string refs(const std::vector<std::string>& names, const std::vector<ValueId>& values) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", %" : "%") + names[static_cast<size_t>(values[i])];
+  return out;
+}
+
+// Steps print as blocks: `loop @fused_1(%a, %b) -> (%c) { ... }`. A constant that
+// several steps recompute is defined in the first and shown as a comment in the others,
+// so the dump still parses.
+void print_steps(std::string& out, const Graph& g, const std::vector<std::string>& names) {
+  std::vector<char> printed(g.nodes.size(), 0);
+  for (const Step& step : g.program->steps) {
+    out += fmt::format("  {} @{}({}) -> ({}) {{\n", step_kind_name(step.kind), step.name, refs(names, step.inputs),
+                       refs(names, step.outputs));
+    for (int n : step.nodes) {
+      std::string line = node_line(g, names, g.nodes[n]);
+      out += printed[n] ? fmt::format("    # recomputed: {}\n", line) : fmt::format("    {}\n", line);
+      printed[n] = 1;
+    }
+    out += "  }\n";
+  }
+}
+
+void print_memory(std::string& out, const Graph& g, const std::vector<std::string>& names) {
+  const MemoryPlan& plan = *g.memory;
+  out += fmt::format("# memory plan: arena {} bytes, live lower bound {} bytes, naive {} bytes, alignment {}\n",
+                     plan.arena_bytes, plan.live_lower_bound_bytes, plan.naive_bytes, plan.alignment);
+  int end = static_cast<int>(g.program->steps.size());
+  for (const Buffer& b : plan.buffers) {
+    if (b.home == Home::Input || b.home == Home::Param || (b.home == Home::State && b.state < 0)) continue;
+    std::string last = b.last_step >= end ? "end" : std::to_string(b.last_step);
+    std::string where = b.home == Home::State ? fmt::format("state %{} (in place)", names[b.state])
+                                              : fmt::format("arena [{}, {})", b.offset, b.offset + b.bytes);
+    std::string extra = b.in_place_of >= 0 ? fmt::format(", in place of %{}", names[b.in_place_of]) : "";
+    out += fmt::format("#   %{}: {} steps {}..{}{}\n", names[b.value], where, b.first_step, last, extra);
+  }
+  for (auto [state, value] : plan.state_copies)
+    out += fmt::format("#   copy %{} to state %{} after the last step\n", names[value], names[state]);
+}
 
 void print_body(std::string& out, const Graph& g, std::string_view keyword) {
   std::vector<std::string> names = display_names(g);
@@ -103,28 +145,15 @@ void print_body(std::string& out, const Graph& g, std::string_view keyword) {
     out += fmt::format("{}{}{}: {}", kw, kw.empty() ? "" : " ", ref(a.value), g.type(a.value).to_string());
   }
   out += ") {\n";
-  for (const Node& n : g.nodes) {
-    const TensorType& t = g.type(n.result);
-    out += fmt::format("  {}: {} = {}", ref(n.result), t.to_string(), op_name(n.op));
-    if (!n.operands.empty() || op_arity(n.op) != 0) {
-      out += '(';
-      for (size_t i = 0; i < n.operands.size(); ++i) out += (i ? ", " : "") + ref(n.operands[i]);
-      out += ')';
-    }
-    if (!n.attrs.empty()) {
-      out += " {";
-      bool first = true;
-      for (const auto& [name, value] : n.attrs.entries()) {
-        out += fmt::format("{}{}={}", first ? "" : ", ", name, format_attr(value, t.dtype));
-        first = false;
-      }
-      out += '}';
-    }
-    out += '\n';
+  if (g.program) {
+    print_steps(out, g, names);
+  } else {
+    for (const Node& n : g.nodes) out += "  " + node_line(g, names, n) + "\n";
   }
   out += "  return ";
   for (size_t i = 0; i < g.results.size(); ++i) out += (i ? ", " : "") + ref(g.results[i]);
   out += "\n}\n";
+  if (g.memory) print_memory(out, g, names);
 }
 
 }  // namespace

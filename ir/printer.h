@@ -12,10 +12,6 @@ namespace kiln::ir {
 /// the same graph.
 std::string print(const Graph& graph);
 
-/// The name each value prints with: its own name, or for unnamed values the next
-/// decimal number not already taken (indexed by ValueId).
-std::vector<std::string> display_names(const Graph& graph);
-
 /// Shortest text that reads back as the same double, always with a '.', 'e', "inf" or
 /// "nan" so it reads back as a float.
 std::string format_float(double value);

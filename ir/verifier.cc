@@ -28,7 +28,10 @@ Status verify(const Graph& g) {
       if (g.functions[j].name == f.name) return located_error(f, {}, fmt::format("function @{} is defined twice", f.name));
     KILN_RETURN_IF_ERROR(verify_body(f, std::span<const Graph>(g.functions).first(i)));
   }
-  return verify_body(g, g.functions);
+  KILN_RETURN_IF_ERROR(verify_body(g, g.functions));
+  if (g.program) KILN_RETURN_IF_ERROR(verify_program(g));
+  if (g.memory) KILN_RETURN_IF_ERROR(verify_memory_plan(g));
+  return Status::Ok();
 }
 
 namespace {

@@ -16,6 +16,9 @@ class Pass {
   virtual std::string_view name() const = 0;
   /// Transforms the graph in place; returns whether anything changed, or an error.
   virtual Result<bool> run(ir::Graph& graph) = 0;
+  /// Whether a change by this pass keeps the graph's program and memory plan valid; the
+  /// pipeline drops them after a change by any pass that does not.
+  virtual bool preserves_program() const { return false; }
 };
 
 }  // namespace kiln::passes

@@ -9,6 +9,8 @@
 #include "passes/canonicalize.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/fusion.h"
+#include "passes/memory_plan.h"
 #include "passes/decompose.h"
 
 namespace kiln::passes {
@@ -22,6 +24,10 @@ struct Registration {
 template <class P>
 Result<std::unique_ptr<Pass>> make(const PassOptions&) { return std::unique_ptr<Pass>(std::make_unique<P>()); }
 
+Result<std::unique_ptr<Pass>> make_fusion(const PassOptions& options) {
+  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(options.fuse));
+}
+
 Result<std::unique_ptr<Pass>> make_autodiff(const PassOptions& options) {
   if (options.wrt.empty()) return make_error("pass 'autodiff' needs the arguments to differentiate with respect to (--wrt=NAME,...)");
   return std::unique_ptr<Pass>(std::make_unique<AutodiffPass>(options.wrt));
@@ -33,6 +39,8 @@ constexpr Registration kPasses[] = {
     {"canonicalize", make<CanonicalizePass>},
     {"cse", make<CsePass>},
     {"dce", make<DcePass>},
+    {"fusion", make_fusion},
+    {"memory-plan", make<MemoryPlanPass>},
 };
 
 }  // namespace
@@ -44,6 +52,10 @@ Result<bool> Pipeline::run(ir::Graph& graph) {
     ++index;
     KILN_ASSIGN_OR_RETURN(bool pass_changed, pass->run(graph));
     changed = changed || pass_changed;
+    if (pass_changed && !pass->preserves_program()) {
+      graph.program.reset();
+      graph.memory.reset();
+    }
     Status ok = ir::verify(graph);
     if (!ok.ok()) return make_error(fmt::format("after pass '{}': {}", pass->name(), ok.error().message));
     if (!dump_.after.count("all") && !dump_.after.count(std::string(pass->name()))) continue;
@@ -58,6 +70,11 @@ Result<bool> Pipeline::run(ir::Graph& graph) {
     }
   }
   return changed;
+}
+
+Result<std::string> pipeline_passes(std::string_view name) {
+  if (name == "default") return std::string("decompose,canonicalize,cse,dce,fusion,memory-plan");
+  return make_error(fmt::format("unknown pipeline '{}' (known pipelines: default)", name));
 }
 
 Result<std::unique_ptr<Pass>> create_pass(std::string_view name, const PassOptions& options) {

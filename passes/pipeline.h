@@ -40,7 +40,13 @@ class Pipeline {
 struct PassOptions {
   /// autodiff: the arguments to differentiate with respect to.
   std::vector<std::string> wrt;
+  /// fusion: false puts every node in a step of its own (the unfused baseline).
+  bool fuse = true;
 };
+
+/// The passes of a named pipeline ("default": decompose, canonicalize, cse, dce, fusion,
+/// memory-plan), comma-separated; the error lists the known pipelines.
+Result<std::string> pipeline_passes(std::string_view name);
 
 /// Creates a pass by name; the error lists the known names.
 Result<std::unique_ptr<Pass>> create_pass(std::string_view name, const PassOptions& options = {});

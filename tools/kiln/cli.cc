@@ -9,6 +9,7 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/program.h"
 #include "passes/pipeline.h"
 #include "runtime/npy.h"
 
@@ -81,32 +82,57 @@ Result<ir::Graph> load_graph(const std::string& path) {
   return ir::parse(text, path == "-" ? "<stdin>" : path);
 }
 
-Status run_passes(ir::Graph& graph, const std::string& names, const std::string& wrt, const std::string& dump_after,
-                  const std::string& dump_dir) {
-  passes::PassOptions options;
-  for (size_t start = 0; start < wrt.size();) {
-    size_t comma = std::min(wrt.find(',', start), wrt.size());
-    if (comma > start) options.wrt.push_back(wrt.substr(start, comma - start));
+namespace {
+
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> items;
+  for (size_t start = 0; start < list.size();) {
+    size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) items.push_back(list.substr(start, comma - start));
     start = comma + 1;
   }
+  return items;
+}
+
+void print_stats(const ir::Graph& graph) {
+  if (!graph.program) return;
+  int kernels = 0, library_calls = 0;
+  for (const ir::Step& step : graph.program->steps) (step.kind == ir::StepKind::Library ? library_calls : kernels)++;
+  fmt::print(stderr, "kernels: {}\nlibrary_calls: {}\n", kernels, library_calls);
+  if (!graph.memory) return;
+  const ir::MemoryPlan& plan = *graph.memory;
+  fmt::print(stderr, "arena_bytes: {}\nlive_lower_bound_bytes: {}\nnaive_bytes: {}\n", plan.arena_bytes,
+             plan.live_lower_bound_bytes, plan.naive_bytes);
+}
+
+}  // namespace
+
+Status run_passes(ir::Graph& graph, const Args& args) {
+  std::string names = args.get("passes");
+  if (args.has("pipeline")) {
+    KILN_ASSIGN_OR_RETURN(std::string pipeline, passes::pipeline_passes(args.get("pipeline")));
+    names += (names.empty() ? "" : ",") + pipeline;
+  }
+  passes::PassOptions options;
+  options.wrt = split_commas(args.get("wrt"));
+  options.fuse = !args.has("no-fusion");
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(names, options));
   passes::DumpOptions dump;
-  std::string list = dump_after;
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    std::string name = list.substr(0, comma);
-    list = comma == std::string::npos ? "" : list.substr(comma + 1);
+  for (const std::string& name : split_commas(args.get("dump-after"))) {
     bool known = name == "all";
     for (const auto& p : pipeline.passes()) known = known || p->name() == name;
-    if (!known)
-      return make_error(fmt::format("--dump-after={} names no pass of the pipeline '{}' (or 'all')", name, names));
+    if (!known) return make_error(fmt::format("--dump-after={} names no pass of the pipeline '{}' (or 'all')", name, names));
     dump.after.insert(name);
   }
-  dump.dir = dump_dir;
+  dump.dir = args.get("dump-dir");
   dump.sink = [](std::string_view pass, std::string_view text) { fmt::print(stderr, "# IR after pass '{}'\n{}", pass, text); };
   pipeline.set_dump(std::move(dump));
   auto r = pipeline.run(graph);
   if (!r.ok()) return r.error();
+  if (args.has("stats")) {
+    if (!graph.program) return make_error("--stats needs a fused program: add --pipeline=default (or the fusion and memory-plan passes)");
+    print_stats(graph);
+  }
   return Status::Ok();
 }
 

@@ -37,10 +37,14 @@ Result<Args> parse_args(std::string_view command, std::span<char* const> argv, s
 Result<std::string> read_file(const std::string& path, size_t max_bytes = size_t{64} << 20);
 /// Reads and parses (and verifies) a .kir file.
 Result<ir::Graph> load_graph(const std::string& path);
-/// Runs a comma-separated pass list on a graph (`wrt`: the comma-separated arguments for
-/// autodiff), dumping after the named passes to stderr or to files in dump_dir.
-Status run_passes(ir::Graph& graph, const std::string& passes, const std::string& wrt, const std::string& dump_after,
-                  const std::string& dump_dir);
+/// The pass flags opt, eval and dot share.
+inline constexpr FlagSpec kPassFlags[] = {{"passes", true}, {"pipeline", true}, {"wrt", true}, {"no-fusion"}, {"stats"}};
+
+/// Runs --passes, then the passes of --pipeline, on a graph: --wrt lists autodiff's
+/// arguments, --no-fusion makes fusion put every node in its own step, --dump-after and
+/// --dump-dir dump the IR after passes, --stats prints program and memory figures to
+/// stderr.
+Status run_passes(ir::Graph& graph, const Args& args);
 /// Reads a .npy file as a tensor.
 Result<ir::Tensor> read_tensor(const std::string& path);
 /// Writes a tensor as a .npy file.

@@ -8,23 +8,29 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kEvalHelp = R"(usage: kiln eval FILE.kir [--input NAME=PATH.npy ...] [--output DIR] [--passes=a,b,c]
+constexpr std::string_view kEvalHelp = R"(usage: kiln eval FILE.kir [--input NAME=PATH.npy ...] [--output DIR] [--passes=a,b,c] [--pipeline=default]
 
 Runs FILE.kir with the reference interpreter. Every argument (input, param or state)
 needs an --input whose .npy file holds exactly its element type and shape.
 With --output, writes one DIR/NAME.npy per returned value (NAME without '%');
-without it, prints the returned values.
+without it, prints the returned values. After fusion and memory-plan (for example
+--pipeline=default) it runs the program step by step through its planned arena.
 
   --input NAME=PATH   the value of argument %NAME (repeatable)
   --output DIR        directory for the results (created if missing)
   --passes=LIST       comma-separated passes to run before evaluating
+  --pipeline=default  then the standard pipeline
   --wrt=NAMES         arguments for the autodiff pass
+  --no-fusion         every op in a step of its own
+  --stats             program and memory figures to stderr
   -h, --help          this help
 )";
 
 int run_eval(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln eval";
-  constexpr FlagSpec specs[] = {{"input", true, true}, {"output", true}, {"passes", true}, {"wrt", true}};
+  std::vector<FlagSpec> specs(std::begin(kPassFlags), std::end(kPassFlags));
+  specs.push_back({"input", true, true});
+  specs.push_back({"output", true});
   auto args = parse_args(cmd, argv, specs);
   if (!args.ok()) return fail_located(args.error());
   if (args->help) {
@@ -39,7 +45,7 @@ int run_eval(std::span<char* const> argv) {
   std::vector<std::string> result_names;
   std::vector<std::string> names = ir::display_names(*graph);
   for (ir::ValueId v : graph->results) result_names.push_back(names[v]);
-  Status ok = run_passes(*graph, args->get("passes"), args->get("wrt"), "", "");
+  Status ok = run_passes(*graph, *args);
   if (!ok.ok()) return fail(cmd, ok.error().message);
 
   std::map<std::string, ir::Tensor> inputs;
@@ -65,7 +71,8 @@ int run_eval(std::span<char* const> argv) {
     if (!inputs.count(name))
       return fail(cmd, fmt::format("missing --input {}=PATH.npy for argument %{}: {}", name, name, graph->type(a.value).to_string()));
   }
-  auto results = ir::evaluate(*graph, inputs);
+  // A fused, planned program runs step by step through its arena.
+  auto results = graph->program && graph->memory ? ir::evaluate_program(*graph, inputs) : ir::evaluate(*graph, inputs);
   if (!results.ok()) return fail(cmd, results.error().message);
 
   // Results a pass added (autodiff's gradients) print with their own names.

@@ -1,0 +1,381 @@
+#include "passes/fusion.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <optional>
+#include <set>
+
+#include "ir/shape_inference.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::StepKind;
+using ir::ValueId;
+
+struct Group {
+  StepKind kind = StepKind::Loop;
+  Shape full;                     // Reduction: the reduced shape S
+  std::vector<int64_t> reduced;   // Reduction: the axes R, sorted
+  std::vector<int> members;       // node indices (sources added at the end)
+  int ops = 0;                    // members that are not sources
+};
+
+bool is_source(Op op) { return ir::op_kind(op) == OpKind::Source; }
+bool is_reduction(Op op) { return ir::op_kind(op) == OpKind::Reduction; }
+bool is_loop_op(Op op) {
+  OpKind k = ir::op_kind(op);
+  return (k == OpKind::Elementwise || k == OpKind::Movement) && op != Op::ScatterAdd;
+}
+
+class Partitioner {
+ public:
+  Partitioner(const ir::Graph& g, bool fuse) : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()),
+                                               is_result_(g.values.size(), 0) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
+    for (ValueId v : g.results) is_result_[v] = 1;
+    producer_ = g.producers();
+  }
+
+  std::vector<Group> run() {
+    for (size_t i = g_.nodes.size(); i-- > 0;) {
+      const Node& n = g_.nodes[i];
+      if (is_source(n.op)) continue;
+      int target = fuse_ ? joinable_group(static_cast<int>(i)) : -1;
+      if (target >= 0) {
+        add(target, static_cast<int>(i));
+      } else {
+        start_group(static_cast<int>(i));
+      }
+    }
+    place_sources();
+    return std::move(groups_);
+  }
+
+  const std::vector<int>& group_of() const { return group_of_; }
+
+ private:
+  const ir::TensorType& type(ValueId v) const { return g_.type(v); }
+
+  void start_group(int node) {
+    const Node& n = g_.nodes[node];
+    Group grp;
+    if (n.op == Op::Matmul) grp.kind = StepKind::Library;
+    else if (n.op == Op::ScatterAdd) grp.kind = StepKind::Scatter;
+    else if (is_reduction(n.op)) set_row_class(grp, n);
+    groups_.push_back(std::move(grp));
+    add(static_cast<int>(groups_.size()) - 1, node);
+  }
+
+  void add(int group, int node) {
+    groups_[group].members.push_back(node);
+    if (!is_source(g_.nodes[node].op)) ++groups_[group].ops;
+    group_of_[node] = group;
+  }
+
+  void set_row_class(Group& grp, const Node& reduction) const {
+    grp.kind = StepKind::Reduction;
+    grp.full = type(reduction.operands[0]).shape;
+    grp.reduced = reduced_axes(reduction);
+  }
+
+  std::vector<int64_t> reduced_axes(const Node& reduction) const {
+    int64_t rank = type(reduction.operands[0]).rank();
+    std::vector<int64_t> axes;
+    if (reduction.op == Op::Argmax) axes.push_back(*ir::normalize_axis(reduction.attrs.get_int("axis"), rank));
+    else
+      for (int64_t a : reduction.attrs.get_ints("axes")) axes.push_back(*ir::normalize_axis(a, rank));
+    std::sort(axes.begin(), axes.end());
+    return axes;
+  }
+
+  // The group all of the node's users belong to, if the node may join it; else -1.
+  int joinable_group(int node) {
+    const Node& n = g_.nodes[node];
+    if (n.op == Op::Matmul || n.op == Op::ScatterAdd || is_result_[n.result]) return -1;
+    const std::vector<int>& users = users_[n.result];
+    if (users.empty()) return -1;
+    int target = group_of_[users[0]];
+    for (int u : users)
+      if (group_of_[u] != target) return -1;
+    Group& grp = groups_[target];
+    // A matrix transpose feeding a matmul is folded into the library call (BLAS reads
+    // the operand transposed), so it is never copied.
+    if (grp.kind == StepKind::Library) return swaps_last_two(n) ? target : -1;
+    if (grp.kind == StepKind::Scatter) return -1;
+    if (grp.ops + 1 > FusionPass::kMaxNodes) return -1;
+    std::optional<Group> converted;
+    if (!fits(n, grp, converted)) return -1;
+    if (inputs_after_join(grp, node) > FusionPass::kMaxInputs) return -1;
+    if (converted) {  // the loop kernel becomes a reduction kernel
+      grp.kind = converted->kind;
+      grp.full = converted->full;
+      grp.reduced = converted->reduced;
+    }
+    return target;
+  }
+
+  bool swaps_last_two(const Node& n) const {
+    if (n.op != Op::Transpose) return false;
+    const auto& perm = n.attrs.get_ints("perm");
+    int64_t rank = static_cast<int64_t>(perm.size());
+    if (rank < 2) return false;
+    for (int64_t d = 0; d < rank - 2; ++d)
+      if (perm[d] != d) return false;
+    return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+  }
+
+  // Whether a user of n repeats n's elements (a broadcast or gather growing it).
+  bool repeated(const Node& n) const {
+    int64_t elements = type(n.result).num_elements();
+    for (int u : users_[n.result]) {
+      const Node& user = g_.nodes[u];
+      if ((user.op == Op::Broadcast || user.op == Op::Gather) && user.operands[0] == n.result &&
+          type(user.result).num_elements() > elements)
+        return true;
+    }
+    return false;
+  }
+
+  Shape kept_shape(const Group& grp, bool keepdims) const {
+    Shape kept;
+    for (int64_t d = 0; d < static_cast<int64_t>(grp.full.size()); ++d) {
+      bool r = std::binary_search(grp.reduced.begin(), grp.reduced.end(), d);
+      if (!r) kept.push_back(grp.full[d]);
+      else if (keepdims) kept.push_back(1);
+    }
+    return kept;
+  }
+
+  bool row_valued(const Group& grp, const Shape& s) const {
+    return s.empty() || s == kept_shape(grp, false) || s == kept_shape(grp, true);
+  }
+
+  // A broadcast inside a reduction kernel that repeats an in-kernel value must spread a
+  // row value over its row.
+  bool row_broadcast(const Group& grp, const Node& b) const {
+    const Shape& from = type(b.operands[0]).shape;
+    if (from.empty()) return true;
+    const auto& dims = b.attrs.get_ints("dims");
+    if (from == kept_shape(grp, true)) {
+      for (size_t i = 0; i < dims.size(); ++i)
+        if (dims[i] != static_cast<int64_t>(i)) return false;
+      return true;
+    }
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < static_cast<int64_t>(grp.full.size()); ++d)
+      if (!std::binary_search(grp.reduced.begin(), grp.reduced.end(), d)) kept.push_back(d);
+    return from == kept_shape(grp, false) && dims == kept;
+  }
+
+  // The row class (S, R) a broadcast spreads row values over: from shape S without the
+  // dims R (dims the rest, in order), or from S with 1 at R (dims the identity).
+  std::optional<Group> row_class_of(const Node& b) const {
+    const Shape &from = type(b.operands[0]).shape, &to = type(b.result).shape;
+    const auto& dims = b.attrs.get_ints("dims");
+    Group row;
+    row.kind = StepKind::Reduction;
+    row.full = to;
+    if (from.size() == to.size()) {
+      for (size_t d = 0; d < to.size(); ++d) {
+        if (dims[d] != static_cast<int64_t>(d)) return std::nullopt;
+        if (from[d] == 1 && to[d] != 1) row.reduced.push_back(static_cast<int64_t>(d));
+      }
+    } else {
+      if (!std::is_sorted(dims.begin(), dims.end())) return std::nullopt;
+      for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d)
+        if (!std::binary_search(dims.begin(), dims.end(), d)) row.reduced.push_back(d);
+    }
+    if (row.reduced.empty()) return std::nullopt;
+    return row;
+  }
+
+  // Whether member m (already in, or about to join, a reduction group of class grp) fits
+  // that class. `operand_inside(v)` says whether v is computed inside the group.
+  template <class Inside>
+  bool fits_row(const Group& grp, const Node& m, Inside operand_inside) const {
+    const Shape& s = type(m.result).shape;
+    if (is_reduction(m.op)) return type(m.operands[0]).shape == grp.full && reduced_axes(m) == grp.reduced;
+    if (m.op == Op::Broadcast) {
+      if (s != grp.full) return false;
+      return !operand_inside(m.operands[0]) || row_broadcast(grp, m);
+    }
+    if (ir::op_kind(m.op) == OpKind::Elementwise || is_source(m.op)) return s == grp.full || row_valued(grp, s);
+    return false;
+  }
+
+  // Whether n fits grp's kernel; `converted` receives the reduction class a loop kernel
+  // takes on by absorbing a reduction.
+  bool fits(const Node& n, const Group& grp, std::optional<Group>& converted) const {
+    if (!is_loop_op(n.op) && !is_reduction(n.op)) return false;
+    std::set<int> members(grp.members.begin(), grp.members.end());
+    members.insert(static_cast<int>(&n - g_.nodes.data()));
+    auto inside = [&](ValueId v) {
+      int p = producer_[v];
+      return p >= 0 && members.count(p) > 0;
+    };
+    if (grp.kind == StepKind::Loop) {
+      if (is_reduction(n.op)) {
+        // Absorbing a reduction turns the loop kernel into a reduction kernel, if every
+        // member fits the reduction's shape class.
+        Group row;
+        set_row_class(row, n);
+        for (int m : members)
+          if (!fits_row(row, g_.nodes[m], inside)) return false;
+        converted = std::move(row);
+        return true;
+      }
+      if (!repeated(n) || type(n.result).rank() == 0) return true;
+      // A row value spread over its row by a broadcast: the kernel becomes a reduction
+      // kernel of that row class (each row computes the value once), whether or not a
+      // reduction joins it later.
+      std::optional<Group> row;
+      for (int u : users_[n.result]) {
+        const Node& user = g_.nodes[u];
+        if (user.op == Op::Gather) return false;
+        if (user.op != Op::Broadcast || type(user.result).num_elements() <= type(n.result).num_elements()) continue;
+        std::optional<Group> cls = row_class_of(user);
+        if (!cls || (row && (cls->full != row->full || cls->reduced != row->reduced))) return false;
+        row = cls;
+      }
+      for (int m : members)
+        if (!fits_row(*row, g_.nodes[m], inside)) return false;
+      converted = std::move(row);
+      return true;
+    }
+    // A reduction kernel: n must fit the class, and if a broadcast in the kernel repeats
+    // n it must be a row broadcast of a row value.
+    if (!fits_row(grp, n, inside)) return false;
+    for (int u : users_[n.result]) {
+      const Node& user = g_.nodes[u];
+      if (user.op == Op::Broadcast && !fits_row(grp, user, inside)) return false;
+      if (user.op == Op::Gather) return false;
+    }
+    return true;
+  }
+
+  int inputs_after_join(const Group& grp, int node) const {
+    std::set<int> members(grp.members.begin(), grp.members.end());
+    members.insert(node);
+    std::set<ValueId> inputs;
+    for (int m : members)
+      for (ValueId v : g_.nodes[m].operands) {
+        int p = producer_[v];
+        if ((p < 0 || !members.count(p)) && !(p >= 0 && is_source(g_.nodes[p].op))) inputs.insert(v);
+      }
+    return static_cast<int>(inputs.size());
+  }
+
+  // Constants and iota are recomputed by every kernel that reads them; they get a step of
+  // their own only where a library call, a scatter or the results need them in memory.
+  void place_sources() {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (!is_source(n.op)) continue;
+      bool own = !fuse_ || is_result_[n.result];
+      std::set<int> user_groups;
+      for (int u : users_[n.result]) {
+        int grp = group_of_[u];
+        StepKind k = groups_[grp].kind;
+        if (k == StepKind::Library || k == StepKind::Scatter) own = true;
+        else user_groups.insert(grp);
+      }
+      if (fuse_)
+        for (int grp : user_groups) groups_[grp].members.push_back(static_cast<int>(i));
+      if (own || users_[n.result].empty()) {
+        Group grp;
+        groups_.push_back(std::move(grp));
+        add(static_cast<int>(groups_.size()) - 1, static_cast<int>(i));
+      }
+    }
+  }
+
+  const ir::Graph& g_;
+  bool fuse_;
+  std::vector<int> group_of_;
+  std::vector<std::vector<int>> users_;
+  std::vector<char> is_result_;
+  std::vector<int> producer_;
+  std::vector<Group> groups_;
+};
+
+std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
+  if (grp.kind == StepKind::Library) return fmt::format("matmul_{}", index);
+  int op_nodes = 0;
+  const Node* only = nullptr;
+  for (int m : grp.members)
+    if (!is_source(g.nodes[m].op) || grp.members.size() == 1) {
+      ++op_nodes;
+      only = &g.nodes[m];
+    }
+  if (op_nodes == 1) return fmt::format("{}_{}", ir::op_name(only->op), index);
+  return fmt::format("fused_{}", index);
+}
+
+}  // namespace
+
+Result<bool> FusionPass::run(ir::Graph& g) {
+  for (const Node& n : g.nodes)
+    if (ir::op_kind(n.op) == OpKind::Composite)
+      return make_error(fmt::format("fusion: %{} = {} is a composite op; run decompose first",
+                                    ir::display_names(g)[n.result], ir::op_name(n.op)));
+  g.memory.reset();
+  Partitioner partitioner(g, fuse_);
+  std::vector<Group> groups = partitioner.run();
+
+  // The step that outputs each value: the member whose value is used outside the group.
+  std::vector<int> producer = g.producers();
+  std::vector<char> is_result(g.values.size(), 0);
+  for (ValueId v : g.results) is_result[v] = 1;
+  // Order steps by their last member: every input of a group is produced by a node
+  // before its members, and so by a group that ends earlier.
+  for (Group& grp : groups) std::sort(grp.members.begin(), grp.members.end());
+  auto last_op = [&](const Group& grp) {
+    int last = -1;
+    for (int m : grp.members)
+      if (!is_source(g.nodes[m].op) || grp.members.size() == 1) last = std::max(last, m);
+    return last;
+  };
+  std::sort(groups.begin(), groups.end(), [&](const Group& a, const Group& b) { return last_op(a) < last_op(b); });
+
+  ir::Program program;
+  std::vector<std::vector<int>> readers(g.values.size());  // steps reading each value
+  for (size_t s = 0; s < groups.size(); ++s) {
+    const Group& grp = groups[s];
+    ir::Step step;
+    step.kind = grp.kind;
+    step.name = step_name(g, grp, s);
+    step.nodes = grp.members;
+    std::set<int> members(grp.members.begin(), grp.members.end());
+    for (int m : grp.members)
+      for (ValueId v : g.nodes[m].operands) {
+        int p = producer[v];
+        if ((p < 0 || !members.count(p)) && std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end()) {
+          step.inputs.push_back(v);
+          readers[v].push_back(static_cast<int>(s));
+        }
+      }
+    program.steps.push_back(std::move(step));
+  }
+  // Outputs: values computed in a step and read by another step or returned. A shared
+  // constant is an output only of the step that materializes it alone.
+  for (size_t s = 0; s < groups.size(); ++s) {
+    ir::Step& step = program.steps[s];
+    for (int m : step.nodes) {
+      ValueId v = g.nodes[m].result;
+      bool shared_source = is_source(g.nodes[m].op) && step.nodes.size() > 1;
+      if (shared_source) continue;
+      bool read_elsewhere = std::any_of(readers[v].begin(), readers[v].end(), [&](int r) { return r != static_cast<int>(s); });
+      if (read_elsewhere || is_result[v]) step.outputs.push_back(v);
+    }
+  }
+  g.program = std::move(program);
+  return true;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,274 @@
+// Fusion and memory planning: random graphs run through their planned arena give the
+// plain interpreter's values; the plan checker catches bad plans; the arena goals hold.
+#include <random>
+
+#include "base/memory_check.h"
+#include "compiler/nn.h"
+#include "compiler/train.h"
+#include "ir/builder.h"
+#include "ir/verifier.h"
+#include "passes/pipeline.h"
+#include "tests/unit/test_util.h"
+
+using namespace kiln;
+using ir::DType;
+using ir::Op;
+using ir::ValueId;
+
+namespace {
+
+ir::Attrs attrs_of(std::initializer_list<std::pair<const char*, ir::AttrValue>> list) {
+  ir::Attrs a;
+  for (auto& [k, v] : list) a.set(k, v);
+  return a;
+}
+
+// A random graph over f32 values of shapes [r,c], [c], [r] and scalars: elementwise ops,
+// broadcasts, reductions, movement ops, matmuls; with state arguments updated through
+// %NAME.next results.
+struct RandomGraph {
+  ir::Graph graph;
+  std::map<std::string, ir::Tensor> inputs;
+  bool elementwise_only = true;
+};
+
+RandomGraph random_graph(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  std::uniform_real_distribution<double> value(-1, 1);
+  RandomGraph out;
+  ir::Graph& g = out.graph;
+  g.name = "random";
+  ir::GraphBuilder b(g);
+  int64_t r = 1 + pick(5), c = 1 + pick(5);
+  std::vector<ValueId> pool;
+  auto add_arg = [&](const std::string& name, ir::Shape shape, ir::ArgKind kind) {
+    ValueId v = b.arg(name, {DType::F32, shape}, kind);
+    std::vector<double> data;
+    for (int64_t k = 0; k < ir::num_elements(shape); ++k) data.push_back(value(rng));
+    out.inputs[name] = ir::Tensor::from_doubles({DType::F32, shape}, data);
+    pool.push_back(v);
+    return v;
+  };
+  add_arg("x", {r, c}, ir::ArgKind::Input);
+  add_arg("y", {r, c}, ir::ArgKind::Input);
+  add_arg("w", {c}, ir::ArgKind::Param);
+  ValueId state = pick(2) ? add_arg("s", {r, c}, ir::ArgKind::State) : ir::kNoValue;
+  auto of_shape = [&](const ir::Shape& shape) {
+    std::vector<ValueId> vs;
+    for (ValueId v : pool)
+      if (g.type(v).shape == shape) vs.push_back(v);
+    return vs;
+  };
+  int steps = 4 + pick(20);
+  for (int i = 0; i < steps; ++i) {
+    ValueId x = pool[pick(static_cast<int>(pool.size()))];
+    const ir::Shape shape = g.type(x).shape;
+    Result<ValueId> made = ir::kNoValue;
+    switch (pick(9)) {
+      case 0: {
+        const Op unary[] = {Op::Neg, Op::Abs, Op::Tanh, Op::Sin, Op::Cos, Op::Sigmoid, Op::Relu, Op::Exp};
+        made = b.add(unary[pick(8)], {x});
+        break;
+      }
+      case 1:
+      case 2: {
+        const Op binary[] = {Op::Add, Op::Sub, Op::Mul, Op::Maximum, Op::Minimum};
+        auto same = of_shape(shape);
+        ValueId y = pick(4) == 0 ? b.scalar(value(rng), DType::F32) : same[pick(static_cast<int>(same.size()))];
+        made = pick(2) ? b.add(binary[pick(5)], {x, y}) : b.add(binary[pick(5)], {y, x});
+        break;
+      }
+      case 3:  // a vector or scalar spread over [r,c]
+        if (shape == ir::Shape{c}) made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{1}}}));
+        else if (shape == ir::Shape{r}) made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{0}}}));
+        else if (shape.empty()) made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{}}}));
+        break;
+      case 4:
+        if (shape.size() == 2) {
+          const Op reductions[] = {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin};
+          std::vector<int64_t> axes = pick(3) == 0 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{pick(2)};
+          made = b.add(reductions[pick(3)], {x}, attrs_of({{"axes", axes}, {"keepdims", false}}));
+          out.elementwise_only = false;
+        }
+        break;
+      case 5:  // a softmax-like row: x - max(x) along rows, exp, / sum
+        if (shape.size() == 2) {
+          ValueId m = b.reduce(Op::ReduceMax, x, {1});
+          ValueId e = b.unary(Op::Exp, b.binary(Op::Sub, x, b.broadcast(m, shape, {0})));
+          made = b.binary(Op::Div, e, b.broadcast(b.reduce(Op::ReduceSum, e, {1}), shape, {0}));
+          out.elementwise_only = false;
+        }
+        break;
+      case 6:
+        if (shape.size() == 2) {
+          auto same = of_shape(shape);
+          ValueId y = same[pick(static_cast<int>(same.size()))];
+          ValueId yt = b.emit(Op::Transpose, {y}, attrs_of({{"perm", std::vector<int64_t>{1, 0}}}));
+          ValueId sq = b.binary(Op::Matmul, x, yt);  // [r,r]
+          // Back to [r,c] by a matmul with x: [r,r] x [r,c].
+          made = b.add(Op::Matmul, {sq, x});
+          out.elementwise_only = false;
+        }
+        break;
+      case 7:
+        if (shape.size() == 2) {
+          made = b.add(Op::Transpose, {x}, attrs_of({{"perm", std::vector<int64_t>{1, 0}}}));
+          if (made.ok()) made = b.add(Op::Reshape, {*made}, attrs_of({{"shape", shape}}));
+        }
+        break;
+      case 8:
+        if (shape.size() == 2) {
+          ValueId cond = b.binary(Op::Gt, x, b.scalar(0, DType::F32));
+          auto same = of_shape(shape);
+          made = b.add(Op::Select, {cond, x, same[pick(static_cast<int>(same.size()))]});
+        }
+        break;
+    }
+    if (made.ok() && *made != ir::kNoValue) pool.push_back(*made);
+  }
+  // Results: the last value, a couple of random ones, and the state's next value.
+  g.results.push_back(pool.back());
+  for (int k = pick(3); k > 0; --k) g.results.push_back(pool[pick(static_cast<int>(pool.size()))]);
+  if (state != ir::kNoValue) {
+    auto same = of_shape({r, c});
+    ValueId update = b.binary(Op::Add, state, same[pick(static_cast<int>(same.size()))]);
+    g.values[update].name = "s.next";
+    g.results.push_back(update);
+  }
+  REQUIRE(ir::verify(g).ok());
+  return out;
+}
+
+ir::Graph planned(ir::Graph g, bool fuse) {
+  passes::PassOptions options;
+  options.fuse = fuse;
+  auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan", options);
+  REQUIRE(pipeline.ok());
+  auto r = pipeline->run(g);  // verifies the program and the plan after each pass
+  if (!r.ok()) FAIL(r.error().message << "\n" << ir::print(g));
+  return g;
+}
+
+bool same_bits(const ir::Tensor& a, const ir::Tensor& b) { return ir::tensor_to_bytes(a) == ir::tensor_to_bytes(b); }
+
+}  // namespace
+
+TEST_CASE("600 random graphs: the planned program computes what the interpreter computes", "[program][random]") {
+  int fused_steps = 0, unfused_steps = 0;
+  for (uint64_t seed = 1; seed <= 600; ++seed) {
+    RandomGraph rg = random_graph(seed);
+    auto expected = kiln::testing::eval_ok(rg.graph, rg.inputs);
+    for (bool fuse : {true, false}) {
+      ir::Graph g = planned(rg.graph, fuse);
+      INFO("seed " << seed << (fuse ? " fused" : " unfused") << "\n" << ir::print(g));
+      (fuse ? fused_steps : unfused_steps) += static_cast<int>(g.program->steps.size());
+      const ir::MemoryPlan& plan = *g.memory;
+      CHECK(plan.arena_bytes >= plan.live_lower_bound_bytes);
+      CHECK(plan.arena_bytes <= plan.naive_bytes);
+      auto got = ir::evaluate_program(g, rg.inputs);
+      if (!got.ok()) FAIL(got.error().message);
+      REQUIRE(got->size() == expected.size());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        if (rg.elementwise_only) {
+          CHECK(same_bits((*got)[i], expected[i]));
+        } else {
+          std::vector<double> want(expected[i].floats.begin(), expected[i].floats.end());
+          kiln::testing::check_close((*got)[i], expected[i].type.to_string(), want, 1e-5, 1e-6);
+        }
+      }
+    }
+  }
+  CHECK(fused_steps < unfused_steps / 2);
+}
+
+TEST_CASE("the arena checker refuses overlapping, misplaced and unaligned buffers", "[program][errors]") {
+  auto check = [](std::vector<ArenaBuffer> buffers, int64_t arena = 1024) {
+    Status s = check_arena(buffers, arena, 256);
+    return s.ok() ? std::string("ok") : s.error().message;
+  };
+  CHECK(check({{"%a", 0, 256, 0, 1}, {"%b", 256, 256, 0, 1}}) == "ok");
+  CHECK(check({{"%a", 0, 256, 0, 1}, {"%b", 0, 256, 2, 3}}) == "ok");  // reuse after death
+  CHECK(check({{"%a", 0, 512, 0, 2}, {"%b", 256, 256, 1, 3}}) ==
+        "memory plan: %a [0, 512) and %b [256, 512) overlap while both are live (steps 1..2)");
+  CHECK(check({{"%a", 0, 256, 0, 1}, {"%b", 0, 256, 1, 2, 0}}) == "ok");  // in place at step 1
+  CHECK(check({{"%a", 0, 256, 0, 2}, {"%b", 0, 256, 1, 3, 0}}) ==
+        "memory plan: %a [0, 256) and %b [0, 256) overlap while both are live (steps 1..2)");
+  CHECK(check({{"%a", 768, 512, 0, 1}}) == "memory plan: %a ends at byte 1280, past the arena's 1024");
+  CHECK(check({{"%a", 128, 4, 0, 1}}) == "memory plan: %a is not 256-byte aligned");
+  CHECK(check({{"%a", INT64_MAX - 4, 256, 0, 1}}) == "memory plan: %a has a negative or overflowing offset or size");
+  CHECK(check({{"%a", 0, 4, 3, 1}}) == "memory plan: %a dies before it is born");
+}
+
+TEST_CASE("the verifier refuses a corrupted program or plan", "[program][errors]") {
+  ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64]) {
+  %a: f32[64] = exp(%x)
+  %s: f32[] = reduce_sum(%a) {axes=[0]}
+  %b: f32[64] = mul(%a, %a)
+  return %b, %s
+}
+)"), false);
+  REQUIRE(ir::verify(g).ok());
+  ir::Graph overlap = g;
+  for (ir::Buffer& b : overlap.memory->buffers)
+    if (b.home == ir::Home::Arena) b.offset = 0;
+  auto e1 = ir::verify(overlap);
+  REQUIRE(!e1.ok());
+  CHECK(e1.error().message.find("overlap while both are live") != std::string::npos);
+  ir::Graph missing = g;
+  missing.program->steps.erase(missing.program->steps.begin() + 1);
+  missing.memory.reset();
+  auto e2 = ir::verify(missing);
+  REQUIRE(!e2.ok());
+  CHECK(e2.error().message.rfind("error: @g: program: ", 0) == 0);
+}
+
+TEST_CASE("state updates are written in place when nothing reads the old state afterwards", "[program]") {
+  ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[8], state %s: f32[8], state %t: f32[8]) {
+  %d: f32[8] = mul(%x, %s)
+  %s.next: f32[8] = add(%s, %d)
+  %r: f32[] = reduce_sum(%t) {axes=[0]}
+  %t2: f32[8] = mul(%t, %t)
+  %u: f32[8] = transpose(%t2) {perm=[0]}
+  %t.next: f32[8] = neg(%x)
+  %late: f32[8] = mul(%t, %x)
+  return %r, %s.next, %t.next, %late
+}
+)"), true);
+  const ir::Buffer* s_next = g.memory->find(g.results[1]);
+  REQUIRE(s_next);
+  CHECK(s_next->home == ir::Home::State);
+  // %t is still read after %t.next is computed: its update is copied at the end.
+  REQUIRE(g.memory->state_copies.size() == 1);
+  CHECK(g.value_name(g.memory->state_copies[0].first) == "t");
+  std::map<std::string, ir::Tensor> in = {{"x", kiln::testing::tensor(DType::F32, {8}, {1, 2, 3, 4, 5, 6, 7, 8})},
+                                          {"s", kiln::testing::tensor(DType::F32, {8}, {1, 1, 1, 1, 1, 1, 1, 1})},
+                                          {"t", kiln::testing::tensor(DType::F32, {8}, {2, 2, 2, 2, 2, 2, 2, 2})}};
+  auto got = ir::evaluate_program(g, in);
+  REQUIRE(got.ok());
+  kiln::testing::check_close((*got)[1], "f32[8]", {2, 3, 4, 5, 6, 7, 8, 9});
+  kiln::testing::check_close((*got)[3], "f32[8]", {2, 4, 6, 8, 10, 12, 14, 16});
+}
+
+TEST_CASE("arena goals: within 10% of the live lower bound; a training step under half of naive", "[program][goals]") {
+  auto plan_of = [](const ir::Graph& graph) { return *planned(graph, true).memory; };
+  // An MLP forward pass and its Adam training step, batch 256, 784-512-512-10.
+  Model m("mlp", 1);
+  Tensor x = m.input("x", {256, 784});
+  Tensor labels = m.input("labels", {256}, DType::I32);
+  nn::Sequential net = nn::mlp(m, "fc", {784, 512, 512, 10});
+  m.output(cross_entropy(net(x), labels), "loss");
+  auto forward = m.build();
+  REQUIRE(forward.ok());
+  auto step = build_train_step(m, Adam{});
+  REQUIRE(step.ok());
+  for (const ir::Graph* graph : {&*forward, &step->graph}) {
+    ir::MemoryPlan plan = plan_of(*graph);
+    INFO(graph->name << ": arena " << plan.arena_bytes << ", live lower bound " << plan.live_lower_bound_bytes << ", naive "
+                     << plan.naive_bytes);
+    CHECK(plan.arena_bytes <= 1.10 * plan.live_lower_bound_bytes);
+  }
+  ir::MemoryPlan train = plan_of(step->graph);
+  INFO("training step: arena " << train.arena_bytes << ", naive " << train.naive_bytes);
+  CHECK(train.arena_bytes <= 0.5 * train.naive_bytes);
+}
