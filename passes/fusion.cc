@@ -21,8 +21,9 @@ struct Group {
   StepKind kind = StepKind::Loop;
   Shape full;                     // Reduction: the reduced shape S
   std::vector<int64_t> reduced;   // Reduction: the axes R, sorted
-  std::vector<int> members;       // node indices (sources added at the end)
+  std::vector<int> members;       // node indices (sources added at the end); members[0] is the root
   int ops = 0;                    // members that are not sources
+  int outputs = 1;                // the root, and extra outputs
 };
 
 bool is_source(Op op) { return ir::op_kind(op) == OpKind::Source; }
@@ -94,30 +95,72 @@ class Partitioner {
     return axes;
   }
 
-  // The group all of the node's users belong to, if the node may join it; else -1.
+  // The group the node joins, or -1. Usually all its users are in that group; a node
+  // that is a result, or that has users in other groups too, may still join a group of
+  // its users as an extra output of its kernel (multi-output fusion) when its shape is
+  // the kernel's and no group of its other users can reach that group (no cycle).
   int joinable_group(int node) {
     const Node& n = g_.nodes[node];
-    if (n.op == Op::Matmul || n.op == Op::ScatterAdd || is_result_[n.result]) return -1;
+    if (n.op == Op::Matmul || n.op == Op::ScatterAdd) return -1;
     const std::vector<int>& users = users_[n.result];
     if (users.empty()) return -1;
-    int target = group_of_[users[0]];
+    std::vector<int> user_groups;
     for (int u : users)
-      if (group_of_[u] != target) return -1;
-    Group& grp = groups_[target];
-    // A matrix transpose feeding a matmul is folded into the library call (BLAS reads
-    // the operand transposed), so it is never copied.
-    if (grp.kind == StepKind::Library) return swaps_last_two(n) ? target : -1;
-    if (grp.kind == StepKind::Scatter) return -1;
-    if (grp.ops + 1 > FusionPass::kMaxNodes) return -1;
-    std::optional<Group> converted;
-    if (!fits(n, grp, converted)) return -1;
-    if (inputs_after_join(grp, node) > FusionPass::kMaxInputs) return -1;
-    if (converted) {  // the loop kernel becomes a reduction kernel
-      grp.kind = converted->kind;
-      grp.full = converted->full;
-      grp.reduced = converted->reduced;
+      if (std::find(user_groups.begin(), user_groups.end(), group_of_[u]) == user_groups.end()) user_groups.push_back(group_of_[u]);
+    // A matrix transpose feeding only a matmul is folded into the library call (BLAS
+    // reads the operand transposed), so it is never copied.
+    if (user_groups.size() == 1 && groups_[user_groups[0]].kind == StepKind::Library)
+      return !is_result_[n.result] && swaps_last_two(n) ? user_groups[0] : -1;
+    for (int target : user_groups) {
+      Group& grp = groups_[target];
+      if (grp.kind == StepKind::Library || grp.kind == StepKind::Scatter) continue;
+      bool extra_output = user_groups.size() > 1 || is_result_[n.result];
+      if (grp.ops + 1 > FusionPass::kMaxNodes) continue;
+      std::optional<Group> converted;
+      if (!fits(n, target, converted)) continue;
+      if (extra_output && !extra_output_fits(n, converted ? *converted : grp, target, user_groups, node)) continue;
+      if (inputs_after_join(grp, node) > FusionPass::kMaxInputs) continue;
+      if (converted) {  // the loop kernel becomes a reduction kernel
+        grp.kind = converted->kind;
+        grp.full = converted->full;
+        grp.reduced = converted->reduced;
+      }
+      if (extra_output) ++grp.outputs;
+      return target;
     }
-    return target;
+    return -1;
+  }
+
+  // An extra output is written once per element of the kernel's iteration space (or once
+  // per row), so its shape must be that space's; and no other group reading it may lead
+  // back into the kernel.
+  bool extra_output_fits(const Node& n, const Group& grp, int target, const std::vector<int>& user_groups, int node) const {
+    if (grp.outputs + 1 > FusionPass::kMaxOutputs) return false;
+    const Shape& s = type(n.result).shape;
+    if (grp.kind == StepKind::Loop && s != type(g_.nodes[grp.members[0]].result).shape) return false;
+    if (grp.kind == StepKind::Reduction && s != grp.full && !(row_valued(grp, s) && (!s.empty() || kept_shape(grp, false).empty())))
+      return false;
+    for (int h : user_groups)
+      if (h != target && reaches(h, target, node)) return false;
+    return true;
+  }
+
+  // Whether some node of group `from` has a path to a node of group `to`. Every grouped
+  // node comes after `after`, so the search only walks forward from there.
+  bool reaches(int from, int to, int after) const {
+    std::vector<char> seen(g_.nodes.size(), 0);
+    std::vector<int> stack(groups_[from].members.begin(), groups_[from].members.end());
+    while (!stack.empty()) {
+      int m = stack.back();
+      stack.pop_back();
+      for (int u : users_[g_.nodes[m].result]) {
+        if (u <= after || seen[u]) continue;
+        seen[u] = 1;
+        if (group_of_[u] == to) return true;
+        stack.push_back(u);
+      }
+    }
+    return false;
   }
 
   bool swaps_last_two(const Node& n) const {
@@ -130,10 +173,12 @@ class Partitioner {
     return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
   }
 
-  // Whether a user of n repeats n's elements (a broadcast or gather growing it).
-  bool repeated(const Node& n) const {
+  // Whether a user of n in group `target` repeats n's elements (a broadcast or gather
+  // growing it).
+  bool repeated(const Node& n, int target) const {
     int64_t elements = type(n.result).num_elements();
     for (int u : users_[n.result]) {
+      if (group_of_[u] != target) continue;
       const Node& user = g_.nodes[u];
       if ((user.op == Op::Broadcast || user.op == Op::Gather) && user.operands[0] == n.result &&
           type(user.result).num_elements() > elements)
@@ -211,7 +256,8 @@ class Partitioner {
 
   // Whether n fits grp's kernel; `converted` receives the reduction class a loop kernel
   // takes on by absorbing a reduction.
-  bool fits(const Node& n, const Group& grp, std::optional<Group>& converted) const {
+  bool fits(const Node& n, int target, std::optional<Group>& converted) const {
+    const Group& grp = groups_[target];
     if (!is_loop_op(n.op) && !is_reduction(n.op)) return false;
     std::set<int> members(grp.members.begin(), grp.members.end());
     members.insert(static_cast<int>(&n - g_.nodes.data()));
@@ -230,12 +276,13 @@ class Partitioner {
         converted = std::move(row);
         return true;
       }
-      if (!repeated(n) || type(n.result).rank() == 0) return true;
+      if (!repeated(n, target) || type(n.result).rank() == 0) return true;
       // A row value spread over its row by a broadcast: the kernel becomes a reduction
       // kernel of that row class (each row computes the value once), whether or not a
       // reduction joins it later.
       std::optional<Group> row;
       for (int u : users_[n.result]) {
+        if (group_of_[u] != target) continue;
         const Node& user = g_.nodes[u];
         if (user.op == Op::Gather) return false;
         if (user.op != Op::Broadcast || type(user.result).num_elements() <= type(n.result).num_elements()) continue;
@@ -252,6 +299,7 @@ class Partitioner {
     // n it must be a row broadcast of a row value.
     if (!fits_row(grp, n, inside)) return false;
     for (int u : users_[n.result]) {
+      if (group_of_[u] != target) continue;
       const Node& user = g_.nodes[u];
       if (user.op == Op::Broadcast && !fits_row(grp, user, inside)) return false;
       if (user.op == Op::Gather) return false;
@@ -332,8 +380,9 @@ Result<bool> FusionPass::run(ir::Graph& g) {
   std::vector<int> producer = g.producers();
   std::vector<char> is_result(g.values.size(), 0);
   for (ValueId v : g.results) is_result[v] = 1;
-  // Order steps by their last member: every input of a group is produced by a node
-  // before its members, and so by a group that ends earlier.
+  // Order steps topologically over the values they pass each other (with extra outputs
+  // a step can end later than one that reads it); among ready steps, the one whose ops
+  // come first in the graph goes first.
   for (Group& grp : groups) std::sort(grp.members.begin(), grp.members.end());
   auto last_op = [&](const Group& grp) {
     int last = -1;
@@ -341,7 +390,36 @@ Result<bool> FusionPass::run(ir::Graph& g) {
       if (!is_source(g.nodes[m].op) || grp.members.size() == 1) last = std::max(last, m);
     return last;
   };
-  std::sort(groups.begin(), groups.end(), [&](const Group& a, const Group& b) { return last_op(a) < last_op(b); });
+  std::vector<std::vector<char>> member(groups.size(), std::vector<char>(g.nodes.size(), 0));
+  std::vector<int> owner(g.nodes.size(), -1);  // the step that writes a node's value
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (int m : groups[i].members) {
+      member[i][m] = 1;
+      if (!is_source(g.nodes[m].op) || groups[i].members.size() == 1) owner[m] = static_cast<int>(i);
+    }
+  std::vector<std::set<int>> successors(groups.size());
+  std::vector<int> indegree(groups.size(), 0);
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (int m : groups[i].members)
+      for (ValueId v : g.nodes[m].operands) {
+        int p = producer[v];
+        if (p < 0 || member[i][p]) continue;
+        int from = owner[p];
+        if (from >= 0 && from != static_cast<int>(i) && successors[from].insert(static_cast<int>(i)).second) ++indegree[i];
+      }
+  std::set<std::pair<int, int>> ready;  // (last op, group)
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (indegree[i] == 0) ready.insert({last_op(groups[i]), static_cast<int>(i)});
+  std::vector<Group> ordered;
+  while (!ready.empty()) {
+    int i = ready.begin()->second;
+    ready.erase(ready.begin());
+    ordered.push_back(groups[i]);
+    for (int next : successors[i])
+      if (--indegree[next] == 0) ready.insert({last_op(groups[next]), next});
+  }
+  if (ordered.size() != groups.size()) return make_error("fusion: internal error: the steps depend on each other in a cycle");
+  groups = std::move(ordered);
 
   ir::Program program;
   std::vector<std::vector<int>> readers(g.values.size());  // steps reading each value

@@ -6,10 +6,12 @@
 namespace kiln::passes {
 
 /// Groups nodes into steps, visiting them from the results backwards. A node joins the
-/// group of its users when all its users are in that one group, it is not a result, its
-/// shape fits the group, and the group stays within its budget. Because of that rule
-/// there is never a cycle, and no node with several users is computed twice. The only
-/// copies are of constants and iota, which each kernel that reads them recomputes.
+/// group of its users when its shape fits the group and the group stays within its
+/// budget. When the node is a result, or has users in other groups too, it joins as an
+/// extra output of the kernel (multi-output fusion): only if its shape is the kernel's
+/// iteration shape and no group of its other users can reach the kernel, so there is
+/// never a cycle. No node is computed twice except constants and iota, which each kernel
+/// that reads them recomputes.
 ///   - loop kernels: elementwise and movement ops (cos∘cos, bias + gelu, the epilogue
 ///     after a matmul); an operand that a broadcast or gather would repeat stays outside
 ///     unless it is a scalar;
@@ -24,6 +26,7 @@ class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)
   static constexpr int kMaxInputs = 16;  ///< distinct values a kernel reads
+  static constexpr int kMaxOutputs = 8;  ///< values a kernel writes
 
   explicit FusionPass(bool fuse = true) : fuse_(fuse) {}
   std::string_view name() const override { return "fusion"; }
