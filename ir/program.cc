@@ -40,9 +40,10 @@ Status verify_program(const Graph& g) {
   // available[v]: the step after which v can be read (-1 for arguments), or -2.
   std::vector<int> available(g.values.size(), -2);
   for (const Arg& a : g.args) available[a.value] = -1;
+  std::vector<int> inside_step(g.values.size(), -1);  // the step whose nodes compute a value, while checking it
   for (size_t s = 0; s < program.steps.size(); ++s) {
     const Step& step = program.steps[s];
-    std::vector<char> inside(g.values.size(), 0);
+    auto inside = [&](ValueId v) { return inside_step[v] == static_cast<int>(s); };
     for (int n : step.nodes) {
       if (n < 0 || static_cast<size_t>(n) >= g.nodes.size())
         return program_error(g, fmt::format("step {} names node {}, out of range", step.name, n));
@@ -52,12 +53,12 @@ Status verify_program(const Graph& g) {
                                               program.steps[step_of[n]].name, step.name));
         step_of[n] = static_cast<int>(s);
       }
-      inside[g.nodes[n].result] = 1;
+      inside_step[g.nodes[n].result] = static_cast<int>(s);
     }
     // Every operand from outside must be a declared input that is already available.
     for (int n : step.nodes) {
       for (ValueId v : g.nodes[n].operands) {
-        if (inside[v]) continue;
+        if (inside(v)) continue;
         if (std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end())
           return program_error(g, fmt::format("step {} reads %{} but does not list it as an input", step.name, names[v]));
         if (available[v] == -2)
@@ -65,7 +66,7 @@ Status verify_program(const Graph& g) {
       }
     }
     for (ValueId v : step.outputs) {
-      if (!inside[v]) return program_error(g, fmt::format("step {} outputs %{}, which it does not compute", step.name, names[v]));
+      if (!inside(v)) return program_error(g, fmt::format("step {} outputs %{}, which it does not compute", step.name, names[v]));
       available[v] = static_cast<int>(s);
     }
   }

@@ -41,6 +41,7 @@ class Partitioner {
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
     for (ValueId v : g.results) is_result_[v] = 1;
     producer_ = g.producers();
+    seen_.assign(g.nodes.size(), 0);
   }
 
   std::vector<Group> run() {
@@ -145,17 +146,19 @@ class Partitioner {
     return true;
   }
 
-  // Whether some node of group `from` has a path to a node of group `to`. Every grouped
-  // node comes after `after`, so the search only walks forward from there.
+  // Whether some node of group `from` has a path to a node of group `to`. Grouped nodes
+  // come after `after`, and a path into `to` enters at or before its root (its last
+  // node), so the search walks only that window.
   bool reaches(int from, int to, int after) const {
-    std::vector<char> seen(g_.nodes.size(), 0);
+    int limit = groups_[to].members[0];
+    ++stamp_;
     std::vector<int> stack(groups_[from].members.begin(), groups_[from].members.end());
     while (!stack.empty()) {
       int m = stack.back();
       stack.pop_back();
       for (int u : users_[g_.nodes[m].result]) {
-        if (u <= after || seen[u]) continue;
-        seen[u] = 1;
+        if (u <= after || u > limit || seen_[u] == stamp_) continue;
+        seen_[u] = stamp_;
         if (group_of_[u] == to) return true;
         stack.push_back(u);
       }
@@ -350,6 +353,10 @@ class Partitioner {
   std::vector<char> is_result_;
   std::vector<int> producer_;
   std::vector<Group> groups_;
+  // Visit marks for reaches(): a node is visited in the current search when its mark
+  // equals stamp_.
+  mutable std::vector<int> seen_;
+  mutable int stamp_ = 0;
 };
 
 std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
