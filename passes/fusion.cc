@@ -59,8 +59,6 @@ class Partitioner {
     return std::move(groups_);
   }
 
-  const std::vector<int>& group_of() const { return group_of_; }
-
  private:
   const ir::TensorType& type(ValueId v) const { return g_.type(v); }
 
@@ -383,7 +381,6 @@ Result<bool> FusionPass::run(ir::Graph& g) {
   Partitioner partitioner(g, fuse_);
   std::vector<Group> groups = partitioner.run();
 
-  // The step that outputs each value: the member whose value is used outside the group.
   std::vector<int> producer = g.producers();
   std::vector<char> is_result(g.values.size(), 0);
   for (ValueId v : g.results) is_result[v] = 1;
@@ -397,20 +394,18 @@ Result<bool> FusionPass::run(ir::Graph& g) {
       if (!is_source(g.nodes[m].op) || grp.members.size() == 1) last = std::max(last, m);
     return last;
   };
-  std::vector<std::vector<char>> member(groups.size(), std::vector<char>(g.nodes.size(), 0));
+  auto contains = [&](size_t i, int node) { return std::binary_search(groups[i].members.begin(), groups[i].members.end(), node); };
   std::vector<int> owner(g.nodes.size(), -1);  // the step that writes a node's value
   for (size_t i = 0; i < groups.size(); ++i)
-    for (int m : groups[i].members) {
-      member[i][m] = 1;
+    for (int m : groups[i].members)
       if (!is_source(g.nodes[m].op) || groups[i].members.size() == 1) owner[m] = static_cast<int>(i);
-    }
   std::vector<std::set<int>> successors(groups.size());
   std::vector<int> indegree(groups.size(), 0);
   for (size_t i = 0; i < groups.size(); ++i)
     for (int m : groups[i].members)
       for (ValueId v : g.nodes[m].operands) {
         int p = producer[v];
-        if (p < 0 || member[i][p]) continue;
+        if (p < 0 || contains(i, p)) continue;
         int from = owner[p];
         if (from >= 0 && from != static_cast<int>(i) && successors[from].insert(static_cast<int>(i)).second) ++indegree[i];
       }
@@ -436,11 +431,10 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     step.kind = grp.kind;
     step.name = step_name(g, grp, s);
     step.nodes = grp.members;
-    std::set<int> members(grp.members.begin(), grp.members.end());
     for (int m : grp.members)
       for (ValueId v : g.nodes[m].operands) {
         int p = producer[v];
-        if ((p < 0 || !members.count(p)) && std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end()) {
+        if ((p < 0 || !contains(s, p)) && std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end()) {
           step.inputs.push_back(v);
           readers[v].push_back(static_cast<int>(s));
         }
