@@ -10,6 +10,8 @@ packages=(
   catch2            # unit tests (v2)
   llvm-19-tools     # FileCheck and lit for the text tests
   python3           # runs lit
+  clang-19          # builds the libFuzzer targets
+  libclang-rt-19-dev  # libFuzzer, ASan and UBSan runtimes
 )
 
 missing=()
