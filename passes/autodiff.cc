@@ -27,7 +27,7 @@ Result<bool> AutodiffPass::run(ir::Graph& g) {
   if (wrt_.empty()) return make_error("autodiff: no arguments to differentiate with respect to; pass --wrt=NAME,...");
   if (g.results.empty()) return make_error("autodiff: the graph returns nothing");
   ValueId loss = g.results[0];
-  const ir::TensorType& loss_type = g.type(loss);
+  const ir::TensorType loss_type = g.type(loss);  // a copy: the passes below grow the value table
   {
     std::vector<std::string> names = ir::display_names(g);
     if (loss_type.rank() != 0 || !ir::is_float(loss_type.dtype))
@@ -107,7 +107,8 @@ Result<bool> AutodiffPass::run(ir::Graph& g) {
     ValueId w = wrt[i];
     ValueId gw = grad[w];
     if (gw == ir::kNoValue) {  // the loss does not depend on it
-      gw = b.broadcast(b.scalar(0, g.type(w).dtype), g.type(w).shape, {});
+      const ir::TensorType type = g.type(w);
+      gw = b.broadcast(b.scalar(0, type.dtype), type.shape, {});
     } else if (!g.value_name(gw).empty() || std::find(g.results.begin(), g.results.end(), gw) != g.results.end()) {
       // Already a named value or a result (d loss/d loss, or two equal gradients): copy
       // it, so each gradient is a result of its own name.
