@@ -8,9 +8,11 @@
 
 namespace kiln {
 
-/// A failure: a human-readable message, already carrying its location when it has one.
+/// A failure: a human-readable message, already carrying its location when it has one,
+/// and for typed errors (e.g. artifact loading) a numeric code from the module's enum.
 struct Error {
   std::string message;
+  int code = 0;
 };
 
 /// Either a value of type T or an Error. Never throws; check ok() before value().
@@ -52,7 +54,7 @@ class [[nodiscard]] Status {
 };
 
 /// Builds an Error from a message.
-inline Error make_error(std::string message) { return Error{std::move(message)}; }
+inline Error make_error(std::string message) { return Error{std::move(message), 0}; }
 
 }  // namespace kiln
 

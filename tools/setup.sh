@@ -10,6 +10,9 @@ packages=(
   catch2            # unit tests (v2)
   llvm-19-tools     # FileCheck and lit for the text tests
   python3           # runs lit
+  libflatbuffers-dev    # the artifact's metadata (headers)
+  flatbuffers-compiler  # flatc, for the artifact schema
+  libxxhash-dev         # artifact section checksums
   clang-19          # builds the libFuzzer targets
   libclang-rt-19-dev  # libFuzzer, ASan and UBSan runtimes
 )

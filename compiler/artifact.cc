@@ -1,0 +1,98 @@
+#include "compiler/artifact.h"
+
+#include <fmt/format.h>
+
+namespace kiln {
+namespace {
+
+format::DType to_format(ir::DType d) {
+  switch (d) {
+    case ir::DType::F32: return format::DType::F32;
+    case ir::DType::F64: return format::DType::F64;
+    case ir::DType::F16: return format::DType::F16;
+    case ir::DType::BF16: return format::DType::BF16;
+    case ir::DType::I32: return format::DType::I32;
+    case ir::DType::I64: return format::DType::I64;
+    case ir::DType::Bool: return format::DType::Bool;
+  }
+  return format::DType::F32;
+}
+
+format::StepKind to_format(ir::StepKind k) {
+  switch (k) {
+    case ir::StepKind::Loop: return format::StepKind::Loop;
+    case ir::StepKind::Reduction: return format::StepKind::Reduction;
+    case ir::StepKind::Library: return format::StepKind::Library;
+    case ir::StepKind::Scatter: return format::StepKind::Scatter;
+  }
+  return format::StepKind::Loop;
+}
+
+format::Home to_format(ir::Home h) {
+  switch (h) {
+    case ir::Home::Arena: return format::Home::Arena;
+    case ir::Home::Input: return format::Home::Input;
+    case ir::Home::Param: return format::Home::Param;
+    case ir::Home::State: return format::Home::State;
+  }
+  return format::Home::Arena;
+}
+
+}  // namespace
+
+Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights,
+                                                   const std::string& target, const std::string& ir_text) {
+  if (!g.program || !g.memory) return make_error("artifact: the graph has no program and memory plan; run the default pipeline first");
+  format::ArtifactContents c;
+  c.compiler_version = std::string(kCompilerVersion);
+  c.target = target;
+  c.ir = ir_text;
+  c.arena_bytes = static_cast<uint64_t>(g.memory->arena_bytes);
+  c.alignment = static_cast<uint64_t>(g.memory->alignment);
+  std::vector<std::string> names = ir::display_names(g);
+  // The artifact's value table holds what crosses step boundaries: arguments, step
+  // inputs and outputs, results.
+  std::vector<int> index(g.values.size(), -1);
+  auto value = [&](ir::ValueId v) {
+    if (index[v] < 0) {
+      index[v] = static_cast<int>(c.values.size());
+      c.values.push_back({names[v], to_format(g.type(v).dtype), g.type(v).shape});
+    }
+    return static_cast<uint32_t>(index[v]);
+  };
+  for (const ir::Arg& a : g.args) {
+    format::ArtifactContents::ArgInfo arg{value(a.value), format::ArgKind::Input, -1};
+    if (a.kind == ir::ArgKind::State) arg.kind = format::ArgKind::State;
+    if (a.kind == ir::ArgKind::Param) {
+      const std::string& name = g.value_name(a.value);
+      auto it = weights.find(name);
+      if (it == weights.end())
+        return make_error(fmt::format("param %{}: {} has no value; give it in the weights (a safetensors file with a tensor named \"{}\")",
+                                      name, g.type(a.value).to_string(), name));
+      if (it->second.type != g.type(a.value))
+        return make_error(fmt::format("param %{} is {}, but its weights are {}", name, g.type(a.value).to_string(), it->second.type.to_string()));
+      arg.kind = format::ArgKind::Param;
+      arg.weight = static_cast<int32_t>(c.weights.size());
+      c.weights.push_back(ir::tensor_to_bytes(it->second));
+    }
+    c.args.push_back(arg);
+  }
+  for (const ir::Step& step : g.program->steps) {
+    format::ArtifactContents::StepInfo info;
+    info.kind = to_format(step.kind);
+    info.name = step.name;
+    info.symbol = step.kind == ir::StepKind::Library ? "matmul" : "kiln_" + step.name;
+    for (ir::ValueId v : step.inputs) info.inputs.push_back(value(v));
+    for (ir::ValueId v : step.outputs) info.outputs.push_back(value(v));
+    c.steps.push_back(std::move(info));
+  }
+  for (ir::ValueId v : g.results) c.results.push_back(value(v));
+  for (const ir::Buffer& b : g.memory->buffers)
+    c.buffers.push_back({value(b.value), to_format(b.home), static_cast<uint64_t>(b.offset), static_cast<uint64_t>(b.bytes),
+                         b.first_step, b.last_step, b.in_place_of >= 0 ? static_cast<int32_t>(value(b.in_place_of)) : -1,
+                         b.state >= 0 ? static_cast<int32_t>(value(b.state)) : -1});
+  for (auto [state, v] : g.memory->state_copies) c.state_copies.emplace_back(value(state), value(v));
+  return c;
+}
+
+}  // namespace kiln

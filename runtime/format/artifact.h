@@ -1,0 +1,111 @@
+// The .kiln artifact file: writing it, and reading it back only after verifying every
+// byte range, index, size, shape and the memory plan (docs/artifact.md).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/result.h"
+#include "runtime/format/artifact_generated.h"
+
+namespace kiln::format {
+
+/// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
+inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMinor = 0;
+/// The fixed header at the start of every artifact, and the alignment of every section.
+inline constexpr size_t kHeaderBytes = 64;
+inline constexpr size_t kSectionAlignment = 64;
+
+/// Why an artifact was refused (Error::code of read_artifact's errors).
+enum class ArtifactErrorKind : int {
+  BadMagic = 1,        ///< not a .kiln file
+  UnsupportedVersion,  ///< a format major or minor this reader does not know
+  Truncated,           ///< shorter (or longer) than its header says, or a range past the end
+  ChecksumMismatch,    ///< a section's bytes do not match their xxh64
+  MalformedMetadata,   ///< the FlatBuffers verifier refused the metadata, or a field is missing
+  OutOfRange,          ///< an index, offset, enum or size outside what it refers to
+  ShapeMismatch,       ///< a byte count that does not match a shape and element type
+  BadMemoryPlan,       ///< overlapping live buffers, or a buffer outside the arena
+  UseBeforeProduce,    ///< a step reads a value before any step produces it
+  WrongTarget,         ///< compiled for another target than the one loading it
+};
+
+/// "bad magic", "unsupported version", ...
+std::string_view artifact_error_name(ArtifactErrorKind kind);
+
+/// Everything an artifact holds, for the writer.
+struct ArtifactContents {
+  struct ValueInfo {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+  };
+  struct ArgInfo {
+    uint32_t value = 0;
+    ArgKind kind = ArgKind::Input;
+    int32_t weight = -1;
+  };
+  struct BufferInfo {
+    uint32_t value = 0;
+    Home home = Home::Arena;
+    uint64_t offset = 0, bytes = 0;
+    int32_t first_step = -1, last_step = -1, in_place_of = -1, state = -1;
+  };
+  struct StepInfo {
+    StepKind kind = StepKind::Loop;
+    std::string name, symbol;
+    std::vector<uint32_t> inputs, outputs;
+  };
+  struct CodeInfo {
+    std::string kind, arch;
+    std::vector<uint8_t> bytes;
+  };
+
+  std::string compiler_version;
+  std::vector<std::string> flags;
+  std::string target;
+  std::vector<ValueInfo> values;
+  std::vector<ArgInfo> args;
+  std::vector<uint32_t> results;
+  std::vector<BufferInfo> buffers;
+  uint64_t arena_bytes = 0;
+  uint64_t alignment = 256;
+  std::vector<StepInfo> steps;
+  std::vector<std::pair<uint32_t, uint32_t>> state_copies;  ///< (state argument value, new value)
+  std::vector<CodeInfo> code;
+  std::vector<std::vector<uint8_t>> weights;
+  std::string ir;
+};
+
+/// Serializes an artifact: header, FlatBuffers metadata, then the code, weight and IR
+/// sections, each 64-byte aligned with its xxh64.
+std::vector<uint8_t> write_artifact(const ArtifactContents& contents);
+
+/// A verified artifact: its metadata and its sections' bytes. Borrows the file's bytes.
+class ArtifactView {
+ public:
+  const Artifact& metadata() const { return *metadata_; }
+  /// The bytes of a section (verified to lie in the file and match its checksum).
+  std::span<const uint8_t> section(const Section& s) const { return bytes_.subspan(s.offset(), s.size()); }
+  uint16_t format_major() const { return major_; }
+  uint16_t format_minor() const { return minor_; }
+  size_t file_bytes() const { return bytes_.size(); }
+
+ private:
+  friend Result<ArtifactView> read_artifact(std::span<const uint8_t>, std::string_view);
+  std::span<const uint8_t> bytes_;
+  const Artifact* metadata_ = nullptr;
+  uint16_t major_ = 0, minor_ = 0;
+};
+
+/// Verifies an artifact completely before anything uses it, and returns a view of it.
+/// `expected_target` ("cpu-x86_64", ...) refuses artifacts for other targets; empty
+/// accepts any. Errors carry an ArtifactErrorKind as Error::code and say what is wrong
+/// ("artifact: checksum mismatch: the weights section 2 ...").
+Result<ArtifactView> read_artifact(std::span<const uint8_t> bytes, std::string_view expected_target = "");
+
+}  // namespace kiln::format

@@ -1,0 +1,249 @@
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <xxhash.h>
+
+#include "base/memory_check.h"
+#include "runtime/format/artifact.h"
+
+namespace kiln::format {
+namespace {
+
+using Kind = ArtifactErrorKind;
+
+Error fail(Kind kind, const std::string& why) {
+  return Error{"artifact: " + std::string(artifact_error_name(kind)) + ": " + why, static_cast<int>(kind)};
+}
+
+template <class T>
+T load(std::span<const uint8_t> bytes, size_t at) {
+  T v;
+  std::memcpy(&v, bytes.data() + at, sizeof(T));
+  return v;
+}
+
+int element_bytes(DType d) {
+  switch (d) {
+    case DType::F64: case DType::I64: return 8;
+    case DType::F32: case DType::I32: return 4;
+    case DType::F16: case DType::BF16: return 2;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+std::string n(uint64_t v) { return std::to_string(v); }
+
+// A byte range of the file: inside it (overflow-checked), aligned, and matching its hash.
+Status check_section(std::span<const uint8_t> file, const Section& s, const std::string& what) {
+  if (s.offset() % kSectionAlignment != 0) return fail(Kind::OutOfRange, what + " starts at " + n(s.offset()) + ", not 64-byte aligned");
+  if (s.offset() < kHeaderBytes || s.offset() > file.size() || s.size() > file.size() - s.offset())
+    return fail(Kind::Truncated, what + " [" + n(s.offset()) + ", +" + n(s.size()) + ") lies outside the " + n(file.size()) + "-byte file");
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+  // (Fuzz builds skip this, so that mutations reach the structural checks behind it.)
+  if (XXH64(file.data() + s.offset(), s.size(), 0) != s.xxh64()) return fail(Kind::ChecksumMismatch, what + " does not match its xxh64");
+#endif
+  return Status::Ok();
+}
+
+template <class T>
+uint32_t count(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
+
+// The elements of a vector that may be absent.
+template <class T>
+std::vector<T> items(const flatbuffers::Vector<T>* v) { return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>(); }
+
+// Every byte outside the header and the sections must be zero, and sections must not
+// overlap, so that no byte of the file goes unchecked.
+Status check_coverage(std::span<const uint8_t> file, std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  for (size_t i = 48; i < kHeaderBytes; ++i)
+    if (file[i] != 0) return fail(Kind::MalformedMetadata, "the header's reserved bytes are not zero");
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t cursor = kHeaderBytes;
+  for (auto [offset, size] : ranges) {
+    if (offset < cursor) return fail(Kind::OutOfRange, "sections overlap at byte " + n(offset));
+    for (uint64_t i = cursor; i < offset; ++i)
+      if (file[i] != 0) return fail(Kind::MalformedMetadata, "padding byte " + n(i) + " is not zero");
+    cursor = offset + size;
+  }
+  for (uint64_t i = cursor; i < file.size(); ++i)
+    if (file[i] != 0) return fail(Kind::MalformedMetadata, "trailing byte " + n(i) + " is not zero");
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view artifact_error_name(ArtifactErrorKind kind) {
+  switch (kind) {
+    case Kind::BadMagic: return "bad magic";
+    case Kind::UnsupportedVersion: return "unsupported version";
+    case Kind::Truncated: return "truncated";
+    case Kind::ChecksumMismatch: return "checksum mismatch";
+    case Kind::MalformedMetadata: return "malformed metadata";
+    case Kind::OutOfRange: return "out of range";
+    case Kind::ShapeMismatch: return "shape mismatch";
+    case Kind::BadMemoryPlan: return "bad memory plan";
+    case Kind::UseBeforeProduce: return "use before produce";
+    case Kind::WrongTarget: return "wrong target";
+  }
+  return "unknown";
+}
+
+Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_view expected_target) {
+  const char magic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
+  if (file.size() < 8 || std::memcmp(file.data(), magic, 8) != 0) return fail(Kind::BadMagic, "this is not a .kiln artifact");
+  if (file.size() < kHeaderBytes) return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, shorter than its header");
+  ArtifactView view;
+  view.major_ = load<uint16_t>(file, 8);
+  view.minor_ = load<uint16_t>(file, 10);
+  if (view.major_ != kFormatMajor || view.minor_ > kFormatMinor)
+    return fail(Kind::UnsupportedVersion, "format " + n(view.major_) + "." + n(view.minor_) + " (this runtime reads " +
+                                              n(kFormatMajor) + ".0 to " + n(kFormatMajor) + "." + n(kFormatMinor) + ")");
+  if (load<uint32_t>(file, 12) != kHeaderBytes) return fail(Kind::MalformedMetadata, "the header size is not 64");
+  uint64_t declared = load<uint64_t>(file, 16);
+  if (declared != file.size()) return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
+  Section meta(load<uint64_t>(file, 24), load<uint64_t>(file, 32), load<uint64_t>(file, 40));
+  KILN_RETURN_IF_ERROR(check_section(file, meta, "the metadata"));
+  if (reinterpret_cast<uintptr_t>(file.data()) % 8 != 0)
+    return fail(Kind::OutOfRange, "the artifact's bytes are not 8-byte aligned in memory; load it into an aligned buffer");
+  flatbuffers::Verifier::Options options;
+  options.max_depth = 16;
+  options.max_tables = 1u << 20;
+  flatbuffers::Verifier verifier(file.data() + meta.offset(), meta.size(), options);
+  if (!VerifyArtifactBuffer(verifier)) return fail(Kind::MalformedMetadata, "the FlatBuffers verifier refused the metadata");
+  const Artifact& a = *GetArtifact(file.data() + meta.offset());
+  view.bytes_ = file;
+  view.metadata_ = &a;
+
+  if (!a.target()) return fail(Kind::MalformedMetadata, "no target");
+  if (!expected_target.empty() && a.target()->string_view() != expected_target)
+    return fail(Kind::WrongTarget, "compiled for " + a.target()->str() + ", but this runtime runs " + std::string(expected_target));
+
+  // FlatBuffers' verifier checks vector alignment only to 4 bytes; non-empty vectors of
+  // 8-byte elements must be 8-byte aligned to be read without undefined behavior.
+  auto aligned8 = [](const auto* v) { return !v || v->size() == 0 || reinterpret_cast<uintptr_t>(v->data()) % 8 == 0; };
+  if (!aligned8(a.weights())) return fail(Kind::MalformedMetadata, "the weights table is misaligned");
+  for (uint32_t i = 0; i < count(a.values()); ++i)
+    if (!aligned8(a.values()->Get(i)->shape()))
+      return fail(Kind::MalformedMetadata, "the shape of value " + n(i) + " is misaligned");
+
+  // Values: element types and shapes (element counts bounded, so byte sizes never overflow).
+  const uint32_t values = count(a.values());
+  std::vector<uint64_t> value_bytes(values);
+  for (uint32_t i = 0; i < values; ++i) {
+    const Value* v = a.values()->Get(i);
+    if (static_cast<int>(v->dtype()) > static_cast<int>(DType::MAX)) return fail(Kind::OutOfRange, "value " + n(i) + " has an unknown element type");
+    if (count(v->shape()) > 16) return fail(Kind::OutOfRange, "value " + n(i) + " has rank " + n(count(v->shape())) + ", more than 16");
+    uint64_t elements = 1;
+    for (int64_t d : items(v->shape())) {
+      if (d < 0) return fail(Kind::ShapeMismatch, "value " + n(i) + " has a negative dimension");
+      if (d > 0 && elements > (uint64_t{1} << 40) / static_cast<uint64_t>(d))
+        return fail(Kind::OutOfRange, "value " + n(i) + " has more than 2^40 elements");
+      elements *= static_cast<uint64_t>(d);
+    }
+    value_bytes[i] = elements * static_cast<uint64_t>(element_bytes(v->dtype()));
+  }
+  auto value_ok = [&](uint32_t v) { return v < values; };
+
+  // Sections.
+  for (uint32_t i = 0; i < count(a.code()); ++i) {
+    const CodeObject* c = a.code()->Get(i);
+    if (!c->section()) return fail(Kind::MalformedMetadata, "code object " + n(i) + " has no section");
+    KILN_RETURN_IF_ERROR(check_section(file, *c->section(), "code object " + n(i)));
+  }
+  for (uint32_t i = 0; i < count(a.weights()); ++i) KILN_RETURN_IF_ERROR(check_section(file, *a.weights()->Get(i), "weights section " + n(i)));
+  if (!a.ir()) return fail(Kind::MalformedMetadata, "no IR section");
+  KILN_RETURN_IF_ERROR(check_section(file, *a.ir(), "the IR section"));
+  std::vector<std::pair<uint64_t, uint64_t>> ranges = {{meta.offset(), meta.size()}, {a.ir()->offset(), a.ir()->size()}};
+  for (uint32_t i = 0; i < count(a.code()); ++i) ranges.emplace_back(a.code()->Get(i)->section()->offset(), a.code()->Get(i)->section()->size());
+  for (uint32_t i = 0; i < count(a.weights()); ++i) ranges.emplace_back(a.weights()->Get(i)->offset(), a.weights()->Get(i)->size());
+  KILN_RETURN_IF_ERROR(check_coverage(file, std::move(ranges)));
+
+  // Signature.
+  std::vector<int> available(values, -2);  // the step after which a value can be read; -1: an argument
+  for (uint32_t i = 0; i < count(a.args()); ++i) {
+    const Argument* arg = a.args()->Get(i);
+    if (!value_ok(arg->value()) || static_cast<int>(arg->kind()) > static_cast<int>(ArgKind::MAX))
+      return fail(Kind::OutOfRange, "argument " + n(i) + " names value " + n(arg->value()) + " of " + n(values));
+    if (arg->kind() == ArgKind::Param) {
+      if (arg->weight() < 0 || static_cast<uint32_t>(arg->weight()) >= count(a.weights()))
+        return fail(Kind::OutOfRange, "param " + n(i) + " names weights section " + std::to_string(arg->weight()));
+      if (a.weights()->Get(arg->weight())->size() != value_bytes[arg->value()])
+        return fail(Kind::ShapeMismatch, "param " + n(i) + " needs " + n(value_bytes[arg->value()]) + " bytes of weights, its section has " +
+                                             n(a.weights()->Get(arg->weight())->size()));
+    }
+    available[arg->value()] = -1;
+  }
+
+  // Memory plan.
+  const int steps = static_cast<int>(count(a.steps()));
+  std::vector<int> buffer_of(values, -1);
+  std::vector<ArenaBuffer> arena;
+  std::vector<int> arena_index(count(a.buffers()), -1);
+  for (uint32_t i = 0; i < count(a.buffers()); ++i) {
+    const Buffer* b = a.buffers()->Get(i);
+    if (!value_ok(b->value()) || static_cast<int>(b->home()) > static_cast<int>(Home::MAX))
+      return fail(Kind::OutOfRange, "buffer " + n(i) + " names value " + n(b->value()) + " of " + n(values));
+    if (b->bytes() != value_bytes[b->value()])
+      return fail(Kind::ShapeMismatch, "buffer " + n(i) + " has " + n(b->bytes()) + " bytes for a value of " + n(value_bytes[b->value()]));
+    if (b->first_step() < -1 || b->last_step() > steps || b->first_step() > b->last_step() || b->first_step() >= steps)
+      return fail(Kind::OutOfRange, "buffer " + n(i) + " lives over steps " + std::to_string(b->first_step()) + ".." +
+                                        std::to_string(b->last_step()) + " of " + std::to_string(steps));
+    if ((b->in_place_of() != -1 && (b->in_place_of() < 0 || static_cast<uint32_t>(b->in_place_of()) >= values)) ||
+        (b->state() != -1 && (b->state() < 0 || static_cast<uint32_t>(b->state()) >= values)))
+      return fail(Kind::OutOfRange, "buffer " + n(i) + " names a value out of range");
+    if (buffer_of[b->value()] >= 0) return fail(Kind::BadMemoryPlan, "value " + n(b->value()) + " has two buffers");
+    buffer_of[b->value()] = static_cast<int>(i);
+    if (b->home() != Home::Arena) continue;
+    if (b->offset() > std::numeric_limits<int64_t>::max() || b->bytes() > std::numeric_limits<int64_t>::max())
+      return fail(Kind::OutOfRange, "buffer " + n(i) + " has an offset or size beyond 2^63");
+    arena_index[i] = static_cast<int>(arena.size());
+    arena.push_back({"buffer " + n(i), static_cast<int64_t>(b->offset()), static_cast<int64_t>(b->bytes()), b->first_step(), b->last_step(), -1});
+  }
+  for (uint32_t i = 0; i < count(a.buffers()); ++i) {
+    const Buffer* b = a.buffers()->Get(i);
+    if (arena_index[i] < 0 || b->in_place_of() < 0) continue;
+    int from = buffer_of[b->in_place_of()];
+    if (from < 0 || arena_index[from] < 0) return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is in place of a value outside the arena");
+    arena[arena_index[i]].in_place_of = arena_index[from];
+  }
+  if (a.alignment() == 0 || (a.alignment() & (a.alignment() - 1)) != 0 || a.arena_bytes() > (uint64_t{1} << 48))
+    return fail(Kind::OutOfRange, "arena of " + n(a.arena_bytes()) + " bytes with alignment " + n(a.alignment()));
+  Status plan = check_arena(arena, static_cast<int64_t>(a.arena_bytes()), static_cast<int64_t>(a.alignment()));
+  if (!plan.ok()) return fail(Kind::BadMemoryPlan, plan.error().message);
+
+  // Steps: every input produced before use and still live; every output has its buffer.
+  for (int s = 0; s < steps; ++s) {
+    const Step* step = a.steps()->Get(s);
+    if (static_cast<int>(step->kind()) > static_cast<int>(StepKind::MAX)) return fail(Kind::OutOfRange, "step " + n(s) + " has an unknown kind");
+    if (!step->symbol() || step->symbol()->size() == 0) return fail(Kind::MalformedMetadata, "step " + n(s) + " has no entry point");
+    for (uint32_t v : items(step->inputs())) {
+      if (!value_ok(v)) return fail(Kind::OutOfRange, "step " + n(s) + " reads value " + n(v) + " of " + n(values));
+      if (available[v] == -2) return fail(Kind::UseBeforeProduce, "step " + n(s) + " reads value " + n(v) + " before any step produces it");
+      int b = buffer_of[v];
+      if (b < 0 || a.buffers()->Get(b)->last_step() < s)
+        return fail(Kind::BadMemoryPlan, "step " + n(s) + " reads value " + n(v) + " after its buffer is gone");
+    }
+    for (uint32_t v : items(step->outputs())) {
+      if (!value_ok(v)) return fail(Kind::OutOfRange, "step " + n(s) + " writes value " + n(v) + " of " + n(values));
+      int b = buffer_of[v];
+      if (b < 0 || a.buffers()->Get(b)->first_step() != s)
+        return fail(Kind::BadMemoryPlan, "step " + n(s) + " writes value " + n(v) + ", which has no buffer born at that step");
+      available[v] = s;
+    }
+  }
+  for (uint32_t i = 0; i < count(a.results()); ++i) {
+    uint32_t v = a.results()->Get(i);
+    if (!value_ok(v)) return fail(Kind::OutOfRange, "result " + n(i) + " names value " + n(v) + " of " + n(values));
+    if (available[v] == -2) return fail(Kind::UseBeforeProduce, "result " + n(i) + " is produced by no step");
+  }
+  for (uint32_t i = 0; i < count(a.state_copies()); ++i) {
+    const StateCopy* c = a.state_copies()->Get(i);
+    if (!value_ok(c->state()) || !value_ok(c->value())) return fail(Kind::OutOfRange, "state copy " + n(i) + " names a value out of range");
+  }
+  return view;
+}
+
+}  // namespace kiln::format

@@ -1,0 +1,71 @@
+#include <cstring>
+#include <xxhash.h>
+
+#include "runtime/format/artifact.h"
+
+namespace kiln::format {
+namespace {
+
+void put(std::vector<uint8_t>& out, size_t at, const void* data, size_t size) { std::memcpy(out.data() + at, data, size); }
+
+// Appends a blob at the next 64-byte boundary and describes it.
+Section append_section(std::vector<uint8_t>& out, std::span<const uint8_t> blob) {
+  out.resize((out.size() + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment, 0);
+  uint64_t offset = out.size();
+  out.insert(out.end(), blob.begin(), blob.end());
+  return Section(offset, blob.size(), XXH64(blob.data(), blob.size(), 0));
+}
+
+}  // namespace
+
+std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
+  // Header first, then the sections, then the metadata that points at them.
+  std::vector<uint8_t> out(kHeaderBytes, 0);
+  std::vector<std::pair<const ArtifactContents::CodeInfo*, Section>> code;
+  for (const auto& obj : c.code) code.emplace_back(&obj, append_section(out, obj.bytes));
+  std::vector<Section> weights;
+  for (const auto& w : c.weights) weights.push_back(append_section(out, w));
+  Section ir = append_section(out, std::span(reinterpret_cast<const uint8_t*>(c.ir.data()), c.ir.size()));
+
+  flatbuffers::FlatBufferBuilder fb;
+  std::vector<flatbuffers::Offset<flatbuffers::String>> flags;
+  for (const auto& f : c.flags) flags.push_back(fb.CreateString(f));
+  std::vector<flatbuffers::Offset<Value>> values;
+  for (const auto& v : c.values) values.push_back(CreateValue(fb, fb.CreateString(v.name), v.dtype, fb.CreateVector(v.shape)));
+  std::vector<flatbuffers::Offset<Argument>> args;
+  for (const auto& a : c.args) args.push_back(CreateArgument(fb, a.value, a.kind, a.weight));
+  std::vector<flatbuffers::Offset<Buffer>> buffers;
+  for (const auto& b : c.buffers)
+    buffers.push_back(CreateBuffer(fb, b.value, b.home, b.offset, b.bytes, b.first_step, b.last_step, b.in_place_of, b.state));
+  std::vector<flatbuffers::Offset<Step>> steps;
+  for (const auto& s : c.steps)
+    steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol), fb.CreateVector(s.inputs),
+                               fb.CreateVector(s.outputs)));
+  std::vector<flatbuffers::Offset<StateCopy>> copies;
+  for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));
+  std::vector<flatbuffers::Offset<CodeObject>> objects;
+  for (auto& [obj, section] : code)
+    objects.push_back(CreateCodeObject(fb, fb.CreateString(obj->kind), fb.CreateString(obj->arch), &section));
+  auto root = CreateArtifact(fb, fb.CreateString(c.compiler_version), fb.CreateVector(flags), fb.CreateString(c.target),
+                             fb.CreateVector(values), fb.CreateVector(args), fb.CreateVector(c.results), fb.CreateVector(buffers),
+                             c.arena_bytes, c.alignment, fb.CreateVector(steps), fb.CreateVector(copies),
+                             fb.CreateVector(objects), fb.CreateVectorOfStructs(weights), &ir);
+  FinishArtifactBuffer(fb, root);
+  Section metadata = append_section(out, std::span(fb.GetBufferPointer(), fb.GetSize()));
+
+  const char magic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
+  put(out, 0, magic, 8);
+  uint16_t major = kFormatMajor, minor = kFormatMinor;
+  uint32_t header = kHeaderBytes;
+  uint64_t file = out.size(), offset = metadata.offset(), size = metadata.size(), hash = metadata.xxh64();
+  put(out, 8, &major, 2);
+  put(out, 10, &minor, 2);
+  put(out, 12, &header, 4);
+  put(out, 16, &file, 8);
+  put(out, 24, &offset, 8);
+  put(out, 32, &size, 8);
+  put(out, 40, &hash, 8);
+  return out;
+}
+
+}  // namespace kiln::format

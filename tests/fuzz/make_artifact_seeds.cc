@@ -1,0 +1,46 @@
+// Writes the artifact fuzzer's seed corpus: small valid artifacts of fused, planned
+// graphs. `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
+#include <fmt/format.h>
+#include <fstream>
+
+#include "compiler/artifact.h"
+#include "compiler/nn.h"
+#include "ir/printer.h"
+#include "passes/pipeline.h"
+
+namespace {
+
+bool write_seed(const std::string& path, kiln::Model& m) {
+  auto graph = m.build();
+  if (!graph.ok()) return false;
+  kiln::ir::Graph g = *graph;
+  auto pipeline = kiln::passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan");
+  if (!pipeline.ok() || !pipeline->run(g).ok()) return false;
+  auto contents = kiln::artifact_contents(g, m.initial_values(), "cpu-x86_64", kiln::ir::print(*graph));
+  if (!contents.ok()) return false;
+  contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(64, 0x7f)});
+  std::vector<uint8_t> bytes = kiln::format::write_artifact(*contents);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fmt::print(stderr, "usage: make_artifact_seeds DIR\n");
+    return 1;
+  }
+  std::string dir = argv[1];
+  kiln::Model a("elementwise");
+  a.output(kiln::cos(kiln::cos(a.input("x", {8}))), "y");
+  kiln::Model b("mlp", 1);
+  auto net = kiln::nn::mlp(b, "fc", {4, 6, 2});
+  b.output(kiln::softmax(net(b.input("x", {3, 4}))), "probs");
+  kiln::Model c("state", 1);
+  kiln::Tensor s = c.state("s", {4}, kiln::Init::ones());
+  c.output(kiln::reduce_sum(s * c.param("w", {4}, kiln::Init::normal()), {0}), "loss");
+  c.output(s * 0.5, "s.next");
+  bool ok = write_seed(dir + "/seed-elementwise", a) && write_seed(dir + "/seed-mlp", b) && write_seed(dir + "/seed-state", c);
+  return ok ? 0 : 1;
+}

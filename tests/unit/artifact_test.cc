@@ -1,0 +1,177 @@
+// The .kiln artifact format: round trip, and refusal with a typed error of anything the
+// runtime could not use safely.
+#include <fmt/format.h>
+#include <random>
+
+#include "compiler/artifact.h"
+#include "compiler/nn.h"
+#include "compiler/train.h"
+#include "passes/pipeline.h"
+#include "tests/unit/test_util.h"
+
+using namespace kiln;
+using format::ArtifactErrorKind;
+
+namespace {
+
+// A small MLP with its loss, plus a step counter kept as state: every kind of argument
+// (inputs, params with weights, state updated in place), library steps and kernels.
+format::ArtifactContents small_artifact() {
+  Model m("small", 3);
+  Tensor x = m.input("x", {4, 6});
+  Tensor y = m.input("labels", {4}, ir::DType::I32);
+  nn::Sequential net = nn::mlp(m, "fc", {6, 8, 3});
+  m.output(cross_entropy(net(x), y), "loss");
+  Tensor steps = m.state("steps", {}, Init::zeros());
+  m.output(steps + 1.0, "steps.next");
+  auto built = m.build();
+  REQUIRE(built.ok());
+  ir::Graph g = *built;
+  auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan");
+  REQUIRE(pipeline.ok());
+  REQUIRE(pipeline->run(g).ok());
+  auto contents = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
+  if (!contents.ok()) FAIL(contents.error().message);
+  REQUIRE(contents->weights.size() == 4);  // fc.0 and fc.1, weight and bias
+  contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(100, 0x7f)});
+  return *contents;
+}
+
+Error refusal(const std::vector<uint8_t>& bytes, std::string_view target = "") {
+  auto r = format::read_artifact(bytes, target);
+  REQUIRE(!r.ok());
+  return r.error();
+}
+
+}  // namespace
+
+TEST_CASE("an artifact reads back what was written", "[artifact]") {
+  format::ArtifactContents c = small_artifact();
+  std::vector<uint8_t> bytes = format::write_artifact(c);
+  auto view = format::read_artifact(bytes, "cpu-x86_64");
+  if (!view.ok()) FAIL(view.error().message);
+  const format::Artifact& a = view->metadata();
+  CHECK(view->format_major() == 1);
+  CHECK(a.compiler_version()->str() == "kiln 0.1.0");
+  CHECK(a.target()->str() == "cpu-x86_64");
+  CHECK(a.values()->size() == c.values.size());
+  CHECK(a.steps()->size() == c.steps.size());
+  CHECK(a.arena_bytes() == c.arena_bytes);
+  REQUIRE(a.code()->size() == 1);
+  auto code = view->section(*a.code()->Get(0)->section());
+  CHECK(std::vector<uint8_t>(code.begin(), code.end()) == c.code[0].bytes);
+  REQUIRE(a.weights()->size() == 4);
+  for (size_t i = 0; i < c.weights.size(); ++i) {
+    auto w = view->section(*a.weights()->Get(static_cast<uint32_t>(i)));
+    CHECK(std::vector<uint8_t>(w.begin(), w.end()) == c.weights[i]);
+    CHECK(a.weights()->Get(static_cast<uint32_t>(i))->offset() % 64 == 0);
+  }
+  auto ir_text = view->section(*a.ir());
+  CHECK(std::string(ir_text.begin(), ir_text.end()) == c.ir);
+  // The steps' entry points name the kernels the code generator emits.
+  CHECK(a.steps()->Get(0)->symbol()->str().rfind("matmul", 0) == 0);
+}
+
+TEST_CASE("every truncation of an artifact is refused with a typed error", "[artifact][errors]") {
+  std::vector<uint8_t> bytes = format::write_artifact(small_artifact());
+  for (size_t size = 0; size < bytes.size(); ++size) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
+    Error e = refusal(cut);
+    INFO("size " << size << ": " << e.message);
+    CHECK((e.code == static_cast<int>(ArtifactErrorKind::Truncated) || e.code == static_cast<int>(ArtifactErrorKind::BadMagic)));
+  }
+}
+
+TEST_CASE("1,000 single-bit flips are each refused with a typed error", "[artifact][errors]") {
+  std::vector<uint8_t> bytes = format::write_artifact(small_artifact());
+  std::mt19937_64 rng(99);
+  for (int i = 0; i < 1000; ++i) {
+    std::vector<uint8_t> flipped = bytes;
+    size_t bit = rng() % (bytes.size() * 8);
+    flipped[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    auto r = format::read_artifact(flipped);
+    INFO("bit " << bit << " of " << bytes.size() * 8);
+    // Every byte is checked (header fields, checksummed sections, zero padding), so no
+    // flip can go unseen.
+    REQUIRE(!r.ok());
+    CHECK(r.error().code >= static_cast<int>(ArtifactErrorKind::BadMagic));
+    CHECK(r.error().code <= static_cast<int>(ArtifactErrorKind::WrongTarget));
+  }
+}
+
+TEST_CASE("semantic checks refuse inconsistent metadata", "[artifact][errors]") {
+  auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)); };
+  format::ArtifactContents good = small_artifact();
+  {
+    auto c = good;
+    c.steps[1].inputs.push_back(static_cast<uint32_t>(c.values.size() + 5));
+    Error e = refused(c);
+    CHECK(e.code == static_cast<int>(ArtifactErrorKind::OutOfRange));
+    CHECK(e.message == fmt::format("artifact: out of range: step 1 reads value {} of {}", c.values.size() + 5, c.values.size()));
+  }
+  {
+    auto c = good;
+    std::swap(c.steps[0], c.steps[1]);  // step 0 now reads what step 1 produces
+    CHECK(refused(c).code == static_cast<int>(ArtifactErrorKind::UseBeforeProduce));
+  }
+  {
+    auto c = good;
+    c.weights[0].pop_back();
+    Error e = refused(c);
+    CHECK(e.code == static_cast<int>(ArtifactErrorKind::ShapeMismatch));
+    CHECK(e.message.find("bytes of weights, its section has") != std::string::npos);
+  }
+  {
+    auto c = good;
+    for (auto& b : c.buffers)
+      if (b.home == format::Home::Arena) b.offset = 0;
+    Error e = refused(c);
+    CHECK(e.code == static_cast<int>(ArtifactErrorKind::BadMemoryPlan));
+    CHECK(e.message.find("overlap while both are live") != std::string::npos);
+  }
+  {
+    auto c = good;
+    c.arena_bytes = 64;
+    CHECK(refused(c).code == static_cast<int>(ArtifactErrorKind::BadMemoryPlan));
+  }
+  {
+    auto c = good;
+    c.values[0].shape = {int64_t{1} << 30, int64_t{1} << 30};
+    CHECK(refused(c).code == static_cast<int>(ArtifactErrorKind::OutOfRange));
+  }
+  {
+    auto c = good;
+    c.args[0].value = 100000;
+    CHECK(refused(c).code == static_cast<int>(ArtifactErrorKind::OutOfRange));
+  }
+}
+
+TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors]") {
+  std::vector<uint8_t> bytes = format::write_artifact(small_artifact());
+  CHECK(refusal(bytes, "cuda-sm_90").message == "artifact: wrong target: compiled for cpu-x86_64, but this runtime runs cuda-sm_90");
+  std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
+  CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
+  std::vector<uint8_t> newer = bytes;
+  newer[10] = 7;  // minor version 7
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.0)");
+  std::vector<uint8_t> corrupt = bytes;
+  corrupt[200] ^= 0x10;
+  Error e = refusal(corrupt);
+  CHECK(e.code == static_cast<int>(ArtifactErrorKind::ChecksumMismatch));
+  CHECK(e.message.rfind("artifact: checksum mismatch: ", 0) == 0);
+  std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1);
+  CHECK(refusal(shorter).message == fmt::format("artifact: truncated: the file is {} bytes, its header says {}", bytes.size() - 1, bytes.size()));
+}
+
+TEST_CASE("a param without weights is an error naming it", "[artifact][errors]") {
+  ir::Graph g = kiln::testing::parse_ok("graph @g(%x: f32[2], param %w: f32[2]) {\n  %y: f32[2] = mul(%x, %w)\n  return %y\n}\n");
+  auto p = passes::pipeline_from_names("fusion,memory-plan");
+  REQUIRE(p.ok());
+  REQUIRE(p->run(g).ok());
+  auto c = artifact_contents(g, {}, "cpu-x86_64", "");
+  REQUIRE(!c.ok());
+  CHECK(c.error().message == "param %w: f32[2] has no value; give it in the weights (a safetensors file with a tensor named \"w\")");
+  auto wrong = artifact_contents(g, {{"w", kiln::testing::tensor(ir::DType::F32, {3}, {1, 2, 3})}}, "cpu-x86_64", "");
+  REQUIRE(!wrong.ok());
+  CHECK(wrong.error().message == "param %w is f32[2], but its weights are f32[3]");
+}
