@@ -60,5 +60,6 @@ int fail_located(const Error& error);
 int run_opt(std::span<char* const> argv);
 int run_eval(std::span<char* const> argv);
 int run_dot(std::span<char* const> argv);
+int run_inspect(std::span<char* const> argv);
 
 }  // namespace kiln::cli

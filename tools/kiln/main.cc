@@ -13,6 +13,7 @@ commands:
   opt   FILE.kir   run passes and print the IR
   eval  FILE.kir   run a graph with the reference interpreter
   dot   FILE.kir   print the graph in Graphviz DOT
+  inspect M.kiln   verify an artifact and show what it holds
 
 'kiln COMMAND --help' describes each command.
 )";
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   if (command == "opt") return kiln::cli::run_opt(rest);
   if (command == "eval") return kiln::cli::run_eval(rest);
   if (command == "dot") return kiln::cli::run_dot(rest);
+  if (command == "inspect") return kiln::cli::run_inspect(rest);
   if (command == "-h" || command == "--help" || command == "help") {
     fmt::print("{}", kUsage);
     return 0;

@@ -1,0 +1,119 @@
+// kiln inspect: what an artifact holds, after verifying it.
+#include <fmt/format.h>
+
+#include "runtime/format/artifact.h"
+#include "tools/kiln/cli.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr std::string_view kInspectHelp = R"(usage: kiln inspect M.kiln [--no-ir]
+
+Verifies the artifact M.kiln and prints what it holds: format and compiler versions,
+flags, target, signature, the memory plan, the steps, the code and weight sections with
+their sizes and checksums, and the text IR it was compiled from.
+
+  --no-ir      leave out the embedded IR
+  -h, --help   this help
+)";
+
+std::string_view dtype_text(format::DType d) {
+  switch (d) {
+    case format::DType::F32: return "f32";
+    case format::DType::F64: return "f64";
+    case format::DType::F16: return "f16";
+    case format::DType::BF16: return "bf16";
+    case format::DType::I32: return "i32";
+    case format::DType::I64: return "i64";
+    case format::DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+std::string value_text(const format::Artifact& a, uint32_t v) {
+  const format::Value* value = a.values()->Get(v);
+  std::string shape;
+  if (value->shape())
+    for (int64_t d : *value->shape()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+  return fmt::format("%{}: {}[{}]", value->name() ? value->name()->str() : std::to_string(v), dtype_text(value->dtype()), shape);
+}
+
+std::string refs(const format::Artifact& a, const flatbuffers::Vector<uint32_t>* values) {
+  std::string out;
+  if (values)
+    for (uint32_t v : *values) out += (out.empty() ? "%" : ", %") + (a.values()->Get(v)->name() ? a.values()->Get(v)->name()->str() : "?");
+  return out;
+}
+
+std::string section_text(const format::Section& s) { return fmt::format("{} bytes at {}, xxh64 {:016x}", s.size(), s.offset(), s.xxh64()); }
+
+}  // namespace
+
+int run_inspect(std::span<char* const> argv) {
+  constexpr std::string_view cmd = "kiln inspect";
+  constexpr FlagSpec specs[] = {{"no-ir"}};
+  auto args = parse_args(cmd, argv, specs);
+  if (!args.ok()) return fail_located(args.error());
+  if (args->help) {
+    fmt::print("{}", kInspectHelp);
+    return 0;
+  }
+  if (args->positional.size() != 1) return fail(cmd, "expected one artifact file; see 'kiln inspect --help'");
+  const std::string& path = args->positional[0];
+  auto text = read_file(path, size_t{1} << 36);
+  if (!text.ok()) return fail(cmd, text.error().message);
+  std::vector<uint8_t> bytes(text->begin(), text->end());  // heap storage: aligned for the metadata
+  auto view = format::read_artifact(bytes);
+  if (!view.ok()) return fail(cmd, fmt::format("{}: {}", path, view.error().message));
+  const format::Artifact& a = view->metadata();
+  fmt::print("artifact: {} ({} bytes)\n", path, view->file_bytes());
+  fmt::print("format: {}.{}\n", view->format_major(), view->format_minor());
+  fmt::print("compiler: {}\n", a.compiler_version() ? a.compiler_version()->str() : "?");
+  std::string flags;
+  if (a.flags())
+    for (const auto* f : *a.flags()) flags += (flags.empty() ? "" : " ") + f->str();
+  fmt::print("flags: {}\n", flags.empty() ? "(none)" : flags);
+  fmt::print("target: {}\n", a.target()->str());
+  const char* kinds[] = {"input", "param", "state"};
+  fmt::print("arguments:\n");
+  if (a.args())
+    for (const format::Argument* arg : *a.args()) {
+      std::string extra = arg->kind() == format::ArgKind::Param ? " weights " + section_text(*a.weights()->Get(arg->weight())) : "";
+      fmt::print("  {} {}{}\n", kinds[static_cast<int>(arg->kind())], value_text(a, arg->value()), extra);
+    }
+  fmt::print("results:\n");
+  if (a.results())
+    for (uint32_t v : *a.results()) fmt::print("  {}\n", value_text(a, v));
+  fmt::print("arena: {} bytes, alignment {}\n", a.arena_bytes(), a.alignment());
+  const char* homes[] = {"arena", "input", "param", "state"};
+  if (a.buffers())
+    for (const format::Buffer* b : *a.buffers()) {
+      if (b->home() == format::Home::Input || b->home() == format::Home::Param) continue;
+      auto name = [&](int v) { return a.values()->Get(static_cast<uint32_t>(v))->name()->str(); };
+      std::string where = b->home() == format::Home::Arena ? fmt::format("[{}, {})", b->offset(), b->offset() + b->bytes())
+                          : b->state() >= 0                 ? fmt::format("state %{}", name(b->state()))
+                                                            : std::string(homes[static_cast<int>(b->home())]);
+      std::string reuse = b->in_place_of() >= 0 ? fmt::format(", in place of %{}", name(b->in_place_of())) : "";
+      fmt::print("  %{}: {} steps {}..{}{}\n", name(static_cast<int>(b->value())), where, b->first_step(), b->last_step(), reuse);
+    }
+  const char* step_kinds[] = {"loop", "reduction", "library", "scatter"};
+  fmt::print("steps: {}\n", a.steps() ? a.steps()->size() : 0);
+  if (a.steps())
+    for (uint32_t s = 0; s < a.steps()->size(); ++s) {
+      const format::Step* step = a.steps()->Get(s);
+      fmt::print("  {:3} {} {} [{}] ({}) -> ({})\n", s, step_kinds[static_cast<int>(step->kind())], step->name() ? step->name()->str() : "?",
+                 step->symbol()->str(), refs(a, step->inputs()), refs(a, step->outputs()));
+    }
+  fmt::print("code:\n");
+  if (a.code())
+    for (const format::CodeObject* c : *a.code())
+      fmt::print("  {} {}: {}\n", c->kind() ? c->kind()->str() : "?", c->arch() ? c->arch()->str() : "?", section_text(*c->section()));
+  fmt::print("ir: {}\n", section_text(*a.ir()));
+  if (!args->has("no-ir")) {
+    auto ir = view->section(*a.ir());
+    fmt::print("--- the IR it was compiled from ---\n{}", std::string(ir.begin(), ir.end()));
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli
