@@ -2,6 +2,7 @@
 // every backend is tested against.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -24,10 +25,16 @@ Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> operands, const
 /// (input, param or state) needs one. Returns the graph's results in order.
 Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs);
 
+/// Runs a step itself: gets the step and pointers to its inputs' then its outputs' bytes
+/// where the plan put them; returns true when it ran the step, false to leave it to the
+/// interpreter.
+using StepRunner = std::function<Result<bool>(const Step& step, std::span<uint8_t* const> buffers)>;
+
 /// Runs a fused, planned graph (after the fusion and memory-plan passes) step by step
-/// through one byte arena at the planned offsets, with the interpreter evaluating each
-/// step's nodes. State updates planned in place are written into the state buffers.
-/// Returns the graph's results, read from where the plan put them.
-Result<std::vector<Tensor>> evaluate_program(const Graph& graph, const std::map<std::string, Tensor>& inputs);
+/// through one byte arena at the planned offsets, with `runner` (if given) or the
+/// interpreter evaluating each step. State updates planned in place are written into
+/// the state buffers. Returns the graph's results, read from where the plan put them.
+Result<std::vector<Tensor>> evaluate_program(const Graph& graph, const std::map<std::string, Tensor>& inputs,
+                                             const StepRunner& runner = {});
 
 }  // namespace kiln::ir

@@ -1,0 +1,133 @@
+#include "codegen/cpu/compile.h"
+
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fstream>
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "codegen/cpu/kernel_emitter.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+Result<std::string> temp_dir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/kiln-link.XXXXXX";
+  if (!mkdtemp(pattern.data())) return make_error("cpu codegen: cannot make a temporary directory for linking");
+  return pattern;
+}
+
+Result<std::vector<uint8_t>> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("cpu codegen: cannot read {}", path));
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs the linker without a shell (no quoting of paths), capturing its messages.
+Status link(const std::string& linker, const std::string& object, const std::string& output) {
+  std::vector<std::string> argv = {linker, "-shared", "--hash-style=gnu", "-O2", "-o", output, object,
+                                   "-L/usr/lib/x86_64-linux-gnu", "-L/lib/x86_64-linux-gnu", "--as-needed", "-lmvec", "-lm", "-lc"};
+  std::string log = output + ".log";
+  pid_t pid = fork();
+  if (pid < 0) return make_error("cpu codegen: cannot start the linker");
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stderr);
+    (void)f;
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(linker.c_str(), args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  std::ifstream in(log);
+  std::stringstream messages;
+  messages << in.rdbuf();
+  return make_error(fmt::format("cpu codegen: linking with {} failed{}{}", linker, WIFEXITED(status) && WEXITSTATUS(status) == 127 ? " (is lld-19 installed?)" : "",
+                                messages.str().empty() ? "" : ":\n" + messages.str()));
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOptions& options) {
+  static const bool initialized = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)initialized;
+  llvm::LLVMContext ctx;
+  auto module = std::make_unique<llvm::Module>("kiln", ctx);
+  KILN_RETURN_IF_ERROR(emit_kernels(g, *module));
+  std::string verify_messages;
+  llvm::raw_string_ostream verify_stream(verify_messages);
+  if (llvm::verifyModule(*module, &verify_stream))
+    return make_error("cpu codegen: internal error: invalid LLVM IR:\n" + verify_messages);
+
+  std::string triple = llvm::sys::getDefaultTargetTriple();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) return make_error("cpu codegen: " + error);
+  std::string cpu = options.cpu == "native" ? llvm::sys::getHostCPUName().str() : options.cpu;
+  std::string features;
+  if (options.cpu == "native") {
+    llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+    for (auto& f : host) features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
+  }
+  llvm::TargetOptions target_options;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(triple, cpu, features, target_options, llvm::Reloc::PIC_,
+                                                                           std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine) return make_error(fmt::format("cpu codegen: no target machine for {} ({})", triple, cpu));
+  module->setTargetTriple(triple);
+  module->setDataLayout(machine->createDataLayout());
+
+  // O3, with libmvec as the vector math library so transcendental loops vectorize too.
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(machine.get());
+  llvm::TargetLibraryInfoImpl tlii{llvm::Triple(triple)};
+  tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, llvm::Triple(triple));
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cam, mam);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*module, mam);
+
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream object_stream(object);
+  llvm::legacy::PassManager emit;
+  if (machine->addPassesToEmitFile(emit, object_stream, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return make_error("cpu codegen: the target cannot emit object files");
+  emit.run(*module);
+
+  KILN_ASSIGN_OR_RETURN(std::string dir, temp_dir());
+  std::string object_path = dir + "/kernels.o", library_path = dir + "/kernels.so";
+  std::ofstream(object_path, std::ios::binary).write(object.data(), static_cast<std::streamsize>(object.size()));
+  Status linked = link(options.linker, object_path, library_path);
+  auto bytes = linked.ok() ? read_bytes(library_path) : Result<std::vector<uint8_t>>(linked.error());
+  for (const char* name : {"/kernels.o", "/kernels.so", "/kernels.so.log"}) std::remove((dir + name).c_str());
+  rmdir(dir.c_str());
+  return bytes;
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,26 @@
+// A fused, planned program's kernels as one ELF shared object.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "ir/graph.h"
+
+namespace kiln::codegen::cpu {
+
+/// How to compile.
+struct CompileOptions {
+  /// The CPU to tune and select instructions for; "native" is the host's.
+  std::string cpu = "native";
+  /// The linker that turns the object into a shared object.
+  std::string linker = "/usr/bin/ld.lld-19";
+};
+
+/// Emits the program's kernels as LLVM IR (codegen/cpu/kernel_emitter.h), optimizes
+/// them at O3 (loop vectorization, with glibc's libmvec as the vector math library),
+/// and links them into an ELF shared object that depends on libc, libm and libmvec only.
+Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& planned, const CompileOptions& options = {});
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,576 @@
+#include "codegen/cpu/kernel_emitter.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "codegen/cpu/scalar_ops.h"
+#include "ir/shape_inference.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::ValueId;
+
+// An index into a value: one index per dim, or (for values of the kernel's iteration
+// shape when every value shares it) just the flat index.
+struct Index {
+  llvm::Value* flat = nullptr;
+  std::vector<llvm::Value*> dims;
+};
+
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m)
+      : g_(g), step_(step), m_(m), ctx_(m.getContext()), b_(ctx_), slot_(g.values.size(), -1), producer_(g.producers()),
+        member_(g.nodes.size(), 0) {
+    int k = 0;
+    for (ValueId v : step.inputs) slot_[v] = k++;
+    for (ValueId v : step.outputs) slot_[v] = k++;
+    for (int n : step.nodes) member_[n] = 1;
+  }
+
+  Status emit() {
+    auto* i64 = b_.getInt64Ty();
+    auto* ptr = llvm::PointerType::getUnqual(ctx_);
+    auto* fn_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
+    fn_ = llvm::Function::Create(fn_type, llvm::Function::ExternalLinkage, "kiln_" + step_.name, m_);
+    fn_->setDoesNotThrow();
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    llvm::Value* args = fn_->getArg(0);
+    for (size_t k = 0; k < step_.inputs.size() + step_.outputs.size(); ++k)
+      bases_.push_back(b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, args, k)));
+    Status body = step_.kind == ir::StepKind::Loop        ? emit_loop()
+                  : step_.kind == ir::StepKind::Reduction ? emit_reduction()
+                                                          : emit_scatter();
+    KILN_RETURN_IF_ERROR(body);
+    b_.CreateRetVoid();
+    return Status::Ok();
+  }
+
+ private:
+  const ir::TensorType& type(ValueId v) const { return g_.type(v); }
+  bool computed_here(ValueId v) const { return producer_[v] >= 0 && member_[producer_[v]]; }
+  llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+
+  // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop.
+  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* inner = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+    i->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, end), inner, exit);
+    b_.SetInsertPoint(inner);
+    KILN_RETURN_IF_ERROR(body(i));
+    llvm::Value* next = b_.CreateAdd(i, i64(1), "", true, true);
+    i->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    return Status::Ok();
+  }
+
+  llvm::Value* flat_of(const Shape& shape, const Index& idx) {
+    if (shape.empty()) return i64(0);
+    if (idx.flat) return idx.flat;
+    std::vector<int64_t> st = strides_of(shape);
+    llvm::Value* f = i64(0);
+    for (size_t d = 0; d < shape.size(); ++d) f = b_.CreateAdd(f, b_.CreateMul(idx.dims[d], i64(st[d])));
+    return f;
+  }
+
+  Index unflatten(llvm::Value* flat, const Shape& shape) {
+    Index idx;
+    std::vector<int64_t> st = strides_of(shape);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      llvm::Value* q = b_.CreateUDiv(flat, i64(st[d]));
+      idx.dims.push_back(d == 0 ? q : b_.CreateURem(q, i64(shape[d])));
+    }
+    return idx;
+  }
+
+  Index dims_of(const Shape& shape, const Index& idx) { return idx.flat ? unflatten(idx.flat, shape) : idx; }
+
+  // The value of v at idx (an index over v's shape).
+  Result<llvm::Value*> value_at(ValueId v, Index idx) {
+    // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
+    const Shape& shape = type(v).shape;
+    if (type(v).rank() == 0) idx = Index{};
+    else if (idx.flat && type(v).num_elements() == 1) idx.flat = i64(0);
+    else if (!idx.flat)
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] == 1) idx.dims[d] = i64(0);
+    std::vector<llvm::Value*> key = idx.flat ? std::vector<llvm::Value*>{idx.flat} : idx.dims;
+    auto memo = memo_.find({v, key});
+    if (memo != memo_.end()) return memo->second;
+    llvm::Value* result;
+    if (!computed_here(v)) {
+      if (slot_[v] < 0) return make_error(fmt::format("cpu codegen: step {} reads a value it does not list as an input", step_.name));
+      result = load_element(b_, type(v).dtype, bases_[slot_[v]], flat_of(type(v).shape, idx));
+    } else {
+      KILN_ASSIGN_OR_RETURN(result, compute(g_.nodes[producer_[v]], idx));
+    }
+    memo_[{v, key}] = result;
+    return result;
+  }
+
+  Result<llvm::Value*> compute(const Node& n, const Index& idx) {
+    const ir::TensorType& rt = type(n.result);
+    switch (ir::op_kind(n.op)) {
+      case OpKind::Elementwise: {
+        std::vector<llvm::Value*> operands;
+        std::vector<ir::DType> dtypes;
+        for (ValueId x : n.operands) {
+          KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, idx));
+          operands.push_back(v);
+          dtypes.push_back(type(x).dtype);
+        }
+        return elementwise(b_, m_, n.op, n.attrs, operands, dtypes, rt.dtype);
+      }
+      case OpKind::Source: return source(n, idx);
+      case OpKind::Movement: return movement(n, dims_of(rt.shape, idx));
+      default: break;
+    }
+    return make_error(fmt::format("cpu codegen: {} cannot be computed per element in step {}", ir::op_name(n.op), step_.name));
+  }
+
+  Result<llvm::Value*> source(const Node& n, const Index& idx) {
+    const ir::TensorType& rt = type(n.result);
+    if (n.op == Op::Iota) {
+      int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis"), rt.rank());
+      llvm::Value* i = dims_of(rt.shape, idx).dims[static_cast<size_t>(axis)];
+      llvm::Type* t = compute_type(ctx_, rt.dtype);
+      return ir::is_float(rt.dtype) ? round_to(b_, rt.dtype, b_.CreateSIToFP(i, t)) : b_.CreateSExtOrTrunc(i, t);
+    }
+    const ir::Literal& lit = n.attrs.get_literal("value");
+    if (rt.rank() == 0) return constant(b_, rt.dtype, lit.floats[0], lit.ints[0]);
+    // A dense constant: a private global array in the compute type.
+    std::vector<llvm::Constant*> elements;
+    for (size_t k = 0; k < lit.floats.size(); ++k)
+      elements.push_back(llvm::cast<llvm::Constant>(constant(b_, rt.dtype, lit.floats[k], lit.ints[k])));
+    llvm::Type* t = compute_type(ctx_, rt.dtype);
+    auto* array_type = llvm::ArrayType::get(t, elements.size());
+    auto* global = new llvm::GlobalVariable(m_, array_type, true, llvm::GlobalValue::PrivateLinkage,
+                                            llvm::ConstantArray::get(array_type, elements));
+    return b_.CreateLoad(t, b_.CreateGEP(t, global, flat_of(rt.shape, idx)));
+  }
+
+  Result<llvm::Value*> movement(const Node& n, const Index& out) {
+    const ir::TensorType& rt = type(n.result);
+    ValueId x = n.operands[0];
+    const Shape& xs = type(x).shape;
+    Index src;
+    switch (n.op) {
+      case Op::Broadcast: {
+        const auto& dims = n.attrs.get_ints("dims");
+        for (size_t i = 0; i < dims.size(); ++i) src.dims.push_back(xs[i] == 1 ? i64(0) : out.dims[static_cast<size_t>(dims[i])]);
+        return value_at(x, src);
+      }
+      case Op::Transpose: {
+        const auto& perm = n.attrs.get_ints("perm");
+        src.dims.resize(perm.size());
+        for (size_t d = 0; d < perm.size(); ++d) src.dims[static_cast<size_t>(perm[d])] = out.dims[d];
+        return value_at(x, src);
+      }
+      case Op::Reshape: return value_at(x, unflatten(flat_of(rt.shape, out), xs));
+      case Op::Slice: {
+        const auto& starts = n.attrs.get_ints("starts");
+        std::vector<int64_t> steps = n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(xs.size(), 1);
+        for (size_t d = 0; d < xs.size(); ++d) src.dims.push_back(b_.CreateAdd(i64(starts[d]), b_.CreateMul(out.dims[d], i64(steps[d]))));
+        return value_at(x, src);
+      }
+      case Op::Gather: {
+        int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()));
+        ValueId indices = n.operands[1];
+        size_t idx_rank = type(indices).shape.size();
+        Index at;
+        for (size_t k = 0; k < idx_rank; ++k) at.dims.push_back(out.dims[static_cast<size_t>(axis) + k]);
+        KILN_ASSIGN_OR_RETURN(llvm::Value * j, value_at(indices, at));
+        j = b_.CreateSExt(j, b_.getInt64Ty());
+        // numpy take: negative indices count from the end; out-of-range ones are clamped
+        // (the interpreter reports them; compiled code must not read out of bounds).
+        llvm::Value* extent = i64(xs[static_cast<size_t>(axis)]);
+        j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), b_.CreateAdd(j, extent), j);
+        j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), i64(0), j);
+        j = b_.CreateSelect(b_.CreateICmpSGE(j, extent), b_.CreateSub(extent, i64(1)), j);
+        for (size_t d = 0; d < xs.size(); ++d) {
+          if (static_cast<int64_t>(d) < axis) src.dims.push_back(out.dims[d]);
+          else if (static_cast<int64_t>(d) == axis) src.dims.push_back(j);
+          else src.dims.push_back(out.dims[d + idx_rank - 1]);
+        }
+        return value_at(x, src);
+      }
+      case Op::Concat: return concat(n, out);
+      default: break;
+    }
+    return make_error(fmt::format("cpu codegen: {} is not supported inside a kernel", ir::op_name(n.op)));
+  }
+
+  // Picks the operand whose range along the axis holds the index, with branches so that
+  // no other operand is read out of its bounds.
+  Result<llvm::Value*> concat(const Node& n, const Index& out) {
+    int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis"), type(n.result).rank());
+    llvm::Value* at = out.dims[static_cast<size_t>(axis)];
+    auto* done = llvm::BasicBlock::Create(ctx_, "concat.done", fn_);
+    std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>> incoming;
+    int64_t offset = 0;
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      ValueId x = n.operands[k];
+      int64_t extent = type(x).shape[static_cast<size_t>(axis)];
+      auto* take = llvm::BasicBlock::Create(ctx_, "concat.take", fn_);
+      auto* next = k + 1 < n.operands.size() ? llvm::BasicBlock::Create(ctx_, "concat.next", fn_) : nullptr;
+      if (next) b_.CreateCondBr(b_.CreateICmpSLT(at, i64(offset + extent)), take, next);
+      else b_.CreateBr(take);
+      b_.SetInsertPoint(take);
+      Index src = out;
+      src.dims[static_cast<size_t>(axis)] = b_.CreateSub(at, i64(offset));
+      // Values computed in this branch must not be reused outside it.
+      auto saved = memo_;
+      KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, src));
+      memo_ = std::move(saved);
+      incoming.emplace_back(v, b_.GetInsertBlock());
+      b_.CreateBr(done);
+      if (next) b_.SetInsertPoint(next);
+      offset += extent;
+    }
+    b_.SetInsertPoint(done);
+    llvm::PHINode* phi = b_.CreatePHI(incoming[0].first->getType(), static_cast<unsigned>(incoming.size()));
+    for (auto [v, block] : incoming) phi->addIncoming(v, block);
+    return phi;
+  }
+
+  Status emit_loop() {
+    const Shape& shape = type(step_.outputs[0]).shape;
+    // Flat indexing when every value shares the iteration shape (or is a scalar) and no
+    // movement op remaps indices: the vectorizer's best case.
+    bool flat = true;
+    auto same = [&](ValueId v) { return type(v).rank() == 0 || type(v).shape == shape; };
+    for (int n : step_.nodes) {
+      const Node& node = g_.nodes[n];
+      flat = flat && same(node.result) && ir::op_kind(node.op) != OpKind::Movement && node.op != Op::Iota;
+      for (ValueId v : node.operands) flat = flat && same(v);
+    }
+    KILN_RETURN_IF_ERROR(hoist_scalars());
+    return loop(fn_->getArg(1), fn_->getArg(2), [&](llvm::Value* i) -> Status {
+      Index idx = flat ? Index{i, {}} : unflatten(i, shape);
+      for (ValueId o : step_.outputs) {
+        KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(o, idx));
+        store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(shape, idx), v);
+      }
+      drop_loop_values();
+      return Status::Ok();
+    });
+  }
+
+  // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
+  // reduction feeds) are computed once, in the entry block, so every use is dominated.
+  Status hoist_scalars() {
+    std::vector<char> varies(g_.values.size(), 0);  // depends on a reduction of this step
+    for (int n : step_.nodes) {
+      const Node& node = g_.nodes[n];
+      bool v = ir::op_kind(node.op) == OpKind::Reduction;
+      for (ValueId x : node.operands) v = v || varies[x];
+      varies[node.result] = v;
+      if (v || type(node.result).rank() != 0) continue;
+      if (!std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId x) { return type(x).rank() == 0; })) continue;
+      auto r = value_at(node.result, Index{});
+      if (!r.ok()) return r.error();
+    }
+    for (ValueId x : step_.inputs) {
+      if (type(x).rank() != 0) continue;
+      auto r = value_at(x, Index{});
+      if (!r.ok()) return r.error();
+    }
+    invariant_ = memo_;
+    return Status::Ok();
+  }
+
+  // Values computed inside a loop body are not valid after it.
+  void drop_loop_values() { memo_ = invariant_; }
+
+  Status emit_reduction();
+  Status emit_scatter();
+  // Emits the loop of one reduction over a row and records its result for the row.
+  Status reduce(const Node& n, int64_t row_length, const std::function<Index(llvm::Value*)>& full_index, const Index& at,
+                llvm::IRBuilder<>& entry);
+
+  const ir::Graph& g_;
+  const ir::Step& step_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<int> slot_;
+  std::vector<int> producer_;
+  std::vector<char> member_;
+  std::vector<llvm::Value*> bases_;
+  std::map<std::pair<ValueId, std::vector<llvm::Value*>>, llvm::Value*> memo_, invariant_;
+  friend class RowEmitter;
+};
+
+
+// ---- reduction kernels: one row per work item ------------------------------------
+
+struct RowClass {
+  Shape full;
+  std::vector<int64_t> reduced, kept;
+  Shape kept_shape, reduced_shape;
+};
+
+std::vector<int64_t> reduction_axes(const ir::Graph& g, const Node& n) {
+  int64_t rank = g.type(n.operands[0]).rank();
+  std::vector<int64_t> axes;
+  if (n.op == Op::Argmax) axes.push_back(*ir::normalize_axis(n.attrs.get_int("axis"), rank));
+  else
+    for (int64_t a : n.attrs.get_ints("axes")) axes.push_back(*ir::normalize_axis(a, rank));
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+// The row class of a reduction step: from its first reduction, or else from a broadcast
+// that spreads a value computed in the step over its rows.
+std::optional<RowClass> row_class(const ir::Graph& g, const ir::Step& step) {
+  RowClass rc;
+  std::vector<int> producer = g.producers();
+  std::vector<char> member(g.nodes.size(), 0);
+  for (int n : step.nodes) member[n] = 1;
+  bool found = false;
+  for (int n : step.nodes) {
+    const Node& node = g.nodes[n];
+    if (ir::op_kind(node.op) == OpKind::Reduction) {
+      rc.full = g.type(node.operands[0]).shape;
+      rc.reduced = reduction_axes(g, node);
+      found = true;
+      break;
+    }
+  }
+  for (size_t k = 0; !found && k < step.nodes.size(); ++k) {
+    const Node& node = g.nodes[step.nodes[k]];
+    if (node.op != Op::Broadcast || producer[node.operands[0]] < 0 || !member[producer[node.operands[0]]]) continue;
+    const Shape &from = g.type(node.operands[0]).shape, &to = g.type(node.result).shape;
+    const auto& dims = node.attrs.get_ints("dims");
+    rc.full = to;
+    rc.reduced.clear();
+    for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d) {
+      bool mapped = std::find(dims.begin(), dims.end(), d) != dims.end();
+      bool expanded = from.size() == to.size() && from[d] == 1 && to[d] != 1;
+      if (!mapped || expanded) rc.reduced.push_back(d);
+    }
+    found = !rc.reduced.empty();
+  }
+  if (!found) return std::nullopt;
+  for (int64_t d = 0; d < static_cast<int64_t>(rc.full.size()); ++d) {
+    if (std::binary_search(rc.reduced.begin(), rc.reduced.end(), d)) rc.reduced_shape.push_back(rc.full[d]);
+    else {
+      rc.kept.push_back(d);
+      rc.kept_shape.push_back(rc.full[d]);
+    }
+  }
+  return rc;
+}
+
+Status KernelEmitter::emit_reduction() {
+  auto cls = row_class(g_, step_);
+  if (!cls) return make_error(fmt::format("cpu codegen: step {} has no row structure", step_.name));
+  const RowClass& rc = *cls;
+  KILN_RETURN_IF_ERROR(hoist_scalars());
+  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  const int64_t row_length = ir::num_elements(rc.reduced_shape);
+  Shape keepdims = rc.full;
+  for (int64_t d : rc.reduced) keepdims[static_cast<size_t>(d)] = 1;
+  return loop(fn_->getArg(1), fn_->getArg(2), [&](llvm::Value* r) -> Status {
+    Index kept = unflatten(r, rc.kept_shape);
+    // Indexes of a row value: over the kept dims, or over S with 0 at the reduced dims.
+    Index row_idx = kept, keep_idx;
+    for (size_t d = 0, k = 0; d < rc.full.size(); ++d)
+      keep_idx.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? i64(0) : kept.dims[k++]);
+    auto row_index = [&](const Shape& s) { return s == keepdims && s != rc.kept_shape ? keep_idx : row_idx; };
+    auto full_index = [&](llvm::Value* j) {
+      Index red = unflatten(j, rc.reduced_shape), full;
+      for (size_t d = 0, k = 0, q = 0; d < rc.full.size(); ++d)
+        full.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? red.dims[q++] : kept.dims[k++]);
+      return full;
+    };
+    for (int n : step_.nodes) {
+      const Node& node = g_.nodes[n];
+      const ir::TensorType& t = type(node.result);
+      if (ir::op_kind(node.op) == OpKind::Reduction) {
+        KILN_RETURN_IF_ERROR(reduce(node, row_length, full_index, row_index(t.shape), entry));
+      } else if (t.shape != rc.full) {
+        auto v = value_at(node.result, row_index(t.shape));  // a row value: once per row
+        if (!v.ok()) return v.error();
+      }
+    }
+    auto row_memo = memo_;
+    bool any_full = std::any_of(step_.outputs.begin(), step_.outputs.end(), [&](ValueId o) { return type(o).shape == rc.full; });
+    if (any_full) {
+      KILN_RETURN_IF_ERROR(loop(i64(0), i64(row_length), [&](llvm::Value* j) -> Status {
+        Index full = full_index(j);
+        for (ValueId o : step_.outputs) {
+          if (type(o).shape != rc.full) continue;
+          KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(o, full));
+          store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(rc.full, full), v);
+        }
+        memo_ = row_memo;
+        return Status::Ok();
+      }));
+    }
+    for (ValueId o : step_.outputs) {
+      if (type(o).shape == rc.full) continue;
+      Index at = row_index(type(o).shape);
+      KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(o, at));
+      store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(type(o).shape, at), v);
+    }
+    drop_loop_values();
+    return Status::Ok();
+  });
+}
+
+
+Status KernelEmitter::reduce(const Node& n, int64_t row_length, const std::function<Index(llvm::Value*)>& full_index,
+                             const Index& at, llvm::IRBuilder<>& entry) {
+  ValueId x = n.operands[0];
+  ir::DType dt = type(x).dtype;
+  bool fp = ir::is_float(dt);
+  llvm::Type* ct = compute_type(ctx_, dt);
+  // Sums of floats accumulate in double, as the interpreter does.
+  llvm::Type* acc_type = fp && n.op == Op::ReduceSum ? b_.getDoubleTy() : fp ? ct : b_.getInt64Ty();
+  llvm::AllocaInst* acc = entry.CreateAlloca(acc_type);
+  llvm::AllocaInst* best = n.op == Op::Argmax ? entry.CreateAlloca(b_.getInt64Ty()) : nullptr;
+  llvm::Value* init;
+  if (n.op == Op::ReduceSum) init = llvm::Constant::getNullValue(acc_type);
+  else if (n.op == Op::ReduceMin) init = fp ? llvm::ConstantFP::getInfinity(acc_type) : llvm::ConstantInt::get(acc_type, INT64_MAX);
+  else init = fp ? llvm::ConstantFP::getInfinity(acc_type, true) : llvm::ConstantInt::get(acc_type, static_cast<uint64_t>(INT64_MIN));
+  b_.CreateStore(init, acc);
+  if (best) b_.CreateStore(i64(0), best);
+  auto before = memo_;
+  KILN_RETURN_IF_ERROR(loop(i64(0), i64(row_length), [&](llvm::Value* j) -> Status {
+    KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full_index(j)));
+    llvm::Value* a = b_.CreateLoad(acc_type, acc);
+    if (!fp) v = b_.CreateSExt(v, b_.getInt64Ty());
+    llvm::Value* next;
+    switch (n.op) {
+      case Op::ReduceSum: next = fp ? b_.CreateFAdd(a, b_.CreateFPExt(v, acc_type)) : b_.CreateAdd(a, v); break;
+      case Op::ReduceMax: next = fp ? b_.CreateIntrinsic(llvm::Intrinsic::maximum, {acc_type}, {a, v}) : b_.CreateSelect(b_.CreateICmpSGT(v, a), v, a); break;
+      case Op::ReduceMin: next = fp ? b_.CreateIntrinsic(llvm::Intrinsic::minimum, {acc_type}, {a, v}) : b_.CreateSelect(b_.CreateICmpSLT(v, a), v, a); break;
+      default: {  // argmax: the first maximum; the first NaN wins
+        llvm::Value* better = fp ? b_.CreateAnd(b_.CreateFCmpORD(a, a), b_.CreateOr(b_.CreateFCmpOGT(v, a), b_.CreateFCmpUNO(v, v)))
+                                 : b_.CreateICmpSGT(v, a);
+        better = b_.CreateOr(better, b_.CreateICmpEQ(j, i64(0)));
+        b_.CreateStore(b_.CreateSelect(better, j, b_.CreateLoad(b_.getInt64Ty(), best)), best);
+        next = b_.CreateSelect(better, v, a);
+      }
+    }
+    b_.CreateStore(next, acc);
+    memo_ = before;
+    return Status::Ok();
+  }));
+  const ir::TensorType& rt = type(n.result);
+  llvm::Value* result;
+  if (n.op == Op::Argmax) result = b_.CreateLoad(b_.getInt64Ty(), best);
+  else {
+    result = b_.CreateLoad(acc_type, acc);
+    if (fp) result = round_to(b_, rt.dtype, b_.CreateFPCast(result, compute_type(ctx_, rt.dtype)));
+    else result = b_.CreateTrunc(result, compute_type(ctx_, rt.dtype));
+  }
+  Index key = at;
+  const Shape& rshape = type(n.result).shape;
+  for (size_t d = 0; d < key.dims.size() && d < rshape.size(); ++d)
+    if (rshape[d] == 1) key.dims[d] = i64(0);
+  if (rshape.empty()) key = Index{};
+  memo_[{n.result, key.dims}] = result;
+  return Status::Ok();
+}
+
+// scatter_add: the base copied to the output, then each update added at its index.
+// Repeated indices make the additions depend on each other, so it is one work item.
+Status KernelEmitter::emit_scatter() {
+  const Node* scatter = nullptr;
+  for (int n : step_.nodes)
+    if (g_.nodes[n].op == Op::ScatterAdd) scatter = &g_.nodes[n];
+  if (!scatter) return make_error(fmt::format("cpu codegen: step {} has no scatter_add", step_.name));
+  ValueId out = scatter->result, base = scatter->operands[0], indices = scatter->operands[1], updates = scatter->operands[2];
+  const Shape &shape = type(out).shape, &ushape = type(updates).shape;
+  int64_t axis = *ir::normalize_axis(scatter->attrs.get_int("axis", 0), static_cast<int64_t>(shape.size()));
+  size_t idx_rank = type(indices).shape.size();
+  ir::DType dt = type(out).dtype;
+  auto* first = llvm::BasicBlock::Create(ctx_, "scatter", fn_);
+  auto* skip = llvm::BasicBlock::Create(ctx_, "scatter.skip", fn_);
+  b_.CreateCondBr(b_.CreateICmpSLE(fn_->getArg(1), i64(0)), first, skip);
+  b_.SetInsertPoint(first);
+  KILN_RETURN_IF_ERROR(loop(i64(0), i64(ir::num_elements(shape)), [&](llvm::Value* k) -> Status {
+    KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(base, unflatten(k, shape)));
+    store_element(b_, dt, bases_[slot_[out]], k, v);
+    memo_.clear();
+    return Status::Ok();
+  }));
+  KILN_RETURN_IF_ERROR(loop(i64(0), i64(ir::num_elements(ushape)), [&](llvm::Value* u) -> Status {
+    Index src = unflatten(u, ushape), at;
+    for (size_t q = 0; q < idx_rank; ++q) at.dims.push_back(src.dims[static_cast<size_t>(axis) + q]);
+    KILN_ASSIGN_OR_RETURN(llvm::Value * j, value_at(indices, at));
+    j = b_.CreateSExt(j, b_.getInt64Ty());
+    llvm::Value* extent = i64(shape[static_cast<size_t>(axis)]);
+    j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), b_.CreateAdd(j, extent), j);
+    j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), i64(0), j);
+    j = b_.CreateSelect(b_.CreateICmpSGE(j, extent), b_.CreateSub(extent, i64(1)), j);
+    Index dst;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (static_cast<int64_t>(d) < axis) dst.dims.push_back(src.dims[d]);
+      else if (static_cast<int64_t>(d) == axis) dst.dims.push_back(j);
+      else dst.dims.push_back(src.dims[d + idx_rank - 1]);
+    }
+    llvm::Value* at_dst = flat_of(shape, dst);
+    KILN_ASSIGN_OR_RETURN(llvm::Value * add, value_at(updates, src));
+    llvm::Value* old = load_element(b_, dt, bases_[slot_[out]], at_dst);
+    llvm::Value* sum = ir::is_float(dt) ? round_to(b_, dt, b_.CreateFAdd(old, add)) : b_.CreateAdd(old, add);
+    store_element(b_, dt, bases_[slot_[out]], at_dst, sum);
+    memo_.clear();
+    return Status::Ok();
+  }));
+  b_.CreateBr(skip);
+  b_.SetInsertPoint(skip);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int64_t work_items(const ir::Graph& g, const ir::Step& step) {
+  switch (step.kind) {
+    case ir::StepKind::Loop: return g.type(step.outputs[0]).num_elements();
+    case ir::StepKind::Reduction: {
+      auto rc = row_class(g, step);
+      return rc ? ir::num_elements(rc->kept_shape) : 0;
+    }
+    case ir::StepKind::Scatter: return 1;
+    case ir::StepKind::Library: return 0;
+  }
+  return 0;
+}
+
+Status emit_kernels(const ir::Graph& g, llvm::Module& m) {
+  if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");
+  for (const ir::Step& step : g.program->steps) {
+    if (step.kind == ir::StepKind::Library) continue;
+    KILN_RETURN_IF_ERROR(KernelEmitter(g, step, m).emit());
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::codegen::cpu

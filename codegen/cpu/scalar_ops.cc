@@ -1,0 +1,177 @@
+#include "codegen/cpu/scalar_ops.h"
+
+#include <fmt/format.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using ir::DType;
+using ir::Op;
+
+llvm::Type* storage_type(llvm::LLVMContext& ctx, DType d) {
+  switch (d) {
+    case DType::F32: return llvm::Type::getFloatTy(ctx);
+    case DType::F64: return llvm::Type::getDoubleTy(ctx);
+    case DType::F16: return llvm::Type::getHalfTy(ctx);
+    case DType::BF16: return llvm::Type::getInt16Ty(ctx);
+    case DType::I32: return llvm::Type::getInt32Ty(ctx);
+    case DType::I64: return llvm::Type::getInt64Ty(ctx);
+    case DType::Bool: return llvm::Type::getInt8Ty(ctx);
+  }
+  return nullptr;
+}
+
+llvm::Value* call_intrinsic(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
+  return b.CreateIntrinsic(id, {args[0]->getType()}, args);
+}
+
+// A libm function of one argument (tanh, erf): tanhf for float, tanh for double.
+llvm::Value* call_libm(llvm::IRBuilder<>& b, llvm::Module& m, const char* name, llvm::Value* x) {
+  bool is_float = x->getType()->isFloatTy();
+  std::string fn = std::string(name) + (is_float ? "f" : "");
+  llvm::FunctionCallee callee = m.getOrInsertFunction(fn, llvm::FunctionType::get(x->getType(), {x->getType()}, false));
+  if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
+    f->setDoesNotThrow();
+    f->setDoesNotAccessMemory();
+  }
+  return b.CreateCall(callee, {x});
+}
+
+// bf16 bits from a float, rounding to nearest even; NaN stays a quiet NaN.
+llvm::Value* bf16_bits(llvm::IRBuilder<>& b, llvm::Value* f) {
+  llvm::Value* bits = b.CreateBitCast(f, b.getInt32Ty());
+  llvm::Value* lsb = b.CreateAnd(b.CreateLShr(bits, 16), 1);
+  llvm::Value* rounded = b.CreateAdd(bits, b.CreateAdd(b.getInt32(0x7fff), lsb));
+  llvm::Value* high = b.CreateTrunc(b.CreateLShr(rounded, 16), b.getInt16Ty());
+  llvm::Value* nan = b.CreateFCmpUNO(f, f);
+  return b.CreateSelect(nan, b.getInt16(0x7fc0), high);
+}
+
+llvm::Value* bf16_value(llvm::IRBuilder<>& b, llvm::Value* bits) {
+  return b.CreateBitCast(b.CreateShl(b.CreateZExt(bits, b.getInt32Ty()), 16), b.getFloatTy());
+}
+
+}  // namespace
+
+llvm::Type* compute_type(llvm::LLVMContext& ctx, DType d) {
+  switch (d) {
+    case DType::F32: case DType::F16: case DType::BF16: return llvm::Type::getFloatTy(ctx);
+    case DType::F64: return llvm::Type::getDoubleTy(ctx);
+    case DType::I32: return llvm::Type::getInt32Ty(ctx);
+    case DType::I64: return llvm::Type::getInt64Ty(ctx);
+    case DType::Bool: return llvm::Type::getInt1Ty(ctx);
+  }
+  return nullptr;
+}
+
+llvm::Value* load_element(llvm::IRBuilder<>& b, DType d, llvm::Value* base, llvm::Value* index) {
+  llvm::Type* st = storage_type(b.getContext(), d);
+  llvm::Value* v = b.CreateLoad(st, b.CreateGEP(st, base, index));
+  switch (d) {
+    case DType::F16: return b.CreateFPExt(v, b.getFloatTy());
+    case DType::BF16: return bf16_value(b, v);
+    case DType::Bool: return b.CreateICmpNE(v, b.getInt8(0));
+    default: return v;
+  }
+}
+
+void store_element(llvm::IRBuilder<>& b, DType d, llvm::Value* base, llvm::Value* index, llvm::Value* value) {
+  llvm::Type* st = storage_type(b.getContext(), d);
+  switch (d) {
+    case DType::F16: value = b.CreateFPTrunc(value, st); break;
+    case DType::BF16: value = bf16_bits(b, value); break;
+    case DType::Bool: value = b.CreateZExt(value, st); break;
+    default: break;
+  }
+  b.CreateStore(value, b.CreateGEP(st, base, index));
+}
+
+llvm::Value* round_to(llvm::IRBuilder<>& b, DType d, llvm::Value* v) {
+  if (d == DType::F16) return b.CreateFPExt(b.CreateFPTrunc(v, b.getHalfTy()), b.getFloatTy());
+  if (d == DType::BF16) return bf16_value(b, bf16_bits(b, v));
+  return v;
+}
+
+llvm::Value* constant(llvm::IRBuilder<>& b, DType d, double value, int64_t int_value) {
+  llvm::Type* t = compute_type(b.getContext(), d);
+  if (ir::is_float(d)) return llvm::ConstantFP::get(t, ir::round_to_dtype(d, value));
+  if (d == DType::Bool) return b.getInt1(int_value != 0);
+  return llvm::ConstantInt::get(t, static_cast<uint64_t>(int_value), true);
+}
+
+Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, const ir::Attrs& attrs,
+                                 std::span<llvm::Value* const> in, std::span<const DType> in_types, DType rt) {
+  DType dt = in_types.empty() ? rt : in_types[0];
+  bool fp = ir::is_float(dt);
+  llvm::Value* x = in.empty() ? nullptr : in[0];
+  llvm::Value* y = in.size() > 1 ? in[1] : nullptr;
+  auto zero = [&](llvm::Value* like) { return llvm::Constant::getNullValue(like->getType()); };
+  auto fpr = [&](llvm::Value* v) { return round_to(b, rt, v); };  // f16/bf16 round after each op
+  switch (op) {
+    case Op::Neg: return fp ? fpr(b.CreateFNeg(x)) : b.CreateSub(zero(x), x);
+    case Op::Abs:
+      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::fabs, {x})) : b.CreateSelect(b.CreateICmpSLT(x, zero(x)), b.CreateSub(zero(x), x), x);
+    case Op::Relu:
+      // NaN stays NaN, as in the interpreter (x > 0 or unordered).
+      return fp ? b.CreateSelect(b.CreateFCmpUGT(x, zero(x)), x, zero(x)) : b.CreateSelect(b.CreateICmpSGT(x, zero(x)), x, zero(x));
+    case Op::Exp: return fpr(call_intrinsic(b, llvm::Intrinsic::exp, {x}));
+    case Op::Log: return fpr(call_intrinsic(b, llvm::Intrinsic::log, {x}));
+    case Op::Sqrt: return fpr(call_intrinsic(b, llvm::Intrinsic::sqrt, {x}));
+    case Op::Rsqrt: return fpr(b.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), call_intrinsic(b, llvm::Intrinsic::sqrt, {x})));
+    case Op::Sin: return fpr(call_intrinsic(b, llvm::Intrinsic::sin, {x}));
+    case Op::Cos: return fpr(call_intrinsic(b, llvm::Intrinsic::cos, {x}));
+    case Op::Tanh: return fpr(call_libm(b, m, "tanh", x));
+    case Op::Erf: return fpr(call_libm(b, m, "erf", x));
+    case Op::Floor: return fpr(call_intrinsic(b, llvm::Intrinsic::floor, {x}));
+    case Op::Ceil: return fpr(call_intrinsic(b, llvm::Intrinsic::ceil, {x}));
+    case Op::Sigmoid: {
+      llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+      return fpr(b.CreateFDiv(one, b.CreateFAdd(one, call_intrinsic(b, llvm::Intrinsic::exp, {b.CreateFNeg(x)}))));
+    }
+    case Op::Not: return b.CreateNot(x);
+    case Op::Add: return fp ? fpr(b.CreateFAdd(x, y)) : b.CreateAdd(x, y);
+    case Op::Sub: return fp ? fpr(b.CreateFSub(x, y)) : b.CreateSub(x, y);
+    case Op::Mul: return fp ? fpr(b.CreateFMul(x, y)) : b.CreateMul(x, y);
+    case Op::Div: {
+      if (fp) return fpr(b.CreateFDiv(x, y));
+      // x / 0 is 0 and x / -1 is -x (wrapping), without trapping.
+      llvm::Value* safe = b.CreateSelect(b.CreateOr(b.CreateICmpEQ(y, zero(y)), b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1))),
+                                         llvm::ConstantInt::get(y->getType(), 1), y);
+      llvm::Value* q = b.CreateSDiv(x, safe);
+      llvm::Value* neg = b.CreateSub(zero(x), x);
+      return b.CreateSelect(b.CreateICmpEQ(y, zero(y)), zero(x), b.CreateSelect(b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1)), neg, q));
+    }
+    case Op::Pow:
+      if (!fp) return make_error("cpu codegen: pow on integers is not supported yet");
+      return fpr(call_intrinsic(b, llvm::Intrinsic::pow, {x, y}));
+    case Op::Maximum:
+      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::maximum, {x, y})) : b.CreateSelect(b.CreateICmpSGE(x, y), x, y);
+    case Op::Minimum:
+      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::minimum, {x, y})) : b.CreateSelect(b.CreateICmpSLE(x, y), x, y);
+    case Op::Eq: return fp ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);
+    case Op::Ne: return fp ? b.CreateFCmpUNE(x, y) : b.CreateICmpNE(x, y);
+    case Op::Lt: return fp ? b.CreateFCmpOLT(x, y) : (dt == DType::Bool ? b.CreateICmpULT(x, y) : b.CreateICmpSLT(x, y));
+    case Op::Le: return fp ? b.CreateFCmpOLE(x, y) : (dt == DType::Bool ? b.CreateICmpULE(x, y) : b.CreateICmpSLE(x, y));
+    case Op::Gt: return fp ? b.CreateFCmpOGT(x, y) : (dt == DType::Bool ? b.CreateICmpUGT(x, y) : b.CreateICmpSGT(x, y));
+    case Op::Ge: return fp ? b.CreateFCmpOGE(x, y) : (dt == DType::Bool ? b.CreateICmpUGE(x, y) : b.CreateICmpSGE(x, y));
+    case Op::And: return b.CreateAnd(x, y);
+    case Op::Or: return b.CreateOr(x, y);
+    case Op::Select: return b.CreateSelect(in[0], in[1], in[2]);
+    case Op::Cast: {
+      DType to = attrs.get_dtype("to");
+      llvm::Type* t = compute_type(b.getContext(), to);
+      if (to == DType::Bool) return fp ? b.CreateFCmpUNE(x, zero(x)) : b.CreateICmpNE(x, zero(x));
+      if (dt == DType::Bool) return ir::is_float(to) ? b.CreateUIToFP(x, t) : b.CreateZExt(x, t);
+      if (fp && ir::is_float(to)) return round_to(b, to, b.CreateFPCast(x, t));
+      if (fp) return b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
+      if (ir::is_float(to)) return round_to(b, to, b.CreateSIToFP(x, t));
+      return b.CreateSExtOrTrunc(x, t);
+    }
+    default: break;
+  }
+  return make_error(fmt::format("cpu codegen: {} is not an elementwise op", ir::op_name(op)));
+}
+
+}  // namespace kiln::codegen::cpu

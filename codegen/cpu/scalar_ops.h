@@ -1,0 +1,31 @@
+// Element types and one-element arithmetic in LLVM IR, with the reference interpreter's
+// semantics (wrapping integers, division by zero giving 0, saturating float-to-int
+// casts, NaN-propagating maximum and minimum, f16/bf16 rounded after every op).
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+#include "base/result.h"
+#include "ir/attributes.h"
+#include "ir/ops.h"
+#include "ir/types.h"
+
+namespace kiln::codegen::cpu {
+
+/// The type elements are computed in: float for f32, f16 and bf16; double; i32; i64; i1.
+llvm::Type* compute_type(llvm::LLVMContext& ctx, ir::DType dtype);
+/// Loads element `index` of an array of `dtype` at `base`, in the compute type.
+llvm::Value* load_element(llvm::IRBuilder<>& b, ir::DType dtype, llvm::Value* base, llvm::Value* index);
+/// Stores a compute-type value as element `index` of an array of `dtype` at `base`.
+void store_element(llvm::IRBuilder<>& b, ir::DType dtype, llvm::Value* base, llvm::Value* index, llvm::Value* value);
+/// Rounds a float compute value to f16 or bf16 precision (identity for other types).
+llvm::Value* round_to(llvm::IRBuilder<>& b, ir::DType dtype, llvm::Value* value);
+/// A compute-type constant.
+llvm::Value* constant(llvm::IRBuilder<>& b, ir::DType dtype, double value, int64_t int_value);
+/// One elementwise op on compute-type operands; `operand_dtypes` are the operands'
+/// element types. Errors name ops the CPU backend does not support.
+Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, ir::Op op, const ir::Attrs& attrs,
+                                 std::span<llvm::Value* const> operands, std::span<const ir::DType> operand_dtypes,
+                                 ir::DType result_dtype);
+
+}  // namespace kiln::codegen::cpu
