@@ -1,5 +1,6 @@
 #include "compiler/artifact.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace kiln {
@@ -36,6 +37,57 @@ format::Home to_format(ir::Home h) {
     case ir::Home::State: return format::Home::State;
   }
   return format::Home::Arena;
+}
+
+struct MatmulCall {
+  ir::ValueId a, b;
+  format::ArtifactContents::MatmulInfo params;
+};
+
+std::vector<int64_t> strides(const ir::Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+// The BLAS parameters of a library step: its matmul, with a transpose of the last two
+// dims folded into either operand, and numpy batch broadcasting as per-dim strides.
+Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
+  const ir::Node* mm = nullptr;
+  for (int n : step.nodes)
+    if (g.nodes[n].op == ir::Op::Matmul) mm = &g.nodes[n];
+  if (!mm) return make_error(fmt::format("artifact: library step {} has no matmul", step.name));
+  std::vector<int> producer = g.producers();
+  MatmulCall call;
+  auto source = [&](ir::ValueId v, bool& trans) {
+    int p = producer[v];
+    if (p >= 0 && g.nodes[p].op == ir::Op::Transpose && std::find(step.nodes.begin(), step.nodes.end(), p) != step.nodes.end()) {
+      trans = true;
+      return g.nodes[p].operands[0];
+    }
+    trans = false;
+    return v;
+  };
+  call.a = source(mm->operands[0], call.params.trans_a);
+  call.b = source(mm->operands[1], call.params.trans_b);
+  const ir::Shape &as = g.type(mm->operands[0]).shape, &bs = g.type(mm->operands[1]).shape, &cs = g.type(mm->result).shape;
+  call.params.m = as[as.size() - 2];
+  call.params.k = as.back();
+  call.params.n = bs.back();
+  // Batch dims, aligned from the right; strides over the stored (source) operands, whose
+  // batch dims are those of the matmul operands.
+  std::vector<int64_t> a_st = strides(g.type(call.a).shape), b_st = strides(g.type(call.b).shape), c_st = strides(cs);
+  size_t batch = cs.size() - 2;
+  for (size_t i = 0; i < batch; ++i) {
+    auto stride_of = [&](const ir::Shape& s, const std::vector<int64_t>& st) -> int64_t {
+      size_t sb = s.size() - 2;
+      if (i + sb < batch) return 0;  // a missing leading dim broadcasts
+      size_t d = i + sb - batch;
+      return s[d] == 1 ? 0 : st[d];
+    };
+    call.params.batch.emplace_back(cs[i], stride_of(as, a_st), stride_of(bs, b_st), c_st[i]);
+  }
+  return call;
 }
 
 }  // namespace
@@ -82,7 +134,13 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     info.kind = to_format(step.kind);
     info.name = step.name;
     info.symbol = step.kind == ir::StepKind::Library ? "matmul" : "kiln_" + step.name;
-    for (ir::ValueId v : step.inputs) info.inputs.push_back(value(v));
+    if (step.kind == ir::StepKind::Library) {
+      KILN_ASSIGN_OR_RETURN(MatmulCall call, matmul_call(g, step));
+      info.matmul = call.params;
+      info.inputs = {value(call.a), value(call.b)};
+    } else {
+      for (ir::ValueId v : step.inputs) info.inputs.push_back(value(v));
+    }
     for (ir::ValueId v : step.outputs) info.outputs.push_back(value(v));
     c.steps.push_back(std::move(info));
   }

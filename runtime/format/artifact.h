@@ -55,10 +55,17 @@ struct ArtifactContents {
     uint64_t offset = 0, bytes = 0;
     int32_t first_step = -1, last_step = -1, in_place_of = -1, state = -1;
   };
+  struct MatmulInfo {
+    int64_t m = 0, n = 0, k = 0;
+    bool trans_a = false, trans_b = false;
+    std::vector<BatchDim> batch;
+  };
   struct StepInfo {
     StepKind kind = StepKind::Loop;
     std::string name, symbol;
     std::vector<uint32_t> inputs, outputs;
+    MatmulInfo matmul;  ///< for library steps
+    int64_t work_items = 0;  ///< for kernel steps
   };
   struct CodeInfo {
     std::string kind, arch;

@@ -219,6 +219,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     const Step* step = a.steps()->Get(s);
     if (static_cast<int>(step->kind()) > static_cast<int>(StepKind::MAX)) return fail(Kind::OutOfRange, "step " + n(s) + " has an unknown kind");
     if (!step->symbol() || step->symbol()->size() == 0) return fail(Kind::MalformedMetadata, "step " + n(s) + " has no entry point");
+    if (step->work_items() < 0 || step->work_items() > (int64_t{1} << 40))
+      return fail(Kind::OutOfRange, "step " + n(s) + " has " + std::to_string(step->work_items()) + " work items");
     for (uint32_t v : items(step->inputs())) {
       if (!value_ok(v)) return fail(Kind::OutOfRange, "step " + n(s) + " reads value " + n(v) + " of " + n(values));
       if (available[v] == -2) return fail(Kind::UseBeforeProduce, "step " + n(s) + " reads value " + n(v) + " before any step produces it");
@@ -232,6 +234,38 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       if (b < 0 || a.buffers()->Get(b)->first_step() != s)
         return fail(Kind::BadMemoryPlan, "step " + n(s) + " writes value " + n(v) + ", which has no buffer born at that step");
       available[v] = s;
+    }
+  }
+  // Library steps: the matmul's reach into each operand stays inside it.
+  for (int s = 0; s < steps; ++s) {
+    const Step* step = a.steps()->Get(s);
+    if (step->kind() != StepKind::Library) continue;
+    const Matmul* mm = step->matmul();
+    if (!mm || count(step->inputs()) != 2 || count(step->outputs()) != 1)
+      return fail(Kind::MalformedMetadata, "library step " + n(s) + " needs matmul parameters, two inputs and one output");
+    if (mm->batch() && reinterpret_cast<uintptr_t>(mm->batch()->data()) % 8 != 0 && mm->batch()->size() > 0)
+      return fail(Kind::MalformedMetadata, "the batch dims of step " + n(s) + " are misaligned");
+    const int64_t limit = int64_t{1} << 40;
+    if (mm->m() < 0 || mm->n() < 0 || mm->k() < 0 || mm->m() > limit || mm->n() > limit || mm->k() > limit)
+      return fail(Kind::OutOfRange, "step " + n(s) + " has matmul dims out of range");
+    // The last element each operand's matrices reach, over every batch index.
+    __int128 reach[3] = {static_cast<__int128>(mm->m()) * mm->k(), static_cast<__int128>(mm->k()) * mm->n(),
+                         static_cast<__int128>(mm->m()) * mm->n()};
+    if (mm->batch())
+      for (const BatchDim* d : *mm->batch()) {
+        if (d->count() < 1 || d->count() > limit || d->a_stride() < 0 || d->b_stride() < 0 || d->c_stride() < 0 ||
+            d->a_stride() > limit || d->b_stride() > limit || d->c_stride() > limit)
+          return fail(Kind::OutOfRange, "step " + n(s) + " has a batch dim out of range");
+        reach[0] += static_cast<__int128>(d->count() - 1) * d->a_stride();
+        reach[1] += static_cast<__int128>(d->count() - 1) * d->b_stride();
+        reach[2] += static_cast<__int128>(d->count() - 1) * d->c_stride();
+      }
+    uint32_t operands[3] = {step->inputs()->Get(0), step->inputs()->Get(1), step->outputs()->Get(0)};
+    for (int o = 0; o < 3; ++o) {
+      uint64_t bytes = value_bytes[operands[o]];
+      int size = element_bytes(a.values()->Get(operands[o])->dtype());
+      if (reach[o] * size > static_cast<__int128>(bytes))
+        return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) + " reaches past operand " + n(o));
     }
   }
   for (uint32_t i = 0; i < count(a.results()); ++i) {

@@ -38,9 +38,13 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   for (const auto& b : c.buffers)
     buffers.push_back(CreateBuffer(fb, b.value, b.home, b.offset, b.bytes, b.first_step, b.last_step, b.in_place_of, b.state));
   std::vector<flatbuffers::Offset<Step>> steps;
-  for (const auto& s : c.steps)
+  for (const auto& s : c.steps) {
+    flatbuffers::Offset<Matmul> matmul = 0;
+    if (s.kind == StepKind::Library)
+      matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b, fb.CreateVectorOfStructs(s.matmul.batch));
     steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol), fb.CreateVector(s.inputs),
-                               fb.CreateVector(s.outputs)));
+                               fb.CreateVector(s.outputs), matmul, s.work_items));
+  }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));
   std::vector<flatbuffers::Offset<CodeObject>> objects;

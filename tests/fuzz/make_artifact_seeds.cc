@@ -1,25 +1,25 @@
-// Writes the artifact fuzzer's seed corpus: small valid artifacts of fused, planned
-// graphs. `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
+// Writes the artifact fuzzer's seed corpus: small compiled artifacts (portable x86-64
+// code). `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
 #include <fmt/format.h>
 #include <fstream>
 
-#include "compiler/artifact.h"
+#include "compiler/compile.h"
 #include "compiler/nn.h"
-#include "ir/printer.h"
-#include "passes/pipeline.h"
 
 namespace {
 
 bool write_seed(const std::string& path, kiln::Model& m) {
   auto graph = m.build();
   if (!graph.ok()) return false;
-  kiln::ir::Graph g = *graph;
-  auto pipeline = kiln::passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan");
-  if (!pipeline.ok() || !pipeline->run(g).ok()) return false;
-  auto contents = kiln::artifact_contents(g, m.initial_values(), "cpu-x86_64", kiln::ir::print(*graph));
-  if (!contents.ok()) return false;
-  contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(64, 0x7f)});
-  std::vector<uint8_t> bytes = kiln::format::write_artifact(*contents);
+  kiln::CompileOptions options;
+  options.weights = m.initial_values();
+  options.cpu = "x86-64";  // portable code, so the seeds do not depend on this machine
+  auto artifact = kiln::compile_to_artifact(*graph, options);
+  if (!artifact.ok()) {
+    fmt::print(stderr, "{}\n", artifact.error().message);
+    return false;
+  }
+  const std::vector<uint8_t>& bytes = *artifact;
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return true;
 }

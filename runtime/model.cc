@@ -1,0 +1,323 @@
+#include "runtime/model.h"
+
+#include <cblas.h>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <mutex>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+
+#include "runtime/format/artifact.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+
+std::string_view element_type_name(ElementType t) {
+  constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "i32", "i64", "bool"};
+  return names[static_cast<int>(t)];
+}
+
+int element_bytes(ElementType t) {
+  constexpr int sizes[] = {4, 8, 2, 2, 4, 8, 1};
+  return sizes[static_cast<int>(t)];
+}
+
+int64_t TensorInfo::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorInfo::type_string() const {
+  std::string s = std::string(element_type_name(type)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+namespace {
+
+using Kernel = void (*)(uint8_t* const*, int64_t, int64_t);
+
+struct StepPlan {
+  format::StepKind kind;
+  Kernel kernel = nullptr;
+  int64_t work_items = 0;
+  std::vector<uint32_t> args;  // inputs then outputs (value indices)
+  const format::Matmul* matmul = nullptr;
+  std::string name;
+};
+
+// Matmul for element types BLAS does not cover, in the accumulation the interpreter uses.
+template <class T, class Acc>
+void matmul_loop(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      Acc acc = 0;
+      for (int64_t q = 0; q < k; ++q)
+        acc += static_cast<Acc>(a[ta ? q * m + i : i * k + q]) * static_cast<Acc>(b[tb ? j * k + q : q * n + j]);
+      c[i * n + j] = static_cast<T>(acc);
+    }
+}
+
+}  // namespace
+
+class ModelImpl {
+ public:
+  std::vector<uint8_t> bytes;
+  format::ArtifactView view;
+  std::vector<TensorInfo> values, inputs, outputs, state;
+  std::vector<uint32_t> input_values, output_values, state_values;
+  std::vector<const uint8_t*> weights;  // per value: param bytes
+  std::vector<int> buffer_of;           // per value
+  std::vector<StepPlan> steps;
+  void* library = nullptr;
+  std::unique_ptr<ThreadPool> pool;
+  mutable std::mutex state_mutex;
+  std::map<uint32_t, std::vector<uint8_t>> state_bytes;  // per state value
+
+  ~ModelImpl() {
+    if (library) dlclose(library);
+  }
+
+  Status load_code() {
+    const format::Artifact& a = view.metadata();
+    const format::CodeObject* elf = nullptr;
+    if (a.code())
+      for (const format::CodeObject* c : *a.code())
+        if (c->kind() && c->kind()->string_view() == "elf") elf = c;
+    bool needs_code = false;
+    for (const StepPlan& s : steps) needs_code = needs_code || s.kind != format::StepKind::Library;
+    if (!needs_code) return Status::Ok();
+    if (!elf) return make_error("runtime: the artifact has no CPU code (an 'elf' code object)");
+    // From memory: an anonymous file no other process can swap, opened through /proc.
+    int fd = memfd_create("kiln-kernels", MFD_CLOEXEC);
+    if (fd < 0) return make_error(std::string("runtime: memfd_create failed: ") + std::strerror(errno));
+    auto code = view.section(*elf->section());
+    size_t written = 0;
+    while (written < code.size()) {
+      ssize_t w = write(fd, code.data() + written, code.size() - written);
+      if (w <= 0) {
+        close(fd);
+        return make_error("runtime: cannot write the kernels to memory");
+      }
+      written += static_cast<size_t>(w);
+    }
+    std::string path = "/proc/self/fd/" + std::to_string(fd);
+    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    close(fd);
+    if (!library) return make_error(std::string("runtime: cannot load the kernels: ") + dlerror());
+    for (StepPlan& s : steps) {
+      if (s.kind == format::StepKind::Library) continue;
+      const format::Step* step = a.steps()->Get(static_cast<uint32_t>(&s - steps.data()));
+      s.kernel = reinterpret_cast<Kernel>(dlsym(library, step->symbol()->c_str()));
+      if (!s.kernel) return make_error("runtime: the kernels have no entry point " + step->symbol()->str());
+    }
+    return Status::Ok();
+  }
+
+  Status matmul(const StepPlan& s, uint8_t* const* ptr) const {
+    const format::Matmul& mm = *s.matmul;
+    ElementType t = values[s.args[0]].type;
+    int64_t m = mm.m(), n = mm.n(), k = mm.k();
+    // Batch dims as an odometer over per-dim strides (0 where an operand broadcasts).
+    std::vector<const format::BatchDim*> dims;
+    if (mm.batch())
+      for (const format::BatchDim* d : *mm.batch()) dims.push_back(d);
+    std::vector<int64_t> at(dims.size(), 0);
+    int64_t count = 1;
+    for (const auto* d : dims) count *= d->count();
+    int size = element_bytes(t);
+    for (int64_t p = 0; p < count; ++p) {
+      int64_t ao = 0, bo = 0, co = 0;
+      for (size_t i = 0; i < dims.size(); ++i) {
+        ao += at[i] * dims[i]->a_stride();
+        bo += at[i] * dims[i]->b_stride();
+        co += at[i] * dims[i]->c_stride();
+      }
+      const uint8_t* a = ptr[0] + ao * size;
+      const uint8_t* b = ptr[1] + bo * size;
+      uint8_t* c = ptr[2] + co * size;
+      CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
+      int lda = static_cast<int>(mm.trans_a() ? m : k), ldb = static_cast<int>(mm.trans_b() ? k : n);
+      switch (t) {
+        case ElementType::F32:
+          cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
+                      reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f, reinterpret_cast<float*>(c),
+                      static_cast<int>(n));
+          break;
+        case ElementType::F64:
+          cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,
+                      reinterpret_cast<const double*>(a), lda, reinterpret_cast<const double*>(b), ldb, 0.0, reinterpret_cast<double*>(c),
+                      static_cast<int>(n));
+          break;
+        case ElementType::I32:
+          matmul_loop<int32_t, int64_t>(reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), m, n, k,
+                                        mm.trans_a(), mm.trans_b());
+          break;
+        case ElementType::I64:
+          matmul_loop<int64_t, int64_t>(reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), m, n, k,
+                                        mm.trans_a(), mm.trans_b());
+          break;
+        default: return make_error("runtime: matmul on " + std::string(element_type_name(t)) + " is not supported");
+      }
+      for (size_t i = dims.size(); i-- > 0;) {
+        if (++at[i] < dims[i]->count()) break;
+        at[i] = 0;
+      }
+    }
+    return Status::Ok();
+  }
+};
+
+Model::Model(std::unique_ptr<ModelImpl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+Result<std::shared_ptr<Model>> Model::load_file(const std::string& path, const Options& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("runtime: cannot read '" + path + "': " + std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  auto model = load_bytes(std::move(bytes), options);
+  if (!model.ok()) return make_error(path + ": " + model.error().message);
+  return model;
+}
+
+Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, const Options& options) {
+  auto impl = std::make_unique<ModelImpl>();
+  impl->bytes = std::move(bytes);
+  auto view = format::read_artifact(impl->bytes, "cpu-x86_64");
+  if (!view.ok()) {
+    if (view.error().code == static_cast<int>(format::ArtifactErrorKind::WrongTarget))
+      return Error{view.error().message + " (this runtime has no CUDA support)", view.error().code};
+    return view.error();
+  }
+  impl->view = *view;
+  const format::Artifact& a = impl->view.metadata();
+  for (const format::Value* v : *a.values())
+    impl->values.push_back({v->name() ? v->name()->str() : "", static_cast<ElementType>(v->dtype()),
+                            v->shape() ? std::vector<int64_t>(v->shape()->begin(), v->shape()->end()) : std::vector<int64_t>()});
+  impl->weights.assign(impl->values.size(), nullptr);
+  for (const format::Argument* arg : *a.args()) {
+    uint32_t v = arg->value();
+    if (arg->kind() == format::ArgKind::Input) {
+      impl->inputs.push_back(impl->values[v]);
+      impl->input_values.push_back(v);
+    } else if (arg->kind() == format::ArgKind::Param) {
+      impl->weights[v] = impl->view.section(*a.weights()->Get(static_cast<uint32_t>(arg->weight()))).data();
+    } else {
+      impl->state.push_back(impl->values[v]);
+      impl->state_values.push_back(v);
+      impl->state_bytes[v].assign(static_cast<size_t>(impl->values[v].bytes()), 0);
+    }
+  }
+  for (uint32_t v : *a.results()) {
+    impl->outputs.push_back(impl->values[v]);
+    impl->output_values.push_back(v);
+  }
+  impl->buffer_of.assign(impl->values.size(), -1);
+  for (uint32_t i = 0; i < a.buffers()->size(); ++i) impl->buffer_of[a.buffers()->Get(i)->value()] = static_cast<int>(i);
+  for (const format::Step* step : *a.steps()) {
+    StepPlan s;
+    s.kind = step->kind();
+    s.work_items = step->work_items();
+    s.matmul = step->matmul();
+    s.name = step->name() ? step->name()->str() : "";
+    for (uint32_t v : *step->inputs()) s.args.push_back(v);
+    for (uint32_t v : *step->outputs()) s.args.push_back(v);
+    impl->steps.push_back(std::move(s));
+  }
+  KILN_RETURN_IF_ERROR(impl->load_code());
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  impl->pool = std::make_unique<ThreadPool>(threads - 1);
+  return std::shared_ptr<Model>(new Model(std::move(impl)));
+}
+
+const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
+const std::vector<TensorInfo>& Model::state() const { return impl_->state; }
+
+Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTensor>& inputs) const {
+  const ModelImpl& m = *impl_;
+  const format::Artifact& a = m.view.metadata();
+  std::vector<uint8_t*> where(m.values.size(), nullptr);
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    const TensorInfo& want = m.inputs[i];
+    auto it = inputs.find(want.name);
+    if (it == inputs.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
+    const HostTensor& t = it->second;
+    if (t.info.type != want.type || t.info.shape != want.shape)
+      return make_error("run: input %" + want.name + " must be " + want.type_string() + ", got " + t.info.type_string());
+    if (static_cast<int64_t>(t.data.size()) != want.bytes())
+      return make_error("run: input %" + want.name + " holds " + std::to_string(t.data.size()) + " bytes, not " + std::to_string(want.bytes()));
+    where[m.input_values[i]] = const_cast<uint8_t*>(t.data.data());  // kernels only read inputs
+  }
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const TensorInfo& info : m.inputs) known = known || info.name == name;
+    if (!known) return make_error("run: the model has no input %" + name);
+  }
+  std::unique_lock<std::mutex> state_lock(m.state_mutex, std::defer_lock);
+  if (!m.state_values.empty()) state_lock.lock();
+  auto& state = const_cast<std::map<uint32_t, std::vector<uint8_t>>&>(m.state_bytes);
+  // Each run has its own 64-byte aligned arena.
+  std::unique_ptr<uint8_t[]> arena_storage(new (std::align_val_t(64)) uint8_t[a.arena_bytes() + 1]);
+  uint8_t* arena = arena_storage.get();
+  for (uint32_t v = 0; v < m.values.size(); ++v) {
+    if (m.weights[v]) where[v] = const_cast<uint8_t*>(m.weights[v]);
+    if (state.count(v)) where[v] = state[v].data();
+    int b = m.buffer_of[v];
+    if (b < 0) continue;
+    const format::Buffer* buffer = a.buffers()->Get(static_cast<uint32_t>(b));
+    if (buffer->home() == format::Home::Arena) where[v] = arena + buffer->offset();
+    if (buffer->home() == format::Home::State && buffer->state() >= 0) where[v] = state[static_cast<uint32_t>(buffer->state())].data();
+  }
+  std::vector<uint8_t*> ptrs;
+  for (const StepPlan& s : m.steps) {
+    ptrs.clear();
+    for (uint32_t v : s.args) ptrs.push_back(where[v]);
+    if (s.kind == format::StepKind::Library) {
+      KILN_RETURN_IF_ERROR(m.matmul(s, ptrs.data()));
+    } else if (s.kind == format::StepKind::Scatter) {
+      s.kernel(ptrs.data(), 0, s.work_items);
+    } else {
+      Kernel kernel = s.kernel;
+      uint8_t* const* args = ptrs.data();
+      m.pool->parallel_for(s.work_items, s.kind == format::StepKind::Loop ? 16384 : 16,
+                           [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+    }
+  }
+  std::vector<HostTensor> results;
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
+    HostTensor t{m.outputs[i], {}};
+    const uint8_t* p = where[m.output_values[i]];
+    t.data.assign(p, p + m.outputs[i].bytes());
+    results.push_back(std::move(t));
+  }
+  if (a.state_copies())
+    for (const format::StateCopy* c : *a.state_copies())
+      std::memcpy(state[c->state()].data(), where[c->value()], state[c->state()].size());
+  return results;
+}
+
+Result<HostTensor> Model::read_state(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(impl_->state_mutex);
+  for (size_t i = 0; i < impl_->state.size(); ++i)
+    if (impl_->state[i].name == name) return HostTensor{impl_->state[i], impl_->state_bytes.at(impl_->state_values[i])};
+  return make_error("runtime: the model has no state %" + name);
+}
+
+Status Model::write_state(const std::string& name, const HostTensor& value) {
+  std::lock_guard<std::mutex> lock(impl_->state_mutex);
+  for (size_t i = 0; i < impl_->state.size(); ++i) {
+    if (impl_->state[i].name != name) continue;
+    if (value.info.type != impl_->state[i].type || value.info.shape != impl_->state[i].shape ||
+        static_cast<int64_t>(value.data.size()) != impl_->state[i].bytes())
+      return make_error("runtime: state %" + name + " is " + impl_->state[i].type_string() + ", got " + value.info.type_string());
+    impl_->state_bytes[impl_->state_values[i]] = value.data;
+    return Status::Ok();
+  }
+  return make_error("runtime: the model has no state %" + name);
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,78 @@
+// The kiln runtime: load a .kiln artifact and run it, with no compiler, LLVM or NVRTC in
+// the process. Everything returns errors as values; nothing aborts on bad input.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace kiln::runtime {
+
+/// Element types, as the artifact stores them.
+enum class ElementType : uint8_t { F32, F64, F16, BF16, I32, I64, Bool };
+
+/// "f32", "bool", ...
+std::string_view element_type_name(ElementType type);
+/// Bytes per element.
+int element_bytes(ElementType type);
+
+/// A named tensor type of the model's signature.
+struct TensorInfo {
+  std::string name;
+  ElementType type = ElementType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t elements() const;
+  int64_t bytes() const { return elements() * element_bytes(type); }
+  /// "f32[2,3]".
+  std::string type_string() const;
+};
+
+/// A tensor in host memory: its type and its bytes (C order, little-endian).
+struct HostTensor {
+  TensorInfo info;
+  std::vector<uint8_t> data;
+};
+
+/// Load options.
+struct Options {
+  /// Threads that split kernels; 0 means one per hardware thread.
+  int threads = 0;
+};
+
+class ModelImpl;
+
+/// A loaded model. Immutable apart from its state tensors: runs may happen from many
+/// threads at once (each takes its own arena); runs of a model with state are
+/// serialized, since each one updates it.
+class Model {
+ public:
+  /// Loads and verifies an artifact file.
+  static Result<std::shared_ptr<Model>> load_file(const std::string& path, const Options& options = {});
+  /// Loads and verifies artifact bytes.
+  static Result<std::shared_ptr<Model>> load_bytes(std::vector<uint8_t> bytes, const Options& options = {});
+  ~Model();
+
+  /// The plain inputs a run needs, the outputs it returns, and the persistent state.
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  const std::vector<TensorInfo>& state() const;
+
+  /// Runs the model once on named inputs (each exactly its signature's type) and returns
+  /// the outputs in order. State arguments are read from, and updated in, the model.
+  Result<std::vector<HostTensor>> run(const std::map<std::string, HostTensor>& inputs) const;
+  /// Reads a state tensor (for example trained weights).
+  Result<HostTensor> read_state(const std::string& name) const;
+  /// Sets a state tensor (its type must match).
+  Status write_state(const std::string& name, const HostTensor& value);
+
+ private:
+  explicit Model(std::unique_ptr<ModelImpl> impl);
+  std::unique_ptr<ModelImpl> impl_;
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,71 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+
+namespace kiln::runtime {
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int64_t parts = static_cast<int64_t>(workers_.size()) + 1;
+  if (workers_.empty() || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call(call_mutex_);
+  int64_t chunk = std::max(grain, (n + parts * 4 - 1) / (parts * 4));
+  std::unique_lock<std::mutex> lock(mutex_);
+  job_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_ = 0;
+  pending_ = (n + chunk - 1) / chunk;
+  ++generation_;
+  wake_.notify_all();
+  // The caller takes chunks too.
+  while (next_ < n_) {
+    int64_t begin = next_;
+    next_ = std::min(n_, next_ + chunk_);
+    int64_t end = next_;
+    lock.unlock();
+    fn(begin, end);
+    lock.lock();
+    --pending_;
+  }
+  done_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::work() {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ && next_ < n_); });
+    if (stop_) return;
+    seen = generation_;
+    while (job_ && next_ < n_) {
+      int64_t begin = next_;
+      next_ = std::min(n_, next_ + chunk_);
+      int64_t end = next_;
+      const auto* job = job_;
+      lock.unlock();
+      (*job)(begin, end);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+}
+
+}  // namespace kiln::runtime

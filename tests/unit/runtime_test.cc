@@ -1,0 +1,158 @@
+// End to end on the CPU: graphs compiled to artifacts, loaded by the runtime and run,
+// against the reference interpreter; fused and unfused artifacts agree; one loaded
+// model runs from 8 threads at once.
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+#include "compiler/compile.h"
+#include "compiler/model.h"
+#include "compiler/nn.h"
+#include "runtime/model.h"
+#include "tests/unit/test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
+  return {{name, static_cast<runtime::ElementType>(t.type.dtype), t.type.shape}, ir::tensor_to_bytes(t)};
+}
+
+ir::Tensor tensor_of(const runtime::HostTensor& h) {
+  return ir::tensor_from_bytes({static_cast<ir::DType>(h.info.type), h.info.shape}, h.data.data());
+}
+
+// Seeded values for every argument: floats in [-1, 1], integers 0 or 1.
+std::map<std::string, ir::Tensor> arguments(const ir::Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> value(-1, 1);
+  std::map<std::string, ir::Tensor> args;
+  for (const ir::Arg& a : g.args) {
+    const ir::TensorType& t = g.type(a.value);
+    std::vector<double> data;
+    for (int64_t k = 0; k < t.num_elements(); ++k) data.push_back(ir::is_float(t.dtype) ? value(rng) : static_cast<double>(rng() % 2));
+    args[g.value_name(a.value)] = ir::Tensor::from_doubles(t, data);
+  }
+  return args;
+}
+
+// Compiles, loads and runs a graph with the given arguments (params as weights, state
+// written into the model), returning the outputs.
+Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, bool fuse) {
+  CompileOptions options;
+  options.fuse = fuse;
+  std::map<std::string, runtime::HostTensor> inputs;
+  std::map<std::string, ir::Tensor> state;
+  for (const ir::Arg& a : g.args) {
+    const std::string& name = g.value_name(a.value);
+    if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
+    else if (a.kind == ir::ArgKind::State) state[name] = args.at(name);
+    else inputs[name] = host(args.at(name), name);
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(g, options));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Model> model, runtime::Model::load_bytes(std::move(artifact)));
+  for (auto& [name, t] : state) KILN_RETURN_IF_ERROR(model->write_state(name, host(t, name)));
+  KILN_ASSIGN_OR_RETURN(std::vector<runtime::HostTensor> outputs, model->run(inputs));
+  std::vector<ir::Tensor> out;
+  for (const auto& h : outputs) out.push_back(tensor_of(h));
+  return out;
+}
+
+void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<double> expected;
+    for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
+    kiln::testing::check_close(got[i], want[i].type.to_string(), expected, 1e-4, 1e-4);  // the matmul tolerance
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every text-test model: the compiled artifact, fused and unfused, gives the interpreter's values", "[runtime][e2e]") {
+  int models = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
+    if (entry.path().extension() != ".kir") continue;
+    std::ifstream in(entry.path());
+    auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
+    if (!g.ok()) continue;
+    INFO(entry.path());
+    auto args = arguments(*g, static_cast<uint64_t>(models) + 1);
+    auto expected = kiln::testing::eval_ok(*g, args);
+    for (bool fuse : {true, false}) {
+      auto got = compile_and_run(*g, args, fuse);
+      if (!got.ok()) FAIL(got.error().message);
+      check_same(*got, expected);
+    }
+    ++models;
+  }
+  CHECK(models >= 20);
+}
+
+TEST_CASE("one loaded model, 8 threads x 200 runs with distinct inputs, each equal to its single-thread result", "[runtime][threads]") {
+  Model m("mlp", 5);
+  Tensor x = m.input("x", {16, 32});
+  nn::Sequential net = nn::mlp(m, "fc", {32, 64, 10}, nn::Activation::Gelu);
+  m.output(softmax(net(x)), "probs");
+  auto g = m.build();
+  REQUIRE(g.ok());
+  CompileOptions options;
+  options.weights = m.initial_values();
+  auto artifact = compile_to_artifact(*g, options);
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto model = runtime::Model::load_bytes(*artifact, {4});
+  if (!model.ok()) FAIL(model.error().message);
+  auto input = [](int i) {
+    std::vector<double> v(16 * 32);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = std::sin(0.01 * static_cast<double>(k) + i);
+    return ir::Tensor::from_doubles({ir::DType::F32, {16, 32}}, v);
+  };
+  std::vector<std::vector<uint8_t>> single(1600);
+  for (int i = 0; i < 1600; ++i) {
+    auto out = (*model)->run({{"x", host(input(i), "x")}});
+    REQUIRE(out.ok());
+    single[i] = (*out)[0].data;
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 200; ++r) {
+        int i = t * 200 + r;
+        auto out = (*model)->run({{"x", host(input(i), "x")}});
+        if (!out.ok() || (*out)[0].data != single[i]) ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("the runtime refuses bad inputs and bad artifacts with clear errors", "[runtime][errors]") {
+  auto g = kiln::testing::parse_ok("graph @g(%x: f32[4]) {\n  %y: f32[4] = exp(%x)\n  return %y\n}\n");
+  auto artifact = compile_to_artifact(g, {});
+  REQUIRE(artifact.ok());
+  auto model = runtime::Model::load_bytes(*artifact);
+  REQUIRE(model.ok());
+  auto missing = (*model)->run({});
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().message == "run: missing input %x: f32[4]");
+  auto shape = (*model)->run({{"x", {{"x", runtime::ElementType::F32, {5}}, std::vector<uint8_t>(20)}}});
+  REQUIRE(!shape.ok());
+  CHECK(shape.error().message == "run: input %x must be f32[4], got f32[5]");
+  auto extra = (*model)->run({{"x", {{"x", runtime::ElementType::F32, {4}}, std::vector<uint8_t>(16)}},
+                              {"z", {{"z", runtime::ElementType::F32, {4}}, std::vector<uint8_t>(16)}}});
+  REQUIRE(!extra.ok());
+  CHECK(extra.error().message == "run: the model has no input %z");
+  std::vector<uint8_t> corrupt = *artifact;
+  corrupt[corrupt.size() / 2] ^= 0x40;
+  auto refused = runtime::Model::load_bytes(corrupt);
+  REQUIRE(!refused.ok());
+  CHECK(refused.error().message.rfind("artifact: ", 0) == 0);
+  auto file = runtime::Model::load_file("/nonexistent/m.kiln");
+  REQUIRE(!file.ok());
+  CHECK(file.error().message == "runtime: cannot read '/nonexistent/m.kiln': No such file or directory");
+}
