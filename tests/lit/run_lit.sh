@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs the lit text tests under Bazel: kiln from this build, FileCheck and lit from
-# llvm-19-tools. Arguments: kiln binary, FileCheck binary, lit.py.
+# llvm-19-tools. Arguments: kiln binary, FileCheck binary, lit.py, kiln-run binary.
 set -euo pipefail
 kiln=$(realpath "$1")
 filecheck=$(realpath "$2")
@@ -9,5 +9,6 @@ bin=$(mktemp -d "${TEST_TMPDIR:-/tmp}/bin.XXXXXX")
 ln -s "$kiln" "$bin/kiln"
 ln -s "$filecheck" "$bin/FileCheck"
 ln -s "$(dirname "$filecheck")/not" "$bin/not"
+ln -s "$(realpath "$4")" "$bin/kiln-run"
 export KILN_LIT_PATH="$bin"
 exec /usr/bin/python3 "$lit" -sv "$(dirname "$0")/lit"

@@ -61,5 +61,6 @@ int run_opt(std::span<char* const> argv);
 int run_eval(std::span<char* const> argv);
 int run_dot(std::span<char* const> argv);
 int run_inspect(std::span<char* const> argv);
+int run_compile(std::span<char* const> argv);
 
 }  // namespace kiln::cli

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "tools/kiln/cli.h"
+#include "tools/kiln/run_cli.h"
 
 namespace {
 
@@ -13,6 +14,8 @@ commands:
   opt   FILE.kir   run passes and print the IR
   eval  FILE.kir   run a graph with the reference interpreter
   dot   FILE.kir   print the graph in Graphviz DOT
+  compile FILE.kir  compile a graph to a .kiln artifact
+  run   M.kiln     run an artifact with the runtime
   inspect M.kiln   verify an artifact and show what it holds
 
 'kiln COMMAND --help' describes each command.
@@ -31,6 +34,8 @@ int main(int argc, char** argv) {
   if (command == "eval") return kiln::cli::run_eval(rest);
   if (command == "dot") return kiln::cli::run_dot(rest);
   if (command == "inspect") return kiln::cli::run_inspect(rest);
+  if (command == "compile") return kiln::cli::run_compile(rest);
+  if (command == "run") return kiln::cli::run_artifact("kiln run", rest);
   if (command == "-h" || command == "--help" || command == "help") {
     fmt::print("{}", kUsage);
     return 0;

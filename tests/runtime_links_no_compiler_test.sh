@@ -1,0 +1,10 @@
+#!/bin/bash
+# kiln-run (the runtime alone) must not load LLVM, lld or NVRTC.
+set -euo pipefail
+libs=$(ldd "$1")
+echo "$libs"
+if grep -iE 'libLLVM|liblld|nvrtc|libclang' <<<"$libs"; then
+  echo "kiln-run links a compiler library" >&2
+  exit 1
+fi
+grep -q libopenblas <<<"$libs"
