@@ -238,6 +238,28 @@ const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 const std::vector<TensorInfo>& Model::state() const { return impl_->state; }
 
 Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTensor>& inputs) const {
+  std::vector<HostTensor> results;
+  std::vector<uint8_t*> buffers;
+  for (const TensorInfo& info : impl_->outputs) results.push_back({info, std::vector<uint8_t>(static_cast<size_t>(info.bytes()))});
+  for (HostTensor& t : results) buffers.push_back(t.data.data());
+  KILN_RETURN_IF_ERROR(run_into(inputs, buffers));
+  return results;
+}
+
+Status Model::run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const {
+  std::vector<uint8_t*> buffers;
+  for (const TensorInfo& info : impl_->outputs) {
+    auto it = outputs.find(info.name);
+    if (it == outputs.end()) return make_error("run: no buffer for output %" + info.name + ": " + info.type_string());
+    if (static_cast<int64_t>(it->second.size()) != info.bytes())
+      return make_error("run: the buffer for output %" + info.name + " has " + std::to_string(it->second.size()) + " bytes, not " +
+                        std::to_string(info.bytes()));
+    buffers.push_back(it->second.data());
+  }
+  return run_into(inputs, buffers);
+}
+
+Status Model::run_into(const std::map<std::string, HostTensor>& inputs, const std::vector<uint8_t*>& outputs) const {
   const ModelImpl& m = *impl_;
   const format::Artifact& a = m.view.metadata();
   std::vector<uint8_t*> where(m.values.size(), nullptr);
@@ -272,6 +294,17 @@ Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTenso
     if (buffer->home() == format::Home::Arena) where[v] = arena + buffer->offset();
     if (buffer->home() == format::Home::State && buffer->state() >= 0) where[v] = state[static_cast<uint32_t>(buffer->state())].data();
   }
+  // Results in the arena are written straight into the caller's buffers: they live to
+  // the end, so no other arena value uses their bytes. (A value returned twice, an
+  // argument or a state update is copied at the end instead.)
+  std::vector<char> redirected(m.values.size(), 0);
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
+    uint32_t v = m.output_values[i];
+    int b = m.buffer_of[v];
+    if (b < 0 || a.buffers()->Get(static_cast<uint32_t>(b))->home() != format::Home::Arena || redirected[v]) continue;
+    where[v] = outputs[i];
+    redirected[v] = 1;
+  }
   std::vector<uint8_t*> ptrs;
   for (const StepPlan& s : m.steps) {
     ptrs.clear();
@@ -287,17 +320,15 @@ Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTenso
                            [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
     }
   }
-  std::vector<HostTensor> results;
   for (size_t i = 0; i < m.outputs.size(); ++i) {
-    HostTensor t{m.outputs[i], {}};
-    const uint8_t* p = where[m.output_values[i]];
-    t.data.assign(p, p + m.outputs[i].bytes());
-    results.push_back(std::move(t));
+    uint8_t* to = outputs[i];
+    const uint8_t* from = where[m.output_values[i]];
+    if (to != from) std::memcpy(to, from, static_cast<size_t>(m.outputs[i].bytes()));
   }
   if (a.state_copies())
     for (const format::StateCopy* c : *a.state_copies())
       std::memcpy(state[c->state()].data(), where[c->value()], state[c->state()].size());
-  return results;
+  return Status::Ok();
 }
 
 Result<HostTensor> Model::read_state(const std::string& name) const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,10 @@ class Model {
   /// Runs the model once on named inputs (each exactly its signature's type) and returns
   /// the outputs in order. State arguments are read from, and updated in, the model.
   Result<std::vector<HostTensor>> run(const std::map<std::string, HostTensor>& inputs) const;
+  /// Runs once, writing each output straight into the caller's buffer (no copy):
+  /// `outputs` maps every output's name to a buffer of exactly its size (an output the
+  /// graph returns twice, under one name, fills one buffer).
+  Status run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const;
   /// Reads a state tensor (for example trained weights).
   Result<HostTensor> read_state(const std::string& name) const;
   /// Sets a state tensor (its type must match).
@@ -72,6 +77,8 @@ class Model {
 
  private:
   explicit Model(std::unique_ptr<ModelImpl> impl);
+  // Runs with one output buffer per output position.
+  Status run_into(const std::map<std::string, HostTensor>& inputs, const std::vector<uint8_t*>& outputs) const;
   std::unique_ptr<ModelImpl> impl_;
 };
 
