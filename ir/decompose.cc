@@ -206,7 +206,7 @@ void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen) {
       g.nodes.push_back(std::move(n));
       continue;
     }
-    ValueId v = expand(b, n);
+    [[maybe_unused]] ValueId v = expand(b, n);
     assert(!g.nodes.empty() && g.nodes.back().result == v && g.type(v) == g.type(n.result));
     g.nodes.back().result = n.result;  // the expansion's last node takes over the result
     g.nodes.back().loc = n.loc;
