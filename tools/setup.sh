@@ -13,6 +13,10 @@ packages=(
   libflatbuffers-dev    # the artifact's metadata (headers)
   flatbuffers-compiler  # flatc, for the artifact schema
   libxxhash-dev         # artifact section checksums
+  llvm-19-dev       # CPU code generation (linked as the shared libLLVM-19.so)
+  lld-19            # links the kernels into a shared object
+  libopenblas-dev   # matmul in the runtime
+  nlohmann-json3-dev  # safetensors headers
   clang-19          # builds the libFuzzer targets
   libclang-rt-19-dev  # libFuzzer, ASan and UBSan runtimes
 )
