@@ -283,7 +283,10 @@ Status Model::run_into(const std::map<std::string, HostTensor>& inputs, const st
   if (!m.state_values.empty()) state_lock.lock();
   auto& state = const_cast<std::map<uint32_t, std::vector<uint8_t>>&>(m.state_bytes);
   // Each run has its own 64-byte aligned arena.
-  std::unique_ptr<uint8_t[]> arena_storage(new (std::align_val_t(64)) uint8_t[a.arena_bytes() + 1]);
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<uint8_t[], AlignedDelete> arena_storage(new (std::align_val_t(64)) uint8_t[a.arena_bytes() + 1]);
   uint8_t* arena = arena_storage.get();
   for (uint32_t v = 0; v < m.values.size(); ++v) {
     if (m.weights[v]) where[v] = const_cast<uint8_t*>(m.weights[v]);
