@@ -198,29 +198,35 @@ class KernelEmitter {
       }
       case Op::Gather: {
         int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()));
-        ValueId indices = n.operands[1];
-        size_t idx_rank = type(indices).shape.size();
-        Index at;
-        for (size_t k = 0; k < idx_rank; ++k) at.dims.push_back(out.dims[static_cast<size_t>(axis) + k]);
-        KILN_ASSIGN_OR_RETURN(llvm::Value * j, value_at(indices, at));
-        j = b_.CreateSExt(j, b_.getInt64Ty());
-        // numpy take: negative indices count from the end; out-of-range ones are clamped
-        // (the interpreter reports them; compiled code must not read out of bounds).
-        llvm::Value* extent = i64(xs[static_cast<size_t>(axis)]);
-        j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), b_.CreateAdd(j, extent), j);
-        j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), i64(0), j);
-        j = b_.CreateSelect(b_.CreateICmpSGE(j, extent), b_.CreateSub(extent, i64(1)), j);
-        for (size_t d = 0; d < xs.size(); ++d) {
-          if (static_cast<int64_t>(d) < axis) src.dims.push_back(out.dims[d]);
-          else if (static_cast<int64_t>(d) == axis) src.dims.push_back(j);
-          else src.dims.push_back(out.dims[d + idx_rank - 1]);
-        }
+        KILN_ASSIGN_OR_RETURN(src, table_index(out, n.operands[1], axis, xs));
         return value_at(x, src);
       }
       case Op::Concat: return concat(n, out);
       default: break;
     }
     return make_error(fmt::format("cpu codegen: {} is not supported inside a kernel", ir::op_name(n.op)));
+  }
+
+  // The index into a table (gather's operand, scatter_add's base) of the element that
+  // `gathered` (an index into the gathered shape: table[:axis] + indices + table[axis+1:])
+  // refers to. numpy take: negative indices count from the end; out-of-range ones are
+  // clamped (the interpreter reports them; compiled code must not leave the table).
+  Result<Index> table_index(const Index& gathered, ValueId indices, int64_t axis, const Shape& table) {
+    size_t rank = type(indices).shape.size();
+    Index at, result;
+    for (size_t k = 0; k < rank; ++k) at.dims.push_back(gathered.dims[static_cast<size_t>(axis) + k]);
+    KILN_ASSIGN_OR_RETURN(llvm::Value * j, value_at(indices, at));
+    j = b_.CreateSExt(j, b_.getInt64Ty());
+    llvm::Value* extent = i64(table[static_cast<size_t>(axis)]);
+    j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), b_.CreateAdd(j, extent), j);
+    j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), i64(0), j);
+    j = b_.CreateSelect(b_.CreateICmpSGE(j, extent), b_.CreateSub(extent, i64(1)), j);
+    for (size_t d = 0; d < table.size(); ++d) {
+      if (static_cast<int64_t>(d) < axis) result.dims.push_back(gathered.dims[d]);
+      else if (static_cast<int64_t>(d) == axis) result.dims.push_back(j);
+      else result.dims.push_back(gathered.dims[d + rank - 1]);
+    }
+    return result;
   }
 
   // Picks the operand whose range along the axis holds the index, with branches so that
@@ -509,7 +515,6 @@ Status KernelEmitter::emit_scatter() {
   ValueId out = scatter->result, base = scatter->operands[0], indices = scatter->operands[1], updates = scatter->operands[2];
   const Shape &shape = type(out).shape, &ushape = type(updates).shape;
   int64_t axis = *ir::normalize_axis(scatter->attrs.get_int("axis", 0), static_cast<int64_t>(shape.size()));
-  size_t idx_rank = type(indices).shape.size();
   ir::DType dt = type(out).dtype;
   auto* first = llvm::BasicBlock::Create(ctx_, "scatter", fn_);
   auto* skip = llvm::BasicBlock::Create(ctx_, "scatter.skip", fn_);
@@ -522,20 +527,8 @@ Status KernelEmitter::emit_scatter() {
     return Status::Ok();
   }));
   KILN_RETURN_IF_ERROR(loop(i64(0), i64(ir::num_elements(ushape)), [&](llvm::Value* u) -> Status {
-    Index src = unflatten(u, ushape), at;
-    for (size_t q = 0; q < idx_rank; ++q) at.dims.push_back(src.dims[static_cast<size_t>(axis) + q]);
-    KILN_ASSIGN_OR_RETURN(llvm::Value * j, value_at(indices, at));
-    j = b_.CreateSExt(j, b_.getInt64Ty());
-    llvm::Value* extent = i64(shape[static_cast<size_t>(axis)]);
-    j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), b_.CreateAdd(j, extent), j);
-    j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), i64(0), j);
-    j = b_.CreateSelect(b_.CreateICmpSGE(j, extent), b_.CreateSub(extent, i64(1)), j);
-    Index dst;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (static_cast<int64_t>(d) < axis) dst.dims.push_back(src.dims[d]);
-      else if (static_cast<int64_t>(d) == axis) dst.dims.push_back(j);
-      else dst.dims.push_back(src.dims[d + idx_rank - 1]);
-    }
+    Index src = unflatten(u, ushape);
+    KILN_ASSIGN_OR_RETURN(Index dst, table_index(src, indices, axis, shape));
     llvm::Value* at_dst = flat_of(shape, dst);
     KILN_ASSIGN_OR_RETURN(llvm::Value * add, value_at(updates, src));
     llvm::Value* old = load_element(b_, dt, bases_[slot_[out]], at_dst);
