@@ -399,6 +399,19 @@ Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> in, const Attrs
   return make_error(fmt::format("{}: composite ops are evaluated through their decomposition", op_name(op)));
 }
 
+Status check_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  for (const Arg& a : g.args) {
+    const std::string& name = g.value_name(a.value);
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return make_error(fmt::format("missing input %{}: {}", name, g.type(a.value).to_string()));
+    if (it->second.type != g.type(a.value))
+      return make_error(fmt::format("input %{} must be {}, got {}", name, g.type(a.value).to_string(), it->second.type.to_string()));
+  }
+  for (const auto& [name, tensor] : inputs)
+    if (!g.find_arg(name)) return make_error(fmt::format("@{} has no argument %{}", g.name, name));
+  return Status::Ok();
+}
+
 Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
   Graph decomposed;
   const Graph* g = &graph;
@@ -407,18 +420,9 @@ Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::str
     decompose_composites(decomposed);
     g = &decomposed;
   }
+  KILN_RETURN_IF_ERROR(check_inputs(*g, inputs));
   std::vector<Tensor> values(g->values.size());
-  for (const Arg& a : g->args) {
-    const std::string& name = g->value_name(a.value);
-    auto it = inputs.find(name);
-    if (it == inputs.end())
-      return make_error(fmt::format("missing input %{}: {}", name, g->type(a.value).to_string()));
-    if (it->second.type != g->type(a.value))
-      return make_error(fmt::format("input %{} must be {}, got {}", name, g->type(a.value).to_string(), it->second.type.to_string()));
-    values[a.value] = it->second;
-  }
-  for (const auto& [name, tensor] : inputs)
-    if (!g->find_arg(name)) return make_error(fmt::format("@{} has no argument %{}", g->name, name));
+  for (const Arg& a : g->args) values[a.value] = inputs.at(g->value_name(a.value));
   // Free each value after its last use so long graphs stay within memory.
   std::vector<int> last_use(g->values.size(), -1);
   for (size_t i = 0; i < g->nodes.size(); ++i)

@@ -20,6 +20,10 @@ namespace kiln::ir {
 Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> operands, const Attrs& attrs,
                            const TensorType& result_type);
 
+/// Checks that `inputs` gives every argument of the graph (by name, without '%') a
+/// tensor of exactly its type, and names nothing else.
+Status check_inputs(const Graph& graph, const std::map<std::string, Tensor>& inputs);
+
 /// Evaluates a verified graph (composites through their decomposition). `inputs` maps
 /// each argument's name (without '%') to a tensor of exactly its type; every argument
 /// (input, param or state) needs one. Returns the graph's results in order.

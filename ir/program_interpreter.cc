@@ -10,13 +10,7 @@ namespace kiln::ir {
 Result<std::vector<Tensor>> evaluate_program(const Graph& g, const std::map<std::string, Tensor>& inputs, const StepRunner& runner) {
   if (!g.program || !g.memory) return make_error("evaluate_program: the graph has no program and memory plan");
   const MemoryPlan& plan = *g.memory;
-  for (const Arg& a : g.args) {
-    const std::string& name = g.value_name(a.value);
-    auto it = inputs.find(name);
-    if (it == inputs.end()) return make_error(fmt::format("missing input %{}: {}", name, g.type(a.value).to_string()));
-    if (it->second.type != g.type(a.value))
-      return make_error(fmt::format("input %{} must be {}, got {}", name, g.type(a.value).to_string(), it->second.type.to_string()));
-  }
+  KILN_RETURN_IF_ERROR(check_inputs(g, inputs));
   std::vector<uint8_t> arena(static_cast<size_t>(plan.arena_bytes));
   // Argument buffers, as bytes; state buffers are written by in-place updates.
   std::map<ValueId, std::vector<uint8_t>> outside;

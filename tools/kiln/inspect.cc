@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "runtime/format/artifact.h"
+#include "runtime/model.h"
 #include "tools/kiln/cli.h"
 
 namespace kiln::cli {
@@ -17,18 +18,8 @@ their sizes and checksums, and the text IR it was compiled from.
   -h, --help   this help
 )";
 
-std::string_view dtype_text(format::DType d) {
-  switch (d) {
-    case format::DType::F32: return "f32";
-    case format::DType::F64: return "f64";
-    case format::DType::F16: return "f16";
-    case format::DType::BF16: return "bf16";
-    case format::DType::I32: return "i32";
-    case format::DType::I64: return "i64";
-    case format::DType::Bool: return "bool";
-  }
-  return "?";
-}
+// The format's element types are the runtime's, in the same order.
+std::string_view dtype_text(format::DType d) { return runtime::element_type_name(static_cast<runtime::ElementType>(d)); }
 
 std::string value_text(const format::Artifact& a, uint32_t v) {
   const format::Value* value = a.values()->Get(v);

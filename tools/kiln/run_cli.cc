@@ -31,10 +31,12 @@ int fail(std::string_view command, const std::string& message) {
   return 1;
 }
 
+// The element type a .npy reader name stands for (runtime/npy.h names them as the runtime does).
 runtime::ElementType type_of(const std::string& name) {
-  constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "i32", "i64", "bool"};
-  for (int i = 0; i < 7; ++i)
-    if (names[i] == name) return static_cast<runtime::ElementType>(i);
+  for (int i = 0; i < 7; ++i) {
+    auto type = static_cast<runtime::ElementType>(i);
+    if (runtime::element_type_name(type) == name) return type;
+  }
   return runtime::ElementType::F32;
 }
 
