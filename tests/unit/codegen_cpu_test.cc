@@ -16,15 +16,7 @@ namespace {
 
 using Kernel = void (*)(uint8_t* const*, int64_t, int64_t);
 
-ir::Graph planned(ir::Graph g, bool fuse) {
-  passes::PassOptions options;
-  options.fuse = fuse;
-  auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan", options);
-  REQUIRE(pipeline.ok());
-  auto r = pipeline->run(g);
-  if (!r.ok()) FAIL(r.error().message);
-  return g;
-}
+using kiln::testing::planned;
 
 // Compiles a planned graph's kernels and runs it through its arena: kernel steps call
 // the compiled code, library steps (matmul, OpenBLAS in the runtime) the interpreter.

@@ -21,15 +21,7 @@ namespace {
 using kiln::testing::random_graph;
 using kiln::testing::RandomGraph;
 
-ir::Graph planned(ir::Graph g, bool fuse) {
-  passes::PassOptions options;
-  options.fuse = fuse;
-  auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan", options);
-  REQUIRE(pipeline.ok());
-  auto r = pipeline->run(g);  // verifies the program and the plan after each pass
-  if (!r.ok()) FAIL(r.error().message << "\n" << ir::print(g));
-  return g;
-}
+using kiln::testing::planned;
 
 bool same_bits(const ir::Tensor& a, const ir::Tensor& b) { return ir::tensor_to_bytes(a) == ir::tensor_to_bytes(b); }
 

@@ -6,6 +6,7 @@
 
 #include "ir/builder.h"
 #include "ir/verifier.h"
+#include "passes/pipeline.h"
 #include "tests/unit/test_util.h"
 
 namespace kiln::testing {
@@ -135,6 +136,18 @@ inline RandomGraph random_graph(uint64_t seed) {
   }
   REQUIRE(ir::verify(g).ok());
   return out;
+}
+
+// A graph through the default pipeline (fused, or one step per op), verified after
+// every pass.
+inline ir::Graph planned(ir::Graph g, bool fuse) {
+  passes::PassOptions options;
+  options.fuse = fuse;
+  auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan", options);
+  REQUIRE(pipeline.ok());
+  auto r = pipeline->run(g);
+  if (!r.ok()) FAIL(r.error().message << "\n" << ir::print(g));
+  return g;
 }
 
 }  // namespace kiln::testing
