@@ -1,7 +1,7 @@
-// CPU backend figures: medians of timed runs after warm-up, each compared in the same run
-// with its physical or library reference. Not a test: `bazel run -c opt //bench:cpu_bench`.
+// CPU backend figures: medians of timed runs after warm-up, each compared with its
+// physical or library reference timed in alternation with it (the ratio is the median of
+// the per-pair ratios). Not a test: `bazel run -c opt //bench:cpu_bench`.
 #include <algorithm>
-#include <chrono>
 #include <cblas.h>
 #include <cstring>
 #include <fmt/format.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/compile.h"
+#include "compiler/timing.h"
 #include "ir/parser.h"
 #include "runtime/model.h"
 
@@ -17,19 +18,7 @@ void hand_coscos(const float* x, float* y, int64_t n);
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median_seconds(int runs, const std::function<void()>& fn) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < runs; ++i) {
-    auto start = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+double median_seconds(int runs, const std::function<void()>& fn) { return kiln::bench::time_runs(runs, fn).median_ms / 1e3; }
 
 std::shared_ptr<kiln::runtime::Model> compile(const std::string& text, int threads, const kiln::CompileOptions& options = {}) {
   auto g = kiln::ir::parse(text, "bench.kir");
@@ -71,11 +60,11 @@ int main() {
     std::vector<uint8_t> y(static_cast<size_t>(n) * 4), copy(static_cast<size_t>(n) * 4);
     std::map<std::string, kiln::runtime::HostTensor> in = {{"x", x}};
     std::map<std::string, std::span<uint8_t>> out = {{"y", std::span<uint8_t>(y)}};
-    double kernel = median_seconds(20, [&] { (void)model->run(in, out); });
-    double memcpy_s = median_seconds(20, [&] { parallel_memcpy(copy.data(), x.data.data(), copy.size(), cores); });
+    auto t = kiln::bench::time_paired(
+        20, [&] { (void)model->run(in, out); }, [&] { parallel_memcpy(copy.data(), x.data.data(), copy.size(), cores); });
     double bytes = 2.0 * static_cast<double>(n) * 4;
     fmt::print("y = x*2 + 1, 64M f32 ({} threads): kernel {:.2f} ms ({:.1f} GB/s), memcpy {:.2f} ms ({:.1f} GB/s), fraction of memcpy {:.3f}\n",
-               cores, kernel * 1e3, bytes / kernel / 1e9, memcpy_s * 1e3, bytes / memcpy_s / 1e9, memcpy_s / kernel);
+               cores, t.a.median_ms, bytes / t.a.median_ms / 1e6, t.b.median_ms, bytes / t.b.median_ms / 1e6, t.median_ratio);
   }
   {  // 2. cos(cos(x)): compute-bound; one thread each.
     const int64_t n = int64_t{16} << 20;
@@ -85,10 +74,10 @@ int main() {
     std::vector<float> hand(static_cast<size_t>(n));
     std::map<std::string, kiln::runtime::HostTensor> in = {{"x", x}};
     std::map<std::string, std::span<uint8_t>> out = {{"y", std::span<uint8_t>(y)}};
-    double kernel = median_seconds(20, [&] { (void)model->run(in, out); });
-    double reference = median_seconds(20, [&] { hand_coscos(reinterpret_cast<const float*>(x.data.data()), hand.data(), n); });
+    auto t = kiln::bench::time_paired(
+        20, [&] { hand_coscos(reinterpret_cast<const float*>(x.data.data()), hand.data(), n); }, [&] { (void)model->run(in, out); });
     fmt::print("cos(cos(x)), 16M f32 (1 thread): kiln {:.2f} ms, g++ -O3 -march=native -ffast-math loop {:.2f} ms, ratio {:.3f}\n",
-               kernel * 1e3, reference * 1e3, kernel / reference);
+               t.b.median_ms, t.a.median_ms, t.median_ratio);
   }
   {  // 3. matmul 1024^3 through an artifact against cblas_sgemm.
     auto model = compile("graph @mm(%a: f32[1024,1024], %b: f32[1024,1024]) {\n  %c: f32[1024,1024] = matmul(%a, %b)\n  return %c\n}\n", cores);
@@ -96,13 +85,12 @@ int main() {
     std::vector<uint8_t> c(1024 * 1024 * 4);
     std::map<std::string, kiln::runtime::HostTensor> in = {{"a", a}, {"b", b}};
     std::map<std::string, std::span<uint8_t>> out = {{"c", std::span<uint8_t>(c)}};
-    double kiln_s = median_seconds(20, [&] { (void)model->run(in, out); });
-    double blas = median_seconds(20, [&] {
+    auto t = kiln::bench::time_paired(20, [&] { (void)model->run(in, out); }, [&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1024, 1024, 1024, 1.0f, reinterpret_cast<const float*>(a.data.data()), 1024,
                   reinterpret_cast<const float*>(b.data.data()), 1024, 0.0f, reinterpret_cast<float*>(c.data()), 1024);
     });
-    fmt::print("matmul 1024^3: artifact {:.2f} ms ({:.1f} GFLOP/s), cblas_sgemm {:.2f} ms, fraction of sgemm {:.3f}\n", kiln_s * 1e3,
-               2e-9 * 1024 * 1024 * 1024 / kiln_s, blas * 1e3, blas / kiln_s);
+    fmt::print("matmul 1024^3: artifact {:.2f} ms ({:.1f} GFLOP/s), cblas_sgemm {:.2f} ms, fraction of sgemm {:.3f}\n", t.a.median_ms,
+               2e-6 * 1024 * 1024 * 1024 / t.a.median_ms, t.b.median_ms, t.median_ratio);
   }
   {  // 4. Per-run overhead: 10 unfused steps on tiny tensors.
     std::string text = "graph @ten(%x: f32[4]) {\n";

@@ -23,10 +23,13 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   for (size_t s = 0; s < g.program->steps.size(); ++s) contents.steps[s].work_items = codegen::cpu::work_items(g, g.program->steps[s]);
   codegen::cpu::CompileOptions cpu;
   cpu.cpu = options.cpu;
+  cpu.streaming_store_bytes = options.streaming_store_bytes;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> elf, codegen::cpu::compile_kernels(g, cpu));
   contents.code.push_back({"elf", "x86_64", std::move(elf)});
   contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
   if (!options.fuse) contents.flags.push_back("--no-fusion");
+  if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)
+    contents.flags.push_back(fmt::format("--streaming-stores-above={}", options.streaming_store_bytes));
   return format::write_artifact(contents);
 }
 

@@ -19,6 +19,9 @@ struct CompileOptions {
   std::string cpu = "native";
   /// False compiles the unfused baseline (every op its own kernel).
   bool fuse = true;
+  /// Kernels whose outputs total at least this many bytes write them with streaming
+  /// (non-temporal) stores; see codegen::cpu::CompileOptions.
+  int64_t streaming_store_bytes = int64_t{16} << 20;
   /// Values of the graph's params, by name.
   std::map<std::string, ir::Tensor> weights;
 };

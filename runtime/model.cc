@@ -63,8 +63,16 @@ void matmul_loop(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, 
 
 }  // namespace
 
+struct AlignedDelete {
+  void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using Arena = std::unique_ptr<uint8_t[], AlignedDelete>;
+
 class ModelImpl {
  public:
+  // Arenas of finished runs, reused: a fresh one would fault in its pages on every run.
+  mutable std::mutex arena_mutex;
+  mutable std::vector<Arena> free_arenas;
   std::vector<uint8_t> bytes;
   format::ArtifactView view;
   std::vector<TensorInfo> values, inputs, outputs, state;
@@ -170,6 +178,30 @@ class ModelImpl {
     return Status::Ok();
   }
 };
+
+namespace {
+
+// A run's arena (64-byte aligned), taken from the model's pool and given back at the end.
+struct ArenaLease {
+  const ModelImpl& model;
+  Arena arena;
+  explicit ArenaLease(const ModelImpl& m) : model(m) {
+    {
+      std::lock_guard<std::mutex> lock(m.arena_mutex);
+      if (!m.free_arenas.empty()) {
+        arena = std::move(m.free_arenas.back());
+        m.free_arenas.pop_back();
+      }
+    }
+    if (!arena) arena.reset(new (std::align_val_t(64)) uint8_t[m.view.metadata().arena_bytes() + 1]);
+  }
+  ~ArenaLease() {
+    std::lock_guard<std::mutex> lock(model.arena_mutex);
+    model.free_arenas.push_back(std::move(arena));
+  }
+};
+
+}  // namespace
 
 Model::Model(std::unique_ptr<ModelImpl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
@@ -282,12 +314,8 @@ Status Model::run_into(const std::map<std::string, HostTensor>& inputs, const st
   std::unique_lock<std::mutex> state_lock(m.state_mutex, std::defer_lock);
   if (!m.state_values.empty()) state_lock.lock();
   auto& state = const_cast<std::map<uint32_t, std::vector<uint8_t>>&>(m.state_bytes);
-  // Each run has its own 64-byte aligned arena.
-  struct AlignedDelete {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<uint8_t[], AlignedDelete> arena_storage(new (std::align_val_t(64)) uint8_t[a.arena_bytes() + 1]);
-  uint8_t* arena = arena_storage.get();
+  ArenaLease lease(m);
+  uint8_t* arena = lease.arena.get();
   for (uint32_t v = 0; v < m.values.size(); ++v) {
     if (m.weights[v]) where[v] = const_cast<uint8_t*>(m.weights[v]);
     if (state.count(v)) where[v] = state[v].data();

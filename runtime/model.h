@@ -48,8 +48,8 @@ struct Options {
 class ModelImpl;
 
 /// A loaded model. Immutable apart from its state tensors: runs may happen from many
-/// threads at once (each takes its own arena); runs of a model with state are
-/// serialized, since each one updates it.
+/// threads at once (each takes an arena from the model's pool, which keeps one per
+/// concurrent run); runs of a model with state are serialized, since each one updates it.
 class Model {
  public:
   /// Loads and verifies an artifact file.

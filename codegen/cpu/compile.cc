@@ -74,7 +74,7 @@ Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOp
   (void)initialized;
   llvm::LLVMContext ctx;
   auto module = std::make_unique<llvm::Module>("kiln", ctx);
-  KILN_RETURN_IF_ERROR(emit_kernels(g, *module));
+  KILN_RETURN_IF_ERROR(emit_kernels(g, *module, options.streaming_store_bytes));
   std::string verify_messages;
   llvm::raw_string_ostream verify_stream(verify_messages);
   if (llvm::verifyModule(*module, &verify_stream))

@@ -16,6 +16,10 @@ struct CompileOptions {
   std::string cpu = "native";
   /// The linker that turns the object into a shared object.
   std::string linker = "/usr/bin/ld.lld-19";
+  /// A kernel whose outputs total at least this many bytes writes them with non-temporal
+  /// (streaming) stores, which bypass the cache: right for outputs too large to stay in
+  /// it, wrong for small ones the next kernel would read from cache.
+  int64_t streaming_store_bytes = int64_t{16} << 20;
 };
 
 /// Emits the program's kernels as LLVM IR (codegen/cpu/kernel_emitter.h), optimizes

@@ -16,6 +16,8 @@ int64_t work_items(const ir::Graph& graph, const ir::Step& step);
 ///   extern "C" void kiln_STEP(uint8_t* const* args, int64_t begin, int64_t end)
 /// where args are the step's inputs, then its outputs, each pointing at the value's
 /// bytes; the function computes work items [begin, end). Library steps get no code.
-Status emit_kernels(const ir::Graph& graph, llvm::Module& module);
+/// A kernel whose streamed outputs total at least `streaming_store_bytes` writes them with
+/// non-temporal stores where their buffers are 64-byte aligned (checked at run time).
+Status emit_kernels(const ir::Graph& graph, llvm::Module& module, int64_t streaming_store_bytes);
 
 }  // namespace kiln::codegen::cpu

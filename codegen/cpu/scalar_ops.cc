@@ -10,19 +10,6 @@ namespace {
 using ir::DType;
 using ir::Op;
 
-llvm::Type* storage_type(llvm::LLVMContext& ctx, DType d) {
-  switch (d) {
-    case DType::F32: return llvm::Type::getFloatTy(ctx);
-    case DType::F64: return llvm::Type::getDoubleTy(ctx);
-    case DType::F16: return llvm::Type::getHalfTy(ctx);
-    case DType::BF16: return llvm::Type::getInt16Ty(ctx);
-    case DType::I32: return llvm::Type::getInt32Ty(ctx);
-    case DType::I64: return llvm::Type::getInt64Ty(ctx);
-    case DType::Bool: return llvm::Type::getInt8Ty(ctx);
-  }
-  return nullptr;
-}
-
 llvm::Value* call_intrinsic(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
   return b.CreateIntrinsic(id, {args[0]->getType()}, args);
 }
@@ -54,6 +41,19 @@ llvm::Value* bf16_value(llvm::IRBuilder<>& b, llvm::Value* bits) {
 }
 
 }  // namespace
+
+llvm::Type* storage_type(llvm::LLVMContext& ctx, DType d) {
+  switch (d) {
+    case DType::F32: return llvm::Type::getFloatTy(ctx);
+    case DType::F64: return llvm::Type::getDoubleTy(ctx);
+    case DType::F16: return llvm::Type::getHalfTy(ctx);
+    case DType::BF16: return llvm::Type::getInt16Ty(ctx);
+    case DType::I32: return llvm::Type::getInt32Ty(ctx);
+    case DType::I64: return llvm::Type::getInt64Ty(ctx);
+    case DType::Bool: return llvm::Type::getInt8Ty(ctx);
+  }
+  return nullptr;
+}
 
 llvm::Type* compute_type(llvm::LLVMContext& ctx, DType d) {
   switch (d) {

@@ -14,6 +14,8 @@ namespace kiln::codegen::cpu {
 
 /// The type elements are computed in: float for f32, f16 and bf16; double; i32; i64; i1.
 llvm::Type* compute_type(llvm::LLVMContext& ctx, ir::DType dtype);
+/// The type elements are stored in: float, double, half, i16 (bf16 bits), i32, i64, i8.
+llvm::Type* storage_type(llvm::LLVMContext& ctx, ir::DType dtype);
 /// Loads element `index` of an array of `dtype` at `base`, in the compute type.
 llvm::Value* load_element(llvm::IRBuilder<>& b, ir::DType dtype, llvm::Value* base, llvm::Value* index);
 /// Stores a compute-type value as element `index` of an array of `dtype` at `base`.

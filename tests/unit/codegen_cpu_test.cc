@@ -4,6 +4,9 @@
 #include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/LLVMContext.h>
+#include <set>
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/kernel_emitter.h"
@@ -89,4 +92,29 @@ TEST_CASE("every text-test model compiles and agrees with the interpreter", "[co
     ++models;
   }
   CHECK(models >= 20);
+}
+
+TEST_CASE("outputs at or above the streaming size are written with non-temporal stores", "[codegen][cpu][streaming]") {
+  ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[4096], %r: f32[8,128]) {
+  %y: f32[4096] = exp(%x)
+  %s: f32[8,128] = softmax(%r) {axis=-1}
+  return %y, %s
+}
+)"),
+                        true);
+  auto streamed_kernels = [&](int64_t threshold) {
+    llvm::LLVMContext ctx;
+    llvm::Module m("test", ctx);
+    auto emitted = codegen::cpu::emit_kernels(g, m, threshold);
+    REQUIRE(emitted.ok());
+    std::set<std::string> streamed;
+    for (llvm::Function& f : m)
+      for (llvm::BasicBlock& block : f)
+        for (llvm::Instruction& i : block)
+          if (llvm::isa<llvm::StoreInst>(i) && i.getMetadata(llvm::LLVMContext::MD_nontemporal)) streamed.insert(f.getName().str());
+    return streamed;
+  };
+  CHECK(streamed_kernels(16384).size() == 1);  // the 16 KiB loop's output; the 4 KiB softmax's is below
+  CHECK(streamed_kernels(4096).size() == 2);
+  CHECK(streamed_kernels(int64_t{16} << 20).empty());
 }

@@ -223,3 +223,45 @@ TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runti
     kiln::testing::check_close((*got)[k], expected[k].type.to_string(), want, tol, tol);
   }
 }
+
+TEST_CASE("streaming stores: outputs at every alignment, split across threads, give the interpreter's values", "[runtime][streaming]") {
+  // Sizes that split into several thread chunks (loops) and rows whose starts fall on
+  // every 16-byte phase of a line, with outputs of three widths and a row output.
+  auto g = kiln::testing::parse_ok(R"(graph @stream(%x: f32[40003], %r: f32[61,1001]) {
+  %two: f32[] = constant {value=2.0}
+  %y: f32[40003] = mul(%x, %two)
+  %d: f64[40003] = cast(%x) {to=f64}
+  %zero: f32[] = constant {value=0.0}
+  %p: bool[40003] = gt(%x, %zero)
+  %s: f32[61,1001] = softmax(%r) {axis=-1}
+  %m: f32[61] = reduce_max(%r) {axes=[1]}
+  %e: f32[61,1001] = exp(%s)
+  return %y, %d, %p, %s, %m, %e
+}
+)");
+  auto args = arguments(g, 11);
+  auto expected = kiln::testing::eval_ok(g, args);
+  CompileOptions options;
+  options.streaming_store_bytes = 0;  // stream every output the kernels can
+  auto artifact = compile_to_artifact(g, options);
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto model = runtime::Model::load_bytes(std::move(*artifact), {2});
+  if (!model.ok()) FAIL(model.error().message);
+  std::map<std::string, runtime::HostTensor> inputs = {{"x", host(args.at("x"), "x")}, {"r", host(args.at("r"), "r")}};
+  for (size_t offset : {0, 4, 8, 16, 24, 36, 60}) {
+    INFO("output buffers " << offset << " bytes past a 64-byte boundary");
+    std::vector<std::vector<uint8_t>> storage;
+    std::map<std::string, std::span<uint8_t>> outputs;
+    for (const runtime::TensorInfo& info : (*model)->outputs()) {
+      storage.emplace_back(static_cast<size_t>(info.bytes()) + 128, 0);
+      uint8_t* aligned = storage.back().data() + (64 - reinterpret_cast<uintptr_t>(storage.back().data()) % 64);
+      outputs[info.name] = std::span<uint8_t>(aligned + offset, static_cast<size_t>(info.bytes()));
+    }
+    Status ran = (*model)->run(inputs, outputs);
+    if (!ran.ok()) FAIL(ran.error().message);
+    std::vector<ir::Tensor> got;
+    for (const runtime::TensorInfo& info : (*model)->outputs())
+      got.push_back(ir::tensor_from_bytes({static_cast<ir::DType>(info.type), info.shape}, outputs[info.name].data()));
+    check_same(got, expected);
+  }
+}
