@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <vector>
 
 namespace kiln::bench {
 namespace {
@@ -25,23 +24,27 @@ Timing summary(const std::vector<double>& ms) {
 
 }  // namespace
 
-Timing time_runs(int runs, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> ms;
-  for (int i = 0; i < std::max(runs, 1); ++i) ms.push_back(elapsed_ms(fn));
-  return summary(ms);
+Timing time_runs(int runs, const std::function<void()>& fn) { return time_interleaved(runs, {fn}).timings[0]; }
+
+double Interleaved::median_ratio(size_t num, size_t den) const {
+  std::vector<double> ratio;
+  for (size_t r = 0; r < ms[num].size(); ++r) ratio.push_back(ms[num][r] / ms[den][r]);
+  return median(ratio);
+}
+
+Interleaved time_interleaved(int runs, const std::vector<std::function<void()>>& candidates) {
+  Interleaved result;
+  result.ms.resize(candidates.size());
+  for (const auto& fn : candidates) fn();
+  for (int r = 0; r < std::max(runs, 1); ++r)
+    for (size_t c = 0; c < candidates.size(); ++c) result.ms[c].push_back(elapsed_ms(candidates[c]));
+  for (const auto& ms : result.ms) result.timings.push_back(summary(ms));
+  return result;
 }
 
 PairedTiming time_paired(int runs, const std::function<void()>& a, const std::function<void()>& b) {
-  a();
-  b();
-  std::vector<double> ta, tb, ratio;
-  for (int i = 0; i < std::max(runs, 1); ++i) {
-    ta.push_back(elapsed_ms(a));
-    tb.push_back(elapsed_ms(b));
-    ratio.push_back(tb.back() / ta.back());
-  }
-  return {summary(ta), summary(tb), median(ratio)};
+  Interleaved t = time_interleaved(runs, {a, b});
+  return {t.timings[0], t.timings[1], t.median_ratio(1, 0)};
 }
 
 }  // namespace kiln::bench

@@ -1,8 +1,9 @@
-// Timing for benchmarks: medians of repeated runs, and paired runs that alternate two
-// candidates so both see the same state of a shared, noisy machine.
+// Timing for benchmarks: medians of repeated runs, and interleaved runs that alternate
+// candidates so all of them see the same state of a shared, noisy machine.
 #pragma once
 
 #include <functional>
+#include <vector>
 
 namespace kiln::bench {
 
@@ -14,7 +15,18 @@ struct Timing {
 /// Runs `fn` once to warm up, then `runs` timed times.
 Timing time_runs(int runs, const std::function<void()>& fn);
 
-/// Two candidates timed in alternation (a, b, a, b, ...) after a warm-up of each.
+/// Candidates timed in turn (a, b, c, a, b, c, ...) after a warm-up of each.
+struct Interleaved {
+  std::vector<Timing> timings;          ///< per candidate
+  std::vector<std::vector<double>> ms;  ///< per candidate, per round
+  /// The median over the rounds of candidate `num`'s time divided by candidate `den`'s.
+  double median_ratio(size_t num, size_t den) const;
+};
+
+/// Times the candidates in turn, `runs` rounds.
+Interleaved time_interleaved(int runs, const std::vector<std::function<void()>>& candidates);
+
+/// Two candidates timed alternately.
 struct PairedTiming {
   Timing a, b;
   /// The median over the pairs of b's time divided by a's.

@@ -85,8 +85,11 @@ class ModelImpl {
   mutable std::mutex state_mutex;
   std::map<uint32_t, std::vector<uint8_t>> state_bytes;  // per state value
 
+  int code_fd = -1;  // the memfd the kernels were loaded from
+
   ~ModelImpl() {
     if (library) dlclose(library);
+    if (code_fd >= 0) close(code_fd);
   }
 
   Status load_code() {
@@ -114,7 +117,10 @@ class ModelImpl {
     }
     std::string path = "/proc/self/fd/" + std::to_string(fd);
     library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    close(fd);
+    // The descriptor stays open while the library is loaded: dlopen treats a path it has
+    // loaded before as the same library, so a second model must not get this fd number.
+    if (library) code_fd = fd;
+    else close(fd);
     if (!library) return make_error(std::string("runtime: cannot load the kernels: ") + dlerror());
     for (StepPlan& s : steps) {
       if (s.kind == format::StepKind::Library) continue;

@@ -585,7 +585,13 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const std::funct
     if (!fp) v = b_.CreateSExt(v, b_.getInt64Ty());
     llvm::Value* next;
     switch (n.op) {
-      case Op::ReduceSum: next = fp ? b_.CreateFAdd(a, b_.CreateFPExt(v, acc_type)) : b_.CreateAdd(a, v); break;
+      case Op::ReduceSum: {
+        // Reassociable, so the vectorizer may keep several partial sums (in double).
+        if (fp) next = b_.CreateFAdd(a, b_.CreateFPExt(v, acc_type));
+        else next = b_.CreateAdd(a, v);
+        if (fp) llvm::cast<llvm::Instruction>(next)->setHasAllowReassoc(true);
+        break;
+      }
       case Op::ReduceMax: next = fp ? b_.CreateIntrinsic(llvm::Intrinsic::maximum, {acc_type}, {a, v}) : b_.CreateSelect(b_.CreateICmpSGT(v, a), v, a); break;
       case Op::ReduceMin: next = fp ? b_.CreateIntrinsic(llvm::Intrinsic::minimum, {acc_type}, {a, v}) : b_.CreateSelect(b_.CreateICmpSLT(v, a), v, a); break;
       default: {  // argmax: the first maximum; the first NaN wins

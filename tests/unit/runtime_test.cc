@@ -265,3 +265,26 @@ TEST_CASE("streaming stores: outputs at every alignment, split across threads, g
     check_same(got, expected);
   }
 }
+
+TEST_CASE("two models loaded at once run their own kernels, whose names are the same", "[runtime][load]") {
+  auto compile_text = [](const std::string& text) {
+    auto artifact = compile_to_artifact(kiln::testing::parse_ok(text), CompileOptions{});
+    REQUIRE(artifact.ok());
+    auto model = runtime::Model::load_bytes(std::move(*artifact));
+    REQUIRE(model.ok());
+    return *model;
+  };
+  auto run_one = [](runtime::Model& m) {
+    auto out = m.run({{"x", host(ir::Tensor::from_doubles({ir::DType::F32, {2}}, {1, 2}), "x")}});
+    REQUIRE(out.ok());
+    return tensor_of((*out)[0]).get(1);
+  };
+  auto twice = compile_text("graph @a(%x: f32[2]) {\n  %y: f32[2] = add(%x, %x)\n  return %y\n}\n");
+  auto plus_one = compile_text("graph @b(%x: f32[2]) {\n  %one: f32[] = constant {value=1.0}\n  %y: f32[2] = add(%x, %one)\n  return %y\n}\n");
+  CHECK(run_one(*twice) == 4.0);
+  CHECK(run_one(*plus_one) == 3.0);
+  twice.reset();
+  auto times_three = compile_text("graph @c(%x: f32[2]) {\n  %three: f32[] = constant {value=3.0}\n  %y: f32[2] = mul(%x, %three)\n  return %y\n}\n");
+  CHECK(run_one(*times_three) == 6.0);
+  CHECK(run_one(*plus_one) == 3.0);
+}

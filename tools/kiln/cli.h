@@ -62,5 +62,6 @@ int run_eval(std::span<char* const> argv);
 int run_dot(std::span<char* const> argv);
 int run_inspect(std::span<char* const> argv);
 int run_compile(std::span<char* const> argv);
+int run_bench(std::span<char* const> argv);
 
 }  // namespace kiln::cli

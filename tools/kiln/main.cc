@@ -17,6 +17,7 @@ commands:
   compile FILE.kir  compile a graph to a .kiln artifact
   run   M.kiln     run an artifact with the runtime
   inspect M.kiln   verify an artifact and show what it holds
+  bench            time the benchmark suites: fused, unfused, plain copy
 
 'kiln COMMAND --help' describes each command.
 )";
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   if (command == "dot") return kiln::cli::run_dot(rest);
   if (command == "inspect") return kiln::cli::run_inspect(rest);
   if (command == "compile") return kiln::cli::run_compile(rest);
+  if (command == "bench") return kiln::cli::run_bench(rest);
   if (command == "run") return kiln::cli::run_artifact("kiln run", rest);
   if (command == "-h" || command == "--help" || command == "help") {
     fmt::print("{}", kUsage);

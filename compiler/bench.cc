@@ -1,0 +1,206 @@
+#include "compiler/bench.h"
+
+#include <cstring>
+#include <ctime>
+#include <fmt/format.h>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <thread>
+
+#include "compiler/bench_suite.h"
+#include "compiler/compile.h"
+#include "runtime/format/artifact.h"
+#include "runtime/model.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::bench {
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string today_utc() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
+  return text;
+}
+
+int64_t bytes_of(const ir::Graph& g, ir::ValueId v) { return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype); }
+
+// Every argument read once and every result written once.
+int64_t minimal_traffic(const ir::Graph& g) {
+  int64_t bytes = 0;
+  for (const ir::Arg& a : g.args) bytes += bytes_of(g, a.value);
+  for (ir::ValueId v : g.results) bytes += bytes_of(g, v);
+  return bytes;
+}
+
+runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
+  return {{name, static_cast<runtime::ElementType>(t.type.dtype), t.type.shape}, ir::tensor_to_bytes(t)};
+}
+
+// Inputs from a fast generator: floats in [-1, 1), integers in [0, 10) (valid class labels).
+runtime::HostTensor random_input(const runtime::TensorInfo& info, uint64_t seed) {
+  runtime::HostTensor t{info, std::vector<uint8_t>(static_cast<size_t>(info.bytes()))};
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  };
+  for (int64_t i = 0; i < info.elements(); ++i) {
+    uint64_t r = next();
+    float f = static_cast<float>(r >> 40) / static_cast<float>(1 << 24) * 2 - 1;
+    switch (info.type) {
+      case runtime::ElementType::F32: std::memcpy(t.data.data() + 4 * i, &f, 4); break;
+      case runtime::ElementType::I32: {
+        int32_t v = static_cast<int32_t>(r % 10);
+        std::memcpy(t.data.data() + 4 * i, &v, 4);
+        break;
+      }
+      case runtime::ElementType::I64: {
+        int64_t v = static_cast<int64_t>(r % 10);
+        std::memcpy(t.data.data() + 8 * i, &v, 8);
+        break;
+      }
+      default: break;  // zeros
+    }
+  }
+  return t;
+}
+
+// A loaded artifact with its inputs and output buffers, ready to run.
+struct Prepared {
+  std::shared_ptr<runtime::Model> model;
+  int kernels = 0;
+  int64_t arena_bytes = 0;
+  std::map<std::string, runtime::HostTensor> inputs;
+  std::vector<std::vector<uint8_t>> storage;
+  std::map<std::string, std::span<uint8_t>> outputs;
+  Status last = Status::Ok();
+  void run() { last = model->run(inputs, outputs); }
+};
+
+Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int threads) {
+  CompileOptions options;
+  options.fuse = fuse;
+  options.weights = row.weights;
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(row.graph, options));
+  auto p = std::make_unique<Prepared>();
+  KILN_ASSIGN_OR_RETURN(format::ArtifactView view, format::read_artifact(artifact));
+  p->kernels = static_cast<int>(view.metadata().steps()->size());
+  p->arena_bytes = static_cast<int64_t>(view.metadata().arena_bytes());
+  KILN_ASSIGN_OR_RETURN(p->model, runtime::Model::load_bytes(std::move(artifact), {threads}));
+  for (const auto& [name, value] : row.state) KILN_RETURN_IF_ERROR(p->model->write_state(name, host(value, name)));
+  uint64_t seed = 1;
+  for (const runtime::TensorInfo& info : p->model->inputs()) p->inputs[info.name] = random_input(info, seed++);
+  for (const runtime::TensorInfo& info : p->model->outputs()) {
+    p->storage.emplace_back(static_cast<size_t>(info.bytes()));
+    p->outputs[info.name] = std::span<uint8_t>(p->storage.back());
+  }
+  p->run();
+  if (!p->last.ok()) return p->last.error();
+  return p;
+}
+
+// A copy of `bytes` split across the pool's threads like a kernel.
+struct Copy {
+  std::vector<uint8_t> from, to;
+  runtime::ThreadPool& pool;
+  int threads;
+  Copy(int64_t bytes, runtime::ThreadPool& p, int t) : from(static_cast<size_t>(bytes), 1), to(static_cast<size_t>(bytes), 0), pool(p), threads(t) {}
+  void run() {
+    // One chunk per thread, as large as can be: glibc's memcpy picks its fastest method
+    // (non-temporal stores) only above a size threshold.
+    int64_t n = static_cast<int64_t>(from.size());
+    pool.parallel_for(n, std::max<int64_t>(int64_t{1} << 16, (n + threads - 1) / threads),
+                      [&](int64_t begin, int64_t end) { std::memcpy(to.data() + begin, from.data() + begin, static_cast<size_t>(end - begin)); });
+  }
+};
+
+double gbps(int64_t bytes, double ms) { return ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0; }
+
+}  // namespace
+
+Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<void(const std::string&)>& progress) {
+  if (options.target != "cpu")
+    return make_error(fmt::format("bench: target '{}' is not available (this build runs: cpu)", options.target));
+  std::regex filter;
+  try {
+    filter = std::regex(options.filter.empty() ? std::string(".") : options.filter);
+  } catch (const std::regex_error& e) {
+    return make_error(fmt::format("bench: --filter '{}' is not a valid regular expression: {}", options.filter, e.what()));
+  }
+  if (options.repeat < 1) return make_error(fmt::format("bench: --repeat must be at least 1, got {}", options.repeat));
+  KILN_ASSIGN_OR_RETURN(std::vector<SuiteRow> rows, suite_rows(options.suite, options.quick));
+  std::vector<SuiteRow> chosen;
+  std::string names;
+  for (SuiteRow& row : rows) {
+    names += (names.empty() ? "" : ", ") + row.name;
+    if (std::regex_search(row.name, filter)) chosen.push_back(std::move(row));
+  }
+  if (chosen.empty()) return make_error(fmt::format("bench: no row of the {} suite matches --filter '{}' (rows: {})", options.suite, options.filter, names));
+
+  SuiteResult result;
+  result.cpu = cpu_model_name();
+  result.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  result.target = options.target;
+  result.suite = options.suite;
+  result.date = today_utc();
+  result.quick = options.quick;
+  result.repeat = options.repeat;
+  result.threads = options.threads > 0 ? options.threads : result.cores;
+  runtime::ThreadPool pool(result.threads - 1);
+  {
+    progress("copy: timing a plain copy");
+    Copy copy(options.quick ? int64_t{4} << 20 : int64_t{256} << 20, pool, result.threads);
+    result.copy_gbps = gbps(2 * static_cast<int64_t>(copy.from.size()), time_runs(options.repeat, [&] { copy.run(); }).median_ms);
+  }
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const SuiteRow& row = chosen[i];
+    std::string at = fmt::format("[{}/{}] {}", i + 1, chosen.size(), row.name);
+    progress(at + ": compiling fused and unfused");
+    auto fused = prepare(row, true, result.threads);
+    if (!fused.ok()) return make_error(fmt::format("bench: {} (fused): {}", row.name, fused.error().message));
+    auto unfused = prepare(row, false, result.threads);
+    if (!unfused.ok()) return make_error(fmt::format("bench: {} (unfused): {}", row.name, unfused.error().message));
+    RowResult r;
+    r.name = row.name;
+    r.target = options.target;
+    r.description = row.description;
+    r.bytes = minimal_traffic(row.graph);
+    Copy copy(std::max<int64_t>(r.bytes / 2, 64), pool, result.threads);
+    progress(at + fmt::format(": timing {} rounds of fused, unfused, copy", options.repeat));
+    Interleaved t = time_interleaved(options.repeat, {[&] { (*fused)->run(); }, [&] { (*unfused)->run(); }, [&] { copy.run(); }});
+    for (Prepared* p : {fused->get(), unfused->get()})
+      if (!p->last.ok()) return make_error(fmt::format("bench: {}: {}", row.name, p->last.error().message));
+    r.fused = t.timings[0];
+    r.unfused = t.timings[1];
+    r.copy = t.timings[2];
+    r.speedup = t.median_ratio(1, 0);
+    r.kernels_fused = (*fused)->kernels;
+    r.kernels_unfused = (*unfused)->kernels;
+    r.arena_bytes = (*fused)->arena_bytes;
+    r.arena_bytes_unfused = (*unfused)->arena_bytes;
+    r.fused_gbps = gbps(r.bytes, r.fused.median_ms);
+    r.unfused_gbps = gbps(r.bytes, r.unfused.median_ms);
+    r.copy_gbps = gbps(2 * static_cast<int64_t>(copy.from.size()), r.copy.median_ms);
+    // The copy moves the row's bytes (half read, half written), so per round the fraction
+    // is copy time over fused time; the median of those rides out the machine's noise.
+    r.fraction_of_copy = t.median_ratio(2, 0);
+    result.rows.push_back(std::move(r));
+  }
+  return result;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,70 @@
+// `kiln bench`: compiles each row of a suite fused and unfused, runs both with the
+// runtime, and compares them with each other and with a plain copy of the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "compiler/timing.h"
+
+namespace kiln::bench {
+
+/// What to run.
+struct BenchOptions {
+  std::string target = "cpu";
+  std::string suite = "fusion";
+  /// An ECMAScript regex; only rows whose name it matches somewhere run.
+  std::string filter;
+  /// Timed runs per candidate, after one warm-up each.
+  int repeat = 20;
+  /// Small sizes (for tests and a first look).
+  bool quick = false;
+  /// Runtime threads (0: one per hardware thread); the copy uses as many.
+  int threads = 0;
+};
+
+/// The figures of one row.
+struct RowResult {
+  std::string name, target, description;
+  Timing fused, unfused, copy;
+  int kernels_fused = 0, kernels_unfused = 0;
+  /// Minimal traffic: every argument read once, every result written once.
+  int64_t bytes = 0;
+  int64_t arena_bytes = 0, arena_bytes_unfused = 0;
+  double fused_gbps = 0, unfused_gbps = 0, copy_gbps = 0;
+  /// fused_gbps over copy_gbps (a copy of the row's own bytes, timed in alternation with
+  /// it): the median over the rounds of copy time / fused time.
+  double fraction_of_copy = 0;
+  /// The median over alternating runs of unfused time / fused time.
+  double speedup = 0;
+};
+
+/// A whole run.
+struct SuiteResult {
+  std::string cpu;  ///< the CPU's model name
+  int cores = 0;    ///< hardware threads
+  std::optional<std::string> gpu;
+  std::string target, suite, date;
+  bool quick = false;
+  int repeat = 0, threads = 0;
+  /// Bandwidth of a plain copy (memcpy on the CPU) of 256 MiB (4 MiB with quick), using
+  /// the runtime's threads: the limit a memory-bound kernel is measured against.
+  double copy_gbps = 0;
+  std::vector<RowResult> rows;
+};
+
+/// Runs the suite; `progress` receives one line per stage of each row.
+Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<void(const std::string&)>& progress);
+
+/// The result as JSON (see docs/benchmarks.md for the fields).
+std::string to_json(const SuiteResult& result);
+/// A readable table of the result.
+std::string to_table(const SuiteResult& result);
+/// An SVG chart: speedup of fused over unfused, and fraction of copy bandwidth, per row.
+std::string to_svg(const SuiteResult& result);
+
+}  // namespace kiln::bench

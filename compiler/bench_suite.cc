@@ -1,0 +1,98 @@
+#include "compiler/bench_suite.h"
+
+#include <fmt/format.h>
+
+#include "compiler/model.h"
+#include "compiler/nn.h"
+#include "compiler/train.h"
+#include "ir/parser.h"
+
+namespace kiln::bench {
+namespace {
+
+Result<SuiteRow> from_text(std::string name, std::string description, const std::string& text) {
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, ir::parse(text, name + ".kir"));
+  return SuiteRow{std::move(name), std::move(description), std::move(g), {}, {}};
+}
+
+// N cheap elementwise ops in a row; canonicalize folds none of them.
+Result<SuiteRow> chain(int n, int64_t elements) {
+  std::string text = fmt::format("graph @chain{}(%x: f32[{}]) {{\n", n, elements);
+  constexpr const char* ops[] = {"add", "mul", "sub", "mul"};
+  constexpr const char* constants[] = {"0.5", "1.5", "0.25", "0.75"};
+  for (int k = 0; k < 4; ++k) text += fmt::format("  %c{}: f32[] = constant {{value={}}}\n", k, constants[k]);
+  std::string prev = "x";
+  for (int k = 0; k < n; ++k) {
+    std::string next = k + 1 == n ? "y" : fmt::format("v{}", k);
+    text += fmt::format("  %{}: f32[{}] = {}(%{}, %c{})\n", next, elements, ops[k % 4], prev, k % 4);
+    prev = next;
+  }
+  text += "  return %y\n}\n";
+  return from_text(fmt::format("chain{}", n), fmt::format("{} elementwise ops (add, mul, sub, mul, ...), x: f32[{}]", n, elements), text);
+}
+
+Result<SuiteRow> softmax(int64_t row, int64_t elements) {
+  int64_t rows = std::max<int64_t>(1, elements / row);
+  return from_text(fmt::format("softmax_{}", row), fmt::format("softmax over rows, x: f32[{},{}]", rows, row),
+                   fmt::format("graph @softmax(%x: f32[{0},{1}]) {{\n  %y: f32[{0},{1}] = softmax(%x) {{axis=-1}}\n  return %y\n}}\n", rows, row));
+}
+
+Result<SuiteRow> mlp(bool train, int64_t batch) {
+  Model m(train ? "mlp_train_step" : "mlp_forward", 7);
+  Tensor x = m.input("x", {batch, 784});
+  nn::Sequential net = nn::mlp(m, "fc", {784, 512, 512, 10}, nn::Activation::Relu);
+  Tensor logits = net(x);
+  std::string sizes = fmt::format("x: f32[{},784], labels: i32[{}]", batch, batch);
+  if (!train) {
+    m.output(logits, "logits");
+    KILN_ASSIGN_OR_RETURN(ir::Graph g, m.build());
+    return SuiteRow{"mlp_forward", fmt::format("MLP 784-512-512-10 with relu, forward, x: f32[{},784]", batch), std::move(g), m.initial_values(), {}};
+  }
+  Tensor labels = m.input("labels", {batch}, ir::DType::I32);
+  m.output(cross_entropy(logits, labels), "loss");
+  KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam{}));
+  return SuiteRow{"mlp_train_step", "MLP 784-512-512-10 with relu, cross-entropy, one Adam step, " + sizes, std::move(step.graph), {},
+                  std::move(step.initial_state)};
+}
+
+}  // namespace
+
+std::vector<std::string> suite_names() { return {"fusion"}; }
+
+Result<std::vector<SuiteRow>> suite_rows(const std::string& suite, bool quick) {
+  if (suite != "fusion") return make_error(fmt::format("bench: no suite '{}' (suites: fusion)", suite));
+  // Full size: 64M f32 (256 MiB) per tensor, well beyond the last-level cache.
+  const int64_t elements = quick ? int64_t{1} << 16 : int64_t{1} << 26;
+  const int64_t rows_4096 = elements / 4096;
+  std::vector<Result<SuiteRow>> rows;
+  rows.push_back(from_text("coscos", fmt::format("cos(cos(x)), x: f32[{}]", elements),
+                           fmt::format("graph @coscos(%x: f32[{0}]) {{\n  %a: f32[{0}] = cos(%x)\n  %y: f32[{0}] = cos(%a)\n  return %y\n}}\n", elements)));
+  for (int n : {2, 4, 8, 16}) rows.push_back(chain(n, elements));
+  rows.push_back(from_text(
+      "bias_gelu", fmt::format("gelu(x + b) (erf form), x: f32[{},4096], b: f32[4096]", rows_4096),
+      fmt::format("graph @bias_gelu(%x: f32[{0},4096], %b: f32[4096]) {{\n  %bb: f32[{0},4096] = broadcast(%b) {{shape=[{0},4096], dims=[1]}}\n"
+                  "  %h: f32[{0},4096] = add(%x, %bb)\n  %y: f32[{0},4096] = gelu(%h)\n  return %y\n}}\n",
+                  rows_4096)));
+  for (int64_t row : {256, 4096, 32768}) rows.push_back(softmax(row, elements));
+  rows.push_back(from_text(
+      "layernorm", fmt::format("layer_norm over rows, x: f32[{},4096], scale and bias: f32[4096]", rows_4096),
+      fmt::format("graph @layernorm(%x: f32[{0},4096], %s: f32[4096], %b: f32[4096]) {{\n"
+                  "  %y: f32[{0},4096] = layer_norm(%x, %s, %b) {{axis=-1, eps=1e-5}}\n  return %y\n}}\n",
+                  rows_4096)));
+  rows.push_back(from_text(
+      "residual_layernorm", fmt::format("h = x + r; layer_norm(h), returning both, x, r: f32[{},4096]", rows_4096),
+      fmt::format("graph @residual_layernorm(%x: f32[{0},4096], %r: f32[{0},4096], %s: f32[4096], %b: f32[4096]) {{\n"
+                  "  %h: f32[{0},4096] = add(%x, %r)\n  %y: f32[{0},4096] = layer_norm(%h, %s, %b) {{axis=-1, eps=1e-5}}\n  return %h, %y\n}}\n",
+                  rows_4096)));
+  const int64_t batch = quick ? 32 : 256;
+  rows.push_back(mlp(false, batch));
+  rows.push_back(mlp(true, batch));
+  std::vector<SuiteRow> out;
+  for (auto& r : rows) {
+    if (!r.ok()) return make_error("bench: cannot build the fusion suite: " + r.error().message);
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+}  // namespace kiln::bench
