@@ -27,9 +27,16 @@ struct BenchOptions {
   int threads = 0;
 };
 
+/// An argument of a row's graph, for tools that rebuild the row (bench/compare_torch.py).
+struct RowArgument {
+  std::string name, kind, dtype;  ///< kind: input, param or state
+  std::vector<int64_t> shape;
+};
+
 /// The figures of one row.
 struct RowResult {
   std::string name, target, description;
+  std::vector<RowArgument> arguments;
   Timing fused, unfused, copy;
   int kernels_fused = 0, kernels_unfused = 0;
   /// Minimal traffic: every argument read once, every result written once.
@@ -51,8 +58,8 @@ struct SuiteResult {
   std::string target, suite, date;
   bool quick = false;
   int repeat = 0, threads = 0;
-  /// Bandwidth of a plain copy (memcpy on the CPU) of 256 MiB (4 MiB with quick), using
-  /// the runtime's threads: the limit a memory-bound kernel is measured against.
+  /// Bandwidth of a plain copy (memcpy on the CPU, with the runtime's threads): the median
+  /// over the rows of their copy_gbps.
   double copy_gbps = 0;
   std::vector<RowResult> rows;
 };

@@ -42,9 +42,12 @@ std::string to_json(const SuiteResult& result) {
   j["copy_gbps"] = round4(result.copy_gbps);
   j["rows"] = nlohmann::ordered_json::array();
   for (const RowResult& r : result.rows) {
+    nlohmann::ordered_json arguments = nlohmann::ordered_json::array();
+    for (const RowArgument& a : r.arguments) arguments.push_back({{"name", a.name}, {"kind", a.kind}, {"dtype", a.dtype}, {"shape", a.shape}});
     j["rows"].push_back({{"name", r.name},
                          {"target", r.target},
                          {"description", r.description},
+                         {"arguments", arguments},
                          {"fused_ms", round4(r.fused.median_ms)},
                          {"unfused_ms", round4(r.unfused.median_ms)},
                          {"fused_min_ms", round4(r.fused.min_ms)},

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -73,6 +75,19 @@ Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOp
   }();
   (void)initialized;
   llvm::LLVMContext ctx;
+  // Optimizer remarks and warnings (a loop it did not vectorize) are not the user's
+  // business; errors are collected and fail the compile.
+  std::string llvm_errors;
+  ctx.setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo* info, void* errors) {
+        if (info->getSeverity() != llvm::DS_Error) return;
+        std::string text;
+        llvm::raw_string_ostream stream(text);
+        llvm::DiagnosticPrinterRawOStream printer(stream);
+        info->print(printer);
+        *static_cast<std::string*>(errors) += stream.str() + "\n";
+      },
+      &llvm_errors);
   auto module = std::make_unique<llvm::Module>("kiln", ctx);
   KILN_RETURN_IF_ERROR(emit_kernels(g, *module, options.streaming_store_bytes));
   std::string verify_messages;
@@ -119,6 +134,7 @@ Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOp
   if (machine->addPassesToEmitFile(emit, object_stream, nullptr, llvm::CodeGenFileType::ObjectFile))
     return make_error("cpu codegen: the target cannot emit object files");
   emit.run(*module);
+  if (!llvm_errors.empty()) return make_error("cpu codegen: LLVM failed:\n" + llvm_errors);
 
   KILN_ASSIGN_OR_RETURN(std::string dir, temp_dir());
   std::string object_path = dir + "/kernels.o", library_path = dir + "/kernels.so";

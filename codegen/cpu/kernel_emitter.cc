@@ -69,8 +69,8 @@ class KernelEmitter {
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
   // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop. A loop
-  // marked `vector_only` is vectorized but never unrolled whole (which would turn a short
-  // fixed-count loop into scalar code).
+  // marked `vector_only` is never unrolled whole before the vectorizer sees it (which
+  // would turn a short fixed-count loop into scalar code).
   Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, bool vector_only = false) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
@@ -88,12 +88,10 @@ class KernelEmitter {
     llvm::BranchInst* back = b_.CreateBr(header);
     if (vector_only) {
       auto flag = [&](const char* name) { return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}); };
-      llvm::Metadata* enable[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"), llvm::ConstantAsMetadata::get(b_.getTrue())};
       // Once vectorized, the loop may be unrolled whole: its stores to the stack buffer
       // then forward straight to the streaming stores.
       llvm::Metadata* followup[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.followup_vectorized"), flag("llvm.loop.unroll.full")};
-      llvm::MDNode* self = llvm::MDNode::getDistinct(
-          ctx_, {nullptr, flag("llvm.loop.unroll.disable"), llvm::MDNode::get(ctx_, enable), llvm::MDNode::get(ctx_, followup)});
+      llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, {nullptr, flag("llvm.loop.unroll.disable"), llvm::MDNode::get(ctx_, followup)});
       self->replaceOperandWith(0, self);
       back->setMetadata(llvm::LLVMContext::MD_loop, self);
     }
@@ -207,15 +205,30 @@ class KernelEmitter {
   Index dims_of(const Shape& shape, const Index& idx) { return idx.flat ? unflatten(idx.flat, shape) : idx; }
 
   // The value of v at idx (an index over v's shape).
-  Result<llvm::Value*> value_at(ValueId v, Index idx) {
-    // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
+  // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
+  Index canonical(ValueId v, Index idx) {
     const Shape& shape = type(v).shape;
     if (type(v).rank() == 0) idx = Index{};
     else if (idx.flat && type(v).num_elements() == 1) idx.flat = i64(0);
     else if (!idx.flat)
       for (size_t d = 0; d < shape.size(); ++d)
         if (shape[d] == 1) idx.dims[d] = i64(0);
-    std::vector<llvm::Value*> key = idx.flat ? std::vector<llvm::Value*>{idx.flat} : idx.dims;
+    return idx;
+  }
+  static std::vector<llvm::Value*> key_of(const Index& idx) { return idx.flat ? std::vector<llvm::Value*>{idx.flat} : idx.dims; }
+
+  // Makes the row values cached so far (row_cache_) the values at row position j, whose
+  // index over the row class's full shape is `full`.
+  void use_row_cache(const Index& full, llvm::Value* j) {
+    for (auto [v, buffer] : row_cache_) {
+      llvm::Type* t = compute_type(ctx_, type(v).dtype);
+      memo_[{v, key_of(canonical(v, full))}] = b_.CreateLoad(t, b_.CreateGEP(t, buffer, j));
+    }
+  }
+
+  Result<llvm::Value*> value_at(ValueId v, Index idx) {
+    idx = canonical(v, idx);
+    std::vector<llvm::Value*> key = key_of(idx);
     auto memo = memo_.find({v, key});
     if (memo != memo_.end()) return memo->second;
     llvm::Value* result;
@@ -416,8 +429,10 @@ class KernelEmitter {
   Status emit_reduction();
   Status emit_scatter();
   // Emits the loop of one reduction over a row and records its result for the row.
-  Status reduce(const Node& n, int64_t row_length, const std::function<Index(llvm::Value*)>& full_index, const Index& at,
-                llvm::IRBuilder<>& entry);
+  Status reduce(const Node& n, int64_t row_length, const Shape& full_shape, const std::function<Index(llvm::Value*)>& full_index,
+                const Index& at, llvm::IRBuilder<>& entry);
+
+  static constexpr int64_t kRowCacheBytes = 256 << 10;  // per cached value; fits in L2
 
   const ir::Graph& g_;
   const ir::Step& step_;
@@ -431,7 +446,7 @@ class KernelEmitter {
   std::vector<char> member_;
   std::vector<llvm::Value*> bases_;
   std::map<std::pair<ValueId, std::vector<llvm::Value*>>, llvm::Value*> memo_, invariant_;
-  friend class RowEmitter;
+  std::map<ValueId, llvm::Value*> row_cache_;
 };
 
 
@@ -525,7 +540,7 @@ Status KernelEmitter::emit_reduction() {
       const Node& node = g_.nodes[n];
       const ir::TensorType& t = type(node.result);
       if (ir::op_kind(node.op) == OpKind::Reduction) {
-        KILN_RETURN_IF_ERROR(reduce(node, row_length, full_index, row_index(t.shape), entry));
+        KILN_RETURN_IF_ERROR(reduce(node, row_length, rc.full, full_index, row_index(t.shape), entry));
       } else if (t.shape != rc.full) {
         auto v = value_at(node.result, row_index(t.shape));  // a row value: once per row
         if (!v.ok()) return v.error();
@@ -541,6 +556,7 @@ Status KernelEmitter::emit_reduction() {
       KILN_RETURN_IF_ERROR(store_range(i64(0), i64(row_length), full_outputs, contiguous && worth_streaming(full_outputs, row_length), flat_at,
                                        [&](llvm::Value* j) -> Result<std::vector<llvm::Value*>> {
                                          Index full = full_index(j);
+                                         use_row_cache(full, j);
                                          std::vector<llvm::Value*> v;
                                          for (ValueId o : full_outputs) {
                                            KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, full));
@@ -562,8 +578,8 @@ Status KernelEmitter::emit_reduction() {
 }
 
 
-Status KernelEmitter::reduce(const Node& n, int64_t row_length, const std::function<Index(llvm::Value*)>& full_index,
-                             const Index& at, llvm::IRBuilder<>& entry) {
+Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& full_shape,
+                             const std::function<Index(llvm::Value*)>& full_index, const Index& at, llvm::IRBuilder<>& entry) {
   ValueId x = n.operands[0];
   ir::DType dt = type(x).dtype;
   bool fp = ir::is_float(dt);
@@ -578,9 +594,26 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const std::funct
   else init = fp ? llvm::ConstantFP::getInfinity(acc_type, true) : llvm::ConstantInt::get(acc_type, static_cast<uint64_t>(INT64_MIN));
   b_.CreateStore(init, acc);
   if (best) b_.CreateStore(i64(0), best);
+  // An operand computed here that other nodes of the step also read is kept in a row
+  // buffer, so later loops over the row load it instead of computing it again (softmax's
+  // exp, layer_norm's x - mean).
+  llvm::AllocaInst* keep = nullptr;
+  if (computed_here(x) && fp && type(x).shape == full_shape && !row_cache_.count(x) && row_length * 4 <= kRowCacheBytes) {
+    int users = 0;
+    for (int m : step_.nodes)
+      for (ValueId operand : g_.nodes[m].operands) users += operand == x;
+    for (ValueId o : step_.outputs) users += o == x;
+    if (users > 1) {
+      keep = entry.CreateAlloca(llvm::ArrayType::get(ct, static_cast<uint64_t>(row_length)));
+      keep->setAlignment(llvm::Align(64));
+    }
+  }
   auto before = memo_;
   KILN_RETURN_IF_ERROR(loop(i64(0), i64(row_length), [&](llvm::Value* j) -> Status {
-    KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full_index(j)));
+    Index full = full_index(j);
+    use_row_cache(full, j);
+    KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full));
+    if (keep) b_.CreateStore(v, b_.CreateGEP(ct, keep, j));
     llvm::Value* a = b_.CreateLoad(acc_type, acc);
     if (!fp) v = b_.CreateSExt(v, b_.getInt64Ty());
     llvm::Value* next;
@@ -606,6 +639,7 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const std::funct
     memo_ = before;
     return Status::Ok();
   }));
+  if (keep) row_cache_[x] = keep;
   const ir::TensorType& rt = type(n.result);
   llvm::Value* result;
   if (n.op == Op::Argmax) result = b_.CreateLoad(b_.getInt64Ty(), best);
