@@ -108,7 +108,8 @@ class KernelEmitter {
   // any buffer may be passed.
   Status store_range(llvm::Value* begin, llvm::Value* end, const std::vector<ValueId>& outs, bool stream,
                      const std::function<llvm::Value*(llvm::Value*)>& flat_at,
-                     const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values) {
+                     const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values,
+                     const std::function<void(llvm::Value*)>& per_block = nullptr) {
     auto one_at_a_time = [&](llvm::Value* i) -> Status {
       KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(i));
       for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, bases_[slot_[outs[k]]], flat_at(i), v[k]);
@@ -148,6 +149,7 @@ class KernelEmitter {
     auto* nontemporal = llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1)));
     KILN_RETURN_IF_ERROR(loop(i64(0), blocks, [&](llvm::Value* n) -> Status {
       llvm::Value* start = b_.CreateAdd(head_end, b_.CreateMul(n, i64(block)));
+      if (per_block) per_block(start);
       KILN_RETURN_IF_ERROR(loop(i64(0), i64(block), [&](llvm::Value* j) -> Status {
         KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(b_.CreateAdd(start, j)));
         for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, staging[k], j, v[k]);
@@ -169,6 +171,17 @@ class KernelEmitter {
     // Non-temporal stores are weakly ordered: fence them before the caller's threads sync.
     b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
     return Status::Ok();
+  }
+
+  // Asks for one line of each input at flat index `at` to be brought into L2. A row kernel
+  // does this for the next row while it writes the current one: its first pass over a row
+  // then reads from cache, where it would otherwise wait on memory with nothing else to do.
+  // A prefetch past the end of a buffer does not fault.
+  void prefetch_next_row(const std::vector<ValueId>& inputs, llvm::Value* at) {
+    for (ValueId x : inputs) {
+      llvm::Value* address = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[x]], b_.CreateMul(at, i64(ir::dtype_size(type(x).dtype))));
+      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()}, {address, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+    }
   }
 
   // Whether outputs of these shapes and this total size are written with streaming stores.
@@ -385,19 +398,43 @@ class KernelEmitter {
       for (ValueId v : node.operands) flat = flat && same(v);
     }
     KILN_RETURN_IF_ERROR(hoist_scalars());
-    auto index = [&](llvm::Value* i) { return flat ? Index{i, {}} : unflatten(i, shape); };
-    return store_range(
-        fn_->getArg(1), fn_->getArg(2), step_.outputs, worth_streaming(step_.outputs, 0), [](llvm::Value* i) { return i; },
-        [&](llvm::Value* i) -> Result<std::vector<llvm::Value*>> {
-          Index idx = index(i);
-          std::vector<llvm::Value*> v;
-          for (ValueId o : step_.outputs) {
-            KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, idx));
-            v.push_back(x);
-          }
-          drop_loop_values();
-          return v;
-        });
+    auto outputs_at = [&](const Index& idx) -> Result<std::vector<llvm::Value*>> {
+      std::vector<llvm::Value*> v;
+      for (ValueId o : step_.outputs) {
+        KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, idx));
+        v.push_back(x);
+      }
+      drop_loop_values();
+      return v;
+    };
+    auto identity = [](llvm::Value* i) { return i; };
+    const int64_t last = shape.empty() ? 1 : shape.back();
+    if (flat || shape.size() < 2 || last < 16) {
+      return store_range(fn_->getArg(1), fn_->getArg(2), step_.outputs, worth_streaming(step_.outputs, 0), identity,
+                         [&](llvm::Value* i) { return outputs_at(flat ? Index{i, {}} : unflatten(i, shape)); });
+    }
+    // Otherwise the work range is walked a row (of the last dim) at a time. Within a row the
+    // last index is the loop index itself, so a broadcast operand's elements are
+    // consecutive and the loop vectorizes; over a flat index, `i % last` vectorizes only
+    // when the whole range lies within one row.
+    const Shape leading(shape.begin(), shape.end() - 1);
+    llvm::Value* begin = fn_->getArg(1);
+    llvm::Value* end = fn_->getArg(2);
+    llvm::Value* first_row = b_.CreateSDiv(begin, i64(last));
+    llvm::Value* end_row = b_.CreateSDiv(b_.CreateAdd(end, i64(last - 1)), i64(last));
+    const bool stream = worth_streaming(step_.outputs, last);
+    return loop(first_row, end_row, [&](llvm::Value* r) -> Status {
+      llvm::Value* row_start = b_.CreateMul(r, i64(last));
+      llvm::Value* from = b_.CreateSelect(b_.CreateICmpSGT(begin, row_start), begin, row_start);
+      llvm::Value* row_end = b_.CreateAdd(row_start, i64(last));
+      llvm::Value* to = b_.CreateSelect(b_.CreateICmpSLT(end, row_end), end, row_end);
+      Index row = unflatten(r, leading);
+      return store_range(from, to, step_.outputs, stream, identity, [&](llvm::Value* i) {
+        Index idx = row;
+        idx.dims.push_back(b_.CreateSub(i, row_start));
+        return outputs_at(idx);
+      });
+    });
   }
 
   // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
@@ -547,7 +584,9 @@ Status KernelEmitter::emit_reduction() {
       }
     }
     auto row_memo = memo_;
-    std::vector<ValueId> full_outputs;
+    std::vector<ValueId> full_outputs, row_inputs;
+    for (ValueId i : step_.inputs)
+      if (contiguous && type(i).shape == rc.full) row_inputs.push_back(i);
     for (ValueId o : step_.outputs)
       if (type(o).shape == rc.full) full_outputs.push_back(o);
     if (!full_outputs.empty()) {
@@ -564,7 +603,8 @@ Status KernelEmitter::emit_reduction() {
                                          }
                                          memo_ = row_memo;
                                          return v;
-                                       }));
+                                       },
+                                       [&](llvm::Value* j) { prefetch_next_row(row_inputs, b_.CreateAdd(b_.CreateAdd(row_start, i64(row_length)), j)); }));
     }
     for (ValueId o : step_.outputs) {
       if (type(o).shape == rc.full) continue;
@@ -608,12 +648,26 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
       keep->setAlignment(llvm::Align(64));
     }
   }
+  // Float sums add blocks of kSumBlock elements in float, which vectorizes at full width
+  // with several partial sums, and each block's sum into the double total. Every float
+  // partial sum holds a few dozen terms, so the result stays as close as the interpreter's
+  // double sum once rounded to float.
+  constexpr int64_t kSumBlock = 512;
+  const bool blocked = fp && n.op == Op::ReduceSum && ct->isFloatTy() && row_length > kSumBlock;
+  llvm::AllocaInst* block_acc = blocked ? entry.CreateAlloca(ct) : nullptr;
   auto before = memo_;
-  KILN_RETURN_IF_ERROR(loop(i64(0), i64(row_length), [&](llvm::Value* j) -> Status {
+  auto element = [&](llvm::Value* j) -> Status {
     Index full = full_index(j);
     use_row_cache(full, j);
     KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full));
     if (keep) b_.CreateStore(v, b_.CreateGEP(ct, keep, j));
+    if (blocked) {
+      auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(b_.CreateLoad(ct, block_acc), v));
+      sum->setHasAllowReassoc(true);
+      b_.CreateStore(sum, block_acc);
+      memo_ = before;
+      return Status::Ok();
+    }
     llvm::Value* a = b_.CreateLoad(acc_type, acc);
     if (!fp) v = b_.CreateSExt(v, b_.getInt64Ty());
     llvm::Value* next;
@@ -638,7 +692,23 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
     b_.CreateStore(next, acc);
     memo_ = before;
     return Status::Ok();
-  }));
+  };
+  if (!blocked) {
+    KILN_RETURN_IF_ERROR(loop(i64(0), i64(row_length), element));
+  } else {
+    const int64_t blocks = (row_length + kSumBlock - 1) / kSumBlock;
+    KILN_RETURN_IF_ERROR(loop(i64(0), i64(blocks), [&](llvm::Value* block) -> Status {
+      llvm::Value* begin = b_.CreateMul(block, i64(kSumBlock));
+      llvm::Value* end = b_.CreateAdd(begin, i64(kSumBlock));
+      end = b_.CreateSelect(b_.CreateICmpSLT(end, i64(row_length)), end, i64(row_length));
+      b_.CreateStore(llvm::ConstantFP::get(ct, 0.0), block_acc);
+      KILN_RETURN_IF_ERROR(loop(begin, end, element));
+      auto* total = llvm::cast<llvm::Instruction>(
+          b_.CreateFAdd(b_.CreateLoad(acc_type, acc), b_.CreateFPExt(b_.CreateLoad(ct, block_acc), acc_type)));
+      b_.CreateStore(total, acc);
+      return Status::Ok();
+    }));
+  }
   if (keep) row_cache_[x] = keep;
   const ir::TensorType& rt = type(n.result);
   llvm::Value* result;

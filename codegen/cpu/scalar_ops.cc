@@ -1,5 +1,7 @@
 #include "codegen/cpu/scalar_ops.h"
 
+#include "codegen/cpu/float_math.h"
+
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
@@ -109,6 +111,8 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
   llvm::Value* y = in.size() > 1 ? in[1] : nullptr;
   auto zero = [&](llvm::Value* like) { return llvm::Constant::getNullValue(like->getType()); };
   auto fpr = [&](llvm::Value* v) { return round_to(b, rt, v); };  // f16/bf16 round after each op
+  // Floats get an inlined exp that vectorizes without calls; doubles keep libm's (libmvec's).
+  auto exp = [&](llvm::Value* v) { return v->getType()->isFloatTy() ? exp_f32(b, v) : call_intrinsic(b, llvm::Intrinsic::exp, {v}); };
   switch (op) {
     case Op::Neg: return fp ? fpr(b.CreateFNeg(x)) : b.CreateSub(zero(x), x);
     case Op::Abs:
@@ -116,19 +120,19 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
     case Op::Relu:
       // NaN stays NaN, as in the interpreter (x > 0 or unordered).
       return fp ? b.CreateSelect(b.CreateFCmpUGT(x, zero(x)), x, zero(x)) : b.CreateSelect(b.CreateICmpSGT(x, zero(x)), x, zero(x));
-    case Op::Exp: return fpr(call_intrinsic(b, llvm::Intrinsic::exp, {x}));
+    case Op::Exp: return fpr(exp(x));
     case Op::Log: return fpr(call_intrinsic(b, llvm::Intrinsic::log, {x}));
     case Op::Sqrt: return fpr(call_intrinsic(b, llvm::Intrinsic::sqrt, {x}));
     case Op::Rsqrt: return fpr(b.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), call_intrinsic(b, llvm::Intrinsic::sqrt, {x})));
     case Op::Sin: return fpr(call_intrinsic(b, llvm::Intrinsic::sin, {x}));
     case Op::Cos: return fpr(call_intrinsic(b, llvm::Intrinsic::cos, {x}));
     case Op::Tanh: return fpr(call_libm(b, m, "tanh", x));
-    case Op::Erf: return fpr(call_libm(b, m, "erf", x));
+    case Op::Erf: return fpr(x->getType()->isFloatTy() ? erf_f32(b, x) : call_libm(b, m, "erf", x));
     case Op::Floor: return fpr(call_intrinsic(b, llvm::Intrinsic::floor, {x}));
     case Op::Ceil: return fpr(call_intrinsic(b, llvm::Intrinsic::ceil, {x}));
     case Op::Sigmoid: {
       llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
-      return fpr(b.CreateFDiv(one, b.CreateFAdd(one, call_intrinsic(b, llvm::Intrinsic::exp, {b.CreateFNeg(x)}))));
+      return fpr(b.CreateFDiv(one, b.CreateFAdd(one, exp(b.CreateFNeg(x)))));
     }
     case Op::Not: return b.CreateNot(x);
     case Op::Add: return fp ? fpr(b.CreateFAdd(x, y)) : b.CreateAdd(x, y);

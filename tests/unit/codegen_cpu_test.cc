@@ -2,6 +2,7 @@
 // through the planned arena, compute what the reference interpreter computes (f32:
 // rtol 1e-5 / atol 1e-6 elementwise, 1e-4 with reductions and matmul).
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <filesystem>
 #include <fstream>
 #include <llvm/IR/Instructions.h>
@@ -23,8 +24,13 @@ using kiln::testing::planned;
 
 // Compiles a planned graph's kernels and runs it through its arena: kernel steps call
 // the compiled code, library steps (matmul, OpenBLAS in the runtime) the interpreter.
-Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<std::string, ir::Tensor>& inputs, const std::string& tag) {
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> so, codegen::cpu::compile_kernels(g));
+// With `chunk` > 0, each kernel runs over its work items in pieces of that many, as the
+// runtime's threads do.
+Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<std::string, ir::Tensor>& inputs, const std::string& tag,
+                                             int64_t chunk = 0, int64_t streaming_bytes = int64_t{16} << 20) {
+  codegen::cpu::CompileOptions options;
+  options.streaming_store_bytes = streaming_bytes;
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> so, codegen::cpu::compile_kernels(g, options));
   std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/kernels-" + tag + ".so";
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(so.data()), static_cast<std::streamsize>(so.size()));
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -33,7 +39,8 @@ Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<
     if (step.kind == ir::StepKind::Library) return false;
     auto kernel = reinterpret_cast<Kernel>(dlsym(library, ("kiln_" + step.name).c_str()));
     if (!kernel) return make_error("no kernel kiln_" + step.name);
-    kernel(buffers.data(), 0, codegen::cpu::work_items(g, step));
+    const int64_t items = codegen::cpu::work_items(g, step);
+    for (int64_t begin = 0; begin < items; begin += chunk > 0 ? chunk : items) kernel(buffers.data(), begin, chunk > 0 ? std::min(items, begin + chunk) : items);
     return true;
   });
   dlclose(library);
@@ -117,4 +124,79 @@ TEST_CASE("outputs at or above the streaming size are written with non-temporal 
   CHECK(streamed_kernels(16384).size() == 1);  // the 16 KiB loop's output; the 4 KiB softmax's is below
   CHECK(streamed_kernels(4096).size() == 2);
   CHECK(streamed_kernels(int64_t{16} << 20).empty());
+}
+
+TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special values", "[codegen][cpu][math]") {
+  // 200001 points over [-110, 95], past both ends of exp's range, plus the specials.
+  std::vector<double> xs;
+  for (int i = 0; i <= 200000; ++i) xs.push_back(-110.0 + 205.0 * i / 200000);
+  for (double v : {0.0, -0.0, 1e-30, -1e-30, 0.99999994, 1.0, -1.0, 88.72, 88.73, -87.3, -103.9, 1e30, -1e30}) xs.push_back(v);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (double v : {inf, -inf, nan}) xs.push_back(v);
+  const auto n = static_cast<int64_t>(xs.size());
+  ir::Graph g = planned(kiln::testing::parse_ok(fmt::format(R"(graph @g(%x: f32[{0}]) {{
+  %e: f32[{0}] = exp(%x)
+  %r: f32[{0}] = erf(%x)
+  return %e, %r
+}}
+)", n)), true);
+  ir::Tensor x = ir::Tensor::from_doubles(ir::TensorType{ir::DType::F32, {n}}, xs);
+  auto got = run_compiled(g, {{"x", x}}, "math");
+  REQUIRE(got.ok());
+  auto ulps = [](float got_value, double want) {
+    float w = static_cast<float>(want);
+    if (std::isnan(w)) return std::isnan(got_value) ? 0.0 : 1e9;
+    if (got_value == w) return 0.0;
+    if (std::isinf(w) || std::isinf(got_value)) return 1e9;
+    // An ulp of the wanted value, with denormals' ulp as the floor.
+    double ulp = std::max(std::nextafter(std::fabs(w), INFINITY) - std::fabs(w), std::numeric_limits<float>::denorm_min());
+    return std::fabs(got_value - want) / ulp;
+  };
+  double worst_exp = 0, worst_erf_abs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double xi = static_cast<float>(xs[static_cast<size_t>(i)]);
+    INFO("x = " << xi);
+    double e = ulps(static_cast<float>((*got)[0].get(i)), std::exp(xi));
+    CHECK(e <= 1.0);
+    worst_exp = std::max(worst_exp, e);
+    double r = (*got)[1].get(i);
+    if (std::isnan(xi)) CHECK(std::isnan(r));
+    else CHECK(std::fabs(r - std::erf(xi)) <= 2e-7);
+    if (!std::isnan(xi)) worst_erf_abs = std::max(worst_erf_abs, std::fabs(r - std::erf(xi)));
+  }
+  WARN("worst exp error " << worst_exp << " ulp; worst erf error " << worst_erf_abs);
+}
+
+TEST_CASE("elementwise kernels with broadcasts, walked row by row, agree over work ranges that split rows", "[codegen][cpu]") {
+  // Rows of 37 (not a multiple of any vector width) and of 1000 (streamed below 16 KiB).
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 37}, {7, 1000}}) {
+    ir::Graph parsed = kiln::testing::parse_ok(fmt::format(R"(graph @g(%x: f32[{0},{1}], %b: f32[{1}], %c: f32[{0},1]) {{
+  %bb: f32[{0},{1}] = broadcast(%b) {{shape=[{0},{1}], dims=[1]}}
+  %cc: f32[{0},{1}] = broadcast(%c) {{shape=[{0},{1}], dims=[0,1]}}
+  %h: f32[{0},{1}] = add(%x, %bb)
+  %m: f32[{0},{1}] = mul(%h, %cc)
+  %y: f32[{0},{1}] = gelu(%m)
+  return %y
+}}
+)", rows, cols));
+    std::mt19937_64 rng(static_cast<uint64_t>(cols));
+    std::uniform_real_distribution<double> value(-3, 3);
+    std::map<std::string, ir::Tensor> inputs;
+    for (const ir::Arg& a : parsed.args) {
+      const ir::TensorType& t = parsed.type(a.value);
+      std::vector<double> data;
+      for (int64_t k = 0; k < t.num_elements(); ++k) data.push_back(value(rng));
+      inputs[parsed.value_name(a.value)] = ir::Tensor::from_doubles(t, data);
+    }
+    auto expected = kiln::testing::eval_ok(parsed, inputs);
+    ir::Graph g = planned(parsed, true);
+    for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{13}, cols - 1, cols + 5, int64_t{3} * cols}) {
+      for (int64_t streaming : {int64_t{1}, int64_t{16} << 20}) {
+        INFO(rows << "x" << cols << " in chunks of " << chunk << ", streaming from " << streaming << " bytes");
+        auto got = run_compiled(g, inputs, fmt::format("rows{}-{}-{}", cols, chunk, streaming), chunk, streaming);
+        REQUIRE(got.ok());
+        check_same(*got, expected, 1e-5);
+      }
+    }
+  }
 }
