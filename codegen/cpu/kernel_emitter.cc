@@ -60,6 +60,13 @@ class KernelEmitter {
                                                           : emit_scatter();
     KILN_RETURN_IF_ERROR(body);
     b_.CreateRetVoid();
+    // A row kernel divides by a row's value (softmax's sum) through its reciprocal, which
+    // LICM then computes once per row: a multiply per element instead of a division,
+    // within 1 ulp of it.
+    if (step_.kind == ir::StepKind::Reduction)
+      for (llvm::BasicBlock& block : *fn_)
+        for (llvm::Instruction& i : block)
+          if (i.getOpcode() == llvm::Instruction::FDiv) i.setHasAllowReciprocal(true);
     return Status::Ok();
   }
 
@@ -628,6 +635,9 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   llvm::Type* acc_type = fp && n.op == Op::ReduceSum ? b_.getDoubleTy() : fp ? ct : b_.getInt64Ty();
   llvm::AllocaInst* acc = entry.CreateAlloca(acc_type);
   llvm::AllocaInst* best = n.op == Op::Argmax ? entry.CreateAlloca(b_.getInt64Ty()) : nullptr;
+  const bool min_or_max = fp && (n.op == Op::ReduceMax || n.op == Op::ReduceMin);
+  llvm::AllocaInst* saw_nan = min_or_max ? entry.CreateAlloca(b_.getInt1Ty()) : nullptr;
+  if (saw_nan) b_.CreateStore(b_.getFalse(), saw_nan);
   llvm::Value* init;
   if (n.op == Op::ReduceSum) init = llvm::Constant::getNullValue(acc_type);
   else if (n.op == Op::ReduceMin) init = fp ? llvm::ConstantFP::getInfinity(acc_type) : llvm::ConstantInt::get(acc_type, INT64_MAX);
@@ -679,8 +689,25 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
         if (fp) llvm::cast<llvm::Instruction>(next)->setHasAllowReassoc(true);
         break;
       }
-      case Op::ReduceMax: next = fp ? b_.CreateIntrinsic(llvm::Intrinsic::maximum, {acc_type}, {a, v}) : b_.CreateSelect(b_.CreateICmpSGT(v, a), v, a); break;
-      case Op::ReduceMin: next = fp ? b_.CreateIntrinsic(llvm::Intrinsic::minimum, {acc_type}, {a, v}) : b_.CreateSelect(b_.CreateICmpSLT(v, a), v, a); break;
+      case Op::ReduceMax:
+      case Op::ReduceMin: {
+        bool is_max = n.op == Op::ReduceMax;
+        if (!fp) {
+          next = b_.CreateSelect(is_max ? b_.CreateICmpSGT(v, a) : b_.CreateICmpSLT(v, a), v, a);
+          break;
+        }
+        // maxnum marked "no NaNs" vectorizes as a reduction of single vmaxps; a NaN makes
+        // its result poison, so a separate flag records whether one was seen, and the
+        // result is NaN then (a select never returns its unchosen poison operand).
+        // llvm.maximum would do both at once, at twice the instructions per element.
+        next = b_.CreateIntrinsic(is_max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, {acc_type}, {a, v});
+        llvm::FastMathFlags no_nans;
+        no_nans.setNoNaNs();
+        no_nans.setNoSignedZeros();
+        llvm::cast<llvm::Instruction>(next)->setFastMathFlags(no_nans);
+        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), saw_nan), b_.CreateFCmpUNO(v, v)), saw_nan);
+        break;
+      }
       default: {  // argmax: the first maximum; the first NaN wins
         llvm::Value* better = fp ? b_.CreateAnd(b_.CreateFCmpORD(a, a), b_.CreateOr(b_.CreateFCmpOGT(v, a), b_.CreateFCmpUNO(v, v)))
                                  : b_.CreateICmpSGT(v, a);
@@ -715,6 +742,7 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   if (n.op == Op::Argmax) result = b_.CreateLoad(b_.getInt64Ty(), best);
   else {
     result = b_.CreateLoad(acc_type, acc);
+    if (saw_nan) result = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), saw_nan), llvm::ConstantFP::getNaN(acc_type), result);
     if (fp) result = round_to(b_, rt.dtype, b_.CreateFPCast(result, compute_type(ctx_, rt.dtype)));
     else result = b_.CreateTrunc(result, compute_type(ctx_, rt.dtype));
   }
