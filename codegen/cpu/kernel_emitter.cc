@@ -659,8 +659,8 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
     }
   }
   // Float sums add blocks of kSumBlock elements in float, which vectorizes at full width
-  // with several partial sums, and each block's sum into the double total. Every float
-  // partial sum holds a few dozen terms, so the result stays as close as the interpreter's
+  // with several partial sums, and each block's sum into the double total. Each float
+  // partial sum holds a few dozen terms at most, so the result stays as close as the interpreter's
   // double sum once rounded to float.
   constexpr int64_t kSumBlock = 512;
   const bool blocked = fp && n.op == Op::ReduceSum && ct->isFloatTy() && row_length > kSumBlock;
@@ -700,6 +700,7 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
         // its result poison, so a separate flag records whether one was seen, and the
         // result is NaN then (a select never returns its unchosen poison operand).
         // llvm.maximum would do both at once, at twice the instructions per element.
+        // Between -0 and +0 either may be returned; they compare equal.
         next = b_.CreateIntrinsic(is_max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, {acc_type}, {a, v});
         llvm::FastMathFlags no_nans;
         no_nans.setNoNaNs();
