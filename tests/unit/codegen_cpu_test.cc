@@ -81,16 +81,7 @@ TEST_CASE("every text-test model compiles and agrees with the interpreter", "[co
     auto parsed = ir::parse(text, entry.path().string());
     if (!parsed.ok()) continue;  // the malformed ones under errors/
     INFO(entry.path());
-    // Seeded inputs: floats in [-1, 1]; integers 0 or 1 (valid labels and indices).
-    std::mt19937_64 rng(models + 1);
-    std::uniform_real_distribution<double> value(-1, 1);
-    std::map<std::string, ir::Tensor> inputs;
-    for (const ir::Arg& a : parsed->args) {
-      const ir::TensorType& t = parsed->type(a.value);
-      std::vector<double> data;
-      for (int64_t k = 0; k < t.num_elements(); ++k) data.push_back(ir::is_float(t.dtype) ? value(rng) : static_cast<double>(rng() % 2));
-      inputs[parsed->value_name(a.value)] = ir::Tensor::from_doubles(t, data);
-    }
+    auto inputs = kiln::testing::seeded_arguments(*parsed, static_cast<uint64_t>(models) + 1);
     auto expected = kiln::testing::eval_ok(*parsed, inputs);
     ir::Graph g = planned(*parsed, true);
     auto got = run_compiled(g, inputs, "model" + std::to_string(models));
@@ -179,15 +170,7 @@ TEST_CASE("elementwise kernels with broadcasts, walked row by row, agree over wo
   return %y
 }}
 )", rows, cols));
-    std::mt19937_64 rng(static_cast<uint64_t>(cols));
-    std::uniform_real_distribution<double> value(-3, 3);
-    std::map<std::string, ir::Tensor> inputs;
-    for (const ir::Arg& a : parsed.args) {
-      const ir::TensorType& t = parsed.type(a.value);
-      std::vector<double> data;
-      for (int64_t k = 0; k < t.num_elements(); ++k) data.push_back(value(rng));
-      inputs[parsed.value_name(a.value)] = ir::Tensor::from_doubles(t, data);
-    }
+    auto inputs = kiln::testing::seeded_arguments(parsed, static_cast<uint64_t>(cols), 3);
     auto expected = kiln::testing::eval_ok(parsed, inputs);
     ir::Graph g = planned(parsed, true);
     for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{13}, cols - 1, cols + 5, int64_t{3} * cols}) {

@@ -27,19 +27,7 @@ ir::Tensor tensor_of(const runtime::HostTensor& h) {
   return ir::tensor_from_bytes({static_cast<ir::DType>(h.info.type), h.info.shape}, h.data.data());
 }
 
-// Seeded values for every argument: floats in [-1, 1], integers 0 or 1.
-std::map<std::string, ir::Tensor> arguments(const ir::Graph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> value(-1, 1);
-  std::map<std::string, ir::Tensor> args;
-  for (const ir::Arg& a : g.args) {
-    const ir::TensorType& t = g.type(a.value);
-    std::vector<double> data;
-    for (int64_t k = 0; k < t.num_elements(); ++k) data.push_back(ir::is_float(t.dtype) ? value(rng) : static_cast<double>(rng() % 2));
-    args[g.value_name(a.value)] = ir::Tensor::from_doubles(t, data);
-  }
-  return args;
-}
+using kiln::testing::seeded_arguments;
 
 // Compiles, loads and runs a graph with the given arguments (params as weights, state
 // written into the model), returning the outputs.
@@ -82,7 +70,7 @@ TEST_CASE("every text-test model: the compiled artifact, fused and unfused, give
     auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
     if (!g.ok()) continue;
     INFO(entry.path());
-    auto args = arguments(*g, static_cast<uint64_t>(models) + 1);
+    auto args = seeded_arguments(*g, static_cast<uint64_t>(models) + 1);
     auto expected = kiln::testing::eval_ok(*g, args);
     for (bool fuse : {true, false}) {
       auto got = compile_and_run(*g, args, fuse);
@@ -183,7 +171,7 @@ TEST_CASE("every op, compiled and run, gives the interpreter's values", "[runtim
   std::set<ir::Op> used;
   for (const ir::Node& n : g->nodes) used.insert(n.op);
   CHECK(used.size() >= ir::all_ops().size() - 1);  // every op but constant-only forms
-  auto args = arguments(*g, 77);
+  auto args = seeded_arguments(*g, 77);
   args["i"] = ir::Tensor::from_ints({ir::DType::I32, {2}}, {2, 0});
   for (const auto& [name, value] : m.initial_values()) args[name] = value;
   auto expected = kiln::testing::eval_ok(*g, args);
@@ -210,7 +198,7 @@ TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runti
   return %a2, %h2, %b2, %i2, %l2, %t2, %c, %s, %m, %hb
 }
 )");
-  auto args = arguments(g, 5);
+  auto args = seeded_arguments(g, 5);
   auto expected = kiln::testing::eval_ok(g, args);
   auto got = compile_and_run(g, args, true);
   if (!got.ok()) FAIL(got.error().message);
@@ -239,7 +227,7 @@ TEST_CASE("streaming stores: outputs at every alignment, split across threads, g
   return %y, %d, %p, %s, %m, %e
 }
 )");
-  auto args = arguments(g, 11);
+  auto args = seeded_arguments(g, 11);
   auto expected = kiln::testing::eval_ok(g, args);
   CompileOptions options;
   options.streaming_store_bytes = 0;  // stream every output the kernels can

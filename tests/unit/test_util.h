@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
+#include <random>
 #include <string>
 
 #include "ir/interpreter.h"
@@ -56,6 +57,21 @@ inline void check_close(const ir::Tensor& t, const std::string& type, const std:
 /// A tensor from doubles.
 inline ir::Tensor tensor(ir::DType dtype, ir::Shape shape, const std::vector<double>& values) {
   return ir::Tensor::from_doubles({dtype, std::move(shape)}, values);
+}
+
+/// Seeded values for every argument of `g`: floats in [-bound, bound], integers 0 or 1
+/// (valid labels and indices).
+inline std::map<std::string, ir::Tensor> seeded_arguments(const ir::Graph& g, uint64_t seed, double bound = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> value(-bound, bound);
+  std::map<std::string, ir::Tensor> args;
+  for (const ir::Arg& a : g.args) {
+    const ir::TensorType& t = g.type(a.value);
+    std::vector<double> data;
+    for (int64_t k = 0; k < t.num_elements(); ++k) data.push_back(ir::is_float(t.dtype) ? value(rng) : static_cast<double>(rng() % 2));
+    args[g.value_name(a.value)] = ir::Tensor::from_doubles(t, data);
+  }
+  return args;
 }
 
 }  // namespace kiln::testing
