@@ -1,36 +1,84 @@
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "codegen/cpu/compile.h"
-#include "codegen/cpu/kernel_emitter.h"
+#include "codegen/cuda/kernel_source.h"
+#include "codegen/cuda/nvrtc_compile.h"
 #include "compiler/artifact.h"
 #include "ir/printer.h"
+#include "ir/row_class.h"
 #include "passes/pipeline.h"
 
 namespace kiln {
+namespace {
 
-Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
-  if (options.target != "cpu")
-    return make_error(fmt::format("compile: target '{}' is not available (this build compiles for: cpu)", options.target));
+// The graph through the default pipeline: fused (unless not asked) and planned.
+Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options) {
+  if (options.target != "cpu" && options.target != "cuda")
+    return make_error(fmt::format("compile: unknown target '{}' (expected cpu or cuda)", options.target));
   ir::Graph g = graph;
   passes::PassOptions pass_options;
   pass_options.fuse = options.fuse;
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan", pass_options));
   auto ran = pipeline.run(g);
   if (!ran.ok()) return ran.error();
-  KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, options.weights, "cpu-x86_64", ir::print(graph)));
-  for (size_t s = 0; s < g.program->steps.size(); ++s) contents.steps[s].work_items = codegen::cpu::work_items(g, g.program->steps[s]);
-  codegen::cpu::CompileOptions cpu;
-  cpu.cpu = options.cpu;
-  cpu.streaming_store_bytes = options.streaming_store_bytes;
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> elf, codegen::cpu::compile_kernels(g, cpu));
-  contents.code.push_back({"elf", "x86_64", std::move(elf)});
-  contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
+  return g;
+}
+
+// The lowest architecture: the least a GPU needs to run the artifact's cubin.
+std::string lowest_arch(const std::vector<std::string>& archs) {
+  return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return std::atoi(a.c_str() + 3) < std::atoi(b.c_str() + 3); });
+}
+
+Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::ArtifactContents& contents) {
+  KILN_ASSIGN_OR_RETURN(codegen::cuda::ProgramSource program, codegen::cuda::emit_program(g));
+  for (size_t s = 0; s < contents.steps.size(); ++s) {
+    contents.steps[s].block_threads = program.launches[s].block_threads;
+    contents.steps[s].grid_blocks = program.launches[s].grid_blocks;
+  }
+  codegen::cuda::NvrtcOptions nvrtc;
+  nvrtc.archs = options.cuda_archs;
+  nvrtc.use_cache = options.use_compile_cache;
+  nvrtc.verbose = options.verbose;
+  KILN_ASSIGN_OR_RETURN(std::vector<codegen::cuda::CodeObject> objects, codegen::cuda::compile_program(program.kernels, nvrtc));
+  for (auto& o : objects) contents.code.push_back({o.kind, o.arch, std::move(o.bytes)});
+  std::string archs;
+  for (const std::string& a : options.cuda_archs) archs += (archs.empty() ? "" : ",") + a;
+  contents.flags = {"--target=cuda", "--cuda-arch=" + archs};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
+  const bool cuda = options.target == "cuda";
+  if (cuda) KILN_RETURN_IF_ERROR(codegen::cuda::check_archs(options.cuda_archs));
+  const std::string target = cuda ? "cuda-" + lowest_arch(options.cuda_archs) : "cpu-x86_64";
+  KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, options.weights, target, ir::print(graph)));
+  for (size_t s = 0; s < g.program->steps.size(); ++s) contents.steps[s].work_items = ir::work_items(g, g.program->steps[s]);
+  if (cuda) {
+    KILN_RETURN_IF_ERROR(add_cuda_code(g, options, contents));
+  } else {
+    codegen::cpu::CompileOptions cpu;
+    cpu.cpu = options.cpu;
+    cpu.streaming_store_bytes = options.streaming_store_bytes;
+    KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> elf, codegen::cpu::compile_kernels(g, cpu));
+    contents.code.push_back({"elf", "x86_64", std::move(elf)});
+    contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
+    if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)
+      contents.flags.push_back(fmt::format("--streaming-stores-above={}", options.streaming_store_bytes));
+  }
   if (!options.fuse) contents.flags.push_back("--no-fusion");
-  if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)
-    contents.flags.push_back(fmt::format("--streaming-stores-above={}", options.streaming_store_bytes));
   return format::write_artifact(contents);
+}
+
+Result<std::string> cuda_source(const ir::Graph& graph, const CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
+  KILN_ASSIGN_OR_RETURN(codegen::cuda::ProgramSource program, codegen::cuda::emit_program(g));
+  return program.kernels;
 }
 
 }  // namespace kiln

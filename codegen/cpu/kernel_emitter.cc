@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "codegen/cpu/scalar_ops.h"
+#include "ir/row_class.h"
 #include "ir/shape_inference.h"
 
 namespace kiln::codegen::cpu {
@@ -496,77 +497,16 @@ class KernelEmitter {
 
 // ---- reduction kernels: one row per work item ------------------------------------
 
-struct RowClass {
-  Shape full;
-  std::vector<int64_t> reduced, kept;
-  Shape kept_shape, reduced_shape;
-};
-
-std::vector<int64_t> reduction_axes(const ir::Graph& g, const Node& n) {
-  int64_t rank = g.type(n.operands[0]).rank();
-  std::vector<int64_t> axes;
-  if (n.op == Op::Argmax) axes.push_back(*ir::normalize_axis(n.attrs.get_int("axis"), rank));
-  else
-    for (int64_t a : n.attrs.get_ints("axes")) axes.push_back(*ir::normalize_axis(a, rank));
-  std::sort(axes.begin(), axes.end());
-  return axes;
-}
-
-// The row class of a reduction step: from its first reduction, or else from a broadcast
-// that spreads a value computed in the step over its rows.
-std::optional<RowClass> row_class(const ir::Graph& g, const ir::Step& step) {
-  RowClass rc;
-  std::vector<int> producer = g.producers();
-  std::vector<char> member(g.nodes.size(), 0);
-  for (int n : step.nodes) member[n] = 1;
-  bool found = false;
-  for (int n : step.nodes) {
-    const Node& node = g.nodes[n];
-    if (ir::op_kind(node.op) == OpKind::Reduction) {
-      rc.full = g.type(node.operands[0]).shape;
-      rc.reduced = reduction_axes(g, node);
-      found = true;
-      break;
-    }
-  }
-  for (size_t k = 0; !found && k < step.nodes.size(); ++k) {
-    const Node& node = g.nodes[step.nodes[k]];
-    if (node.op != Op::Broadcast || producer[node.operands[0]] < 0 || !member[producer[node.operands[0]]]) continue;
-    const Shape &from = g.type(node.operands[0]).shape, &to = g.type(node.result).shape;
-    const auto& dims = node.attrs.get_ints("dims");
-    rc.full = to;
-    rc.reduced.clear();
-    for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d) {
-      bool mapped = std::find(dims.begin(), dims.end(), d) != dims.end();
-      bool expanded = from.size() == to.size() && from[d] == 1 && to[d] != 1;
-      if (!mapped || expanded) rc.reduced.push_back(d);
-    }
-    found = !rc.reduced.empty();
-  }
-  if (!found) return std::nullopt;
-  for (int64_t d = 0; d < static_cast<int64_t>(rc.full.size()); ++d) {
-    if (std::binary_search(rc.reduced.begin(), rc.reduced.end(), d)) rc.reduced_shape.push_back(rc.full[d]);
-    else {
-      rc.kept.push_back(d);
-      rc.kept_shape.push_back(rc.full[d]);
-    }
-  }
-  return rc;
-}
-
 Status KernelEmitter::emit_reduction() {
-  auto cls = row_class(g_, step_);
+  auto cls = ir::row_class(g_, step_);
   if (!cls) return make_error(fmt::format("cpu codegen: step {} has no row structure", step_.name));
-  const RowClass& rc = *cls;
+  const ir::RowClass& rc = *cls;
   KILN_RETURN_IF_ERROR(hoist_scalars());
   llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-  const int64_t row_length = ir::num_elements(rc.reduced_shape);
+  const int64_t row_length = rc.row_length();
   Shape keepdims = rc.full;
   for (int64_t d : rc.reduced) keepdims[static_cast<size_t>(d)] = 1;
-  // Rows are contiguous when the reduced dims are the trailing ones.
-  bool contiguous = true;
-  for (size_t k = 0; k < rc.reduced.size(); ++k)
-    contiguous = contiguous && rc.reduced[k] == static_cast<int64_t>(rc.full.size() - rc.reduced.size() + k);
+  const bool contiguous = rc.contiguous();
   return loop(fn_->getArg(1), fn_->getArg(2), [&](llvm::Value* r) -> Status {
     Index kept = unflatten(r, rc.kept_shape);
     // Indexes of a row value: over the kept dims, or over S with 0 at the reduced dims.
@@ -794,19 +734,6 @@ Status KernelEmitter::emit_scatter() {
 }
 
 }  // namespace
-
-int64_t work_items(const ir::Graph& g, const ir::Step& step) {
-  switch (step.kind) {
-    case ir::StepKind::Loop: return g.type(step.outputs[0]).num_elements();
-    case ir::StepKind::Reduction: {
-      auto rc = row_class(g, step);
-      return rc ? ir::num_elements(rc->kept_shape) : 0;
-    }
-    case ir::StepKind::Scatter: return 1;
-    case ir::StepKind::Library: return 0;
-  }
-  return 0;
-}
 
 Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store_bytes) {
   if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");

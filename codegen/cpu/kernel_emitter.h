@@ -8,10 +8,6 @@
 
 namespace kiln::codegen::cpu {
 
-/// How many work items a kernel step's [begin, end) range covers: output elements for a
-/// loop kernel, rows for a reduction kernel, index elements for a scatter.
-int64_t work_items(const ir::Graph& graph, const ir::Step& step);
-
 /// Adds to `module` one function per kernel step (loop, reduction, scatter):
 ///   extern "C" void kiln_STEP(uint8_t* const* args, int64_t begin, int64_t end)
 /// where args are the step's inputs, then its outputs, each pointing at the value's

@@ -15,7 +15,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;
 /// The fixed header at the start of every artifact, and the alignment of every section.
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kSectionAlignment = 64;
@@ -66,6 +66,8 @@ struct ArtifactContents {
     std::vector<uint32_t> inputs, outputs;
     MatmulInfo matmul;  ///< for library steps
     int64_t work_items = 0;  ///< for kernel steps
+    int32_t block_threads = 0;  ///< for CUDA kernel steps
+    int64_t grid_blocks = 0;    ///< for CUDA kernel steps
   };
   struct CodeInfo {
     std::string kind, arch;

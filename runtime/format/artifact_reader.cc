@@ -120,6 +120,7 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   if (!a.target()) return fail(Kind::MalformedMetadata, "no target");
   if (!expected_target.empty() && a.target()->string_view() != expected_target)
     return fail(Kind::WrongTarget, "compiled for " + a.target()->str() + ", but this runtime runs " + std::string(expected_target));
+  const bool cuda = a.target()->string_view().starts_with("cuda-");
 
   // FlatBuffers' verifier checks vector alignment only to 4 bytes; non-empty vectors of
   // 8-byte elements must be 8-byte aligned to be read without undefined behavior.
@@ -221,6 +222,11 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (!step->symbol() || step->symbol()->size() == 0) return fail(Kind::MalformedMetadata, "step " + n(s) + " has no entry point");
     if (step->work_items() < 0 || step->work_items() > (int64_t{1} << 40))
       return fail(Kind::OutOfRange, "step " + n(s) + " has " + std::to_string(step->work_items()) + " work items");
+    if (cuda && step->kind() != StepKind::Library &&
+        (step->block_threads() < 32 || step->block_threads() > 1024 || step->block_threads() % 32 != 0 || step->grid_blocks() < 1 ||
+         step->grid_blocks() > INT32_MAX))
+      return fail(Kind::OutOfRange, "step " + n(s) + " launches " + std::to_string(step->block_threads()) + " threads per block in " +
+                                        std::to_string(step->grid_blocks()) + " blocks");
     for (uint32_t v : items(step->inputs())) {
       if (!value_ok(v)) return fail(Kind::OutOfRange, "step " + n(s) + " reads value " + n(v) + " of " + n(values));
       if (available[v] == -2) return fail(Kind::UseBeforeProduce, "step " + n(s) + " reads value " + n(v) + " before any step produces it");

@@ -43,7 +43,7 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
     if (s.kind == StepKind::Library)
       matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b, fb.CreateVectorOfStructs(s.matmul.batch));
     steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol), fb.CreateVector(s.inputs),
-                               fb.CreateVector(s.outputs), matmul, s.work_items));
+                               fb.CreateVector(s.outputs), matmul, s.work_items, s.block_threads, s.grid_blocks));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));

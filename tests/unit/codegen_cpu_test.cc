@@ -11,6 +11,7 @@
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/kernel_emitter.h"
+#include "ir/row_class.h"
 #include "passes/pipeline.h"
 #include "tests/unit/random_graph.h"
 
@@ -39,7 +40,7 @@ Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<
     if (step.kind == ir::StepKind::Library) return false;
     auto kernel = reinterpret_cast<Kernel>(dlsym(library, ("kiln_" + step.name).c_str()));
     if (!kernel) return make_error("no kernel kiln_" + step.name);
-    const int64_t items = codegen::cpu::work_items(g, step);
+    const int64_t items = ir::work_items(g, step);
     for (int64_t begin = 0; begin < items; begin += chunk > 0 ? chunk : items) kernel(buffers.data(), begin, chunk > 0 ? std::min(items, begin + chunk) : items);
     return true;
   });

@@ -13,6 +13,7 @@
 #include "compiler/model.h"
 #include "compiler/nn.h"
 #include "runtime/model.h"
+#include "tests/unit/op_graphs.h"
 #include "tests/unit/test_util.h"
 
 using namespace kiln;
@@ -147,69 +148,22 @@ TEST_CASE("the runtime refuses bad inputs and bad artifacts with clear errors", 
 }
 
 TEST_CASE("every op, compiled and run, gives the interpreter's values", "[runtime][ops]") {
-  Model m("all_ops", 9);
-  Tensor x = m.input("x", {2, 3});
-  Tensor i = m.input("i", {2}, ir::DType::I32);
-  Tensor p = m.param("p", {3}, Init::uniform(0.5, 1.5));
-  Tensor pos = abs(x) + 0.25;  // for log, sqrt, rsqrt and pow
-  std::vector<Tensor> outs = {
-      neg(x), abs(x), exp(x), log(pos), sqrt(pos), rsqrt(pos), sin(x), cos(x), tanh(x), sigmoid(x), relu(x), erf(x),
-      floor(x * 3.0), ceil(x * 3.0), cast(logical_not(gt(x, p)), ir::DType::F32), pow(pos, x), maximum(x, p), minimum(x, p),
-      cast(eq(x, x), ir::DType::F32), cast(ne(x, p), ir::DType::F32), cast(lt(x, p), ir::DType::F32), cast(le(x, p), ir::DType::F32),
-      cast(ge(x, p), ir::DType::F32), cast(logical_and(gt(x, 0.0 * x), lt(x, p)), ir::DType::F32),
-      cast(logical_or(gt(x, p), lt(x, 0.0 * x)), ir::DType::F32), select(gt(x, 0.0 * x), x, p), x / p, x + p, x - p,
-      reduce_sum(x, {0}), reduce_max(x, {1}, true), reduce_min(x, {-1}), mean(x, {0, 1}), cast(argmax(x, 1), ir::DType::F32),
-      reshape(x, {3, 2}), transpose(x, {1, 0}), slice(x, {0, 1}, {2, 3}, {1, 2}), concat({x, x * 2.0}, 0), gather(x, i, 1),
-      scatter_add(x, i, gather(x, i, 1), 1), matmul(x, transpose(x, {1, 0})), softmax(x), log_softmax(x, 0), layer_norm(x, p, p),
-      gelu(x), gelu(x, true), silu(x), linear(x, m.param("w", {3, 4}, Init::normal()), m.param("b", {4}, Init::normal())),
-      mse_loss(x, x * 0.5), cross_entropy(x, i), cast(m.iota({2, 2}, 1), ir::DType::F32), broadcast(p, {2, 3}, {1}),
-      m.function("twice", {x}, [](Model&, const std::vector<Tensor>& in) { return in[0] * 2.0; }),
-  };
-  for (Tensor& t : outs) m.output(t);
-  auto g = m.build();
-  if (!g.ok()) FAIL(g.error().message);
-  std::set<ir::Op> used;
-  for (const ir::Node& n : g->nodes) used.insert(n.op);
-  CHECK(used.size() >= ir::all_ops().size() - 1);  // every op but constant-only forms
-  auto args = seeded_arguments(*g, 77);
-  args["i"] = ir::Tensor::from_ints({ir::DType::I32, {2}}, {2, 0});
-  for (const auto& [name, value] : m.initial_values()) args[name] = value;
-  auto expected = kiln::testing::eval_ok(*g, args);
+  auto [g, args] = kiln::testing::all_ops_graph();
+  auto expected = kiln::testing::eval_ok(g, args);
   for (bool fuse : {true, false}) {
-    auto got = compile_and_run(*g, args, fuse);
+    auto got = compile_and_run(g, args, fuse);
     if (!got.ok()) FAIL(got.error().message);
     check_same(*got, expected);
   }
 }
 
 TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runtime][dtypes]") {
-  auto g = kiln::testing::parse_ok(R"(graph @dtypes(%a: f64[4], %h: f16[4], %b: bf16[4], %i: i32[4], %l: i64[4], %t: bool[4]) {
-  %a2: f64[4] = mul(%a, %a)
-  %h2: f16[4] = exp(%h)
-  %b2: bf16[4] = tanh(%b)
-  %two: i32[] = constant {value=2}
-  %i2: i32[4] = div(%i, %two)
-  %l2: i64[4] = mul(%l, %l)
-  %t2: bool[4] = not(%t)
-  %c: f32[4] = cast(%h2) {to=f32}
-  %s: f64[] = reduce_sum(%a2) {axes=[0]}
-  %m: i64[] = reduce_max(%l2) {axes=[0]}
-  %hb: bf16[4] = cast(%h) {to=bf16}
-  return %a2, %h2, %b2, %i2, %l2, %t2, %c, %s, %m, %hb
-}
-)");
+  auto g = kiln::testing::dtypes_graph();
   auto args = seeded_arguments(g, 5);
   auto expected = kiln::testing::eval_ok(g, args);
   auto got = compile_and_run(g, args, true);
   if (!got.ok()) FAIL(got.error().message);
-  REQUIRE(got->size() == expected.size());
-  for (size_t k = 0; k < expected.size(); ++k) {
-    std::vector<double> want;
-    for (int64_t e = 0; e < expected[k].size(); ++e) want.push_back(expected[k].get(e));
-    // f16 and bf16 carry 11 and 8 significant bits.
-    double tol = expected[k].type.dtype == ir::DType::BF16 ? 1e-2 : expected[k].type.dtype == ir::DType::F16 ? 2e-3 : 1e-6;
-    kiln::testing::check_close((*got)[k], expected[k].type.to_string(), want, tol, tol);
-  }
+  kiln::testing::check_dtypes_close(*got, expected);
 }
 
 TEST_CASE("streaming stores: outputs at every alignment, split across threads, give the interpreter's values", "[runtime][streaming]") {

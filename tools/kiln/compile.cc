@@ -1,5 +1,6 @@
 // kiln compile: a .kir graph to a .kiln artifact.
 #include <fmt/format.h>
+#include <algorithm>
 #include <fstream>
 
 #include "compiler/compile.h"
@@ -8,15 +9,24 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kCompileHelp = R"(usage: kiln compile FILE.kir --target=cpu [--weights W.safetensors] [--cpu=NAME] [--no-fusion] -o M.kiln
+constexpr std::string_view kCompileHelp = R"(usage: kiln compile FILE.kir [--target=cpu|cuda] [--weights W.safetensors] [--cpu=NAME]
+                    [--cuda-arch=sm_80,sm_90] [--no-cache] [-v] [--no-fusion] -o M.kiln
+       kiln compile FILE.kir --target=cuda --emit=source [-o FILE.cu]
 
 Compiles FILE.kir through the default pipeline (decompose, canonicalize, cse, dce, fusion,
-memory-plan) and CPU code generation (LLVM, O3) into the artifact M.kiln, which the
-runtime (`kiln run`, `kiln-run`, runtime/model.h) loads without the compiler.
+memory-plan) and code generation into the artifact M.kiln, which the runtime (`kiln run`,
+`kiln-run`, runtime/model.h) loads without the compiler. The CPU target generates LLVM
+(O3); the CUDA target generates CUDA C++, compiled by NVRTC to cubin for each --cuda-arch
+plus PTX of the newest (which newer GPUs compile when they load the artifact).
 
-  --target=cpu        the target (the CUDA backend comes later)
+  --target=cpu|cuda   the target (default: cpu)
   --weights=FILE      a safetensors file with a tensor per param, by name
   --cpu=NAME          the CPU to compile for (default: native, this machine's)
+  --cuda-arch=LIST    GPU architectures, comma-separated (default: sm_90)
+  --no-cache          CUDA: compile with NVRTC even when the compile cache has the result
+                      (the cache: $KILN_CACHE_DIR/nvrtc, else ~/.cache/kiln/nvrtc)
+  -v, --verbose       CUDA: print cache hits and misses and NVRTC's time on stderr
+  --emit=source       write the CUDA C++ program instead of an artifact (stdout without -o)
   --no-fusion         one kernel per op (the unfused baseline)
   -o, --output=FILE   the artifact to write
   -h, --help          this help
@@ -25,9 +35,12 @@ runtime (`kiln run`, `kiln-run`, runtime/model.h) loads without the compiler.
 int run_compile(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln compile";
   std::vector<char*> args(argv.begin(), argv.end());
-  for (char*& a : args)
+  for (char*& a : args) {
     if (std::string_view(a) == "-o") a = const_cast<char*>("--output");
-  constexpr FlagSpec specs[] = {{"target", true}, {"weights", true}, {"cpu", true}, {"no-fusion"}, {"output", true}};
+    if (std::string_view(a) == "-v") a = const_cast<char*>("--verbose");
+  }
+  constexpr FlagSpec specs[] = {{"target", true}, {"weights", true}, {"cpu", true}, {"cuda-arch", true}, {"no-cache"}, {"verbose"},
+                                {"emit", true}, {"no-fusion"}, {"output", true}};
   auto parsed = parse_args(cmd, args, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
   if (parsed->help) {
@@ -35,13 +48,27 @@ int run_compile(std::span<char* const> argv) {
     return 0;
   }
   if (parsed->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln compile --help'");
-  if (!parsed->has("output")) return fail(cmd, "no output file; give one with -o M.kiln");
+  const std::string emit = parsed->get("emit", "artifact");
+  if (emit != "artifact" && emit != "source") return fail(cmd, fmt::format("--emit expects artifact or source, got '{}'", emit));
+  if (emit == "source" && parsed->get("target", "cpu") != "cuda") return fail(cmd, "--emit=source writes CUDA C++; it needs --target=cuda");
+  if (emit == "artifact" && !parsed->has("output")) return fail(cmd, "no output file; give one with -o M.kiln");
   auto graph = load_graph(parsed->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
   CompileOptions options;
   options.target = parsed->get("target", "cpu");
   options.cpu = parsed->get("cpu", "native");
   options.fuse = !parsed->has("no-fusion");
+  options.use_compile_cache = !parsed->has("no-cache");
+  options.verbose = parsed->has("verbose");
+  if (parsed->has("cuda-arch")) {
+    options.cuda_archs.clear();
+    std::string list = parsed->get("cuda-arch");
+    for (size_t start = 0; start <= list.size();) {
+      size_t comma = std::min(list.find(',', start), list.size());
+      options.cuda_archs.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
   if (parsed->has("weights")) {
     std::string path = parsed->get("weights");
     auto bytes = read_file(path, size_t{1} << 36);
@@ -49,6 +76,18 @@ int run_compile(std::span<char* const> argv) {
     auto weights = parse_safetensors(*bytes, path);
     if (!weights.ok()) return fail(cmd, weights.error().message);
     options.weights = std::move(*weights);
+  }
+  if (emit == "source") {
+    auto source = cuda_source(*graph, options);
+    if (!source.ok()) return fail(cmd, source.error().message);
+    if (!parsed->has("output") || parsed->get("output") == "-") {
+      fmt::print("{}", *source);
+      return 0;
+    }
+    std::ofstream file(parsed->get("output"));
+    file << *source;
+    if (!file) return fail(cmd, fmt::format("cannot write '{}'", parsed->get("output")));
+    return 0;
   }
   auto artifact = compile_to_artifact(*graph, options);
   if (!artifact.ok()) return fail(cmd, artifact.error().message);

@@ -1,0 +1,675 @@
+#include "codegen/cuda/kernel_source.h"
+
+#include <algorithm>
+#include <bit>
+#include <fmt/format.h>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "codegen/cuda/scalar_source.h"
+#include "ir/row_class.h"
+#include "ir/shape_inference.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+using ir::DType;
+using ir::Node;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::ValueId;
+
+// An index into a value, as C++ expressions: one per dim, or (for values of a loop
+// kernel's iteration shape when every value shares it) just the flat index.
+struct Index {
+  std::string flat;
+  std::vector<std::string> dims;
+};
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+std::string mul(const std::string& a, int64_t c) { return c == 1 ? a : a == "0" ? "0" : fmt::format("{} * {}LL", a, c); }
+std::string add(const std::string& a, const std::string& b) { return a == "0" ? b : b == "0" ? a : a + " + " + b; }
+
+constexpr int kLoopThreads = 256;
+constexpr int kWarpRowMax = 1024;   // rows up to this long get one warp each
+constexpr int kWarpItems = 32;      // elements per lane kept in registers, warp rows
+constexpr int kBlockItems = 16;     // elements per thread kept in registers, block rows
+
+class KernelWriter {
+ public:
+  KernelWriter(const ir::Graph& g, const ir::Step& step, std::string symbol)
+      : g_(g), step_(step), symbol_(std::move(symbol)), slot_(g.values.size(), -1), producer_(g.producers()), member_(g.nodes.size(), 0) {
+    int k = 0;
+    for (ValueId v : step.inputs) slot_[v] = k++;
+    for (ValueId v : step.outputs) slot_[v] = k++;
+    for (int n : step.nodes) member_[n] = 1;
+  }
+
+  // Appends the kernel (and any constant arrays it reads) to `out`.
+  Result<Launch> write(std::string& out) {
+    Launch launch;
+    Status body = step_.kind == ir::StepKind::Loop        ? loop_kernel(launch)
+                  : step_.kind == ir::StepKind::Reduction ? reduction_kernel(launch)
+                                                          : scatter_kernel(launch);
+    KILN_RETURN_IF_ERROR(body);
+    out += globals_;
+    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", launch.block_threads, symbol_, parameters());
+    out += code_;
+    out += "}\n\n";
+    launch.grid_blocks = std::max<int64_t>(1, launch.grid_blocks);
+    return launch;
+  }
+
+ private:
+  const ir::TensorType& type(ValueId v) const { return g_.type(v); }
+  bool computed_here(ValueId v) const { return producer_[v] >= 0 && member_[producer_[v]]; }
+  std::string param(ValueId v) const { return fmt::format("a{}", slot_[v]); }
+
+  std::string parameters() const {
+    // An output written over an input (in place) aliases it: neither gets __restrict__.
+    std::set<ValueId> aliased;
+    if (g_.memory)
+      for (ValueId o : step_.outputs)
+        if (const ir::Buffer* b = g_.memory->find(o); b && b->in_place_of >= 0) {
+          aliased.insert(o);
+          aliased.insert(b->in_place_of);
+        }
+    std::string s;
+    auto one = [&](ValueId v, bool is_const) {
+      s += fmt::format("{}{}{}* {}{}", s.empty() ? "" : ", ", is_const ? "const " : "", storage_type(type(v).dtype),
+                       aliased.count(v) ? "" : "__restrict__ ", param(v));
+    };
+    for (ValueId v : step_.inputs) one(v, true);
+    for (ValueId v : step_.outputs) one(v, false);
+    return s;
+  }
+
+  void line(const std::string& s) { code_ += std::string(static_cast<size_t>(2 * depth_), ' ') + s + "\n"; }
+  void open(const std::string& s) {
+    line(s + " {");
+    ++depth_;
+  }
+  void close() {
+    --depth_;
+    line("}");
+  }
+  // A named constant for a non-trivial expression.
+  std::string let(std::string_view type, const std::string& expr) {
+    bool simple = !expr.empty() && std::all_of(expr.begin(), expr.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (simple) return expr;
+    std::string name = fmt::format("v{}", next_++);
+    line(fmt::format("const {} {} = {};", type, name, expr));
+    return name;
+  }
+  std::string index_let(const std::string& expr) { return let("long long", expr); }
+
+  std::string flat_of(const Shape& shape, const Index& idx) {
+    if (shape.empty()) return "0";
+    if (!idx.flat.empty()) return idx.flat;
+    std::vector<int64_t> st = strides_of(shape);
+    std::string f = "0";
+    for (size_t d = 0; d < shape.size(); ++d) f = add(f, mul(idx.dims[d], st[d]));
+    return index_let(f);
+  }
+
+  Index unflatten(const std::string& flat, const Shape& shape) {
+    Index idx;
+    std::vector<int64_t> st = strides_of(shape);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1) {
+        idx.dims.push_back("0");
+        continue;
+      }
+      std::string q = st[d] == 1 ? flat : fmt::format("{} / {}LL", flat, st[d]);
+      idx.dims.push_back(index_let(d == 0 ? q : fmt::format("({}) % {}LL", q, shape[d])));
+    }
+    return idx;
+  }
+
+  Index dims_of(const Shape& shape, const Index& idx) { return idx.flat.empty() ? idx : unflatten(idx.flat, shape); }
+
+  // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
+  Index canonical(ValueId v, Index idx) const {
+    const Shape& shape = type(v).shape;
+    if (type(v).rank() == 0) return Index{};
+    if (!idx.flat.empty() && type(v).num_elements() == 1) idx.flat = "0";
+    if (idx.flat.empty())
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] == 1) idx.dims[d] = "0";
+    return idx;
+  }
+  static std::vector<std::string> key_of(const Index& idx) { return idx.flat.empty() ? idx.dims : std::vector<std::string>{idx.flat}; }
+
+  Result<std::string> value_at(ValueId v, Index idx) {
+    idx = canonical(v, idx);
+    std::vector<std::string> key = key_of(idx);
+    if (auto memo = memo_.find({v, key}); memo != memo_.end()) return memo->second;
+    std::string result;
+    if (auto cached = row_cache_.find(v); cached != row_cache_.end() && !item_.empty() && key == key_of(canonical(v, item_index_))) {
+      result = fmt::format("{}[{}]", cached->second, item_);
+    } else if (auto lane = lane_loads_.find(v); lane != lane_loads_.end() && idx.flat == lane_index_) {
+      result = let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}.v[{}]", lane->second, lane_)));
+    } else if (!computed_here(v)) {
+      if (slot_[v] < 0) return make_error(fmt::format("cuda codegen: step {} reads a value it does not list as an input", step_.name));
+      result = let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}[{}]", param(v), flat_of(type(v).shape, idx))));
+    } else {
+      KILN_ASSIGN_OR_RETURN(result, compute(g_.nodes[producer_[v]], idx));
+    }
+    memo_[{v, key}] = result;
+    return result;
+  }
+
+  Result<std::string> compute(const Node& n, const Index& idx) {
+    const ir::TensorType& rt = type(n.result);
+    switch (ir::op_kind(n.op)) {
+      case OpKind::Elementwise: {
+        std::vector<std::string> operands;
+        std::vector<DType> dtypes;
+        for (ValueId x : n.operands) {
+          KILN_ASSIGN_OR_RETURN(std::string v, value_at(x, idx));
+          operands.push_back(v);
+          dtypes.push_back(type(x).dtype);
+        }
+        KILN_ASSIGN_OR_RETURN(std::string e, elementwise(n.op, n.attrs, operands, dtypes, rt.dtype));
+        return let(compute_type(rt.dtype), e);
+      }
+      case OpKind::Source: return source(n, idx);
+      case OpKind::Movement: return movement(n, dims_of(rt.shape, idx));
+      default: break;
+    }
+    return make_error(fmt::format("cuda codegen: {} cannot be computed per element in step {}", ir::op_name(n.op), step_.name));
+  }
+
+  Result<std::string> source(const Node& n, const Index& idx) {
+    const ir::TensorType& rt = type(n.result);
+    if (n.op == Op::Iota) {
+      int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis"), rt.rank());
+      std::string i = dims_of(rt.shape, idx).dims[static_cast<size_t>(axis)];
+      KILN_ASSIGN_OR_RETURN(std::string e, elementwise(Op::Cast, attrs_to(rt.dtype), {&i, 1}, {std::array{DType::I64}}, rt.dtype));
+      return let(compute_type(rt.dtype), e);
+    }
+    const ir::Literal& lit = n.attrs.get_literal("value");
+    if (rt.rank() == 0) return constant(rt.dtype, lit.floats[0], lit.ints[0]);
+    // A dense constant: an array in device memory. Floats are kept as their bits, since a
+    // __device__ array's initializers must be constants and inf or NaN have no literal.
+    std::string name = fmt::format("{}_c{}", symbol_, constants_++);
+    std::string elements, element_type(compute_type(rt.dtype)), read = "{}[{}]";
+    for (size_t k = 0; k < lit.floats.size(); ++k) {
+      std::string e;
+      double v = ir::round_to_dtype(rt.dtype, lit.floats[k]);
+      if (rt.dtype == DType::F64) e = fmt::format("{:#x}ull", std::bit_cast<uint64_t>(v));
+      else if (ir::is_float(rt.dtype)) e = fmt::format("{:#x}u", std::bit_cast<uint32_t>(static_cast<float>(v)));
+      else e = constant(rt.dtype, lit.floats[k], lit.ints[k]);
+      elements += (k ? ", " : "") + e;
+    }
+    if (rt.dtype == DType::F64) element_type = "kiln_u64", read = "__longlong_as_double((long long){}[{}])";
+    else if (ir::is_float(rt.dtype)) element_type = "unsigned", read = "__uint_as_float({}[{}])";
+    globals_ += fmt::format("__device__ const {} {}[{}] = {{{}}};\n", element_type, name, lit.floats.size(), elements);
+    return let(compute_type(rt.dtype), fmt::format(fmt::runtime(read), name, flat_of(rt.shape, idx)));
+  }
+
+  static ir::Attrs attrs_to(DType to) {
+    ir::Attrs a;
+    a.set("to", to);
+    return a;
+  }
+
+  Result<std::string> movement(const Node& n, const Index& out) {
+    const ir::TensorType& rt = type(n.result);
+    ValueId x = n.operands[0];
+    const Shape& xs = type(x).shape;
+    Index src;
+    switch (n.op) {
+      case Op::Broadcast: {
+        const auto& dims = n.attrs.get_ints("dims");
+        for (size_t i = 0; i < dims.size(); ++i) src.dims.push_back(xs[i] == 1 ? "0" : out.dims[static_cast<size_t>(dims[i])]);
+        return value_at(x, src);
+      }
+      case Op::Transpose: {
+        const auto& perm = n.attrs.get_ints("perm");
+        src.dims.resize(perm.size());
+        for (size_t d = 0; d < perm.size(); ++d) src.dims[static_cast<size_t>(perm[d])] = out.dims[d];
+        return value_at(x, src);
+      }
+      case Op::Reshape: return value_at(x, unflatten(flat_of(rt.shape, out), xs));
+      case Op::Slice: {
+        const auto& starts = n.attrs.get_ints("starts");
+        std::vector<int64_t> steps = n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(xs.size(), 1);
+        for (size_t d = 0; d < xs.size(); ++d)
+          src.dims.push_back(index_let(add(starts[d] ? fmt::format("{}LL", starts[d]) : "0", mul(out.dims[d], steps[d]))));
+        return value_at(x, src);
+      }
+      case Op::Gather: {
+        int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()));
+        KILN_ASSIGN_OR_RETURN(src, table_index(out, n.operands[1], axis, xs));
+        return value_at(x, src);
+      }
+      case Op::Concat: return concat(n, out);
+      default: break;
+    }
+    return make_error(fmt::format("cuda codegen: {} is not supported inside a kernel", ir::op_name(n.op)));
+  }
+
+  // The index into a table (gather's operand, scatter_add's base) of the element that
+  // `gathered` (an index into table[:axis] + indices + table[axis+1:]) refers to: numpy
+  // take, negative indices from the end, out-of-range ones clamped (compiled code must
+  // not leave the table; the interpreter reports them).
+  Result<Index> table_index(const Index& gathered, ValueId indices, int64_t axis, const Shape& table) {
+    size_t rank = type(indices).shape.size();
+    Index at, result;
+    for (size_t k = 0; k < rank; ++k) at.dims.push_back(gathered.dims[static_cast<size_t>(axis) + k]);
+    KILN_ASSIGN_OR_RETURN(std::string j, value_at(indices, at));
+    int64_t extent = table[static_cast<size_t>(axis)];
+    std::string raw = index_let(fmt::format("(long long){}", j));
+    std::string wrapped = index_let(fmt::format("{0} < 0 ? {0} + {1}LL : {0}", raw, extent));
+    std::string clamped = index_let(fmt::format("{0} < 0 ? 0LL : {0} >= {1}LL ? {2}LL : {0}", wrapped, extent, extent - 1));
+    for (size_t d = 0; d < table.size(); ++d) {
+      if (static_cast<int64_t>(d) < axis) result.dims.push_back(gathered.dims[d]);
+      else if (static_cast<int64_t>(d) == axis) result.dims.push_back(clamped);
+      else result.dims.push_back(gathered.dims[d + rank - 1]);
+    }
+    return result;
+  }
+
+  // Picks the operand whose range along the axis holds the index; no other operand is read.
+  Result<std::string> concat(const Node& n, const Index& out) {
+    int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis"), type(n.result).rank());
+    const std::string& at = out.dims[static_cast<size_t>(axis)];
+    std::string result = fmt::format("v{}", next_++);
+    line(fmt::format("{} {};", compute_type(type(n.result).dtype), result));
+    int64_t offset = 0;
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      ValueId x = n.operands[k];
+      int64_t extent = type(x).shape[static_cast<size_t>(axis)];
+      bool last = k + 1 == n.operands.size();
+      open(k == 0 ? fmt::format("if ({} < {}LL)", at, offset + extent) : last ? "else" : fmt::format("else if ({} < {}LL)", at, offset + extent));
+      Index src = out;
+      src.dims[static_cast<size_t>(axis)] = index_let(fmt::format("{} - {}LL", at, offset));
+      auto saved = memo_;  // values computed in this branch are not defined outside it
+      KILN_ASSIGN_OR_RETURN(std::string v, value_at(x, src));
+      memo_ = std::move(saved);
+      line(fmt::format("{} = {};", result, v));
+      close();
+      offset += extent;
+    }
+    return result;
+  }
+
+  // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
+  // reduction feeds) are computed once, at the top of the kernel.
+  Status hoist_scalars() {
+    std::vector<char> varies(g_.values.size(), 0);
+    for (int n : step_.nodes) {
+      const Node& node = g_.nodes[n];
+      bool v = ir::op_kind(node.op) == OpKind::Reduction;
+      for (ValueId x : node.operands) v = v || varies[x];
+      varies[node.result] = v;
+      if (v || type(node.result).rank() != 0) continue;
+      if (!std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId x) { return type(x).rank() == 0; })) continue;
+      KILN_RETURN_IF_ERROR(value_at(node.result, Index{}));
+    }
+    for (ValueId x : step_.inputs)
+      if (type(x).rank() == 0) KILN_RETURN_IF_ERROR(value_at(x, Index{}));
+    invariant_ = memo_;
+    return Status::Ok();
+  }
+
+  Status store_outputs(const std::vector<ValueId>& outs, const Index& idx, const Shape& shape) {
+    std::vector<std::string> values;
+    for (ValueId o : outs) {
+      KILN_ASSIGN_OR_RETURN(std::string v, value_at(o, idx));
+      values.push_back(v);
+    }
+    for (size_t k = 0; k < outs.size(); ++k)
+      line(fmt::format("{}[{}] = {};", param(outs[k]), flat_of(shape, idx), to_storage(type(outs[k]).dtype, values[k])));
+    return Status::Ok();
+  }
+
+  Status loop_kernel(Launch& launch);
+  Status reduction_kernel(Launch& launch);
+  Status reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index, const Index& at);
+  // Emits a loop over a row's elements (`body` gets the element's position j).
+  Status row_loop(const std::function<Status(const std::string&)>& body);
+  Status scatter_kernel(Launch& launch);
+
+  const ir::Graph& g_;
+  const ir::Step& step_;
+  const std::string symbol_;
+  std::vector<int> slot_;
+  std::vector<int> producer_;
+  std::vector<char> member_;
+  std::string code_, globals_;
+  int depth_ = 1, next_ = 0, constants_ = 0;
+  std::map<std::pair<ValueId, std::vector<std::string>>, std::string> memo_, invariant_;
+  // Vector loop kernels: the loaded vector of each input, and the lane being computed.
+  std::map<ValueId, std::string> lane_loads_;
+  std::string lane_index_, lane_;
+  // Row kernels: values kept in per-thread arrays (the row's elements this thread
+  // handles), the unrolled element loop's counter, and that element's full index.
+  std::map<ValueId, std::string> row_cache_;
+  std::string item_;
+  Index item_index_;
+  // Row kernels: threads per row, elements per thread in registers (0: not kept), row length.
+  int row_threads_ = 0, items_ = 0;
+  int64_t row_length_ = 0;
+};
+
+// ---- loop kernels -----------------------------------------------------------------
+
+Status KernelWriter::loop_kernel(Launch& launch) {
+  const Shape& shape = type(step_.outputs[0]).shape;
+  const int64_t n = ir::num_elements(shape);
+  // Flat indexing when every value shares the iteration shape (or is a scalar) and no
+  // movement op remaps indices; then whole vectors of 4 are loaded and stored.
+  bool flat = true;
+  auto same = [&](ValueId v) { return type(v).rank() == 0 || type(v).shape == shape; };
+  for (int i : step_.nodes) {
+    const Node& node = g_.nodes[i];
+    flat = flat && same(node.result) && ir::op_kind(node.op) != OpKind::Movement && node.op != Op::Iota;
+    for (ValueId v : node.operands) flat = flat && same(v);
+  }
+  const bool vector = flat && n >= 4;
+  launch.block_threads = kLoopThreads;
+  launch.grid_blocks = (n / (vector ? 4 : 1) + kLoopThreads - 1) / kLoopThreads;
+  KILN_RETURN_IF_ERROR(hoist_scalars());
+  line(fmt::format("const long long stride = (long long)gridDim.x * {};", kLoopThreads));
+  line(fmt::format("const long long first = (long long)blockIdx.x * {} + threadIdx.x;", kLoopThreads));
+  std::string scalar_start = "0";
+  if (vector) {
+    std::vector<ValueId> arrays;
+    for (ValueId v : step_.inputs)
+      if (type(v).rank() > 0) arrays.push_back(v);
+    for (ValueId v : step_.outputs) arrays.push_back(v);
+    std::string aligned = "true";
+    for (ValueId v : arrays)
+      aligned += fmt::format(" && ((kiln_u64){} % {}) == 0", param(v), 4 * ir::dtype_size(type(v).dtype));
+    line(fmt::format("const long long vector_end = {}LL;", n / 4 * 4));
+    line(fmt::format("const bool aligned = {};", aligned));
+    open(fmt::format("if (aligned) for (long long q = first; q < {}LL; q += stride)", n / 4));
+    for (ValueId v : step_.inputs) {
+      if (type(v).rank() == 0) continue;
+      std::string name = fmt::format("in{}", slot_[v]);
+      line(fmt::format("const kiln_vec4<{0}> {1} = *reinterpret_cast<const kiln_vec4<{0}>*>({2} + q * 4);", storage_type(type(v).dtype), name, param(v)));
+      lane_loads_[v] = name;
+    }
+    for (ValueId o : step_.outputs) line(fmt::format("kiln_vec4<{}> out{};", storage_type(type(o).dtype), slot_[o]));
+    for (int e = 0; e < 4; ++e) {
+      lane_ = std::to_string(e);
+      lane_index_ = index_let(fmt::format("q * 4 + {}", e));
+      for (ValueId o : step_.outputs) {
+        KILN_ASSIGN_OR_RETURN(std::string v, value_at(o, Index{lane_index_, {}}));
+        line(fmt::format("out{}.v[{}] = {};", slot_[o], e, to_storage(type(o).dtype, v)));
+      }
+    }
+    for (ValueId o : step_.outputs)
+      line(fmt::format("*reinterpret_cast<kiln_vec4<{0}>*>({1} + q * 4) = out{2};", storage_type(type(o).dtype), param(o), slot_[o]));
+    close();
+    lane_loads_.clear();
+    memo_ = invariant_;
+    scalar_start = "(aligned ? vector_end : 0)";
+  }
+  open(fmt::format("for (long long i = {} + first; i < {}LL; i += stride)", scalar_start, n));
+  KILN_RETURN_IF_ERROR(store_outputs(step_.outputs, flat ? Index{"i", {}} : unflatten("i", shape), shape));
+  close();
+  memo_ = invariant_;
+  return Status::Ok();
+}
+
+// ---- reduction kernels: rows ----------------------------------------------------------
+
+Status KernelWriter::row_loop(const std::function<Status(const std::string&)>& body) {
+  auto saved = memo_;
+  if (items_ > 0) {
+    line("#pragma unroll");
+    open(fmt::format("for (int k = 0; k < {}; ++k)", items_));
+    line(fmt::format("const long long j = lane + k * {}LL;", row_threads_));
+    bool guard = row_length_ % row_threads_ != 0;
+    if (guard) open(fmt::format("if (j < {}LL)", row_length_));
+    item_ = "k";
+    Status s = body("j");
+    item_.clear();
+    KILN_RETURN_IF_ERROR(s);
+    if (guard) close();
+    close();
+  } else {
+    open(fmt::format("for (long long j = lane; j < {}LL; j += {}LL)", row_length_, row_threads_));
+    KILN_RETURN_IF_ERROR(body("j"));
+    close();
+  }
+  memo_ = std::move(saved);
+  return Status::Ok();
+}
+
+Status KernelWriter::reduction_kernel(Launch& launch) {
+  auto cls = ir::row_class(g_, step_);
+  if (!cls) return make_error(fmt::format("cuda codegen: step {} has no row structure", step_.name));
+  const ir::RowClass& rc = *cls;
+  row_length_ = rc.row_length();
+  const int64_t rows = rc.rows();
+  int rows_per_block;
+  if (row_length_ <= kWarpRowMax) {
+    row_threads_ = 32;
+    launch.block_threads = 256;
+    rows_per_block = 8;
+    items_ = static_cast<int>((row_length_ + 31) / 32);
+  } else {
+    int64_t threads = std::clamp<int64_t>((row_length_ / 8 + 31) / 32 * 32, 128, 1024);
+    row_threads_ = static_cast<int>(threads);
+    launch.block_threads = row_threads_;
+    rows_per_block = 1;
+    int64_t items = (row_length_ + threads - 1) / threads;
+    items_ = items <= kBlockItems ? static_cast<int>(items) : 0;
+  }
+  if (items_ > kWarpItems) items_ = 0;
+  launch.grid_blocks = (rows + rows_per_block - 1) / rows_per_block;
+  line("__shared__ kiln_u64 scratch[64];");
+  line("(void)scratch;");
+  KILN_RETURN_IF_ERROR(hoist_scalars());
+  line(fmt::format("const int lane = threadIdx.x % {};", row_threads_));
+  open(fmt::format("for (long long r = (long long)blockIdx.x * {0} + threadIdx.x / {1}; r < {2}LL; r += (long long)gridDim.x * {0})",
+                   rows_per_block, row_threads_, rows));
+  Index kept = unflatten("r", rc.kept_shape);
+  Shape keepdims = rc.full;
+  for (int64_t d : rc.reduced) keepdims[static_cast<size_t>(d)] = 1;
+  Index row_idx = kept, keep_idx;
+  for (size_t d = 0, k = 0; d < rc.full.size(); ++d)
+    keep_idx.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? "0" : kept.dims[k++]);
+  auto row_index = [&](const Shape& s) { return s == keepdims && s != rc.kept_shape ? keep_idx : row_idx; };
+  auto full_index = [&](const std::string& j) {
+    Index red = unflatten(j, rc.reduced_shape), full;
+    for (size_t d = 0, k = 0, q = 0; d < rc.full.size(); ++d)
+      full.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? red.dims[q++] : kept.dims[k++]);
+    return full;
+  };
+  // Rows kept in registers: each input of the full shape is loaded once per row.
+  if (items_ > 0) {
+    std::vector<ValueId> loaded;
+    for (ValueId v : step_.inputs)
+      if (type(v).shape == rc.full) loaded.push_back(v);
+    for (ValueId v : loaded) line(fmt::format("{} row{}[{}];", compute_type(type(v).dtype), slot_[v], items_));
+    if (!loaded.empty()) {
+      KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) -> Status {
+        Index full = full_index(j);
+        for (ValueId v : loaded) {
+          KILN_ASSIGN_OR_RETURN(std::string x, value_at(v, full));
+          line(fmt::format("row{}[k] = {};", slot_[v], x));
+        }
+        return Status::Ok();
+      }));
+      for (ValueId v : loaded) row_cache_[v] = fmt::format("row{}", slot_[v]);
+    }
+  }
+  for (int i : step_.nodes) {
+    const Node& node = g_.nodes[i];
+    const ir::TensorType& t = type(node.result);
+    if (ir::op_kind(node.op) == OpKind::Reduction) {
+      KILN_RETURN_IF_ERROR(reduce(node, rc, full_index, row_index(t.shape)));
+    } else if (t.shape != rc.full) {
+      KILN_RETURN_IF_ERROR(value_at(node.result, row_index(t.shape)));  // a row value: once per row
+    }
+  }
+  std::vector<ValueId> full_outputs;
+  for (ValueId o : step_.outputs)
+    if (type(o).shape == rc.full) full_outputs.push_back(o);
+  if (!full_outputs.empty()) {
+    KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) {
+      item_index_ = full_index(j);
+      return store_outputs(full_outputs, item_index_, rc.full);
+    }));
+  }
+  std::vector<ValueId> row_outputs;
+  for (ValueId o : step_.outputs)
+    if (type(o).shape != rc.full) row_outputs.push_back(o);
+  if (!row_outputs.empty()) {
+    open("if (lane == 0)");
+    for (ValueId o : row_outputs) KILN_RETURN_IF_ERROR(store_outputs({o}, row_index(type(o).shape), type(o).shape));
+    close();
+  }
+  close();
+  return Status::Ok();
+}
+
+Status KernelWriter::reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index, const Index& at) {
+  ValueId x = n.operands[0];
+  DType dt = type(x).dtype;
+  const bool fp = ir::is_float(dt);
+  const bool block = row_threads_ > 32;
+  const std::string acc_type = fp ? std::string(compute_type(dt)) : "long long";
+  const std::string acc = fmt::format("acc{}", next_++);
+  std::string init, op;
+  switch (n.op) {
+    case Op::ReduceSum: init = fp ? constant(dt, 0, 0) : "0LL", op = fp ? "kiln_sum_op()" : "kiln_wrapping_sum_op()"; break;
+    case Op::ReduceMax: init = fp ? constant(dt, -INFINITY, 0) : "(-9223372036854775807LL - 1)", op = "kiln_max_op()"; break;
+    case Op::ReduceMin: init = fp ? constant(dt, INFINITY, 0) : "9223372036854775807LL", op = "kiln_min_op()"; break;
+    default: init = fp ? constant(dt, -INFINITY, 0) : "(-9223372036854775807LL - 1)";  // argmax
+  }
+  line(fmt::format("{} {} = {};", acc_type, acc, init));
+  if (n.op == Op::Argmax) line(fmt::format("long long {}_at = -1;", acc));
+  // A value computed here that other nodes of the step also read is kept in registers, so
+  // later loops over the row read it instead of computing it again (softmax's exp).
+  std::string keep;
+  if (items_ > 0 && computed_here(x) && type(x).shape == rc.full && !row_cache_.count(x)) {
+    int users = 0;
+    for (int m : step_.nodes)
+      for (ValueId operand : g_.nodes[m].operands) users += operand == x;
+    for (ValueId o : step_.outputs) users += o == x;
+    if (users > 1) {
+      keep = fmt::format("kept{}", next_++);
+      line(fmt::format("{} {}[{}];", compute_type(dt), keep, items_));
+    }
+  }
+  KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) -> Status {
+    item_index_ = full_index(j);
+    KILN_ASSIGN_OR_RETURN(std::string v, value_at(x, item_index_));
+    if (!keep.empty()) line(fmt::format("{}[k] = {};", keep, v));
+    std::string value = fp ? v : fmt::format("(long long){}", v);
+    if (n.op == Op::Argmax) {
+      open(fmt::format("if ({}_at < 0 || kiln_argmax_better({}, {}, {}, {}_at))", acc, value, j, acc, acc));
+      line(fmt::format("{} = {};", acc, value));
+      line(fmt::format("{}_at = {};", acc, j));
+      close();
+    } else {
+      line(fmt::format("{0} = {1}({0}, {2});", acc, op, value));
+    }
+    return Status::Ok();
+  }));
+  if (!keep.empty()) row_cache_[x] = keep;
+  if (n.op == Op::Argmax) {
+    // Lanes that saw no element hold index -1 and lose to any lane that did.
+    open(fmt::format("if ({}_at < 0)", acc));
+    line(fmt::format("{}_at = 9223372036854775807LL;", acc));
+    close();
+    if (block)
+      line(fmt::format("kiln_block_argmax({0}, {0}_at, reinterpret_cast<{1}*>(scratch), reinterpret_cast<long long*>(scratch + 32));", acc, acc_type));
+    else line(fmt::format("kiln_warp_argmax({0}, {0}_at);", acc));
+  } else if (block) {
+    line(fmt::format("{0} = kiln_block_reduce({0}, {1}, reinterpret_cast<{2}*>(scratch));", acc, op, acc_type));
+  } else {
+    line(fmt::format("{0} = kiln_warp_reduce({0}, {1});", acc, op));
+  }
+  const ir::TensorType& rt = type(n.result);
+  std::string result;
+  if (n.op == Op::Argmax) {
+    result = let(compute_type(rt.dtype), fmt::format("({}){}_at", compute_type(rt.dtype), acc));
+  } else if (fp) {
+    KILN_ASSIGN_OR_RETURN(std::string rounded, elementwise(Op::Cast, attrs_to(rt.dtype), {&acc, 1}, {std::array{dt}}, rt.dtype));
+    result = let(compute_type(rt.dtype), rounded);
+  } else {
+    result = let(compute_type(rt.dtype), fmt::format("({}){}", compute_type(rt.dtype), acc));
+  }
+  Index key = at;
+  const Shape& rshape = rt.shape;
+  for (size_t d = 0; d < key.dims.size() && d < rshape.size(); ++d)
+    if (rshape[d] == 1) key.dims[d] = "0";
+  if (rshape.empty()) key = Index{};
+  memo_[{n.result, key_of(key)}] = result;
+  return Status::Ok();
+}
+
+// ---- scatter_add: the base copied, then the updates added in order ------------------------
+
+Status KernelWriter::scatter_kernel(Launch& launch) {
+  const Node* scatter = nullptr;
+  for (int i : step_.nodes)
+    if (g_.nodes[i].op == Op::ScatterAdd) scatter = &g_.nodes[i];
+  if (!scatter) return make_error(fmt::format("cuda codegen: step {} has no scatter_add", step_.name));
+  ValueId out = scatter->result, base = scatter->operands[0], indices = scatter->operands[1], updates = scatter->operands[2];
+  const Shape &shape = type(out).shape, &ushape = type(updates).shape;
+  int64_t axis = *ir::normalize_axis(scatter->attrs.get_int("axis", 0), static_cast<int64_t>(shape.size()));
+  DType dt = type(out).dtype;
+  launch.block_threads = kLoopThreads;
+  launch.grid_blocks = 1;
+  open(fmt::format("for (long long i = threadIdx.x; i < {}LL; i += blockDim.x)", ir::num_elements(shape)));
+  KILN_ASSIGN_OR_RETURN(std::string v, value_at(base, unflatten("i", shape)));
+  line(fmt::format("{}[i] = {};", param(out), to_storage(dt, v)));
+  close();
+  memo_.clear();
+  // Repeated indices make the additions depend on each other: one thread, in order.
+  line("__syncthreads();");
+  line("if (threadIdx.x != 0) return;");
+  open(fmt::format("for (long long u = 0; u < {}LL; ++u)", ir::num_elements(ushape)));
+  Index src = unflatten("u", ushape);
+  KILN_ASSIGN_OR_RETURN(Index dst, table_index(src, indices, axis, shape));
+  std::string at = flat_of(shape, dst);
+  KILN_ASSIGN_OR_RETURN(std::string add_value, value_at(updates, src));
+  std::string old = let(compute_type(dt), from_storage(dt, fmt::format("{}[{}]", param(out), at)));
+  std::array<std::string, 2> operands{old, add_value};
+  std::array<DType, 2> dtypes{dt, dt};
+  KILN_ASSIGN_OR_RETURN(std::string sum, elementwise(Op::Add, {}, operands, dtypes, dt));
+  line(fmt::format("{}[{}] = {};", param(out), at, to_storage(dt, sum)));
+  close();
+  memo_.clear();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_prefix) {
+  if (!g.program) return make_error("cuda codegen: the graph has no program; run fusion first");
+  ProgramSource program;
+  for (const ir::Step& step : g.program->steps) {
+    if (step.kind == ir::StepKind::Library) {
+      program.launches.push_back({});
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(Launch launch, KernelWriter(g, step, std::string(symbol_prefix) + step.name).write(program.kernels));
+    program.launches.push_back(launch);
+  }
+  return program;
+}
+
+Result<ProgramSource> emit_program(const ir::Graph& g) {
+  KILN_ASSIGN_OR_RETURN(ProgramSource program, emit_kernels(g));
+  program.kernels = std::string(prelude()) + "\n" + program.kernels;
+  return program;
+}
+
+}  // namespace kiln::codegen::cuda

@@ -1,0 +1,45 @@
+// CUDA C++ for the kernel steps of a fused, planned program.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "ir/graph.h"
+
+namespace kiln::codegen::cuda {
+
+/// How a kernel step is launched: threads per block, and the most blocks that have work
+/// (the runtime launches at most what the GPU holds at once; kernels loop over the rest).
+struct Launch {
+  int block_threads = 0;
+  int64_t grid_blocks = 0;
+};
+
+/// The kernels of a program, as CUDA C++ without the prelude.
+struct ProgramSource {
+  std::string kernels;
+  /// Per step of the program (library steps: zero).
+  std::vector<Launch> launches;
+};
+
+/// The device helpers every program starts with (no #include; NVRTC needs no headers).
+std::string_view prelude();
+
+/// Emits one `extern "C" __global__` function per kernel step (loop, reduction,
+/// scatter), named `symbol_prefix` + the step's name, whose parameters are device
+/// pointers to the step's inputs and then its outputs (every size is a constant):
+///  - loop kernels: a grid-stride loop, with 16-byte vector loads and stores when every
+///    value has the iteration shape and the pointers are aligned (checked at run time);
+///  - reduction kernels: one block per row (one warp per row for rows of up to 1024
+///    elements), warp shuffles, and rows kept in registers where they fit, so each row
+///    is read from memory once whatever the number of reductions over it;
+///  - scatter_add: one block, updates applied in order (repeated indices add up).
+Result<ProgramSource> emit_kernels(const ir::Graph& planned, std::string_view symbol_prefix = "kiln_");
+
+/// The whole program: prelude() then emit_kernels(planned).kernels.
+Result<ProgramSource> emit_program(const ir::Graph& planned);
+
+}  // namespace kiln::codegen::cuda

@@ -1,0 +1,95 @@
+#include "codegen/cuda/kernel_source.h"
+
+namespace kiln::codegen::cuda {
+
+// Device helpers every program starts with. They give the reference interpreter's
+// semantics: wrapping integer arithmetic (through unsigned types, where C++ would have
+// signed overflow undefined), integer division by zero giving 0, saturating float-to-int
+// casts (cvt.rzi saturates, NaN gives 0), NaN-propagating maximum and minimum, and f16 and
+// bf16 stored as bits and computed in float. No headers: NVRTC needs none of the toolkit's.
+std::string_view prelude() {
+  return R"(// kiln CUDA program (generated)
+typedef unsigned long long kiln_u64;
+template <class T> struct __align__(4 * sizeof(T)) kiln_vec4 { T v[4]; };
+
+__device__ __forceinline__ float kiln_f16_to_f32(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float kiln_bf16_to_f32(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
+__device__ __forceinline__ unsigned short kiln_f32_to_bf16(float f) {
+  unsigned bits = __float_as_uint(f);
+  if (f != f) return 0x7fc0;
+  return (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float kiln_round_f16(float f) { return kiln_f16_to_f32(kiln_f32_to_f16(f)); }
+__device__ __forceinline__ float kiln_round_bf16(float f) { return kiln_bf16_to_f32(kiln_f32_to_bf16(f)); }
+
+__device__ __forceinline__ int kiln_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+__device__ __forceinline__ long long kiln_add(long long a, long long b) { return (long long)((kiln_u64)a + (kiln_u64)b); }
+__device__ __forceinline__ int kiln_sub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
+__device__ __forceinline__ long long kiln_sub(long long a, long long b) { return (long long)((kiln_u64)a - (kiln_u64)b); }
+__device__ __forceinline__ int kiln_mul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
+__device__ __forceinline__ long long kiln_mul(long long a, long long b) { return (long long)((kiln_u64)a * (kiln_u64)b); }
+__device__ __forceinline__ int kiln_neg(int a) { return (int)(0u - (unsigned)a); }
+__device__ __forceinline__ long long kiln_neg(long long a) { return (long long)(0ull - (kiln_u64)a); }
+__device__ __forceinline__ int kiln_abs(int a) { return a < 0 ? kiln_neg(a) : a; }
+__device__ __forceinline__ long long kiln_abs(long long a) { return a < 0 ? kiln_neg(a) : a; }
+template <class T> __device__ __forceinline__ T kiln_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? kiln_neg(a) : a / b; }
+
+__device__ __forceinline__ float kiln_max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
+__device__ __forceinline__ double kiln_max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+__device__ __forceinline__ float kiln_min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
+__device__ __forceinline__ double kiln_min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+__device__ __forceinline__ long long kiln_max(long long a, long long b) { return a >= b ? a : b; }
+__device__ __forceinline__ long long kiln_min(long long a, long long b) { return a <= b ? a : b; }
+__device__ __forceinline__ int kiln_max(int a, int b) { return a >= b ? a : b; }
+__device__ __forceinline__ int kiln_min(int a, int b) { return a <= b ? a : b; }
+
+// Accumulators of row reductions, combined in warps and then across a block's warps.
+struct kiln_sum_op { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
+struct kiln_wrapping_sum_op { __device__ __forceinline__ long long operator()(long long a, long long b) const { return kiln_add(a, b); } };
+struct kiln_max_op { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return kiln_max(a, b); } };
+struct kiln_min_op { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return kiln_min(a, b); } };
+
+template <class T, class Op> __device__ __forceinline__ T kiln_warp_reduce(T v, Op op) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Every thread of the block gets the result; `scratch` holds a slot per warp.
+template <class T, class Op> __device__ __forceinline__ T kiln_block_reduce(T v, Op op, T* scratch) {
+  v = kiln_warp_reduce(v, op);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T r = scratch[0];
+  for (int w = 1; w < (int)(blockDim.x >> 5); ++w) r = op(r, scratch[w]);
+  __syncthreads();
+  return r;
+}
+
+// argmax: the first maximum, or the first NaN (a NaN beats any number).
+template <class T> __device__ __forceinline__ bool kiln_argmax_better(T v, long long i, T best, long long at) {
+  bool v_nan = v != v, best_nan = best != best;
+  if (v_nan || best_nan) return v_nan && (!best_nan || i < at);
+  return v > best || (v == best && i < at);
+}
+template <class T> __device__ __forceinline__ void kiln_warp_argmax(T& v, long long& i) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    T ov = __shfl_xor_sync(0xffffffffu, v, o);
+    long long oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (kiln_argmax_better(ov, oi, v, i)) { v = ov; i = oi; }
+  }
+}
+template <class T> __device__ __forceinline__ void kiln_block_argmax(T& v, long long& i, T* values, long long* indices) {
+  kiln_warp_argmax(v, i);
+  if ((threadIdx.x & 31) == 0) { values[threadIdx.x >> 5] = v; indices[threadIdx.x >> 5] = i; }
+  __syncthreads();
+  v = values[0]; i = indices[0];
+  for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
+    if (kiln_argmax_better(values[w], indices[w], v, i)) { v = values[w]; i = indices[w]; }
+  __syncthreads();
+}
+)";
+}
+
+}  // namespace kiln::codegen::cuda

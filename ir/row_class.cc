@@ -1,0 +1,78 @@
+#include "ir/row_class.h"
+
+#include <algorithm>
+
+#include "ir/shape_inference.h"
+
+namespace kiln::ir {
+
+bool RowClass::contiguous() const {
+  for (size_t k = 0; k < reduced.size(); ++k)
+    if (reduced[k] != static_cast<int64_t>(full.size() - reduced.size() + k)) return false;
+  return true;
+}
+
+std::vector<int64_t> reduction_axes(const Graph& g, const Node& n) {
+  int64_t rank = g.type(n.operands[0]).rank();
+  std::vector<int64_t> axes;
+  if (n.op == Op::Argmax) axes.push_back(*normalize_axis(n.attrs.get_int("axis"), rank));
+  else
+    for (int64_t a : n.attrs.get_ints("axes")) axes.push_back(*normalize_axis(a, rank));
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+std::optional<RowClass> row_class(const Graph& g, const Step& step) {
+  RowClass rc;
+  std::vector<int> producer = g.producers();
+  std::vector<char> member(g.nodes.size(), 0);
+  for (int n : step.nodes) member[n] = 1;
+  bool found = false;
+  for (int n : step.nodes) {
+    const Node& node = g.nodes[n];
+    if (op_kind(node.op) == OpKind::Reduction) {
+      rc.full = g.type(node.operands[0]).shape;
+      rc.reduced = reduction_axes(g, node);
+      found = true;
+      break;
+    }
+  }
+  for (size_t k = 0; !found && k < step.nodes.size(); ++k) {
+    const Node& node = g.nodes[step.nodes[k]];
+    if (node.op != Op::Broadcast || producer[node.operands[0]] < 0 || !member[producer[node.operands[0]]]) continue;
+    const Shape &from = g.type(node.operands[0]).shape, &to = g.type(node.result).shape;
+    const auto& dims = node.attrs.get_ints("dims");
+    rc.full = to;
+    rc.reduced.clear();
+    for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d) {
+      bool mapped = std::find(dims.begin(), dims.end(), d) != dims.end();
+      bool expanded = from.size() == to.size() && from[d] == 1 && to[d] != 1;
+      if (!mapped || expanded) rc.reduced.push_back(d);
+    }
+    found = !rc.reduced.empty();
+  }
+  if (!found) return std::nullopt;
+  for (int64_t d = 0; d < static_cast<int64_t>(rc.full.size()); ++d) {
+    if (std::binary_search(rc.reduced.begin(), rc.reduced.end(), d)) rc.reduced_shape.push_back(rc.full[d]);
+    else {
+      rc.kept.push_back(d);
+      rc.kept_shape.push_back(rc.full[d]);
+    }
+  }
+  return rc;
+}
+
+int64_t work_items(const Graph& g, const Step& step) {
+  switch (step.kind) {
+    case StepKind::Loop: return g.type(step.outputs[0]).num_elements();
+    case StepKind::Reduction: {
+      auto rc = row_class(g, step);
+      return rc ? rc->rows() : 0;
+    }
+    case StepKind::Scatter: return 1;
+    case StepKind::Library: return 0;
+  }
+  return 0;
+}
+
+}  // namespace kiln::ir

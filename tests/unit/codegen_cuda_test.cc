@@ -1,0 +1,140 @@
+// CUDA code generation without a GPU: every kernel of every op test, element-type test,
+// text-test model and 30 random graphs (fused and unfused) is emitted as CUDA C++ and
+// compiled by NVRTC for sm_80 and sm_90; the compile cache and NVRTC's errors are
+// checked as text. Running the kernels is the GPU tier's job (cuda_gpu_test).
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "codegen/cuda/kernel_source.h"
+#include "codegen/cuda/nvrtc_compile.h"
+#include "tests/unit/op_graphs.h"
+#include "tests/unit/random_graph.h"
+
+using namespace kiln;
+using kiln::testing::planned;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Every graph the CPU backend's tests run, planned fused and unfused.
+std::vector<std::pair<std::string, ir::Graph>> all_test_graphs() {
+  std::vector<std::pair<std::string, ir::Graph>> graphs;
+  for (bool fuse : {true, false}) {
+    std::string how = fuse ? "fused" : "unfused";
+    graphs.emplace_back("all ops " + how, planned(kiln::testing::all_ops_graph().first, fuse));
+    graphs.emplace_back("dtypes " + how, planned(kiln::testing::dtypes_graph(), fuse));
+    for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
+      if (entry.path().extension() != ".kir") continue;
+      std::ifstream in(entry.path());
+      auto parsed = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
+      if (parsed.ok()) graphs.emplace_back(entry.path().string() + " " + how, planned(*parsed, fuse));
+    }
+    for (uint64_t seed = 1; seed <= 30; ++seed)
+      graphs.emplace_back(fmt::format("random graph {} {}", seed, how), planned(kiln::testing::random_graph(seed).graph, fuse));
+  }
+  return graphs;
+}
+
+}  // namespace
+
+TEST_CASE("every generated kernel compiles with NVRTC for sm_80 and sm_90", "[codegen][cuda]") {
+  // All kernels in one program (prefixed per graph), as one NVRTC compile per architecture.
+  std::string source(codegen::cuda::prelude());
+  std::vector<std::string> symbols;
+  int kernels_in_rows = 0;
+  auto graphs = all_test_graphs();
+  for (size_t k = 0; k < graphs.size(); ++k) {
+    const auto& [name, g] = graphs[k];
+    INFO(name);
+    std::string prefix = fmt::format("g{}_", k);
+    auto program = codegen::cuda::emit_kernels(g, prefix);
+    if (!program.ok()) FAIL(program.error().message);
+    REQUIRE(program->launches.size() == g.program->steps.size());
+    for (size_t s = 0; s < g.program->steps.size(); ++s) {
+      const ir::Step& step = g.program->steps[s];
+      const codegen::cuda::Launch& launch = program->launches[s];
+      if (step.kind == ir::StepKind::Library) {
+        CHECK(launch.block_threads == 0);
+        continue;
+      }
+      symbols.push_back(prefix + step.name);
+      CHECK(launch.block_threads % 32 == 0);
+      CHECK(launch.block_threads <= 1024);
+      CHECK(launch.grid_blocks >= 1);
+      kernels_in_rows += step.kind == ir::StepKind::Reduction;
+    }
+    source += program->kernels;
+  }
+  CHECK(symbols.size() > 500);
+  CHECK(kernels_in_rows > 50);
+  codegen::cuda::NvrtcOptions options;
+  options.archs = {"sm_80", "sm_90"};
+  options.use_cache = false;
+  auto objects = codegen::cuda::compile_program(source, options);
+  if (!objects.ok()) FAIL(objects.error().message.substr(0, 20000));
+  REQUIRE(objects->size() == 3);
+  CHECK((*objects)[0].kind == "cubin");
+  CHECK((*objects)[0].arch == "sm_80");
+  CHECK((*objects)[1].arch == "sm_90");
+  CHECK((*objects)[2].kind == "ptx");
+  CHECK((*objects)[2].arch == "compute_90");
+  std::string ptx((*objects)[2].bytes.begin(), (*objects)[2].bytes.end());
+  int missing = 0;
+  for (const std::string& s : symbols) missing += ptx.find(".entry " + s + "(") == std::string::npos;
+  CHECK(missing == 0);
+}
+
+TEST_CASE("the NVRTC cache: a miss, then a hit with the same bytes; --no-cache bypasses it", "[codegen][cuda][cache]") {
+  std::string source = std::string(codegen::cuda::prelude()) + "extern \"C\" __global__ void k(float* a) { a[threadIdx.x] = 1.0f; }\n";
+  codegen::cuda::NvrtcOptions options;
+  options.cache_dir = temp_dir("nvrtc-cache");
+  codegen::cuda::NvrtcStats first, second, bypass;
+  auto a = codegen::cuda::compile_program(source, options, &first);
+  REQUIRE(a.ok());
+  CHECK(first.cache_misses == 1);
+  CHECK(first.cache_hits == 0);
+  CHECK(std::distance(std::filesystem::directory_iterator(options.cache_dir), {}) == 2);  // cubin and PTX
+  auto b = codegen::cuda::compile_program(source, options, &second);
+  REQUIRE(b.ok());
+  CHECK(second.cache_hits == 1);
+  CHECK(second.cache_misses == 0);
+  CHECK((*a)[0].bytes == (*b)[0].bytes);
+  CHECK((*a)[1].bytes == (*b)[1].bytes);
+  options.use_cache = false;
+  auto c = codegen::cuda::compile_program(source, options, &bypass);
+  REQUIRE(c.ok());
+  CHECK(bypass.cache_misses == 1);
+  // A changed option (another architecture) is another key.
+  options.use_cache = true;
+  options.archs = {"sm_80"};
+  codegen::cuda::NvrtcStats other;
+  REQUIRE(codegen::cuda::compile_program(source, options, &other).ok());
+  CHECK(other.cache_misses == 1);
+}
+
+TEST_CASE("NVRTC errors and bad architectures are reported as text", "[codegen][cuda][errors]") {
+  codegen::cuda::NvrtcOptions options;
+  options.use_cache = false;
+  auto bad = codegen::cuda::compile_program("extern \"C\" __global__ void k() { undeclared = 1; }\n", options);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message.rfind("cuda codegen: NVRTC could not compile the program for sm_90 (NVRTC_ERROR_COMPILATION):\nkiln.cu(1): error: identifier \"undeclared\" is undefined", 0) == 0);
+  options.archs = {"sm90"};
+  auto malformed = codegen::cuda::compile_program("", options);
+  REQUIRE(!malformed.ok());
+  CHECK(malformed.error().message == "cuda codegen: 'sm90' is not a GPU architecture (expected sm_NN, such as sm_90)");
+  options.archs = {"sm_20"};
+  auto old = codegen::cuda::compile_program("", options);
+  REQUIRE(!old.ok());
+  CHECK(old.error().message.rfind("cuda codegen: NVRTC " + codegen::cuda::nvrtc_version() + " cannot compile for sm_20 (it supports: ", 0) == 0);
+  options.archs = {};
+  auto none = codegen::cuda::compile_program("", options);
+  REQUIRE(!none.ok());
+  CHECK(none.error().message == "cuda codegen: no GPU architecture given (for example --cuda-arch=sm_90)");
+}
