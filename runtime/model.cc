@@ -1,6 +1,7 @@
 #include "runtime/model.h"
 
 #include <cblas.h>
+#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "runtime/cuda/executor.h"
 #include "runtime/format/artifact.h"
 #include "runtime/thread_pool.h"
 
@@ -86,6 +88,7 @@ class ModelImpl {
   std::map<uint32_t, std::vector<uint8_t>> state_bytes;  // per state value
 
   int code_fd = -1;  // the memfd the kernels were loaded from
+  std::unique_ptr<cuda::Executor> cuda;  // set for CUDA artifacts
 
   ~ModelImpl() {
     if (library) dlclose(library);
@@ -224,10 +227,13 @@ Result<std::shared_ptr<Model>> Model::load_file(const std::string& path, const O
 Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, const Options& options) {
   auto impl = std::make_unique<ModelImpl>();
   impl->bytes = std::move(bytes);
-  auto view = format::read_artifact(impl->bytes, "cpu-x86_64");
+  auto any = format::read_artifact(impl->bytes);
+  if (!any.ok()) return any.error();
+  const bool is_cuda = any->metadata().target()->string_view().starts_with("cuda-");
+  auto view = is_cuda ? any : format::read_artifact(impl->bytes, "cpu-x86_64");
   if (!view.ok()) {
     if (view.error().code == static_cast<int>(format::ArtifactErrorKind::WrongTarget))
-      return Error{view.error().message + " (this runtime has no CUDA support)", view.error().code};
+      return Error{view.error().message + " and cuda-sm_XX", view.error().code};
     return view.error();
   }
   impl->view = *view;
@@ -264,6 +270,12 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
     for (uint32_t v : *step->inputs()) s.args.push_back(v);
     for (uint32_t v : *step->outputs()) s.args.push_back(v);
     impl->steps.push_back(std::move(s));
+  }
+  if (is_cuda) {
+    cuda::Signature sig{{}, impl->input_values, impl->output_values, impl->state_values, impl->weights};
+    for (const TensorInfo& v : impl->values) sig.value_bytes.push_back(v.bytes());
+    KILN_ASSIGN_OR_RETURN(impl->cuda, cuda::Executor::load(impl->view, std::move(sig), {options.cuda_device, options.cuda_graphs}));
+    return std::shared_ptr<Model>(new Model(std::move(impl)));
   }
   KILN_RETURN_IF_ERROR(impl->load_code());
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -317,6 +329,11 @@ Status Model::run_into(const std::map<std::string, HostTensor>& inputs, const st
     for (const TensorInfo& info : m.inputs) known = known || info.name == name;
     if (!known) return make_error("run: the model has no input %" + name);
   }
+  if (m.cuda) {
+    std::vector<const uint8_t*> in;
+    for (uint32_t v : m.input_values) in.push_back(where[v]);
+    return m.cuda->run_host(in, outputs);
+  }
   std::unique_lock<std::mutex> state_lock(m.state_mutex, std::defer_lock);
   if (!m.state_values.empty()) state_lock.lock();
   auto& state = const_cast<std::map<uint32_t, std::vector<uint8_t>>&>(m.state_bytes);
@@ -368,10 +385,39 @@ Status Model::run_into(const std::map<std::string, HostTensor>& inputs, const st
   return Status::Ok();
 }
 
+Status Model::run_device(const std::map<std::string, uint64_t>& inputs, const std::map<std::string, uint64_t>& outputs) const {
+  const ModelImpl& m = *impl_;
+  if (!m.cuda) return make_error("run: device pointers need a CUDA artifact; this one targets " + target());
+  auto in_order = [](const std::vector<TensorInfo>& infos, const std::map<std::string, uint64_t>& given, const char* what) -> Result<std::vector<uint64_t>> {
+    std::vector<uint64_t> ptrs;
+    for (const TensorInfo& info : infos) {
+      auto it = given.find(info.name);
+      if (it == given.end()) return make_error(std::string("run: no device pointer for ") + what + " %" + info.name + ": " + info.type_string());
+      ptrs.push_back(it->second);
+    }
+    for (const auto& [name, ptr] : given)
+      if (std::none_of(infos.begin(), infos.end(), [&](const TensorInfo& i) { return i.name == name; }))
+        return make_error(std::string("run: the model has no ") + what + " %" + name);
+    return ptrs;
+  };
+  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> in, in_order(m.inputs, inputs, "input"));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> out, in_order(m.outputs, outputs, "output"));
+  return m.cuda->run_device(in, out);
+}
+
+std::string Model::target() const { return impl_->view.metadata().target()->str(); }
+
 Result<HostTensor> Model::read_state(const std::string& name) const {
   std::lock_guard<std::mutex> lock(impl_->state_mutex);
-  for (size_t i = 0; i < impl_->state.size(); ++i)
-    if (impl_->state[i].name == name) return HostTensor{impl_->state[i], impl_->state_bytes.at(impl_->state_values[i])};
+  for (size_t i = 0; i < impl_->state.size(); ++i) {
+    if (impl_->state[i].name != name) continue;
+    if (impl_->cuda) {
+      HostTensor t{impl_->state[i], std::vector<uint8_t>(static_cast<size_t>(impl_->state[i].bytes()))};
+      KILN_RETURN_IF_ERROR(impl_->cuda->read_state(i, t.data.data()));
+      return t;
+    }
+    return HostTensor{impl_->state[i], impl_->state_bytes.at(impl_->state_values[i])};
+  }
   return make_error("runtime: the model has no state %" + name);
 }
 
@@ -382,6 +428,7 @@ Status Model::write_state(const std::string& name, const HostTensor& value) {
     if (value.info.type != impl_->state[i].type || value.info.shape != impl_->state[i].shape ||
         static_cast<int64_t>(value.data.size()) != impl_->state[i].bytes())
       return make_error("runtime: state %" + name + " is " + impl_->state[i].type_string() + ", got " + value.info.type_string());
+    if (impl_->cuda) return impl_->cuda->write_state(i, value.data.data());
     impl_->state_bytes[impl_->state_values[i]] = value.data;
     return Status::Ok();
   }

@@ -43,6 +43,11 @@ struct HostTensor {
 struct Options {
   /// Threads that split kernels; 0 means one per hardware thread.
   int threads = 0;
+  /// CUDA artifacts: the device ordinal to run on.
+  int cuda_device = 0;
+  /// CUDA artifacts: capture the steps into a CUDA Graph once per session and replay it
+  /// (false launches every kernel on every run).
+  bool cuda_graphs = true;
 };
 
 class ModelImpl;
@@ -70,6 +75,12 @@ class Model {
   /// `outputs` maps every output's name to a buffer of exactly its size (an output the
   /// graph returns twice, under one name, fills one buffer).
   Status run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const;
+  /// CUDA artifacts: runs once on device memory the caller owns, with no host copies.
+  /// Each map gives every input (or output) name a device pointer (a CUdeviceptr) to
+  /// exactly its size.
+  Status run_device(const std::map<std::string, uint64_t>& inputs, const std::map<std::string, uint64_t>& outputs) const;
+  /// The artifact's target: "cpu-x86_64" or "cuda-sm_XX".
+  std::string target() const;
   /// Reads a state tensor (for example trained weights).
   Result<HostTensor> read_state(const std::string& name) const;
   /// Sets a state tensor (its type must match).

@@ -14,51 +14,22 @@
 #include "compiler/nn.h"
 #include "runtime/model.h"
 #include "tests/unit/op_graphs.h"
+#include "tests/unit/run_util.h"
 #include "tests/unit/test_util.h"
 
 using namespace kiln;
 
 namespace {
 
-runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
-  return {{name, static_cast<runtime::ElementType>(t.type.dtype), t.type.shape}, ir::tensor_to_bytes(t)};
-}
-
-ir::Tensor tensor_of(const runtime::HostTensor& h) {
-  return ir::tensor_from_bytes({static_cast<ir::DType>(h.info.type), h.info.shape}, h.data.data());
-}
-
+using kiln::testing::check_same;
+using kiln::testing::host;
 using kiln::testing::seeded_arguments;
+using kiln::testing::tensor_of;
 
-// Compiles, loads and runs a graph with the given arguments (params as weights, state
-// written into the model), returning the outputs.
 Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, bool fuse) {
   CompileOptions options;
   options.fuse = fuse;
-  std::map<std::string, runtime::HostTensor> inputs;
-  std::map<std::string, ir::Tensor> state;
-  for (const ir::Arg& a : g.args) {
-    const std::string& name = g.value_name(a.value);
-    if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
-    else if (a.kind == ir::ArgKind::State) state[name] = args.at(name);
-    else inputs[name] = host(args.at(name), name);
-  }
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(g, options));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Model> model, runtime::Model::load_bytes(std::move(artifact)));
-  for (auto& [name, t] : state) KILN_RETURN_IF_ERROR(model->write_state(name, host(t, name)));
-  KILN_ASSIGN_OR_RETURN(std::vector<runtime::HostTensor> outputs, model->run(inputs));
-  std::vector<ir::Tensor> out;
-  for (const auto& h : outputs) out.push_back(tensor_of(h));
-  return out;
-}
-
-void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    std::vector<double> expected;
-    for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
-    kiln::testing::check_close(got[i], want[i].type.to_string(), expected, 1e-4, 1e-4);  // the matmul tolerance
-  }
+  return kiln::testing::compile_and_run(g, args, options);
 }
 
 }  // namespace

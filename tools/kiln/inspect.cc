@@ -92,8 +92,9 @@ int run_inspect(std::span<char* const> argv) {
   if (a.steps())
     for (uint32_t s = 0; s < a.steps()->size(); ++s) {
       const format::Step* step = a.steps()->Get(s);
-      fmt::print("  {:3} {} {} [{}] ({}) -> ({})\n", s, step_kinds[static_cast<int>(step->kind())], step->name() ? step->name()->str() : "?",
-                 step->symbol()->str(), refs(a, step->inputs()), refs(a, step->outputs()));
+      std::string launch = step->block_threads() > 0 ? fmt::format(" <<<{} blocks, {} threads>>>", step->grid_blocks(), step->block_threads()) : "";
+      fmt::print("  {:3} {} {} [{}] ({}) -> ({}){}\n", s, step_kinds[static_cast<int>(step->kind())], step->name() ? step->name()->str() : "?",
+                 step->symbol()->str(), refs(a, step->inputs()), refs(a, step->outputs()), launch);
     }
   fmt::print("code:\n");
   if (a.code())

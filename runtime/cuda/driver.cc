@@ -1,0 +1,110 @@
+#include "runtime/cuda/driver.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <mutex>
+
+namespace kiln::runtime::cuda {
+namespace {
+
+// The exported name behind a cuda.h name (cuMemAlloc is cuMemAlloc_v2).
+#define KILN_CUDA_STRING(x) #x
+#define KILN_CUDA_SYMBOL(x) KILN_CUDA_STRING(x)
+
+template <class F>
+bool bind(void* library, F& slot, const char* name, std::string& missing) {
+  slot = reinterpret_cast<F>(dlsym(library, name));
+  if (!slot) missing += std::string(missing.empty() ? "" : ", ") + name;
+  return slot != nullptr;
+}
+
+Result<const Driver*> open_driver() {
+  const char* path = std::getenv("KILN_LIBCUDA");
+  const std::string file = path && *path ? path : "libcuda.so.1";
+  void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) return make_error("no NVIDIA driver was found (" + std::string(dlerror()) + ")");
+  static Driver d;
+  std::string missing;
+#define KILN_BIND(field, fn) bind(library, d.field, KILN_CUDA_SYMBOL(fn), missing)
+  KILN_BIND(init, cuInit);
+  KILN_BIND(driver_get_version, cuDriverGetVersion);
+  KILN_BIND(get_error_name, cuGetErrorName);
+  KILN_BIND(get_error_string, cuGetErrorString);
+  KILN_BIND(device_get_count, cuDeviceGetCount);
+  KILN_BIND(device_get, cuDeviceGet);
+  KILN_BIND(device_get_name, cuDeviceGetName);
+  KILN_BIND(device_get_attribute, cuDeviceGetAttribute);
+  KILN_BIND(primary_ctx_retain, cuDevicePrimaryCtxRetain);
+  KILN_BIND(primary_ctx_release, cuDevicePrimaryCtxRelease);
+  KILN_BIND(ctx_set_current, cuCtxSetCurrent);
+  KILN_BIND(module_load_data_ex, cuModuleLoadDataEx);
+  KILN_BIND(module_unload, cuModuleUnload);
+  KILN_BIND(module_get_function, cuModuleGetFunction);
+  KILN_BIND(mem_alloc, cuMemAlloc);
+  KILN_BIND(mem_free, cuMemFree);
+  KILN_BIND(mem_get_info, cuMemGetInfo);
+  KILN_BIND(memcpy_htod, cuMemcpyHtoD);
+  KILN_BIND(memcpy_dtoh, cuMemcpyDtoH);
+  KILN_BIND(memcpy_htod_async, cuMemcpyHtoDAsync);
+  KILN_BIND(memcpy_dtoh_async, cuMemcpyDtoHAsync);
+  KILN_BIND(memcpy_dtod_async, cuMemcpyDtoDAsync);
+  KILN_BIND(stream_create, cuStreamCreate);
+  KILN_BIND(stream_destroy, cuStreamDestroy);
+  KILN_BIND(stream_synchronize, cuStreamSynchronize);
+  KILN_BIND(stream_begin_capture, cuStreamBeginCapture);
+  KILN_BIND(stream_end_capture, cuStreamEndCapture);
+  KILN_BIND(graph_instantiate, cuGraphInstantiate);
+  KILN_BIND(graph_launch, cuGraphLaunch);
+  KILN_BIND(graph_destroy, cuGraphDestroy);
+  KILN_BIND(graph_exec_destroy, cuGraphExecDestroy);
+  KILN_BIND(launch_kernel, cuLaunchKernel);
+#undef KILN_BIND
+  if (!missing.empty()) return make_error("the NVIDIA driver in " + file + " is too old: it lacks " + missing);
+  if (CUresult r = d.init(0); r != CUDA_SUCCESS) return make_error("the NVIDIA driver found no usable GPU (cuInit: " + d.describe(r) + ")");
+  return &d;
+}
+
+Result<const Blas*> open_blas() {
+  const char* path = std::getenv("KILN_LIBCUBLAS");
+  std::string file = path && *path ? path : "libcublas.so.13";
+  void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library && !(path && *path)) library = dlopen((file = "libcublas.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) return make_error("cuBLAS was not found (" + std::string(dlerror()) + ")");
+  static Blas b;
+  std::string missing;
+  bind(library, b.create, "cublasCreate_v2", missing);
+  bind(library, b.destroy, "cublasDestroy_v2", missing);
+  bind(library, b.set_stream, "cublasSetStream_v2", missing);
+  bind(library, b.set_workspace, "cublasSetWorkspace_v2", missing);
+  bind(library, b.sgemm_strided_batched, "cublasSgemmStridedBatched", missing);
+  bind(library, b.dgemm_strided_batched, "cublasDgemmStridedBatched", missing);
+  bind(library, b.status_string, "cublasGetStatusString", missing);
+  if (!missing.empty()) return make_error("cuBLAS in " + file + " lacks " + missing);
+  return &b;
+}
+
+}  // namespace
+
+std::string Driver::describe(CUresult result) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  get_error_name(result, &name);
+  get_error_string(result, &text);
+  return std::string(name ? name : "CUDA error " + std::to_string(static_cast<int>(result))) + " (" + (text ? text : "no description") + ")";
+}
+
+Result<const Driver*> driver() {
+  static std::once_flag once;
+  static Result<const Driver*> opened = Error{};
+  std::call_once(once, [] { opened = open_driver(); });
+  return opened;
+}
+
+Result<const Blas*> blas() {
+  static std::once_flag once;
+  static Result<const Blas*> opened = Error{};
+  std::call_once(once, [] { opened = open_blas(); });
+  return opened;
+}
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,74 @@
+// libcuda and cuBLAS, opened at run time through symbol tables: the runtime links neither,
+// so it starts (and runs CPU artifacts) on machines with no NVIDIA driver.
+#pragma once
+
+#include <cuda.h>
+#include <string>
+
+#include "base/result.h"
+
+namespace kiln::runtime::cuda {
+
+/// The driver API entry points the runtime uses.
+struct Driver {
+  decltype(&::cuInit) init;
+  decltype(&::cuDriverGetVersion) driver_get_version;
+  decltype(&::cuGetErrorName) get_error_name;
+  decltype(&::cuGetErrorString) get_error_string;
+  decltype(&::cuDeviceGetCount) device_get_count;
+  decltype(&::cuDeviceGet) device_get;
+  decltype(&::cuDeviceGetName) device_get_name;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute;
+  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain;
+  decltype(&::cuDevicePrimaryCtxRelease) primary_ctx_release;
+  decltype(&::cuCtxSetCurrent) ctx_set_current;
+  decltype(&::cuModuleLoadDataEx) module_load_data_ex;
+  decltype(&::cuModuleUnload) module_unload;
+  decltype(&::cuModuleGetFunction) module_get_function;
+  decltype(&::cuMemAlloc) mem_alloc;
+  decltype(&::cuMemFree) mem_free;
+  decltype(&::cuMemGetInfo) mem_get_info;
+  decltype(&::cuMemcpyHtoD) memcpy_htod;
+  decltype(&::cuMemcpyDtoH) memcpy_dtoh;
+  decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async;
+  decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async;
+  decltype(&::cuMemcpyDtoDAsync) memcpy_dtod_async;
+  decltype(&::cuStreamCreate) stream_create;
+  decltype(&::cuStreamDestroy) stream_destroy;
+  decltype(&::cuStreamSynchronize) stream_synchronize;
+  decltype(&::cuStreamBeginCapture) stream_begin_capture;
+  decltype(&::cuStreamEndCapture) stream_end_capture;
+  decltype(&::cuGraphInstantiate) graph_instantiate;
+  decltype(&::cuGraphLaunch) graph_launch;
+  decltype(&::cuGraphDestroy) graph_destroy;
+  decltype(&::cuGraphExecDestroy) graph_exec_destroy;
+  decltype(&::cuLaunchKernel) launch_kernel;
+
+  /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
+  std::string describe(CUresult result) const;
+};
+
+/// Opens libcuda (once per process; $KILN_LIBCUDA names another file) and calls cuInit.
+/// The error says why there is no usable driver: "no NVIDIA driver was found (...)".
+Result<const Driver*> driver();
+
+/// cuBLAS, declared here rather than through its headers (only the calls kiln makes).
+struct Blas {
+  using Handle = struct cublasContext*;
+  using Status = int;  ///< cublasStatus_t; 0 is success
+  enum Operation : int { kNoTranspose = 0, kTranspose = 1 };
+  Status (*create)(Handle*);
+  Status (*destroy)(Handle);
+  Status (*set_stream)(Handle, CUstream);
+  Status (*set_workspace)(Handle, void*, size_t);
+  Status (*sgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const float*, const float*, int, long long, const float*, int,
+                                  long long, const float*, float*, int, long long, int);
+  Status (*dgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const double*, const double*, int, long long, const double*,
+                                  int, long long, const double*, double*, int, long long, int);
+  const char* (*status_string)(Status);
+};
+
+/// Opens cuBLAS (once per process; $KILN_LIBCUBLAS names another file).
+Result<const Blas*> blas();
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,433 @@
+#include "runtime/cuda/executor.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "runtime/cuda/driver.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+int arch_number(std::string_view arch) {
+  size_t digits = arch.find_first_of("0123456789");
+  return digits == std::string_view::npos ? 0 : std::atoi(std::string(arch.substr(digits)).c_str());
+}
+
+// cuBLAS's workspace per session: with one set, cuBLAS allocates nothing while a graph is
+// captured (NVIDIA recommends 32 MiB on Hopper).
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+
+struct Step {
+  format::StepKind kind;
+  std::string name;
+  CUfunction function = nullptr;
+  unsigned grid = 1, block = 1;
+  std::vector<uint32_t> args;  // inputs then outputs
+  const format::Matmul* matmul = nullptr;
+  bool f64 = false;
+};
+
+struct Session {
+  CUstream stream = nullptr;
+  CUdeviceptr arena = 0, workspace = 0;
+  std::vector<CUdeviceptr> inputs;  // per input position (host runs)
+  Blas::Handle blas = nullptr;
+  CUgraphExec graph = nullptr;
+  std::vector<CUdeviceptr> graph_where;  // the pointers `graph` was captured with
+};
+
+}  // namespace
+
+struct Executor::Impl {
+  const Driver* cu = nullptr;
+  const Blas* blas = nullptr;  // only when a step is a matmul
+  Signature sig;
+  ExecutorOptions options;
+  const format::Artifact* artifact = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  std::string description;
+  int max_resident_blocks_threads = 0;  // resident threads per SM times SMs
+  std::vector<Step> steps;
+  std::vector<CUdeviceptr> weights;  // per value (0 unless a param)
+  std::vector<CUdeviceptr> state;    // per state position
+  std::vector<std::pair<uint32_t, uint32_t>> state_copies;
+  mutable std::mutex sessions_mutex;
+  mutable std::vector<std::unique_ptr<Session>> free_sessions;
+  mutable std::mutex state_mutex;
+
+  Status check(CUresult r, const std::string& what) const {
+    if (r == CUDA_SUCCESS) return Status::Ok();
+    return make_error("runtime: CUDA error in " + what + ": " + cu->describe(r));
+  }
+
+  Result<CUdeviceptr> allocate(uint64_t bytes, const std::string& what) const {
+    CUdeviceptr p = 0;
+    CUresult r = cu->mem_alloc(&p, std::max<uint64_t>(bytes, 1));
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      size_t free = 0, total = 0;
+      cu->mem_get_info(&free, &total);
+      return make_error("runtime: out of GPU memory: " + what + " needs " + std::to_string(bytes) + " bytes, and " + mib(free) + " of " +
+                        mib(total) + " are free");
+    }
+    KILN_RETURN_IF_ERROR(check(r, "cuMemAlloc for " + what));
+    return p;
+  }
+
+  ~Impl() {
+    if (!cu) return;
+    if (context) cu->ctx_set_current(context);
+    for (auto& s : free_sessions) destroy(*s);
+    for (CUdeviceptr w : weights)
+      if (w) cu->mem_free(w);
+    for (CUdeviceptr s : state) cu->mem_free(s);
+    if (module) cu->module_unload(module);
+    if (context) cu->primary_ctx_release(device);
+  }
+
+  void destroy(Session& s) const {
+    if (s.graph) cu->graph_exec_destroy(s.graph);
+    if (s.blas) blas->destroy(s.blas);
+    for (CUdeviceptr p : s.inputs) cu->mem_free(p);
+    if (s.arena) cu->mem_free(s.arena);
+    if (s.workspace) cu->mem_free(s.workspace);
+    if (s.stream) cu->stream_destroy(s.stream);
+  }
+
+  Status load_module(const format::ArtifactView& view) {
+    int major = 0, minor = 0, sms = 0, threads_per_sm = 0;
+    cu->device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+    cu->device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+    cu->device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    cu->device_get_attribute(&threads_per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, device);
+    max_resident_blocks_threads = sms * threads_per_sm;
+    char name[256] = {};
+    cu->device_get_name(name, sizeof name, device);
+    const int cc = major * 10 + minor;
+    description = std::string(name) + " (sm_" + std::to_string(cc) + ", " + std::to_string(sms) + " SMs)";
+    // A cubin for this architecture, else one of the same major and a lower minor (binary
+    // compatible), else PTX of a lower architecture, which the driver compiles.
+    const format::CodeObject* best = nullptr;
+    int best_score = -1;
+    std::string offered;
+    for (const format::CodeObject* c : *artifact->code()) {
+      std::string kind = c->kind() ? c->kind()->str() : "", arch = c->arch() ? c->arch()->str() : "";
+      offered += std::string(offered.empty() ? "" : ", ") + (kind == "ptx" ? "PTX " : "") + arch;
+      int a = arch_number(arch), score = -1;
+      if (kind == "cubin" && a == cc) score = 3000;
+      else if (kind == "cubin" && a / 10 == major && a <= cc) score = 2000 + a;
+      else if (kind == "ptx" && a <= cc) score = 1000 + a;
+      if (score > best_score) best = c, best_score = score;
+    }
+    if (!best) return make_error("runtime: this artifact has code for " + offered + ", which this GPU (" + description + ") cannot run");
+    std::span<const uint8_t> code = view.section(*best->section());
+    std::string image(code.begin(), code.end());
+    image.push_back('\0');  // PTX is text; the driver reads it to its end
+    char log[4096] = {};
+    CUjit_option keys[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {log, reinterpret_cast<void*>(sizeof log)};
+    CUresult r = cu->module_load_data_ex(&module, image.data(), 2, keys, values);
+    if (r != CUDA_SUCCESS)
+      return make_error("runtime: cannot load the artifact's " + best->kind()->str() + " for " + best->arch()->str() + " on " + description + ": " +
+                        cu->describe(r) + (log[0] ? std::string("\n") + log : ""));
+    return Status::Ok();
+  }
+
+  Status load_steps() {
+    uint32_t index = 0;
+    for (const format::Step* s : *artifact->steps()) {
+      Step step;
+      step.kind = s->kind();
+      step.name = s->name() ? s->name()->str() : "step " + std::to_string(index);
+      for (uint32_t v : *s->inputs()) step.args.push_back(v);
+      for (uint32_t v : *s->outputs()) step.args.push_back(v);
+      if (step.kind == format::StepKind::Library) {
+        step.matmul = s->matmul();
+        const format::Value* a = artifact->values()->Get(step.args[0]);
+        if (a->dtype() != format::DType::F32 && a->dtype() != format::DType::F64)
+          return make_error("runtime: step " + step.name + ": matmul on " + format::EnumNameDType(a->dtype()) + " is not supported on CUDA");
+        step.f64 = a->dtype() == format::DType::F64;
+        if (!blas) {
+          KILN_ASSIGN_OR_RETURN(blas, cuda::blas());
+        }
+      } else {
+        KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.function, module, s->symbol()->c_str()), "cuModuleGetFunction " + s->symbol()->str()));
+        step.block = static_cast<unsigned>(s->block_threads());
+        int64_t resident = std::max<int64_t>(1, max_resident_blocks_threads / s->block_threads());
+        step.grid = static_cast<unsigned>(std::min<int64_t>(s->grid_blocks(), resident));
+      }
+      steps.push_back(std::move(step));
+      ++index;
+    }
+    if (artifact->state_copies())
+      for (const format::StateCopy* c : *artifact->state_copies()) state_copies.emplace_back(c->state(), c->value());
+    return Status::Ok();
+  }
+
+  Status upload() {
+    weights.assign(sig.value_bytes.size(), 0);
+    for (size_t v = 0; v < sig.weights.size(); ++v) {
+      if (!sig.weights[v]) continue;
+      KILN_ASSIGN_OR_RETURN(weights[v], allocate(static_cast<uint64_t>(sig.value_bytes[v]), "a weight"));
+      KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(weights[v], sig.weights[v], static_cast<size_t>(sig.value_bytes[v])), "uploading the weights"));
+    }
+    for (uint32_t v : sig.state_values) {
+      KILN_ASSIGN_OR_RETURN(CUdeviceptr p, allocate(static_cast<uint64_t>(sig.value_bytes[v]), "a state tensor"));
+      state.push_back(p);
+      std::vector<uint8_t> zeros(static_cast<size_t>(sig.value_bytes[v]), 0);
+      KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(p, zeros.data(), zeros.size()), "clearing the state"));
+    }
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<Session>> take_session() const {
+    {
+      std::lock_guard<std::mutex> lock(sessions_mutex);
+      if (!free_sessions.empty()) {
+        auto s = std::move(free_sessions.back());
+        free_sessions.pop_back();
+        return s;
+      }
+    }
+    auto s = std::make_unique<Session>();
+    auto fail = [&](Error e) -> Result<std::unique_ptr<Session>> {
+      destroy(*s);
+      return e;
+    };
+    if (Status st = check(cu->stream_create(&s->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); !st.ok()) return fail(st.error());
+    auto arena = allocate(artifact->arena_bytes(), "the arena");
+    if (!arena.ok()) return fail(arena.error());
+    s->arena = *arena;
+    for (uint32_t v : sig.input_values) {
+      auto p = allocate(static_cast<uint64_t>(sig.value_bytes[v]), "an input");
+      if (!p.ok()) return fail(p.error());
+      s->inputs.push_back(*p);
+    }
+    if (blas) {
+      auto w = allocate(kBlasWorkspaceBytes, "cuBLAS's workspace");
+      if (!w.ok()) return fail(w.error());
+      s->workspace = *w;
+      if (Blas::Status b = blas->create(&s->blas); b != 0) return fail(make_error(std::string("runtime: cublasCreate failed: ") + blas->status_string(b)));
+      blas->set_stream(s->blas, s->stream);
+      blas->set_workspace(s->blas, reinterpret_cast<void*>(s->workspace), kBlasWorkspaceBytes);
+    }
+    return s;
+  }
+
+  void give_back(std::unique_ptr<Session> s) const {
+    std::lock_guard<std::mutex> lock(sessions_mutex);
+    free_sessions.push_back(std::move(s));
+  }
+
+  // Where every value lives for one run.
+  std::vector<CUdeviceptr> placement(const Session& s, const std::vector<CUdeviceptr>& inputs) const {
+    std::vector<CUdeviceptr> where(sig.value_bytes.size(), 0);
+    for (size_t i = 0; i < sig.input_values.size(); ++i) where[sig.input_values[i]] = inputs[i];
+    for (size_t v = 0; v < where.size(); ++v)
+      if (weights[v]) where[v] = weights[v];
+    for (size_t i = 0; i < sig.state_values.size(); ++i) where[sig.state_values[i]] = state[i];
+    for (const format::Buffer* b : *artifact->buffers()) {
+      if (b->home() == format::Home::Arena) where[b->value()] = s.arena + b->offset();
+      if (b->home() == format::Home::State && b->state() >= 0) where[b->value()] = where[static_cast<uint32_t>(b->state())];
+    }
+    return where;
+  }
+
+  Status matmul(const Step& step, const Session& s, const std::vector<CUdeviceptr>& where) const {
+    const format::Matmul& mm = *step.matmul;
+    const int m = static_cast<int>(mm.m()), n = static_cast<int>(mm.n()), k = static_cast<int>(mm.k());
+    const int lda = mm.trans_a() ? m : k, ldb = mm.trans_b() ? k : n;
+    const Blas::Operation ta = mm.trans_a() ? Blas::kTranspose : Blas::kNoTranspose, tb = mm.trans_b() ? Blas::kTranspose : Blas::kNoTranspose;
+    std::vector<const format::BatchDim*> dims;
+    if (mm.batch())
+      for (const format::BatchDim* d : *mm.batch()) dims.push_back(d);
+    // The innermost batch dim goes to one strided-batched call; outer ones are looped.
+    const format::BatchDim* inner = dims.empty() ? nullptr : dims.back();
+    if (inner) dims.pop_back();
+    int64_t outer = 1;
+    for (const auto* d : dims) outer *= d->count();
+    const size_t size = step.f64 ? 8 : 4;
+    std::vector<int64_t> at(dims.size(), 0);
+    for (int64_t p = 0; p < outer; ++p) {
+      int64_t ao = 0, bo = 0, co = 0;
+      for (size_t i = 0; i < dims.size(); ++i) ao += at[i] * dims[i]->a_stride(), bo += at[i] * dims[i]->b_stride(), co += at[i] * dims[i]->c_stride();
+      CUdeviceptr a = where[step.args[0]] + ao * size, b = where[step.args[1]] + bo * size, c = where[step.args[2]] + co * size;
+      const int count = inner ? static_cast<int>(inner->count()) : 1;
+      const long long sa = inner ? inner->a_stride() : 0, sb = inner ? inner->b_stride() : 0, sc = inner ? inner->c_stride() : 0;
+      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first.
+      Blas::Status r;
+      if (step.f64) {
+        const double one = 1, zero = 0;
+        r = blas->dgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const double*>(b), ldb, sb, reinterpret_cast<const double*>(a), lda,
+                                        sa, &zero, reinterpret_cast<double*>(c), n, sc, count);
+      } else {
+        const float one = 1, zero = 0;
+        r = blas->sgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const float*>(b), ldb, sb, reinterpret_cast<const float*>(a), lda,
+                                        sa, &zero, reinterpret_cast<float*>(c), n, sc, count);
+      }
+      if (r != 0) return make_error("runtime: cuBLAS error in step " + step.name + ": " + blas->status_string(r));
+      for (size_t i = dims.size(); i-- > 0;) {
+        if (++at[i] < dims[i]->count()) break;
+        at[i] = 0;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Every step, then the state updates, on the session's stream.
+  Status enqueue(const Session& s, const std::vector<CUdeviceptr>& where) const {
+    std::vector<CUdeviceptr> args;
+    std::vector<void*> params;
+    for (const Step& step : steps) {
+      if (step.kind == format::StepKind::Library) {
+        KILN_RETURN_IF_ERROR(matmul(step, s, where));
+        continue;
+      }
+      args.clear();
+      params.clear();
+      for (uint32_t v : step.args) args.push_back(where[v]);
+      for (CUdeviceptr& a : args) params.push_back(&a);
+      KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
+                                 "step " + step.name + " (cuLaunchKernel)"));
+    }
+    for (size_t i = 0; i < state_copies.size(); ++i) {
+      auto [state_value, value] = state_copies[i];
+      KILN_RETURN_IF_ERROR(check(cu->memcpy_dtod_async(where[state_value], where[value], static_cast<size_t>(sig.value_bytes[value]), s.stream),
+                                 "the state update of value " + std::to_string(state_value)));
+    }
+    return Status::Ok();
+  }
+
+  // Runs the steps: the session's graph, captured again when the pointers changed.
+  Status execute(Session& s, const std::vector<CUdeviceptr>& where) const {
+    if (!options.graphs) return enqueue(s, where);
+    if (!s.graph || s.graph_where != where) {
+      if (s.graph) cu->graph_exec_destroy(s.graph);
+      s.graph = nullptr;
+      KILN_RETURN_IF_ERROR(check(cu->stream_begin_capture(s.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
+      Status enqueued = enqueue(s, where);
+      CUgraph graph = nullptr;
+      CUresult ended = cu->stream_end_capture(s.stream, &graph);
+      KILN_RETURN_IF_ERROR(enqueued);
+      KILN_RETURN_IF_ERROR(check(ended, "cuStreamEndCapture"));
+      CUresult instantiated = cu->graph_instantiate(&s.graph, graph, 0);
+      cu->graph_destroy(graph);
+      KILN_RETURN_IF_ERROR(check(instantiated, "cuGraphInstantiate"));
+      s.graph_where = where;
+    }
+    return check(cu->graph_launch(s.graph, s.stream), "cuGraphLaunch");
+  }
+
+  // One run on a session; `copy_in` and `copy_out` enqueue the caller's transfers.
+  template <class In, class Out>
+  Status run(const std::vector<CUdeviceptr>* caller_inputs, const std::vector<CUdeviceptr>* caller_outputs, In copy_in, Out copy_out) const {
+    KILN_RETURN_IF_ERROR(check(cu->ctx_set_current(context), "cuCtxSetCurrent"));
+    std::unique_lock<std::mutex> state_lock(state_mutex, std::defer_lock);
+    if (!sig.state_values.empty()) state_lock.lock();
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, take_session());
+    std::vector<CUdeviceptr> where = placement(*s, caller_inputs ? *caller_inputs : s->inputs);
+    // Results in the arena are written straight into the caller's device buffers.
+    std::vector<char> redirected(where.size(), 0);
+    if (caller_outputs)
+      for (const format::Buffer* b : *artifact->buffers())
+        for (size_t i = 0; i < sig.output_values.size(); ++i)
+          if (b->value() == sig.output_values[i] && b->home() == format::Home::Arena && !redirected[b->value()]) {
+            where[b->value()] = (*caller_outputs)[i];
+            redirected[b->value()] = 1;
+          }
+    Status status = copy_in(*s);
+    if (status.ok()) status = execute(*s, where);
+    if (status.ok()) status = copy_out(*s, where);
+    if (status.ok()) status = check(cu->stream_synchronize(s->stream), "running the steps (cuStreamSynchronize)");
+    if (!status.ok()) {
+      // The stream may hold the failure; a fresh session starts clean.
+      cu->stream_synchronize(s->stream);
+      destroy(*s);
+      return status;
+    }
+    give_back(std::move(s));
+    return Status::Ok();
+  }
+};
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::~Executor() = default;
+
+Result<std::unique_ptr<Executor>> Executor::load(const format::ArtifactView& view, Signature signature, const ExecutorOptions& options) {
+  const std::string target = view.metadata().target()->str();
+  const std::string arch = target.substr(target.find('-') + 1);
+  auto cu = driver();
+  if (!cu.ok()) return make_error("this artifact targets CUDA (" + arch + ") but " + cu.error().message);
+  auto impl = std::make_unique<Impl>();
+  impl->cu = *cu;
+  impl->sig = std::move(signature);
+  impl->options = options;
+  impl->artifact = &view.metadata();
+  int devices = 0;
+  (*cu)->device_get_count(&devices);
+  if (options.device < 0 || options.device >= devices)
+    return make_error("runtime: there is no CUDA device " + std::to_string(options.device) + " (this machine has " + std::to_string(devices) + ")");
+  KILN_RETURN_IF_ERROR(impl->check((*cu)->device_get(&impl->device, options.device), "cuDeviceGet"));
+  KILN_RETURN_IF_ERROR(impl->check((*cu)->primary_ctx_retain(&impl->context, impl->device), "cuDevicePrimaryCtxRetain"));
+  KILN_RETURN_IF_ERROR(impl->check((*cu)->ctx_set_current(impl->context), "cuCtxSetCurrent"));
+  KILN_RETURN_IF_ERROR(impl->load_module(view));
+  KILN_RETURN_IF_ERROR(impl->load_steps());
+  KILN_RETURN_IF_ERROR(impl->upload());
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+Status Executor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
+  const Impl& m = *impl_;
+  auto copy_in = [&](const Session& s) -> Status {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      KILN_RETURN_IF_ERROR(m.check(m.cu->memcpy_htod_async(s.inputs[i], inputs[i], static_cast<size_t>(m.sig.value_bytes[m.sig.input_values[i]]), s.stream),
+                                   "copying the inputs to the GPU"));
+    return Status::Ok();
+  };
+  auto copy_out = [&](const Session& s, const std::vector<CUdeviceptr>& where) -> Status {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      uint32_t v = m.sig.output_values[i];
+      KILN_RETURN_IF_ERROR(m.check(m.cu->memcpy_dtoh_async(outputs[i], where[v], static_cast<size_t>(m.sig.value_bytes[v]), s.stream),
+                                   "copying the outputs from the GPU"));
+    }
+    return Status::Ok();
+  };
+  return m.run(nullptr, nullptr, copy_in, copy_out);
+}
+
+Status Executor::run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) const {
+  const Impl& m = *impl_;
+  std::vector<CUdeviceptr> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
+  auto copy_in = [](const Session&) { return Status::Ok(); };
+  auto copy_out = [&](const Session& s, const std::vector<CUdeviceptr>& where) -> Status {
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint32_t v = m.sig.output_values[i];
+      if (where[v] == out[i]) continue;  // written in place
+      KILN_RETURN_IF_ERROR(m.check(m.cu->memcpy_dtod_async(out[i], where[v], static_cast<size_t>(m.sig.value_bytes[v]), s.stream), "copying an output"));
+    }
+    return Status::Ok();
+  };
+  return m.run(&in, &out, copy_in, copy_out);
+}
+
+Status Executor::read_state(size_t index, uint8_t* to) const {
+  const Impl& m = *impl_;
+  KILN_RETURN_IF_ERROR(m.check(m.cu->ctx_set_current(m.context), "cuCtxSetCurrent"));
+  std::lock_guard<std::mutex> lock(m.state_mutex);
+  return m.check(m.cu->memcpy_dtoh(to, m.state[index], static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])), "reading a state tensor");
+}
+
+Status Executor::write_state(size_t index, const uint8_t* from) {
+  Impl& m = *impl_;
+  KILN_RETURN_IF_ERROR(m.check(m.cu->ctx_set_current(m.context), "cuCtxSetCurrent"));
+  std::lock_guard<std::mutex> lock(m.state_mutex);
+  return m.check(m.cu->memcpy_htod(m.state[index], from, static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])), "writing a state tensor");
+}
+
+const std::string& Executor::device_description() const { return impl_->description; }
+
+}  // namespace kiln::runtime::cuda

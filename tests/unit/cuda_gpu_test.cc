@@ -1,0 +1,163 @@
+// The GPU tier (tag "gpu"; tools/gpu_tests.sh runs it): CUDA artifacts against the
+// interpreter for every op, element type, text-test model and 30 random graphs, fused and
+// unfused; CUDA Graph replay against plain launches; caller device pointers; one model
+// run from 8 threads. Without an NVIDIA driver every case is skipped with a message,
+// unless KILN_REQUIRE_GPU=1 (as the script sets), which makes that a failure.
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <thread>
+
+#include "compiler/nn.h"
+#include "runtime/cuda/driver.h"
+#include "tests/unit/op_graphs.h"
+#include "tests/unit/random_graph.h"
+#include "tests/unit/run_util.h"
+
+using namespace kiln;
+using kiln::testing::check_same;
+using kiln::testing::host;
+using kiln::testing::seeded_arguments;
+
+namespace {
+
+// Whether a GPU can run the cases; prints why not once.
+bool have_gpu() {
+  auto driver = runtime::cuda::driver();
+  if (driver.ok()) return true;
+  const char* require = std::getenv("KILN_REQUIRE_GPU");
+  if (require && std::string(require) == "1") FAIL("KILN_REQUIRE_GPU=1 but: " << driver.error().message);
+  WARN("skipped (no GPU): " << driver.error().message);
+  return false;
+}
+
+CompileOptions cuda_options(bool fuse) {
+  CompileOptions options;
+  options.target = "cuda";
+  options.fuse = fuse;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA: every op, element type and text-test model gives the interpreter's values", "[gpu][cuda]") {
+  if (!have_gpu()) return;
+  {
+    auto [g, args] = kiln::testing::all_ops_graph();
+    auto expected = kiln::testing::eval_ok(g, args);
+    for (bool fuse : {true, false}) {
+      INFO("all ops " << (fuse ? "fused" : "unfused"));
+      auto got = kiln::testing::compile_and_run(g, args, cuda_options(fuse));
+      if (!got.ok()) FAIL(got.error().message);
+      check_same(*got, expected);
+    }
+  }
+  {
+    auto g = kiln::testing::dtypes_graph();
+    auto args = seeded_arguments(g, 5);
+    auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
+    if (!got.ok()) FAIL(got.error().message);
+    kiln::testing::check_dtypes_close(*got, kiln::testing::eval_ok(g, args));
+  }
+  int models = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
+    if (entry.path().extension() != ".kir") continue;
+    std::ifstream in(entry.path());
+    auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
+    if (!g.ok()) continue;
+    auto args = seeded_arguments(*g, static_cast<uint64_t>(models) + 1);
+    auto expected = kiln::testing::eval_ok(*g, args);
+    for (bool fuse : {true, false}) {
+      INFO(entry.path() << (fuse ? " fused" : " unfused"));
+      auto got = kiln::testing::compile_and_run(*g, args, cuda_options(fuse));
+      if (!got.ok()) FAIL(got.error().message);
+      check_same(*got, expected);
+    }
+    ++models;
+  }
+  CHECK(models >= 20);
+}
+
+TEST_CASE("CUDA: 30 random graphs, fused and unfused, give the interpreter's values", "[gpu][cuda]") {
+  if (!have_gpu()) return;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    kiln::testing::RandomGraph rg = kiln::testing::random_graph(seed);
+    auto expected = kiln::testing::eval_ok(rg.graph, rg.inputs);
+    for (bool fuse : {true, false}) {
+      INFO("seed " << seed << (fuse ? " fused" : " unfused"));
+      auto got = kiln::testing::compile_and_run(rg.graph, rg.inputs, cuda_options(fuse));
+      if (!got.ok()) FAIL(got.error().message);
+      check_same(*got, expected);
+    }
+  }
+}
+
+TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller device pointers; 8 threads", "[gpu][cuda]") {
+  if (!have_gpu()) return;
+  Model m("mlp", 5);
+  Tensor x = m.input("x", {64, 128});
+  nn::Sequential net = nn::mlp(m, "fc", {128, 256, 10}, nn::Activation::Gelu);
+  m.output(softmax(net(x)), "probs");
+  auto g = m.build();
+  REQUIRE(g.ok());
+  CompileOptions options = cuda_options(true);
+  options.weights = m.initial_values();
+  auto artifact = compile_to_artifact(*g, options);
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto replayed = runtime::Model::load_bytes(*artifact);
+  if (!replayed.ok()) FAIL(replayed.error().message);
+  runtime::Options plain_options;
+  plain_options.cuda_graphs = false;
+  auto plain = runtime::Model::load_bytes(*artifact, plain_options);
+  if (!plain.ok()) FAIL(plain.error().message);
+  auto input = [](int i) {
+    std::vector<double> v(64 * 128);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = std::sin(0.01 * static_cast<double>(k) + i);
+    return ir::Tensor::from_doubles({ir::DType::F32, {64, 128}}, v);
+  };
+  std::map<std::string, ir::Tensor> args = m.initial_values();
+  std::vector<std::vector<uint8_t>> single(400);
+  for (int i = 0; i < 400; ++i) {
+    auto a = (*replayed)->run({{"x", host(input(i), "x")}});
+    auto b = (*plain)->run({{"x", host(input(i), "x")}});
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK((*a)[0].data == (*b)[0].data);
+    single[i] = (*a)[0].data;
+    if (i < 3) {
+      args["x"] = input(i);
+      check_same({kiln::testing::tensor_of((*a)[0])}, kiln::testing::eval_ok(*g, args));
+    }
+  }
+  // Device pointers: the caller's buffers, no host copies in the run.
+  const runtime::cuda::Driver& cu = **runtime::cuda::driver();
+  CUdeviceptr in = 0, out = 0;
+  std::vector<uint8_t> x0 = host(input(7), "x").data, probs(single[7].size());
+  REQUIRE(cu.mem_alloc(&in, x0.size()) == CUDA_SUCCESS);
+  REQUIRE(cu.mem_alloc(&out, probs.size()) == CUDA_SUCCESS);
+  REQUIRE(cu.memcpy_htod(in, x0.data(), x0.size()) == CUDA_SUCCESS);
+  Status ran = (*replayed)->run_device({{"x", in}}, {{"probs", out}});
+  if (!ran.ok()) FAIL(ran.error().message);
+  REQUIRE(cu.memcpy_dtoh(probs.data(), out, probs.size()) == CUDA_SUCCESS);
+  CHECK(probs == single[7]);
+  cu.mem_free(in);
+  cu.mem_free(out);
+  Status missing = (*replayed)->run_device({}, {{"probs", out}});
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().message == "run: no device pointer for input %x: f32[64,128]");
+  // 8 threads, each run on its own session.
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 50; ++r) {
+        int i = t * 50 + r;
+        auto got = (*replayed)->run({{"x", host(input(i), "x")}});
+        if (!got.ok() || (*got)[0].data != single[i]) ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(mismatches == 0);
+}

@@ -1,0 +1,50 @@
+// Compiling graphs to artifacts and running them through the runtime, for the end-to-end
+// tests of every target.
+#pragma once
+
+#include "compiler/compile.h"
+#include "runtime/model.h"
+#include "tests/unit/test_util.h"
+
+namespace kiln::testing {
+
+inline runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
+  return {{name, static_cast<runtime::ElementType>(t.type.dtype), t.type.shape}, ir::tensor_to_bytes(t)};
+}
+
+inline ir::Tensor tensor_of(const runtime::HostTensor& h) {
+  return ir::tensor_from_bytes({static_cast<ir::DType>(h.info.type), h.info.shape}, h.data.data());
+}
+
+/// Compiles (with `options`, whose weights are filled from `args`), loads and runs a
+/// graph with the given arguments (state written into the model), returning the outputs.
+inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, CompileOptions options,
+                                                      const runtime::Options& load = {}) {
+  std::map<std::string, runtime::HostTensor> inputs;
+  std::map<std::string, ir::Tensor> state;
+  for (const ir::Arg& a : g.args) {
+    const std::string& name = g.value_name(a.value);
+    if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
+    else if (a.kind == ir::ArgKind::State) state[name] = args.at(name);
+    else inputs[name] = host(args.at(name), name);
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(g, options));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Model> model, runtime::Model::load_bytes(std::move(artifact), load));
+  for (auto& [name, t] : state) KILN_RETURN_IF_ERROR(model->write_state(name, host(t, name)));
+  KILN_ASSIGN_OR_RETURN(std::vector<runtime::HostTensor> outputs, model->run(inputs));
+  std::vector<ir::Tensor> out;
+  for (const auto& h : outputs) out.push_back(tensor_of(h));
+  return out;
+}
+
+/// Checks outputs against the interpreter's, at the matmul tolerance (1e-4).
+inline void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<double> expected;
+    for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
+    check_close(got[i], want[i].type.to_string(), expected, 1e-4, 1e-4);
+  }
+}
+
+}  // namespace kiln::testing
