@@ -6,11 +6,13 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <thread>
 
 #include "compiler/bench_suite.h"
 #include "compiler/compile.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/format/artifact.h"
 #include "runtime/model.h"
 #include "runtime/thread_pool.h"
@@ -80,7 +82,8 @@ runtime::HostTensor random_input(const runtime::TensorInfo& info, uint64_t seed)
   return t;
 }
 
-// A loaded artifact with its inputs and output buffers, ready to run.
+// A loaded artifact with its inputs and output buffers, ready to run. On CUDA both live
+// in device memory, so a run is the steps alone (no host copies), synchronized.
 struct Prepared {
   std::shared_ptr<runtime::Model> model;
   int kernels = 0;
@@ -88,12 +91,19 @@ struct Prepared {
   std::map<std::string, runtime::HostTensor> inputs;
   std::vector<std::vector<uint8_t>> storage;
   std::map<std::string, std::span<uint8_t>> outputs;
+  const runtime::cuda::Driver* cu = nullptr;
+  std::map<std::string, uint64_t> device_inputs, device_outputs;
   Status last = Status::Ok();
-  void run() { last = model->run(inputs, outputs); }
+  void run() { last = cu ? model->run_device(device_inputs, device_outputs) : model->run(inputs, outputs); }
+  ~Prepared() {
+    for (auto* ptrs : {&device_inputs, &device_outputs})
+      for (auto& [name, p] : *ptrs) cu->mem_free(p);
+  }
 };
 
-Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int threads) {
+Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int threads, const std::string& target) {
   CompileOptions options;
+  options.target = target;
   options.fuse = fuse;
   options.weights = row.weights;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(row.graph, options));
@@ -109,10 +119,47 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
     p->storage.emplace_back(static_cast<size_t>(info.bytes()));
     p->outputs[info.name] = std::span<uint8_t>(p->storage.back());
   }
+  if (target == "cuda") {
+    KILN_ASSIGN_OR_RETURN(p->cu, runtime::cuda::driver());
+    for (auto& [name, t] : p->inputs) {
+      CUdeviceptr d = 0;
+      if (p->cu->mem_alloc(&d, t.data.size()) != CUDA_SUCCESS) return make_error("cannot allocate the input %" + name + " on the GPU");
+      p->device_inputs[name] = d;
+      if (p->cu->memcpy_htod(d, t.data.data(), t.data.size()) != CUDA_SUCCESS) return make_error("cannot copy the input %" + name + " to the GPU");
+    }
+    for (const runtime::TensorInfo& info : p->model->outputs()) {
+      CUdeviceptr d = 0;
+      if (p->cu->mem_alloc(&d, static_cast<size_t>(info.bytes())) != CUDA_SUCCESS) return make_error("cannot allocate the output %" + info.name + " on the GPU");
+      p->device_outputs[info.name] = d;
+    }
+  }
   p->run();
   if (!p->last.ok()) return p->last.error();
   return p;
 }
+
+// The bandwidth limit on the GPU: a device-to-device copy of `bytes`, synchronized.
+struct DeviceCopy {
+  const runtime::cuda::Driver* cu;
+  CUdeviceptr from = 0, to = 0;
+  CUstream stream = nullptr;
+  size_t bytes;
+  DeviceCopy(const runtime::cuda::Driver* driver, int64_t n) : cu(driver), bytes(static_cast<size_t>(n)) {
+    cu->mem_alloc(&from, bytes);
+    cu->mem_alloc(&to, bytes);
+    cu->stream_create(&stream, CU_STREAM_NON_BLOCKING);
+  }
+  ~DeviceCopy() {
+    cu->mem_free(from);
+    cu->mem_free(to);
+    cu->stream_destroy(stream);
+  }
+  bool ok() const { return from && to && stream; }
+  void run() {
+    cu->memcpy_dtod_async(to, from, bytes, stream);
+    cu->stream_synchronize(stream);
+  }
+};
 
 // A copy of `bytes` split across the pool's threads like a kernel.
 struct Copy {
@@ -134,8 +181,18 @@ double gbps(int64_t bytes, double ms) { return ms > 0 ? static_cast<double>(byte
 }  // namespace
 
 Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<void(const std::string&)>& progress) {
-  if (options.target != "cpu")
-    return make_error(fmt::format("bench: target '{}' is not available (this build runs: cpu)", options.target));
+  if (options.target != "cpu" && options.target != "cuda")
+    return make_error(fmt::format("bench: unknown target '{}' (expected cpu or cuda)", options.target));
+  const runtime::cuda::Driver* cu = nullptr;
+  std::optional<std::string> gpu;
+  if (options.target == "cuda") {
+    auto driver = runtime::cuda::driver();
+    if (!driver.ok()) return make_error("bench: --target=cuda needs a GPU, but " + driver.error().message);
+    cu = *driver;
+    CUdevice device = 0;
+    char name[256] = {};
+    if (cu->device_get(&device, 0) == CUDA_SUCCESS && cu->device_get_name(name, sizeof name, device) == CUDA_SUCCESS) gpu = name;
+  }
   std::regex filter;
   try {
     filter = std::regex(options.filter.empty() ? std::string(".") : options.filter);
@@ -156,6 +213,7 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
   result.cpu = cpu_model_name();
   result.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   result.target = options.target;
+  result.gpu = gpu;
   result.suite = options.suite;
   result.date = today_utc();
   result.quick = options.quick;
@@ -166,9 +224,9 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     const SuiteRow& row = chosen[i];
     std::string at = fmt::format("[{}/{}] {}", i + 1, chosen.size(), row.name);
     progress(at + ": compiling fused and unfused");
-    auto fused = prepare(row, true, result.threads);
+    auto fused = prepare(row, true, result.threads, options.target);
     if (!fused.ok()) return make_error(fmt::format("bench: {} (fused): {}", row.name, fused.error().message));
-    auto unfused = prepare(row, false, result.threads);
+    auto unfused = prepare(row, false, result.threads, options.target);
     if (!unfused.ok()) return make_error(fmt::format("bench: {} (unfused): {}", row.name, unfused.error().message));
     RowResult r;
     r.name = row.name;
@@ -180,9 +238,16 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
       const char* kind = a.kind == ir::ArgKind::Param ? "param" : a.kind == ir::ArgKind::State ? "state" : "input";
       r.arguments.push_back({row.graph.value_name(a.value), kind, std::string(ir::dtype_name(t.dtype)), t.shape});
     }
-    Copy copy(std::max<int64_t>(r.bytes / 2, 64), pool, result.threads);
+    Copy copy(cu ? 64 : std::max<int64_t>(r.bytes / 2, 64), pool, result.threads);
+    std::unique_ptr<DeviceCopy> device_copy;
+    if (cu) {
+      device_copy = std::make_unique<DeviceCopy>(cu, std::max<int64_t>(r.bytes / 2, 64));
+      if (!device_copy->ok()) return make_error(fmt::format("bench: {}: cannot allocate the device-to-device copy's buffers", row.name));
+    }
+    const int64_t copied = device_copy ? static_cast<int64_t>(device_copy->bytes) : static_cast<int64_t>(copy.from.size());
     progress(at + fmt::format(": timing {} rounds of fused, unfused, copy", options.repeat));
-    Interleaved t = time_interleaved(options.repeat, {[&] { (*fused)->run(); }, [&] { (*unfused)->run(); }, [&] { copy.run(); }});
+    Interleaved t = time_interleaved(options.repeat, {[&] { (*fused)->run(); }, [&] { (*unfused)->run(); },
+                                                      [&] { device_copy ? device_copy->run() : copy.run(); }});
     for (Prepared* p : {fused->get(), unfused->get()})
       if (!p->last.ok()) return make_error(fmt::format("bench: {}: {}", row.name, p->last.error().message));
     r.fused = t.timings[0];
@@ -195,7 +260,7 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     r.arena_bytes_unfused = (*unfused)->arena_bytes;
     r.fused_gbps = gbps(r.bytes, r.fused.median_ms);
     r.unfused_gbps = gbps(r.bytes, r.unfused.median_ms);
-    r.copy_gbps = gbps(2 * static_cast<int64_t>(copy.from.size()), r.copy.median_ms);
+    r.copy_gbps = gbps(2 * copied, r.copy.median_ms);
     // The copy moves the row's bytes (half read, half written), so per round the fraction
     // is copy time over fused time; the median of those rides out the machine's noise.
     r.fraction_of_copy = t.median_ratio(2, 0);

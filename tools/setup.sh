@@ -27,6 +27,13 @@ for p in "${packages[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 
+# The CUDA toolkit (NVRTC and headers for the CUDA backend) is not a Debian package; the
+# development machines have it at /usr/local/cuda (see docs/architecture.md).
+if [[ ! -f /usr/local/cuda/include/nvrtc.h || ! -e /usr/local/cuda/lib64/libnvrtc.so ]]; then
+  echo "setup: error: the CUDA toolkit is missing: kiln needs NVRTC and its headers at /usr/local/cuda (install the CUDA toolkit 12 or 13 there)" >&2
+  exit 1
+fi
+
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup: all ${#packages[@]} packages are installed"
   exit 0

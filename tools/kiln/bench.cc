@@ -7,7 +7,7 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kBenchHelp = R"(usage: kiln bench [--target=cpu] [--suite=fusion] [--filter=REGEX] [--repeat=N] [--threads=N]
+constexpr std::string_view kBenchHelp = R"(usage: kiln bench [--target=cpu|cuda] [--suite=fusion] [--filter=REGEX] [--repeat=N] [--threads=N]
                   [--json FILE] [--svg FILE] [--quick]
 
 Compiles each row of a benchmark suite twice (fused, and with --no-fusion), runs both with
@@ -19,7 +19,8 @@ The fusion suite: coscos, chain2, chain4, chain8, chain16, bias_gelu, softmax_25
 softmax_4096, softmax_32768, layernorm, residual_layernorm, mlp_forward, mlp_train_step
 (64M f32 tensors, 256 MiB each; MLP batch 256).
 
-  --target=cpu        where to run (the CUDA backend comes later)
+  --target=cpu|cuda   where to run (default: cpu); cuda times runs on device memory
+                      (inputs and outputs stay on the GPU) against a device-to-device copy
   --suite=NAME        the suite (default: fusion)
   --filter=REGEX      only the rows whose name matches (ECMAScript regex, anywhere in the name)
   --repeat=N          timed runs per candidate (default: 20)
