@@ -227,15 +227,13 @@ Result<std::shared_ptr<Model>> Model::load_file(const std::string& path, const O
 Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, const Options& options) {
   auto impl = std::make_unique<ModelImpl>();
   impl->bytes = std::move(bytes);
-  auto any = format::read_artifact(impl->bytes);
-  if (!any.ok()) return any.error();
-  const bool is_cuda = any->metadata().target()->string_view().starts_with("cuda-");
-  auto view = is_cuda ? any : format::read_artifact(impl->bytes, "cpu-x86_64");
-  if (!view.ok()) {
-    if (view.error().code == static_cast<int>(format::ArtifactErrorKind::WrongTarget))
-      return Error{view.error().message + " and cuda-sm_XX", view.error().code};
-    return view.error();
-  }
+  auto view = format::read_artifact(impl->bytes);
+  if (!view.ok()) return view.error();
+  const std::string_view target = view->metadata().target()->string_view();
+  const bool is_cuda = target.starts_with("cuda-");
+  if (!is_cuda && target != "cpu-x86_64")
+    return Error{"artifact: wrong target: compiled for " + std::string(target) + ", but this runtime runs cpu-x86_64 and cuda-sm_XX",
+                 static_cast<int>(format::ArtifactErrorKind::WrongTarget)};
   impl->view = *view;
   const format::Artifact& a = impl->view.metadata();
   for (const format::Value* v : *a.values())
