@@ -44,12 +44,6 @@ struct MatmulCall {
   format::ArtifactContents::MatmulInfo params;
 };
 
-std::vector<int64_t> strides(const ir::Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
 // The BLAS parameters of a library step: its matmul, with a transpose of the last two
 // dims folded into either operand, and numpy batch broadcasting as per-dim strides.
 Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
@@ -76,7 +70,7 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   call.params.n = bs.back();
   // Batch dims, aligned from the right; strides over the stored (source) operands, whose
   // batch dims are those of the matmul operands.
-  std::vector<int64_t> a_st = strides(g.type(call.a).shape), b_st = strides(g.type(call.b).shape), c_st = strides(cs);
+  std::vector<int64_t> a_st = ir::row_major_strides(g.type(call.a).shape), b_st = ir::row_major_strides(g.type(call.b).shape), c_st = ir::row_major_strides(cs);
   size_t batch = cs.size() - 2;
   for (size_t i = 0; i < batch; ++i) {
     auto stride_of = [&](const ir::Shape& s, const std::vector<int64_t>& st) -> int64_t {

@@ -11,12 +11,6 @@
 namespace kiln::ir {
 namespace {
 
-std::vector<int64_t> strides_of(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
 // Calls f(k, src) for each element k of `shape` in C order, src = base + sum(idx[d] * strides[d]).
 template <class F>
 void for_each_strided(const Shape& shape, const std::vector<int64_t>& strides, int64_t base, F f) {
@@ -191,7 +185,7 @@ Tensor reduce(Op op, const Tensor& x, const Attrs& attrs, const TensorType& rt) 
   std::vector<int64_t> kept_shape;
   for (int64_t d = 0; d < rank; ++d)
     if (!reduced[d]) kept_shape.push_back(x.type.shape[d]);
-  std::vector<int64_t> kept_strides = strides_of(kept_shape), strides(static_cast<size_t>(rank), 0);
+  std::vector<int64_t> kept_strides = row_major_strides(kept_shape), strides(static_cast<size_t>(rank), 0);
   for (int64_t d = 0, j = 0; d < rank; ++d)
     if (!reduced[d]) strides[d] = kept_strides[j++];
   Tensor out = Tensor::zeros(rt);
@@ -345,7 +339,7 @@ Tensor concat(std::span<const Tensor* const> in, const Attrs& attrs, const Tenso
 }
 
 Tensor movement(Op op, const Tensor& x, const Attrs& attrs, const TensorType& rt) {
-  std::vector<int64_t> in_strides = strides_of(x.type.shape), strides(rt.shape.size(), 0);
+  std::vector<int64_t> in_strides = row_major_strides(x.type.shape), strides(rt.shape.size(), 0);
   int64_t base = 0;
   if (op == Op::Reshape) {
     Tensor out = x;

@@ -12,6 +12,50 @@ bool RowClass::contiguous() const {
   return true;
 }
 
+Shape RowClass::keepdims_shape() const {
+  Shape s = full;
+  for (int64_t d : reduced) s[static_cast<size_t>(d)] = 1;
+  return s;
+}
+
+bool RowClass::is_reduced(size_t dim) const { return std::binary_search(reduced.begin(), reduced.end(), static_cast<int64_t>(dim)); }
+
+bool flat_iteration(const Graph& g, const Step& step) {
+  const Shape& shape = g.type(step.outputs[0]).shape;
+  auto same = [&](ValueId v) { return g.type(v).rank() == 0 || g.type(v).shape == shape; };
+  for (int n : step.nodes) {
+    const Node& node = g.nodes[n];
+    if (!same(node.result) || op_kind(node.op) == OpKind::Movement || node.op == Op::Iota) return false;
+    for (ValueId v : node.operands)
+      if (!same(v)) return false;
+  }
+  return true;
+}
+
+std::vector<ValueId> invariant_scalars(const Graph& g, const Step& step) {
+  std::vector<ValueId> scalars;
+  std::vector<char> varies(g.values.size(), 0);  // depends on a reduction of this step
+  for (int n : step.nodes) {
+    const Node& node = g.nodes[n];
+    bool v = op_kind(node.op) == OpKind::Reduction;
+    for (ValueId x : node.operands) v = v || varies[x];
+    varies[node.result] = v;
+    if (v || g.type(node.result).rank() != 0) continue;
+    if (std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId x) { return g.type(x).rank() == 0; })) scalars.push_back(node.result);
+  }
+  for (ValueId x : step.inputs)
+    if (g.type(x).rank() == 0) scalars.push_back(x);
+  return scalars;
+}
+
+int uses_in_step(const Graph& g, const Step& step, ValueId value) {
+  int uses = 0;
+  for (int n : step.nodes)
+    for (ValueId operand : g.nodes[n].operands) uses += operand == value;
+  for (ValueId o : step.outputs) uses += o == value;
+  return uses;
+}
+
 std::vector<int64_t> reduction_axes(const Graph& g, const Node& n) {
   int64_t rank = g.type(n.operands[0]).rank();
   std::vector<int64_t> axes;

@@ -63,6 +63,12 @@ int64_t num_elements(const Shape& shape) {
   return n;
 }
 
+std::vector<int64_t> row_major_strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
 std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
 

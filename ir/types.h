@@ -41,6 +41,8 @@ inline constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 /// Number of elements of a shape (1 for rank 0). Callers verify shapes first.
 int64_t num_elements(const Shape& shape);
+/// The element stride of each dim of a C-order (row-major) array of this shape.
+std::vector<int64_t> row_major_strides(const Shape& shape);
 /// "[2,3]".
 std::string shape_string(const Shape& shape);
 

@@ -28,11 +28,6 @@ struct Index {
 };
 
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
 
 class KernelEmitter {
  public:
@@ -207,7 +202,7 @@ class KernelEmitter {
   llvm::Value* flat_of(const Shape& shape, const Index& idx) {
     if (shape.empty()) return i64(0);
     if (idx.flat) return idx.flat;
-    std::vector<int64_t> st = strides_of(shape);
+    std::vector<int64_t> st = ir::row_major_strides(shape);
     llvm::Value* f = i64(0);
     for (size_t d = 0; d < shape.size(); ++d) f = b_.CreateAdd(f, b_.CreateMul(idx.dims[d], i64(st[d])));
     return f;
@@ -215,7 +210,7 @@ class KernelEmitter {
 
   Index unflatten(llvm::Value* flat, const Shape& shape) {
     Index idx;
-    std::vector<int64_t> st = strides_of(shape);
+    std::vector<int64_t> st = ir::row_major_strides(shape);
     for (size_t d = 0; d < shape.size(); ++d) {
       llvm::Value* q = b_.CreateUDiv(flat, i64(st[d]));
       idx.dims.push_back(d == 0 ? q : b_.CreateURem(q, i64(shape[d])));
@@ -396,15 +391,8 @@ class KernelEmitter {
 
   Status emit_loop() {
     const Shape& shape = type(step_.outputs[0]).shape;
-    // Flat indexing when every value shares the iteration shape (or is a scalar) and no
-    // movement op remaps indices: the vectorizer's best case.
-    bool flat = true;
-    auto same = [&](ValueId v) { return type(v).rank() == 0 || type(v).shape == shape; };
-    for (int n : step_.nodes) {
-      const Node& node = g_.nodes[n];
-      flat = flat && same(node.result) && ir::op_kind(node.op) != OpKind::Movement && node.op != Op::Iota;
-      for (ValueId v : node.operands) flat = flat && same(v);
-    }
+    // Flat indexing: the vectorizer's best case.
+    const bool flat = ir::flat_iteration(g_, step_);
     KILN_RETURN_IF_ERROR(hoist_scalars());
     auto outputs_at = [&](const Index& idx) -> Result<std::vector<llvm::Value*>> {
       std::vector<llvm::Value*> v;
@@ -448,22 +436,7 @@ class KernelEmitter {
   // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
   // reduction feeds) are computed once, in the entry block, so every use is dominated.
   Status hoist_scalars() {
-    std::vector<char> varies(g_.values.size(), 0);  // depends on a reduction of this step
-    for (int n : step_.nodes) {
-      const Node& node = g_.nodes[n];
-      bool v = ir::op_kind(node.op) == OpKind::Reduction;
-      for (ValueId x : node.operands) v = v || varies[x];
-      varies[node.result] = v;
-      if (v || type(node.result).rank() != 0) continue;
-      if (!std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId x) { return type(x).rank() == 0; })) continue;
-      auto r = value_at(node.result, Index{});
-      if (!r.ok()) return r.error();
-    }
-    for (ValueId x : step_.inputs) {
-      if (type(x).rank() != 0) continue;
-      auto r = value_at(x, Index{});
-      if (!r.ok()) return r.error();
-    }
+    for (ValueId x : ir::invariant_scalars(g_, step_)) KILN_RETURN_IF_ERROR(value_at(x, Index{}));
     invariant_ = memo_;
     return Status::Ok();
   }
@@ -504,22 +477,14 @@ Status KernelEmitter::emit_reduction() {
   KILN_RETURN_IF_ERROR(hoist_scalars());
   llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   const int64_t row_length = rc.row_length();
-  Shape keepdims = rc.full;
-  for (int64_t d : rc.reduced) keepdims[static_cast<size_t>(d)] = 1;
+  const Shape keepdims = rc.keepdims_shape();
   const bool contiguous = rc.contiguous();
   return loop(fn_->getArg(1), fn_->getArg(2), [&](llvm::Value* r) -> Status {
     Index kept = unflatten(r, rc.kept_shape);
     // Indexes of a row value: over the kept dims, or over S with 0 at the reduced dims.
-    Index row_idx = kept, keep_idx;
-    for (size_t d = 0, k = 0; d < rc.full.size(); ++d)
-      keep_idx.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? i64(0) : kept.dims[k++]);
+    Index row_idx = kept, keep_idx{nullptr, rc.keepdims_index(kept.dims, i64(0))};
     auto row_index = [&](const Shape& s) { return s == keepdims && s != rc.kept_shape ? keep_idx : row_idx; };
-    auto full_index = [&](llvm::Value* j) {
-      Index red = unflatten(j, rc.reduced_shape), full;
-      for (size_t d = 0, k = 0, q = 0; d < rc.full.size(); ++d)
-        full.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? red.dims[q++] : kept.dims[k++]);
-      return full;
-    };
+    auto full_index = [&](llvm::Value* j) { return Index{nullptr, rc.full_index(kept.dims, unflatten(j, rc.reduced_shape).dims)}; };
     for (int n : step_.nodes) {
       const Node& node = g_.nodes[n];
       const ir::TensorType& t = type(node.result);
@@ -589,11 +554,7 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   // exp, layer_norm's x - mean).
   llvm::AllocaInst* keep = nullptr;
   if (computed_here(x) && fp && type(x).shape == full_shape && !row_cache_.count(x) && row_length * 4 <= kRowCacheBytes) {
-    int users = 0;
-    for (int m : step_.nodes)
-      for (ValueId operand : g_.nodes[m].operands) users += operand == x;
-    for (ValueId o : step_.outputs) users += o == x;
-    if (users > 1) {
+    if (ir::uses_in_step(g_, step_, x) > 1) {
       keep = entry.CreateAlloca(llvm::ArrayType::get(ct, static_cast<uint64_t>(row_length)));
       keep->setAlignment(llvm::Align(64));
     }

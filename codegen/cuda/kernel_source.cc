@@ -29,12 +29,6 @@ struct Index {
   std::vector<std::string> dims;
 };
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
 std::string mul(const std::string& a, int64_t c) { return c == 1 ? a : a == "0" ? "0" : fmt::format("{} * {}LL", a, c); }
 std::string add(const std::string& a, const std::string& b) { return a == "0" ? b : b == "0" ? a : a + " + " + b; }
 
@@ -114,7 +108,7 @@ class KernelWriter {
   std::string flat_of(const Shape& shape, const Index& idx) {
     if (shape.empty()) return "0";
     if (!idx.flat.empty()) return idx.flat;
-    std::vector<int64_t> st = strides_of(shape);
+    std::vector<int64_t> st = ir::row_major_strides(shape);
     std::string f = "0";
     for (size_t d = 0; d < shape.size(); ++d) f = add(f, mul(idx.dims[d], st[d]));
     return index_let(f);
@@ -122,7 +116,7 @@ class KernelWriter {
 
   Index unflatten(const std::string& flat, const Shape& shape) {
     Index idx;
-    std::vector<int64_t> st = strides_of(shape);
+    std::vector<int64_t> st = ir::row_major_strides(shape);
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == 1) {
         idx.dims.push_back("0");
@@ -306,18 +300,7 @@ class KernelWriter {
   // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
   // reduction feeds) are computed once, at the top of the kernel.
   Status hoist_scalars() {
-    std::vector<char> varies(g_.values.size(), 0);
-    for (int n : step_.nodes) {
-      const Node& node = g_.nodes[n];
-      bool v = ir::op_kind(node.op) == OpKind::Reduction;
-      for (ValueId x : node.operands) v = v || varies[x];
-      varies[node.result] = v;
-      if (v || type(node.result).rank() != 0) continue;
-      if (!std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId x) { return type(x).rank() == 0; })) continue;
-      KILN_RETURN_IF_ERROR(value_at(node.result, Index{}));
-    }
-    for (ValueId x : step_.inputs)
-      if (type(x).rank() == 0) KILN_RETURN_IF_ERROR(value_at(x, Index{}));
+    for (ValueId x : ir::invariant_scalars(g_, step_)) KILN_RETURN_IF_ERROR(value_at(x, Index{}));
     invariant_ = memo_;
     return Status::Ok();
   }
@@ -367,15 +350,8 @@ class KernelWriter {
 Status KernelWriter::loop_kernel(Launch& launch) {
   const Shape& shape = type(step_.outputs[0]).shape;
   const int64_t n = ir::num_elements(shape);
-  // Flat indexing when every value shares the iteration shape (or is a scalar) and no
-  // movement op remaps indices; then whole vectors of 4 are loaded and stored.
-  bool flat = true;
-  auto same = [&](ValueId v) { return type(v).rank() == 0 || type(v).shape == shape; };
-  for (int i : step_.nodes) {
-    const Node& node = g_.nodes[i];
-    flat = flat && same(node.result) && ir::op_kind(node.op) != OpKind::Movement && node.op != Op::Iota;
-    for (ValueId v : node.operands) flat = flat && same(v);
-  }
+  // With flat indexing, whole vectors of 4 are loaded and stored.
+  const bool flat = ir::flat_iteration(g_, step_);
   const bool vector = flat && n >= 4;
   launch.block_threads = kLoopThreads;
   launch.grid_blocks = (n / (vector ? 4 : 1) + kLoopThreads - 1) / kLoopThreads;
@@ -477,18 +453,10 @@ Status KernelWriter::reduction_kernel(Launch& launch) {
   open(fmt::format("for (long long r = (long long)blockIdx.x * {0} + threadIdx.x / {1}; r < {2}LL; r += (long long)gridDim.x * {0})",
                    rows_per_block, row_threads_, rows));
   Index kept = unflatten("r", rc.kept_shape);
-  Shape keepdims = rc.full;
-  for (int64_t d : rc.reduced) keepdims[static_cast<size_t>(d)] = 1;
-  Index row_idx = kept, keep_idx;
-  for (size_t d = 0, k = 0; d < rc.full.size(); ++d)
-    keep_idx.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? "0" : kept.dims[k++]);
+  const Shape keepdims = rc.keepdims_shape();
+  Index row_idx = kept, keep_idx{"", rc.keepdims_index(kept.dims, std::string("0"))};
   auto row_index = [&](const Shape& s) { return s == keepdims && s != rc.kept_shape ? keep_idx : row_idx; };
-  auto full_index = [&](const std::string& j) {
-    Index red = unflatten(j, rc.reduced_shape), full;
-    for (size_t d = 0, k = 0, q = 0; d < rc.full.size(); ++d)
-      full.dims.push_back(std::binary_search(rc.reduced.begin(), rc.reduced.end(), static_cast<int64_t>(d)) ? red.dims[q++] : kept.dims[k++]);
-    return full;
-  };
+  auto full_index = [&](const std::string& j) { return Index{"", rc.full_index(kept.dims, unflatten(j, rc.reduced_shape).dims)}; };
   // Rows kept in registers: each input of the full shape is loaded once per row.
   if (items_ > 0) {
     std::vector<ValueId> loaded;
@@ -557,11 +525,7 @@ Status KernelWriter::reduce(const Node& n, const ir::RowClass& rc, const std::fu
   // later loops over the row read it instead of computing it again (softmax's exp).
   std::string keep;
   if (items_ > 0 && computed_here(x) && type(x).shape == rc.full && !row_cache_.count(x)) {
-    int users = 0;
-    for (int m : step_.nodes)
-      for (ValueId operand : g_.nodes[m].operands) users += operand == x;
-    for (ValueId o : step_.outputs) users += o == x;
-    if (users > 1) {
+    if (ir::uses_in_step(g_, step_, x) > 1) {
       keep = fmt::format("kept{}", next_++);
       line(fmt::format("{} {}[{}];", compute_type(dt), keep, items_));
     }

@@ -19,8 +19,6 @@ namespace {
 // warnings (generated code names values it may not use; the log then holds errors only).
 constexpr const char* kCommonOptions[] = {"-std=c++17", "--fmad=true", "--disable-warnings"};
 
-int arch_number(const std::string& arch) { return std::atoi(arch.c_str() + 3); }
-
 std::optional<std::vector<uint8_t>> read_cached(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
@@ -72,6 +70,11 @@ Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> nvrtc(const std::s
 }
 
 }  // namespace
+
+int arch_number(std::string_view arch) {
+  size_t digits = arch.find_first_of("0123456789");
+  return digits == std::string_view::npos ? 0 : std::atoi(std::string(arch.substr(digits)).c_str());
+}
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
