@@ -238,16 +238,18 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
       const char* kind = a.kind == ir::ArgKind::Param ? "param" : a.kind == ir::ArgKind::State ? "state" : "input";
       r.arguments.push_back({row.graph.value_name(a.value), kind, std::string(ir::dtype_name(t.dtype)), t.shape});
     }
-    Copy copy(cu ? 64 : std::max<int64_t>(r.bytes / 2, 64), pool, result.threads);
+    const int64_t copied = std::max<int64_t>(r.bytes / 2, 64);
+    std::unique_ptr<Copy> host_copy;
     std::unique_ptr<DeviceCopy> device_copy;
     if (cu) {
-      device_copy = std::make_unique<DeviceCopy>(cu, std::max<int64_t>(r.bytes / 2, 64));
+      device_copy = std::make_unique<DeviceCopy>(cu, copied);
       if (!device_copy->ok()) return make_error(fmt::format("bench: {}: cannot allocate the device-to-device copy's buffers", row.name));
+    } else {
+      host_copy = std::make_unique<Copy>(copied, pool, result.threads);
     }
-    const int64_t copied = device_copy ? static_cast<int64_t>(device_copy->bytes) : static_cast<int64_t>(copy.from.size());
     progress(at + fmt::format(": timing {} rounds of fused, unfused, copy", options.repeat));
     Interleaved t = time_interleaved(options.repeat, {[&] { (*fused)->run(); }, [&] { (*unfused)->run(); },
-                                                      [&] { device_copy ? device_copy->run() : copy.run(); }});
+                                                      [&] { device_copy ? device_copy->run() : host_copy->run(); }});
     for (Prepared* p : {fused->get(), unfused->get()})
       if (!p->last.ok()) return make_error(fmt::format("bench: {}: {}", row.name, p->last.error().message));
     r.fused = t.timings[0];
