@@ -3,12 +3,9 @@
 // unfused; CUDA Graph replay against plain launches; caller device pointers; one model
 // run from 8 threads. Without an NVIDIA driver every case is skipped with a message,
 // unless KILN_REQUIRE_GPU=1 (as the script sets), which makes that a failure.
-#include <atomic>
-#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
-#include <thread>
 
 #include "compiler/nn.h"
 #include "runtime/cuda/driver.h"
@@ -112,11 +109,7 @@ TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller devic
   plain_options.cuda_graphs = false;
   auto plain = runtime::Model::load_bytes(*artifact, plain_options);
   if (!plain.ok()) FAIL(plain.error().message);
-  auto input = [](int i) {
-    std::vector<double> v(64 * 128);
-    for (size_t k = 0; k < v.size(); ++k) v[k] = std::sin(0.01 * static_cast<double>(k) + i);
-    return ir::Tensor::from_doubles({ir::DType::F32, {64, 128}}, v);
-  };
+  auto input = [](int i) { return kiln::testing::wave_input({64, 128}, i); };
   std::map<std::string, ir::Tensor> args = m.initial_values();
   std::vector<std::vector<uint8_t>> single(400);
   for (int i = 0; i < 400; ++i) {
@@ -148,16 +141,5 @@ TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller devic
   REQUIRE(!missing.ok());
   CHECK(missing.error().message == "run: no device pointer for input %x: f32[64,128]");
   // 8 threads, each run on its own session.
-  std::atomic<int> mismatches{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t)
-    threads.emplace_back([&, t] {
-      for (int r = 0; r < 50; ++r) {
-        int i = t * 50 + r;
-        auto got = (*replayed)->run({{"x", host(input(i), "x")}});
-        if (!got.ok() || (*got)[0].data != single[i]) ++mismatches;
-      }
-    });
-  for (auto& th : threads) th.join();
-  CHECK(mismatches == 0);
+  CHECK(kiln::testing::mismatches_across_threads(**replayed, "x", {64, 128}, 8, 50, single) == 0);
 }

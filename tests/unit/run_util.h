@@ -2,6 +2,10 @@
 // tests of every target.
 #pragma once
 
+#include <atomic>
+#include <cmath>
+#include <thread>
+
 #include "compiler/compile.h"
 #include "runtime/model.h"
 #include "tests/unit/test_util.h"
@@ -35,6 +39,32 @@ inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const
   std::vector<ir::Tensor> out;
   for (const auto& h : outputs) out.push_back(tensor_of(h));
   return out;
+}
+
+/// A deterministic f32 input of `shape` that differs with i: sin(0.01 k + i) at element k.
+inline ir::Tensor wave_input(const ir::Shape& shape, int i) {
+  std::vector<double> v(static_cast<size_t>(ir::num_elements(shape)));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = std::sin(0.01 * static_cast<double>(k) + i);
+  return ir::Tensor::from_doubles({ir::DType::F32, shape}, v);
+}
+
+/// Runs `model` from `threads` threads, `runs` times each, with input %`name` =
+/// wave_input(shape, i) for i = thread * runs + run, and counts the runs that fail or
+/// whose first output is not exactly `expected[i]`.
+inline int mismatches_across_threads(const runtime::Model& model, const std::string& name, const ir::Shape& shape, int threads, int runs,
+                                     const std::vector<std::vector<uint8_t>>& expected) {
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t)
+    running.emplace_back([&, t] {
+      for (int r = 0; r < runs; ++r) {
+        int i = t * runs + r;
+        auto out = model.run({{name, host(wave_input(shape, i), name)}});
+        if (!out.ok() || (*out)[0].data != expected[static_cast<size_t>(i)]) ++mismatches;
+      }
+    });
+  for (auto& th : running) th.join();
+  return mismatches;
 }
 
 /// Checks outputs against the interpreter's, at the matmul tolerance (1e-4).

@@ -5,9 +5,6 @@
 #include <fstream>
 #include <random>
 #include <set>
-#include <atomic>
-#include <cmath>
-#include <thread>
 
 #include "compiler/compile.h"
 #include "compiler/model.h"
@@ -67,29 +64,13 @@ TEST_CASE("one loaded model, 8 threads x 200 runs with distinct inputs, each equ
   if (!artifact.ok()) FAIL(artifact.error().message);
   auto model = runtime::Model::load_bytes(*artifact, {4});
   if (!model.ok()) FAIL(model.error().message);
-  auto input = [](int i) {
-    std::vector<double> v(16 * 32);
-    for (size_t k = 0; k < v.size(); ++k) v[k] = std::sin(0.01 * static_cast<double>(k) + i);
-    return ir::Tensor::from_doubles({ir::DType::F32, {16, 32}}, v);
-  };
   std::vector<std::vector<uint8_t>> single(1600);
   for (int i = 0; i < 1600; ++i) {
-    auto out = (*model)->run({{"x", host(input(i), "x")}});
+    auto out = (*model)->run({{"x", host(kiln::testing::wave_input({16, 32}, i), "x")}});
     REQUIRE(out.ok());
     single[i] = (*out)[0].data;
   }
-  std::atomic<int> mismatches{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t)
-    threads.emplace_back([&, t] {
-      for (int r = 0; r < 200; ++r) {
-        int i = t * 200 + r;
-        auto out = (*model)->run({{"x", host(input(i), "x")}});
-        if (!out.ok() || (*out)[0].data != single[i]) ++mismatches;
-      }
-    });
-  for (auto& th : threads) th.join();
-  CHECK(mismatches == 0);
+  CHECK(kiln::testing::mismatches_across_threads(**model, "x", {16, 32}, 8, 200, single) == 0);
 }
 
 TEST_CASE("the runtime refuses bad inputs and bad artifacts with clear errors", "[runtime][errors]") {
