@@ -149,7 +149,7 @@ class KernelWriter {
     std::string result;
     if (auto cached = row_cache_.find(v); cached != row_cache_.end() && !item_.empty() && key == key_of(canonical(v, item_index_))) {
       result = fmt::format("{}[{}]", cached->second, item_);
-    } else if (auto lane = lane_loads_.find(v); lane != lane_loads_.end() && idx.flat == lane_index_) {
+    } else if (auto lane = lane_loads_.find(v); lane != lane_loads_.end() && key == lane_key_) {
       result = let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}.v[{}]", lane->second, lane_)));
     } else if (!computed_here(v)) {
       if (slot_[v] < 0) return make_error(fmt::format("cuda codegen: step {} reads a value it does not list as an input", step_.name));
@@ -332,9 +332,11 @@ class KernelWriter {
   std::string code_, globals_;
   int depth_ = 1, next_ = 0, constants_ = 0;
   std::map<std::pair<ValueId, std::vector<std::string>>, std::string> memo_, invariant_;
-  // Vector loop kernels: the loaded vector of each input, and the lane being computed.
+  // Vector loop kernels: the loaded vector of each input of the iteration shape, and the
+  // lane being computed (its number and its index's key).
   std::map<ValueId, std::string> lane_loads_;
-  std::string lane_index_, lane_;
+  std::string lane_;
+  std::vector<std::string> lane_key_;
   // Row kernels: values kept in per-thread arrays (the row's elements this thread
   // handles), the unrolled element loop's counter, and that element's full index.
   std::map<ValueId, std::string> row_cache_;
@@ -350,9 +352,12 @@ class KernelWriter {
 Status KernelWriter::loop_kernel(Launch& launch) {
   const Shape& shape = type(step_.outputs[0]).shape;
   const int64_t n = ir::num_elements(shape);
-  // With flat indexing, whole vectors of 4 are loaded and stored.
+  // Each thread computes 4 consecutive elements, loading and storing whole vectors of the
+  // values of the iteration shape. When indexing is not flat, the innermost extent must
+  // be a multiple of 4, so the 4 elements share every index but the innermost; other
+  // values (a broadcast bias, a transposed operand) are read an element at a time.
   const bool flat = ir::flat_iteration(g_, step_);
-  const bool vector = flat && n >= 4;
+  const bool vector = n >= 4 && (flat || shape.back() % 4 == 0);
   launch.block_threads = kLoopThreads;
   launch.grid_blocks = (n / (vector ? 4 : 1) + kLoopThreads - 1) / kLoopThreads;
   KILN_RETURN_IF_ERROR(hoist_scalars());
@@ -360,28 +365,31 @@ Status KernelWriter::loop_kernel(Launch& launch) {
   line(fmt::format("const long long first = (long long)blockIdx.x * {} + threadIdx.x;", kLoopThreads));
   std::string scalar_start = "0";
   if (vector) {
-    std::vector<ValueId> arrays;
+    std::vector<ValueId> loaded;
     for (ValueId v : step_.inputs)
-      if (type(v).rank() > 0) arrays.push_back(v);
-    for (ValueId v : step_.outputs) arrays.push_back(v);
+      if (type(v).rank() > 0 && type(v).shape == shape) loaded.push_back(v);
+    std::vector<ValueId> vectors = loaded;
+    vectors.insert(vectors.end(), step_.outputs.begin(), step_.outputs.end());
     std::string aligned = "true";
-    for (ValueId v : arrays)
-      aligned += fmt::format(" && ((kiln_u64){} % {}) == 0", param(v), 4 * ir::dtype_size(type(v).dtype));
+    for (ValueId v : vectors) aligned += fmt::format(" && ((kiln_u64){} % {}) == 0", param(v), 4 * ir::dtype_size(type(v).dtype));
     line(fmt::format("const long long vector_end = {}LL;", n / 4 * 4));
     line(fmt::format("const bool aligned = {};", aligned));
     open(fmt::format("if (aligned) for (long long q = first; q < {}LL; q += stride)", n / 4));
-    for (ValueId v : step_.inputs) {
-      if (type(v).rank() == 0) continue;
+    for (ValueId v : loaded) {
       std::string name = fmt::format("in{}", slot_[v]);
       line(fmt::format("const kiln_vec4<{0}> {1} = *reinterpret_cast<const kiln_vec4<{0}>*>({2} + q * 4);", storage_type(type(v).dtype), name, param(v)));
       lane_loads_[v] = name;
     }
     for (ValueId o : step_.outputs) line(fmt::format("kiln_vec4<{}> out{};", storage_type(type(o).dtype), slot_[o]));
+    Index first_lane = flat ? Index{} : unflatten(index_let("q * 4"), shape);
     for (int e = 0; e < 4; ++e) {
       lane_ = std::to_string(e);
-      lane_index_ = index_let(fmt::format("q * 4 + {}", e));
+      Index at = first_lane;
+      if (flat) at.flat = index_let(fmt::format("q * 4 + {}", e));
+      else if (e > 0) at.dims.back() = index_let(fmt::format("{} + {}", first_lane.dims.back(), e));
+      lane_key_ = key_of(at);
       for (ValueId o : step_.outputs) {
-        KILN_ASSIGN_OR_RETURN(std::string v, value_at(o, Index{lane_index_, {}}));
+        KILN_ASSIGN_OR_RETURN(std::string v, value_at(o, at));
         line(fmt::format("out{}.v[{}] = {};", slot_[o], e, to_storage(type(o).dtype, v)));
       }
     }
