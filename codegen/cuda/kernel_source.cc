@@ -319,6 +319,11 @@ class KernelWriter {
   Status loop_kernel(Launch& launch);
   Status reduction_kernel(Launch& launch);
   Status reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index, const Index& at);
+  int online_sum_of(const Node& max, const ir::RowClass& rc) const;
+  Status online_softmax(const Node& max, const Node& sum, const std::function<Index(const std::string&)>& full_index, const Index& max_at,
+                        const Index& sum_at);
+  // Records a row reduction's result (an expression of its result type) for the row at `at`.
+  void remember_row_value(const Node& n, const std::string& result, const Index& at);
   // Emits a loop over a row's elements (`body` gets the element's position j).
   Status row_loop(const std::function<Status(const std::string&)>& body);
   Status scatter_kernel(Launch& launch);
@@ -483,11 +488,21 @@ Status KernelWriter::reduction_kernel(Launch& launch) {
       for (ValueId v : loaded) row_cache_[v] = fmt::format("row{}", slot_[v]);
     }
   }
+  // Rows not kept in registers are read once per pass; softmax's max and sum share one.
+  std::set<int> computed_online;
   for (int i : step_.nodes) {
     const Node& node = g_.nodes[i];
     const ir::TensorType& t = type(node.result);
     if (ir::op_kind(node.op) == OpKind::Reduction) {
-      KILN_RETURN_IF_ERROR(reduce(node, rc, full_index, row_index(t.shape)));
+      if (computed_online.count(i)) continue;
+      int sum = items_ == 0 ? online_sum_of(node, rc) : -1;
+      if (sum >= 0) {
+        const Node& sum_node = g_.nodes[static_cast<size_t>(sum)];
+        KILN_RETURN_IF_ERROR(online_softmax(node, sum_node, full_index, row_index(t.shape), row_index(type(sum_node.result).shape)));
+        computed_online.insert(sum);
+      } else {
+        KILN_RETURN_IF_ERROR(reduce(node, rc, full_index, row_index(t.shape)));
+      }
     } else if (t.shape != rc.full) {
       KILN_RETURN_IF_ERROR(value_at(node.result, row_index(t.shape)));  // a row value: once per row
     }
@@ -577,12 +592,63 @@ Status KernelWriter::reduce(const Node& n, const ir::RowClass& rc, const std::fu
   } else {
     result = let(compute_type(rt.dtype), fmt::format("({}){}", compute_type(rt.dtype), acc));
   }
+  remember_row_value(n, result, at);
+  return Status::Ok();
+}
+
+void KernelWriter::remember_row_value(const Node& n, const std::string& result, const Index& at) {
   Index key = at;
-  const Shape& rshape = rt.shape;
+  const Shape& rshape = type(n.result).shape;
   for (size_t d = 0; d < key.dims.size() && d < rshape.size(); ++d)
     if (rshape[d] == 1) key.dims[d] = "0";
   if (rshape.empty()) key = Index{};
   memo_[{n.result, key_of(key)}] = result;
+}
+
+// The reduce_sum, over the same rows, of exp(a - broadcast(max)) when `max` is
+// reduce_max(a) of f32 or f64: softmax's two reductions, which online_softmax computes in
+// one pass over the row. -1 when the step has none.
+int KernelWriter::online_sum_of(const Node& max, const ir::RowClass& rc) const {
+  ValueId a = max.operands[0];
+  DType dt = type(a).dtype;
+  if (max.op != Op::ReduceMax || (dt != DType::F32 && dt != DType::F64) || type(a).shape != rc.full || ir::reduction_axes(g_, max) != rc.reduced)
+    return -1;
+  auto made_here = [&](ValueId v, Op op) { return computed_here(v) && g_.nodes[producer_[v]].op == op ? &g_.nodes[producer_[v]] : nullptr; };
+  // The broadcast must give each element its own row's maximum.
+  auto spreads_over_rows = [&](const Node& b) {
+    const Shape& from = type(b.operands[0]).shape;
+    const auto& dims = b.attrs.get_ints("dims");
+    std::vector<int64_t> identity(rc.full.size());
+    for (size_t d = 0; d < identity.size(); ++d) identity[d] = static_cast<int64_t>(d);
+    return type(b.result).shape == rc.full && ((from == rc.kept_shape && dims == rc.kept) || (from == rc.keepdims_shape() && dims == identity));
+  };
+  for (int i : step_.nodes) {
+    const Node& sum = g_.nodes[i];
+    if (sum.op != Op::ReduceSum || ir::reduction_axes(g_, sum) != rc.reduced) continue;
+    const Node* e = made_here(sum.operands[0], Op::Exp);
+    const Node* d = e ? made_here(e->operands[0], Op::Sub) : nullptr;
+    const Node* b = d && d->operands[0] == a ? made_here(d->operands[1], Op::Broadcast) : nullptr;
+    if (b && b->operands[0] == max.result && spreads_over_rows(*b)) return i;
+  }
+  return -1;
+}
+
+Status KernelWriter::online_softmax(const Node& max, const Node& sum, const std::function<Index(const std::string&)>& full_index,
+                                    const Index& max_at, const Index& sum_at) {
+  ValueId a = max.operands[0];
+  DType dt = type(a).dtype;
+  const std::string t(compute_type(dt)), m = fmt::format("acc{}", next_++), s = fmt::format("acc{}", next_++);
+  line(fmt::format("{} {} = {}, {} = {};", t, m, constant(dt, -INFINITY, 0), s, constant(dt, 0, 0)));
+  KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) -> Status {
+    item_index_ = full_index(j);
+    KILN_ASSIGN_OR_RETURN(std::string x, value_at(a, item_index_));
+    line(fmt::format("kiln_online_merge({}, {}, {}, {});", m, s, x, constant(dt, 1, 1)));
+    return Status::Ok();
+  }));
+  if (row_threads_ > 32) line(fmt::format("kiln_block_online({0}, {1}, reinterpret_cast<{2}*>(scratch), reinterpret_cast<{2}*>(scratch + 32));", m, s, t));
+  else line(fmt::format("kiln_warp_online({}, {});", m, s));
+  remember_row_value(max, let(t, m), max_at);
+  remember_row_value(sum, let(t, fmt::format("kiln_online_sum({}, {})", m, s)), sum_at);
   return Status::Ok();
 }
 

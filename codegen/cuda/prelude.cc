@@ -66,6 +66,35 @@ template <class T, class Op> __device__ __forceinline__ T kiln_block_reduce(T v,
   return r;
 }
 
+// Online softmax (Milakov and Gimelshein 2018, arXiv:1805.02867): a row's maximum m and
+// its sum s of exp(x - m) in one pass, s rescaled whenever m grows; an element x merges
+// as (x, 1). While m is -inf, s counts the -inf elements, so a later finite maximum scales
+// the count to 0; a row of only -inf ends with a NaN sum, as a max pass and a sum pass
+// give. The merge is symmetric, so every lane of a butterfly gets the same pair.
+__device__ __forceinline__ float kiln_exp(float x) { return expf(x); }
+__device__ __forceinline__ double kiln_exp(double x) { return exp(x); }
+__device__ __forceinline__ bool kiln_is_neg_inf(float x) { return x == __int_as_float(0xff800000); }
+__device__ __forceinline__ bool kiln_is_neg_inf(double x) { return x == __longlong_as_double((long long)0xfff0000000000000ULL); }
+template <class T> __device__ __forceinline__ void kiln_online_merge(T& m, T& s, T om, T os) {
+  const T mx = kiln_max(m, om);
+  if (kiln_is_neg_inf(mx)) { s += os; return; }
+  s = (kiln_is_neg_inf(m) ? T(0) : s * kiln_exp(m - mx)) + (kiln_is_neg_inf(om) ? T(0) : os * kiln_exp(om - mx));
+  m = mx;
+}
+template <class T> __device__ __forceinline__ T kiln_online_sum(T m, T s) { return kiln_is_neg_inf(m) ? m - m : s; }
+template <class T> __device__ __forceinline__ void kiln_warp_online(T& m, T& s) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) kiln_online_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+}
+template <class T> __device__ __forceinline__ void kiln_block_online(T& m, T& s, T* ms, T* ss) {
+  kiln_warp_online(m, s);
+  if ((threadIdx.x & 31) == 0) { ms[threadIdx.x >> 5] = m; ss[threadIdx.x >> 5] = s; }
+  __syncthreads();
+  m = ms[0]; s = ss[0];
+  for (int w = 1; w < (int)(blockDim.x >> 5); ++w) kiln_online_merge(m, s, ms[w], ss[w]);
+  __syncthreads();
+}
+
 // argmax: the first maximum, or the first NaN (a NaN beats any number).
 template <class T> __device__ __forceinline__ bool kiln_argmax_better(T v, long long i, T best, long long at) {
   bool v_nan = v != v, best_nan = best != best;

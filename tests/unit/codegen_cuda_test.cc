@@ -30,6 +30,7 @@ std::vector<std::pair<std::string, ir::Graph>> all_test_graphs() {
     std::string how = fuse ? "fused" : "unfused";
     graphs.emplace_back("all ops " + how, planned(kiln::testing::all_ops_graph().first, fuse));
     graphs.emplace_back("dtypes " + how, planned(kiln::testing::dtypes_graph(), fuse));
+    graphs.emplace_back("long rows " + how, planned(kiln::testing::long_rows_graph().first, fuse));
     for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
       if (entry.path().extension() != ".kir") continue;
       std::ifstream in(entry.path());

@@ -52,6 +52,16 @@ TEST_CASE("CUDA: every op, element type and text-test model gives the interprete
     }
   }
   {
+    auto [g, args] = kiln::testing::long_rows_graph();
+    auto expected = kiln::testing::eval_ok(g, args);
+    for (bool fuse : {true, false}) {
+      INFO("long rows " << (fuse ? "fused" : "unfused"));
+      auto got = kiln::testing::compile_and_run(g, args, cuda_options(fuse));
+      if (!got.ok()) FAIL(got.error().message);
+      check_same(*got, expected);
+    }
+  }
+  {
     auto g = kiln::testing::dtypes_graph();
     auto args = seeded_arguments(g, 5);
     auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));

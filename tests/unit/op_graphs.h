@@ -1,6 +1,7 @@
 // Graphs that use every op and every element type, shared by the backends' tests.
 #pragma once
 
+#include <cmath>
 #include <set>
 
 #include "compiler/model.h"
@@ -36,6 +37,28 @@ inline std::pair<ir::Graph, std::map<std::string, ir::Tensor>> all_ops_graph() {
   CHECK(used.size() >= ir::all_ops().size() - 1);  // every op but constant-only forms
   auto args = seeded_arguments(*g, 77);
   args["i"] = ir::Tensor::from_ints({ir::DType::I32, {2}}, {2, 0});
+  for (const auto& [name, value] : m.initial_values()) args[name] = value;
+  return {*g, args};
+}
+
+/// Rows too long to keep in registers on the GPU (40000 elements): softmax and
+/// log_softmax in f32 and f64 over rows holding -inf (some elements, then all of them)
+/// and +inf, layer_norm, and a sum over all 160000 elements; with its arguments.
+inline std::pair<ir::Graph, std::map<std::string, ir::Tensor>> long_rows_graph() {
+  Model m("long_rows", 3);
+  Tensor x = m.input("x", {4, 40000});
+  Tensor p = m.param("p", {40000}, Init::uniform(0.5, 1.5));
+  Tensor row = cast(m.iota({4, 40000}, 0), ir::DType::F32);
+  auto is_row = [&](double r) { return eq(row, row * 0.0 + r); };
+  Tensor zero = x * 0.0;
+  Tensor masked = select(is_row(2), x - INFINITY,
+                         select(logical_and(is_row(1), lt(x, zero - 0.6)), x - INFINITY, select(logical_and(is_row(3), gt(x, zero + 0.999)), x + INFINITY, x)));
+  Tensor wide = cast(masked, ir::DType::F64);
+  for (Tensor t : {softmax(masked), log_softmax(masked), softmax(wide), log_softmax(wide), layer_norm(x, p, p), reduce_sum(x, {0, 1}), mean(x, {0})})
+    m.output(t);
+  auto g = m.build();
+  if (!g.ok()) FAIL(g.error().message);
+  auto args = seeded_arguments(*g, 40000);
   for (const auto& [name, value] : m.initial_values()) args[name] = value;
   return {*g, args};
 }

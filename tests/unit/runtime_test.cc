@@ -109,6 +109,24 @@ TEST_CASE("every op, compiled and run, gives the interpreter's values", "[runtim
   }
 }
 
+TEST_CASE("long rows holding -inf and +inf: softmax, log_softmax, layer_norm and sums give the interpreter's values", "[runtime][rows]") {
+  auto [g, args] = kiln::testing::long_rows_graph();
+  auto expected = kiln::testing::eval_ok(g, args);
+  // The rows are what the graph says: softmax is 0 at row 1's -inf elements, NaN over
+  // row 2 (all -inf) and row 3 (+inf elements).
+  int zeros = 0;
+  for (int64_t k = 40000; k < 80000; ++k) zeros += expected[0].get(k) == 0.0;
+  CHECK(zeros > 6000);  // x < -0.6: a fifth
+  CHECK(std::isnan(expected[0].get(80000)));
+  CHECK(std::isnan(expected[0].get(120000)));
+  CHECK(expected[0].get(0) > 0.0);
+  for (bool fuse : {true, false}) {
+    auto got = compile_and_run(g, args, fuse);
+    if (!got.ok()) FAIL(got.error().message);
+    check_same(*got, expected);
+  }
+}
+
 TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runtime][dtypes]") {
   auto g = kiln::testing::dtypes_graph();
   auto args = seeded_arguments(g, 5);
