@@ -21,6 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const kiln::format::Artifact& a = view->metadata();
   uint64_t sum = 0;
   for (uint8_t b : view->section(*a.ir())) sum += b;
+  if (a.code())
+    for (const kiln::format::CodeObject* c : *a.code()) {
+      if (c->kind()) sum += c->kind()->size();
+      for (uint8_t b : view->section(*c->section())) sum += b;
+    }
   if (a.weights())
     for (const kiln::format::Section* s : *a.weights())
       for (uint8_t b : view->section(*s)) sum += b;

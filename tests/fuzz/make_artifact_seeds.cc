@@ -1,5 +1,5 @@
 // Writes the artifact fuzzer's seed corpus: small compiled artifacts (portable x86-64
-// code). `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
+// code, and one CUDA artifact: sm_80 cubin and PTX, with launch shapes). `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
 #include <fmt/format.h>
 #include <fstream>
 
@@ -8,12 +8,15 @@
 
 namespace {
 
-bool write_seed(const std::string& path, kiln::Model& m) {
+bool write_seed(const std::string& path, kiln::Model& m, const std::string& target = "cpu") {
   auto graph = m.build();
   if (!graph.ok()) return false;
   kiln::CompileOptions options;
   options.weights = m.initial_values();
   options.cpu = "x86-64";  // portable code, so the seeds do not depend on this machine
+  options.target = target;
+  options.cuda_archs = {"sm_80"};
+  options.use_compile_cache = false;
   auto artifact = kiln::compile_to_artifact(*graph, options);
   if (!artifact.ok()) {
     fmt::print(stderr, "{}\n", artifact.error().message);
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   kiln::Tensor s = c.state("s", {4}, kiln::Init::ones());
   c.output(kiln::reduce_sum(s * c.param("w", {4}, kiln::Init::normal()), {0}), "loss");
   c.output(s * 0.5, "s.next");
-  bool ok = write_seed(dir + "/seed-elementwise", a) && write_seed(dir + "/seed-mlp", b) && write_seed(dir + "/seed-state", c);
+  bool ok = write_seed(dir + "/seed-elementwise", a) && write_seed(dir + "/seed-mlp", b) && write_seed(dir + "/seed-state", c) &&
+            write_seed(dir + "/seed-mlp-cuda", b, "cuda");
   return ok ? 0 : 1;
 }
