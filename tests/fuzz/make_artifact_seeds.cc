@@ -1,5 +1,6 @@
 // Writes the artifact fuzzer's seed corpus: small compiled artifacts (portable x86-64
-// code, and one CUDA artifact: sm_80 cubin and PTX, with launch shapes). `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
+// code, and one CUDA artifact: sm_80 cubin and PTX, with launch shapes).
+// `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
 #include <fmt/format.h>
 #include <fstream>
 

@@ -14,6 +14,7 @@
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
+using kiln::testing::check_against_interpreter;
 using kiln::testing::check_same;
 using kiln::testing::host;
 using kiln::testing::seeded_arguments;
@@ -37,28 +38,17 @@ CompileOptions cuda_options(bool fuse) {
   return options;
 }
 
-// Compiles `g` for CUDA fused and unfused, runs it, and compares with the interpreter.
-void check_against_interpreter(const std::string& name, const ir::Graph& g, const std::map<std::string, ir::Tensor>& args) {
-  auto expected = kiln::testing::eval_ok(g, args);
-  for (bool fuse : {true, false}) {
-    INFO(name << (fuse ? " fused" : " unfused"));
-    auto got = kiln::testing::compile_and_run(g, args, cuda_options(fuse));
-    if (!got.ok()) FAIL(got.error().message);
-    check_same(*got, expected);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("CUDA: every op, element type and text-test model gives the interpreter's values", "[gpu][cuda]") {
   if (!have_gpu()) return;
   {
     auto [g, args] = kiln::testing::all_ops_graph();
-    check_against_interpreter("all ops", g, args);
+    check_against_interpreter("all ops", g, args, cuda_options(true));
   }
   {
     auto [g, args] = kiln::testing::long_rows_graph();
-    check_against_interpreter("long rows", g, args);
+    check_against_interpreter("long rows", g, args, cuda_options(true));
   }
   {
     auto g = kiln::testing::dtypes_graph();
@@ -73,7 +63,7 @@ TEST_CASE("CUDA: every op, element type and text-test model gives the interprete
     std::ifstream in(entry.path());
     auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
     if (!g.ok()) continue;
-    check_against_interpreter(entry.path().string(), *g, seeded_arguments(*g, static_cast<uint64_t>(models) + 1));
+    check_against_interpreter(entry.path().string(), *g, seeded_arguments(*g, static_cast<uint64_t>(models) + 1), cuda_options(true));
     ++models;
   }
   CHECK(models >= 20);
@@ -83,7 +73,7 @@ TEST_CASE("CUDA: 30 random graphs, fused and unfused, give the interpreter's val
   if (!have_gpu()) return;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     kiln::testing::RandomGraph rg = kiln::testing::random_graph(seed);
-    check_against_interpreter(fmt::format("random graph {}", seed), rg.graph, rg.inputs);
+    check_against_interpreter(fmt::format("random graph {}", seed), rg.graph, rg.inputs, cuda_options(true));
   }
 }
 

@@ -77,4 +77,18 @@ inline void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir:
   }
 }
 
+/// Compiles `g` with `options`, fused and unfused, runs it with `args`, and checks the
+/// outputs against the interpreter's (check_same).
+inline void check_against_interpreter(const std::string& name, const ir::Graph& g, const std::map<std::string, ir::Tensor>& args,
+                                      CompileOptions options = {}) {
+  auto expected = eval_ok(g, args);
+  for (bool fuse : {true, false}) {
+    INFO(name << (fuse ? " fused" : " unfused"));
+    options.fuse = fuse;
+    auto got = compile_and_run(g, args, options);
+    if (!got.ok()) FAIL(got.error().message);
+    check_same(*got, expected);
+  }
+}
+
 }  // namespace kiln::testing

@@ -18,6 +18,7 @@ using namespace kiln;
 
 namespace {
 
+using kiln::testing::check_against_interpreter;
 using kiln::testing::check_same;
 using kiln::testing::host;
 using kiln::testing::seeded_arguments;
@@ -38,14 +39,7 @@ TEST_CASE("every text-test model: the compiled artifact, fused and unfused, give
     std::ifstream in(entry.path());
     auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
     if (!g.ok()) continue;
-    INFO(entry.path());
-    auto args = seeded_arguments(*g, static_cast<uint64_t>(models) + 1);
-    auto expected = kiln::testing::eval_ok(*g, args);
-    for (bool fuse : {true, false}) {
-      auto got = compile_and_run(*g, args, fuse);
-      if (!got.ok()) FAIL(got.error().message);
-      check_same(*got, expected);
-    }
+    check_against_interpreter(entry.path().string(), *g, seeded_arguments(*g, static_cast<uint64_t>(models) + 1));
     ++models;
   }
   CHECK(models >= 20);
@@ -101,12 +95,7 @@ TEST_CASE("the runtime refuses bad inputs and bad artifacts with clear errors", 
 
 TEST_CASE("every op, compiled and run, gives the interpreter's values", "[runtime][ops]") {
   auto [g, args] = kiln::testing::all_ops_graph();
-  auto expected = kiln::testing::eval_ok(g, args);
-  for (bool fuse : {true, false}) {
-    auto got = compile_and_run(g, args, fuse);
-    if (!got.ok()) FAIL(got.error().message);
-    check_same(*got, expected);
-  }
+  check_against_interpreter("all ops", g, args);
 }
 
 TEST_CASE("long rows holding -inf and +inf: softmax, log_softmax, layer_norm and sums give the interpreter's values", "[runtime][rows]") {
@@ -120,11 +109,7 @@ TEST_CASE("long rows holding -inf and +inf: softmax, log_softmax, layer_norm and
   CHECK(std::isnan(expected[0].get(80000)));
   CHECK(std::isnan(expected[0].get(120000)));
   CHECK(expected[0].get(0) > 0.0);
-  for (bool fuse : {true, false}) {
-    auto got = compile_and_run(g, args, fuse);
-    if (!got.ok()) FAIL(got.error().message);
-    check_same(*got, expected);
-  }
+  check_against_interpreter("long rows", g, args);
 }
 
 TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runtime][dtypes]") {
