@@ -3,7 +3,6 @@
 // rtol 1e-5 / atol 1e-6 elementwise, 1e-4 with reductions and matmul).
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <filesystem>
 #include <fstream>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
@@ -74,23 +73,18 @@ TEST_CASE("compiled kernels agree with the interpreter on 100 random graphs, fus
 }
 
 TEST_CASE("every text-test model compiles and agrees with the interpreter", "[codegen][cpu]") {
-  int models = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
-    if (entry.path().extension() != ".kir") continue;
-    std::ifstream in(entry.path());
-    std::string text((std::istreambuf_iterator<char>(in)), {});
-    auto parsed = ir::parse(text, entry.path().string());
-    if (!parsed.ok()) continue;  // the malformed ones under errors/
-    INFO(entry.path());
-    auto inputs = kiln::testing::seeded_arguments(*parsed, static_cast<uint64_t>(models) + 1);
-    auto expected = kiln::testing::eval_ok(*parsed, inputs);
-    ir::Graph g = planned(*parsed, true);
-    auto got = run_compiled(g, inputs, "model" + std::to_string(models));
+  auto models = kiln::testing::text_test_models();
+  for (size_t k = 0; k < models.size(); ++k) {
+    const auto& [path, parsed] = models[k];
+    INFO(path);
+    auto inputs = kiln::testing::seeded_arguments(parsed, k + 1);
+    auto expected = kiln::testing::eval_ok(parsed, inputs);
+    ir::Graph g = planned(parsed, true);
+    auto got = run_compiled(g, inputs, "model" + std::to_string(k));
     if (!got.ok()) FAIL(got.error().message);
     check_same(*got, expected, 1e-4);
-    ++models;
   }
-  CHECK(models >= 20);
+  CHECK(models.size() >= 20);
 }
 
 TEST_CASE("outputs at or above the streaming size are written with non-temporal stores", "[codegen][cpu][streaming]") {

@@ -4,7 +4,6 @@
 // checked as text. Running the kernels is the GPU tier's job (cuda_gpu_test).
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 
 #include "codegen/cuda/kernel_source.h"
 #include "codegen/cuda/nvrtc_compile.h"
@@ -31,12 +30,7 @@ std::vector<std::pair<std::string, ir::Graph>> all_test_graphs() {
     graphs.emplace_back("all ops " + how, planned(kiln::testing::all_ops_graph().first, fuse));
     graphs.emplace_back("dtypes " + how, planned(kiln::testing::dtypes_graph(), fuse));
     graphs.emplace_back("long rows " + how, planned(kiln::testing::long_rows_graph().first, fuse));
-    for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
-      if (entry.path().extension() != ".kir") continue;
-      std::ifstream in(entry.path());
-      auto parsed = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
-      if (parsed.ok()) graphs.emplace_back(entry.path().string() + " " + how, planned(*parsed, fuse));
-    }
+    for (const auto& [path, g] : kiln::testing::text_test_models()) graphs.emplace_back(path + " " + how, planned(g, fuse));
     for (uint64_t seed = 1; seed <= 30; ++seed)
       graphs.emplace_back(fmt::format("random graph {} {}", seed, how), planned(kiln::testing::random_graph(seed).graph, fuse));
   }

@@ -3,9 +3,7 @@
 // unfused; CUDA Graph replay against plain launches; caller device pointers; one model
 // run from 8 threads. Without an NVIDIA driver every case is skipped with a message,
 // unless KILN_REQUIRE_GPU=1 (as the script sets), which makes that a failure.
-#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 
 #include "compiler/nn.h"
 #include "runtime/cuda/driver.h"
@@ -57,16 +55,12 @@ TEST_CASE("CUDA: every op, element type and text-test model gives the interprete
     if (!got.ok()) FAIL(got.error().message);
     kiln::testing::check_dtypes_close(*got, kiln::testing::eval_ok(g, args));
   }
-  int models = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
-    if (entry.path().extension() != ".kir") continue;
-    std::ifstream in(entry.path());
-    auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
-    if (!g.ok()) continue;
-    check_against_interpreter(entry.path().string(), *g, seeded_arguments(*g, static_cast<uint64_t>(models) + 1), cuda_options(true));
-    ++models;
+  auto models = kiln::testing::text_test_models();
+  for (size_t k = 0; k < models.size(); ++k) {
+    const auto& [path, g] = models[k];
+    check_against_interpreter(path, g, seeded_arguments(g, k + 1), cuda_options(true));
   }
-  CHECK(models >= 20);
+  CHECK(models.size() >= 20);
 }
 
 TEST_CASE("CUDA: 30 random graphs, fused and unfused, give the interpreter's values", "[gpu][cuda]") {

@@ -1,8 +1,6 @@
 // End to end on the CPU: graphs compiled to artifacts, loaded by the runtime and run,
 // against the reference interpreter; fused and unfused artifacts agree; one loaded
 // model runs from 8 threads at once.
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 
@@ -33,16 +31,12 @@ Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::m
 }  // namespace
 
 TEST_CASE("every text-test model: the compiled artifact, fused and unfused, gives the interpreter's values", "[runtime][e2e]") {
-  int models = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
-    if (entry.path().extension() != ".kir") continue;
-    std::ifstream in(entry.path());
-    auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
-    if (!g.ok()) continue;
-    check_against_interpreter(entry.path().string(), *g, seeded_arguments(*g, static_cast<uint64_t>(models) + 1));
-    ++models;
+  auto models = kiln::testing::text_test_models();
+  for (size_t k = 0; k < models.size(); ++k) {
+    const auto& [path, g] = models[k];
+    check_against_interpreter(path, g, seeded_arguments(g, k + 1));
   }
-  CHECK(models >= 20);
+  CHECK(models.size() >= 20);
 }
 
 TEST_CASE("one loaded model, 8 threads x 200 runs with distinct inputs, each equal to its single-thread result", "[runtime][threads]") {

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -25,6 +27,19 @@ inline std::string parse_error(std::string_view text) {
   auto g = ir::parse(text, "bad.kir");
   if (g.ok()) FAIL("expected an error for:\n" << text);
   return g.error().message;
+}
+
+/// Every .kir file under tests/lit that parses (the malformed ones under errors/ do not),
+/// with its path, in directory order.
+inline std::vector<std::pair<std::string, ir::Graph>> text_test_models() {
+  std::vector<std::pair<std::string, ir::Graph>> models;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
+    if (entry.path().extension() != ".kir") continue;
+    std::ifstream in(entry.path());
+    auto g = ir::parse(std::string((std::istreambuf_iterator<char>(in)), {}), entry.path().string());
+    if (g.ok()) models.emplace_back(entry.path().string(), std::move(g).value());
+  }
+  return models;
 }
 
 /// Evaluates a graph that must run.
