@@ -1,6 +1,7 @@
 #include "compiler/bench.h"
 
 #include <algorithm>
+#include <cblas.h>
 #include <cstring>
 #include <ctime>
 #include <fmt/format.h>
@@ -27,6 +28,11 @@ std::string cpu_model_name() {
     if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
   return "unknown";
 }
+
+// OpenBLAS picks its kernels for the CPU it runs on when it loads (OPENBLAS_CORETYPE
+// overrides); a release older than the CPU falls back to an older family's kernels, which
+// decides the matmul rows.
+std::string blas_description() { return openblas_get_config(); }
 
 std::string today_utc() {
   std::time_t now = std::time(nullptr);
@@ -211,6 +217,7 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
 
   SuiteResult result;
   result.cpu = cpu_model_name();
+  result.blas = blas_description();
   result.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   result.target = options.target;
   result.gpu = gpu;

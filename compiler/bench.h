@@ -54,6 +54,7 @@ struct RowResult {
 struct SuiteResult {
   std::string cpu;  ///< the CPU's model name
   int cores = 0;    ///< hardware threads
+  std::string blas;  ///< the BLAS library the runtime's matmuls call, with the kernels it chose
   std::optional<std::string> gpu;
   std::string target, suite, date;
   bool quick = false;

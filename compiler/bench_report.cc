@@ -32,7 +32,7 @@ std::string escape_xml(const std::string& s) {
 
 std::string to_json(const SuiteResult& result) {
   nlohmann::ordered_json j;
-  j["machine"] = {{"cpu", result.cpu}, {"cores", result.cores}, {"gpu", result.gpu ? nlohmann::ordered_json(*result.gpu) : nullptr}};
+  j["machine"] = {{"cpu", result.cpu}, {"cores", result.cores}, {"blas", result.blas}, {"gpu", result.gpu ? nlohmann::ordered_json(*result.gpu) : nullptr}};
   j["target"] = result.target;
   j["suite"] = result.suite;
   j["date"] = result.date;
@@ -72,7 +72,7 @@ std::string to_json(const SuiteResult& result) {
 std::string to_table(const SuiteResult& result) {
   std::string out = fmt::format("kiln bench --suite={} --target={}{}: {} ({} hardware threads, {} used), {} runs each\n", result.suite, result.target,
                                 result.quick ? " --quick" : "", result.cpu, result.cores, result.threads, result.repeat);
-  out += fmt::format("plain copy: {:.1f} GB/s\n\n", result.copy_gbps);
+  out += fmt::format("plain copy: {:.1f} GB/s; matmuls: {}\n\n", result.copy_gbps, result.blas);
   out += fmt::format("{:<20} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>10}\n", "row", "fused ms", "unfused ms", "speedup", "kernels", "GB/s", "of copy",
                      "arena MiB");
   for (const RowResult& r : result.rows)

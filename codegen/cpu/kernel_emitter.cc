@@ -31,8 +31,8 @@ struct Index {
 
 class KernelEmitter {
  public:
-  KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes)
-      : g_(g), step_(step), streaming_bytes_(streaming_bytes), m_(m), ctx_(m.getContext()), b_(ctx_), slot_(g.values.size(), -1), producer_(g.producers()),
+  KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes)
+      : g_(g), step_(step), streaming_bytes_(streaming_bytes), vector_bytes_(vector_bytes), m_(m), ctx_(m.getContext()), b_(ctx_), slot_(g.values.size(), -1), producer_(g.producers()),
         member_(g.nodes.size(), 0) {
     int k = 0;
     for (ValueId v : step.inputs) slot_[v] = k++;
@@ -46,6 +46,7 @@ class KernelEmitter {
     auto* fn_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
     fn_ = llvm::Function::Create(fn_type, llvm::Function::ExternalLinkage, "kiln_" + step_.name, m_);
     fn_->setDoesNotThrow();
+    fn_->addFnAttr("prefer-vector-width", std::to_string(vector_bytes_ * 8));
     auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry);
     llvm::Value* args = fn_->getArg(0);
@@ -55,6 +56,9 @@ class KernelEmitter {
                   : step_.kind == ir::StepKind::Reduction ? emit_reduction()
                                                           : emit_scatter();
     KILN_RETURN_IF_ERROR(body);
+    // Non-temporal stores are weakly ordered: fence them before the caller's threads sync.
+    // Once per call, not per row: a fence waits for the write-combining buffers to drain.
+    if (streamed_) b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
     b_.CreateRetVoid();
     // A row kernel divides by a row's value (softmax's sum) through its reciprocal, which
     // LICM then computes once per row: a multiply per element instead of a division,
@@ -147,8 +151,10 @@ class KernelEmitter {
       buffer->setAlignment(llvm::Align(64));
       staging.push_back(buffer);
     }
-    // 32-byte chunks: what the vectorized loop stores, so each load forwards from one store.
-    auto* chunk_type = llvm::FixedVectorType::get(b_.getInt64Ty(), 4);
+    // Chunks of the vector width: what the vectorized loop stores, so each load forwards
+    // from one store.
+    const int64_t chunk = vector_bytes_;
+    auto* chunk_type = llvm::FixedVectorType::get(b_.getInt64Ty(), static_cast<unsigned>(chunk / 8));
     auto* nontemporal = llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1)));
     KILN_RETURN_IF_ERROR(loop(i64(0), blocks, [&](llvm::Value* n) -> Status {
       llvm::Value* start = b_.CreateAdd(head_end, b_.CreateMul(n, i64(block)));
@@ -161,18 +167,17 @@ class KernelEmitter {
       for (size_t k = 0; k < outs.size(); ++k) {
         int64_t size = ir::dtype_size(type(outs[k]).dtype);
         llvm::Value* to = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[outs[k]]], b_.CreateMul(flat_at(start), i64(size)));
-        KILN_RETURN_IF_ERROR(loop(i64(0), i64(block * size / 32), [&](llvm::Value* c) -> Status {
-          llvm::Value* offset = b_.CreateMul(c, i64(32));
-          llvm::Value* chunk = b_.CreateAlignedLoad(chunk_type, b_.CreateGEP(b_.getInt8Ty(), staging[k], offset), llvm::Align(32));
-          llvm::StoreInst* store = b_.CreateAlignedStore(chunk, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(32));
+        KILN_RETURN_IF_ERROR(loop(i64(0), i64(block * size / chunk), [&](llvm::Value* c) -> Status {
+          llvm::Value* offset = b_.CreateMul(c, i64(chunk));
+          llvm::Value* line = b_.CreateAlignedLoad(chunk_type, b_.CreateGEP(b_.getInt8Ty(), staging[k], offset), llvm::Align(chunk));
+          llvm::StoreInst* store = b_.CreateAlignedStore(line, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(chunk));
           store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
           return Status::Ok();
         }));
       }
       return Status::Ok();
     }));
-    // Non-temporal stores are weakly ordered: fence them before the caller's threads sync.
-    b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
+    streamed_ = true;
     return Status::Ok();
   }
 
@@ -455,6 +460,8 @@ class KernelEmitter {
   const ir::Graph& g_;
   const ir::Step& step_;
   const int64_t streaming_bytes_;
+  const int vector_bytes_;
+  bool streamed_ = false;  // whether any store_range used non-temporal stores
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
@@ -696,11 +703,11 @@ Status KernelEmitter::emit_scatter() {
 
 }  // namespace
 
-Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store_bytes) {
+Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store_bytes, int vector_bytes) {
   if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");
   for (const ir::Step& step : g.program->steps) {
     if (step.kind == ir::StepKind::Library) continue;
-    KILN_RETURN_IF_ERROR(KernelEmitter(g, step, m, streaming_store_bytes).emit());
+    KILN_RETURN_IF_ERROR(KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes).emit());
   }
   return Status::Ok();
 }

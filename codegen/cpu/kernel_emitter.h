@@ -14,6 +14,7 @@ namespace kiln::codegen::cpu {
 /// bytes; the function computes work items [begin, end). Library steps get no code.
 /// A kernel whose streamed outputs total at least `streaming_store_bytes` writes them with
 /// non-temporal stores where their buffers are 64-byte aligned (checked at run time).
-Status emit_kernels(const ir::Graph& graph, llvm::Module& module, int64_t streaming_store_bytes);
+/// `vector_bytes` is the vector width the kernels are vectorized for (32 or 64).
+Status emit_kernels(const ir::Graph& graph, llvm::Module& module, int64_t streaming_store_bytes, int vector_bytes = 32);
 
 }  // namespace kiln::codegen::cpu

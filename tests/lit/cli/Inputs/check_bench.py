@@ -20,7 +20,7 @@ def main(json_path, svg_path):
     with open(json_path) as f:
         result = json.load(f)
     machine = result["machine"]
-    if not isinstance(machine["cpu"], str) or machine["cores"] < 1 or "gpu" not in machine:
+    if not isinstance(machine["cpu"], str) or machine["cores"] < 1 or "gpu" not in machine or "OpenBLAS" not in machine["blas"]:
         fail("bad machine: %r" % machine)
     if result["target"] != "cpu" or result["copy_gbps"] <= 0:
         fail("bad target or copy_gbps")
