@@ -11,6 +11,12 @@ timed like kiln times it (a warm-up, then the median of `repeat` runs), with as 
 threads as kiln used. torch.compile's compile time is in the warm-up, not the median. A
 row torch.compile cannot handle gets `torch_compile_ms: null` and the reason in
 `torch_compile_error`.
+
+The PyTorch rows run after kiln's, not interleaved with them: compare ratios from one
+file, and rerun both where the machine is noisy. On the CPU, PyTorch allocates every
+result afresh (256 MiB per tensor at full size) and the page faults of that memory are
+part of its times, as they are for a user; kiln writes into an arena it reuses. PyTorch's
+matmuls run on its own oneDNN/MKL, kiln's on the OpenBLAS named in `machine.blas`.
 """
 import argparse
 import json
@@ -129,7 +135,8 @@ def main():
         fail("--device=cuda, but PyTorch sees no CUDA device")
     if device == "cpu":
         torch.set_num_threads(result.get("threads") or result["machine"]["cores"])
-    result["torch"] = {"version": torch.__version__, "device": device, "threads": torch.get_num_threads(), "repeat": repeat}
+    result["torch"] = {"version": torch.__version__, "device": device, "threads": torch.get_num_threads(), "repeat": repeat,
+                       "mkl": torch.backends.mkl.is_available(), "mkldnn": torch.backends.mkldnn.is_available()}
 
     print("%-20s %12s %14s %16s %10s %10s" % ("row", "kiln ms", "torch eager ms", "torch.compile ms", "vs eager", "vs compile"))
     for row in result["rows"]:

@@ -76,9 +76,9 @@ class KernelEmitter {
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
   // 512-bit vectors (where the CPU has them) pay in compute-bound kernels: row reductions
-  // and the inlined exp and erf polynomials (softmax rows in cache: 1.25x). A memory-bound
-  // loop streams 5% slower with them (y = x*2 + 1: 0.85-0.90 of memcpy against
-  // 0.92-0.99), and libmvec's 512-bit cos is no faster than its 256-bit one.
+  // and the inlined exp and erf polynomials (softmax rows in cache: 1.2x). A memory-bound
+  // loop streams a little slower with them (y = x*2 + 1: 0.85-0.90 of memcpy against
+  // 0.89-0.92), and libmvec's 512-bit cos is no faster than its 256-bit one.
   bool wide_vectors_pay() const {
     if (vector_bytes_ < 64) return false;
     if (step_.kind == ir::StepKind::Reduction) return true;

@@ -112,6 +112,47 @@ TEST_CASE("outputs at or above the streaming size are written with non-temporal 
   CHECK(streamed_kernels(int64_t{16} << 20).empty());
 }
 
+TEST_CASE("512-bit vectors go to row kernels and exp loops only; light sum passes stay rolled", "[codegen][cpu]") {
+  ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64,4096], %s: f32[4096], %b: f32[4096]) {
+  %y: f32[64,4096] = layer_norm(%x, %s, %b) {axis=-1, eps=1e-5}
+  %t: f32[64,4096] = tanh(%x)
+  %p: f32[64,4096] = add(%t, %t)
+  return %y, %p
+}
+)"),
+                        true);
+  auto widths = [&](int vector_bytes) {
+    llvm::LLVMContext ctx;
+    llvm::Module m("test", ctx);
+    REQUIRE(codegen::cpu::emit_kernels(g, m, int64_t{16} << 20, vector_bytes).ok());
+    std::map<std::string, std::pair<std::string, int>> kernels;  // width, rolled loops
+    for (llvm::Function& f : m) {
+      if (f.isDeclaration()) continue;
+      int rolled = 0;
+      for (llvm::BasicBlock& block : f)
+        if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop))
+          for (const llvm::MDOperand& op : loop->operands())
+            if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
+              if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get()))
+                rolled += name->getString() == "llvm.loop.unroll.disable";
+      kernels[f.getName().str()] = {f.getFnAttribute("prefer-vector-width").getValueAsString().str(), rolled};
+    }
+    return kernels;
+  };
+  auto wide = widths(64), narrow = widths(32);
+  REQUIRE(wide.size() == 2);
+  int row_kernels = 0;
+  for (auto& [name, info] : wide) {
+    INFO(name);
+    bool row = info.second > 0;  // the layer_norm kernel: its mean and variance passes
+    row_kernels += row;
+    CHECK(info.first == (row ? "512" : "256"));
+    CHECK(narrow[name].first == "256");
+    if (row) CHECK(info.second >= 2);
+  }
+  CHECK(row_kernels == 1);
+}
+
 TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special values", "[codegen][cpu][math]") {
   // 200001 points over [-110, 95], past both ends of exp's range, plus the specials.
   std::vector<double> xs;
