@@ -107,8 +107,8 @@ Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOp
   if (!machine) return make_error(fmt::format("cpu codegen: no target machine for {} ({})", triple, cpu));
   // LLVM prefers 256-bit vectors even where AVX-512 exists, because older Xeons lower
   // their clock for 512-bit code. kiln asks for 512 bits there in compute-bound kernels
-  // (KernelEmitter::wide_vectors_pay): softmax rows in cache run 1.2x faster with them on
-  // a Sapphire Rapids (docs/benchmarks.md).
+  // (wide_vectors_pay in kernel_emitter.cc): softmax rows in cache run 1.2x faster with
+  // them on a Sapphire Rapids (docs/benchmarks.md).
   const int vector_bytes = machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 64 : 32;
   KILN_RETURN_IF_ERROR(emit_kernels(g, *module, options.streaming_store_bytes, vector_bytes));
   std::string verify_messages;

@@ -20,6 +20,19 @@ using ir::OpKind;
 using ir::Shape;
 using ir::ValueId;
 
+// 512-bit vectors (where the CPU has them) pay in compute-bound kernels: row reductions
+// and the inlined exp and erf polynomials (softmax rows in cache: 1.2x). A memory-bound
+// loop streams a little slower with them (y = x*2 + 1: 0.85-0.90 of memcpy against
+// 0.89-0.92), and libmvec's 512-bit cos is no faster than its 256-bit one.
+bool wide_vectors_pay(const ir::Graph& g, const ir::Step& step) {
+  if (step.kind == ir::StepKind::Reduction) return true;
+  for (int n : step.nodes) {
+    Op op = g.nodes[n].op;
+    if (op == Op::Exp || op == Op::Erf || op == Op::Sigmoid) return true;
+  }
+  return false;
+}
+
 // An index into a value: one index per dim, or (for values of the kernel's iteration
 // shape when every value shares it) just the flat index.
 struct Index {
@@ -32,7 +45,7 @@ struct Index {
 class KernelEmitter {
  public:
   KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes)
-      : g_(g), step_(step), streaming_bytes_(streaming_bytes), vector_bytes_(vector_bytes), m_(m), ctx_(m.getContext()), b_(ctx_), slot_(g.values.size(), -1), producer_(g.producers()),
+      : g_(g), step_(step), streaming_bytes_(streaming_bytes), vector_bytes_(vector_bytes >= 64 && wide_vectors_pay(g, step) ? 64 : 32), m_(m), ctx_(m.getContext()), b_(ctx_), slot_(g.values.size(), -1), producer_(g.producers()),
         member_(g.nodes.size(), 0) {
     int k = 0;
     for (ValueId v : step.inputs) slot_[v] = k++;
@@ -46,7 +59,7 @@ class KernelEmitter {
     auto* fn_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
     fn_ = llvm::Function::Create(fn_type, llvm::Function::ExternalLinkage, "kiln_" + step_.name, m_);
     fn_->setDoesNotThrow();
-    fn_->addFnAttr("prefer-vector-width", std::to_string(wide_vectors_pay() ? vector_bytes_ * 8 : 256));
+    fn_->addFnAttr("prefer-vector-width", std::to_string(vector_bytes_ * 8));
     auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry);
     llvm::Value* args = fn_->getArg(0);
@@ -74,20 +87,6 @@ class KernelEmitter {
   const ir::TensorType& type(ValueId v) const { return g_.type(v); }
   bool computed_here(ValueId v) const { return producer_[v] >= 0 && member_[producer_[v]]; }
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
-
-  // 512-bit vectors (where the CPU has them) pay in compute-bound kernels: row reductions
-  // and the inlined exp and erf polynomials (softmax rows in cache: 1.2x). A memory-bound
-  // loop streams a little slower with them (y = x*2 + 1: 0.85-0.90 of memcpy against
-  // 0.89-0.92), and libmvec's 512-bit cos is no faster than its 256-bit one.
-  bool wide_vectors_pay() const {
-    if (vector_bytes_ < 64) return false;
-    if (step_.kind == ir::StepKind::Reduction) return true;
-    for (int n : step_.nodes) {
-      Op op = g_.nodes[n].op;
-      if (op == Op::Exp || op == Op::Erf || op == Op::Sigmoid) return true;
-    }
-    return false;
-  }
 
   // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop. A loop
   // marked `vector_only` is never unrolled whole before the vectorizer sees it (which
@@ -184,7 +183,7 @@ class KernelEmitter {
     }
     // Chunks of the vector width: what the vectorized loop stores, so each load forwards
     // from one store.
-    const int64_t chunk = wide_vectors_pay() ? vector_bytes_ : 32;
+    const int64_t chunk = vector_bytes_;
     auto* chunk_type = llvm::FixedVectorType::get(b_.getInt64Ty(), static_cast<unsigned>(chunk / 8));
     auto* nontemporal = llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1)));
     KILN_RETURN_IF_ERROR(loop(i64(0), blocks, [&](llvm::Value* n) -> Status {
@@ -491,7 +490,7 @@ class KernelEmitter {
   const ir::Graph& g_;
   const ir::Step& step_;
   const int64_t streaming_bytes_;
-  const int vector_bytes_;
+  const int vector_bytes_;  // this kernel's vector width: 64 where wide_vectors_pay, else 32
   bool streamed_ = false;  // whether any store_range used non-temporal stores
   // Whether loops with a light body (under kRolledBodyLimit IR instructions) are kept
   // rolled; the vectorizer still interleaves them. Unrolled whole over a row of constant

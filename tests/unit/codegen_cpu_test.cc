@@ -87,6 +87,16 @@ TEST_CASE("every text-test model compiles and agrees with the interpreter", "[co
   CHECK(models.size() >= 20);
 }
 
+// Emits the kernels of `g` into a fresh module and calls visit(f) on each one.
+template <typename Visit>
+void for_each_kernel(const ir::Graph& g, int64_t streaming_bytes, int vector_bytes, Visit visit) {
+  llvm::LLVMContext ctx;
+  llvm::Module m("test", ctx);
+  REQUIRE(codegen::cpu::emit_kernels(g, m, streaming_bytes, vector_bytes).ok());
+  for (llvm::Function& f : m)
+    if (!f.isDeclaration()) visit(f);
+}
+
 TEST_CASE("outputs at or above the streaming size are written with non-temporal stores", "[codegen][cpu][streaming]") {
   ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[4096], %r: f32[8,128]) {
   %y: f32[4096] = exp(%x)
@@ -96,15 +106,12 @@ TEST_CASE("outputs at or above the streaming size are written with non-temporal 
 )"),
                         true);
   auto streamed_kernels = [&](int64_t threshold) {
-    llvm::LLVMContext ctx;
-    llvm::Module m("test", ctx);
-    auto emitted = codegen::cpu::emit_kernels(g, m, threshold);
-    REQUIRE(emitted.ok());
     std::set<std::string> streamed;
-    for (llvm::Function& f : m)
+    for_each_kernel(g, threshold, 32, [&](llvm::Function& f) {
       for (llvm::BasicBlock& block : f)
         for (llvm::Instruction& i : block)
           if (llvm::isa<llvm::StoreInst>(i) && i.getMetadata(llvm::LLVMContext::MD_nontemporal)) streamed.insert(f.getName().str());
+    });
     return streamed;
   };
   CHECK(streamed_kernels(16384).size() == 1);  // the 16 KiB loop's output; the 4 KiB softmax's is below
@@ -122,12 +129,8 @@ TEST_CASE("512-bit vectors go to row kernels and exp loops only; light sum passe
 )"),
                         true);
   auto widths = [&](int vector_bytes) {
-    llvm::LLVMContext ctx;
-    llvm::Module m("test", ctx);
-    REQUIRE(codegen::cpu::emit_kernels(g, m, int64_t{16} << 20, vector_bytes).ok());
     std::map<std::string, std::pair<std::string, int>> kernels;  // width, rolled loops
-    for (llvm::Function& f : m) {
-      if (f.isDeclaration()) continue;
+    for_each_kernel(g, int64_t{16} << 20, vector_bytes, [&](llvm::Function& f) {
       int rolled = 0;
       for (llvm::BasicBlock& block : f)
         if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop))
@@ -136,7 +139,7 @@ TEST_CASE("512-bit vectors go to row kernels and exp loops only; light sum passe
               if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get()))
                 rolled += name->getString() == "llvm.loop.unroll.disable";
       kernels[f.getName().str()] = {f.getFnAttribute("prefer-vector-width").getValueAsString().str(), rolled};
-    }
+    });
     return kernels;
   };
   auto wide = widths(64), narrow = widths(32);
