@@ -42,6 +42,27 @@ struct Index {
 
 
 
+using Memo = std::map<std::pair<ValueId, std::vector<llvm::Value*>>, llvm::Value*>;
+
+// What every emission of a row kernel's rows shares.
+struct RowKernel {
+  const ir::RowClass& rc;
+  int64_t row_length;
+  Shape keepdims;
+  std::vector<ValueId> full_outputs, row_inputs;  // row_inputs: full-shape inputs of contiguous rows
+  int last_reduction = -1;                        // the node of the last reduction pass
+  bool pipelined = false;                         // whether this emission pipelines rows
+  llvm::Value* line_start = nullptr;              // pipelined: the first row position on a line
+};
+
+// A row of a pipelined row kernel whose full-shape outputs are still to be written.
+struct PendingRow {
+  Index kept;
+  llvm::Value* row_start = nullptr;
+  Memo memo;                                 // its row values
+  std::map<ValueId, llvm::Value*> row_cache;  // its row buffers
+};
+
 class KernelEmitter {
  public:
   KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes)
@@ -88,10 +109,14 @@ class KernelEmitter {
   bool computed_here(ValueId v) const { return producer_[v] >= 0 && member_[producer_[v]]; }
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
-  // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop. A loop
-  // marked `vector_only` is never unrolled whole before the vectorizer sees it (which
-  // would turn a short fixed-count loop into scalar code).
-  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, bool vector_only = false) {
+  // How loop() may unroll a loop. kVectorOnly: never whole before the vectorizer sees it
+  // (which would turn a short fixed-count loop into scalar code), and whole after. kRolled:
+  // not at all.
+  enum class Unroll { kDefault, kVectorOnly, kRolled };
+
+  // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop.
+  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll = Unroll::kDefault) {
+    const bool vector_only = unroll == Unroll::kVectorOnly;
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* inner = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -106,7 +131,7 @@ class KernelEmitter {
     llvm::Value* next = b_.CreateAdd(i, i64(1), "", true, true);
     i->addIncoming(next, b_.GetInsertBlock());
     llvm::BranchInst* back = b_.CreateBr(header);
-    if (!vector_only && rolled_loops_ && instructions_from(inner) < kRolledBodyLimit) {
+    if (unroll == Unroll::kRolled || (unroll == Unroll::kDefault && rolled_loops_ && instructions_from(inner) < kRolledBodyLimit)) {
       llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, {nullptr, llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")})});
       self->replaceOperandWith(0, self);
       back->setMetadata(llvm::LLVMContext::MD_loop, self);
@@ -146,7 +171,7 @@ class KernelEmitter {
   Status store_range(llvm::Value* begin, llvm::Value* end, const std::vector<ValueId>& outs, bool stream,
                      const std::function<llvm::Value*(llvm::Value*)>& flat_at,
                      const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values,
-                     const std::function<void(llvm::Value*)>& per_block = nullptr) {
+                     const std::function<void(llvm::Value*, int64_t)>& per_block = nullptr) {
     auto one_at_a_time = [&](llvm::Value* i) -> Status {
       KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(i));
       for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, bases_[slot_[outs[k]]], flat_at(i), v[k]);
@@ -174,51 +199,63 @@ class KernelEmitter {
       llvm::Value* is_head = b_.CreateICmpEQ(pass, i64(0));
       return loop(b_.CreateSelect(is_head, begin, blocks_end), b_.CreateSelect(is_head, head_end, end), one_at_a_time);
     }));
+    KILN_RETURN_IF_ERROR(loop(i64(0), blocks, [&](llvm::Value* n) -> Status {
+      llvm::Value* start = b_.CreateAdd(head_end, b_.CreateMul(n, i64(block)));
+      if (per_block) per_block(start, block);
+      return stream_block(outs, start, block, flat_at(start), values);
+    }));
+    return Status::Ok();
+  }
+
+  // Computes `outs` at work indexes [start, start + count) into a stack buffer and copies
+  // them out with non-temporal stores from flat index `flat_start` on, which must be on a
+  // line boundary of every output (count must fill whole lines).
+  Status stream_block(const std::vector<ValueId>& outs, llvm::Value* start, int64_t count, llvm::Value* flat_start,
+                      const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values) {
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
     std::vector<llvm::Value*> staging;
     for (ValueId o : outs) {
-      llvm::AllocaInst* buffer = entry.CreateAlloca(llvm::ArrayType::get(storage_type(ctx_, type(o).dtype), block));
+      llvm::AllocaInst* buffer = entry.CreateAlloca(llvm::ArrayType::get(storage_type(ctx_, type(o).dtype), static_cast<uint64_t>(count)));
       buffer->setAlignment(llvm::Align(64));
       staging.push_back(buffer);
     }
+    KILN_RETURN_IF_ERROR(loop(i64(0), i64(count), [&](llvm::Value* j) -> Status {
+      KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(b_.CreateAdd(start, j)));
+      for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, staging[k], j, v[k]);
+      return Status::Ok();
+    }, Unroll::kVectorOnly));
     // Chunks of the vector width: what the vectorized loop stores, so each load forwards
     // from one store.
     const int64_t chunk = vector_bytes_;
     auto* chunk_type = llvm::FixedVectorType::get(b_.getInt64Ty(), static_cast<unsigned>(chunk / 8));
     auto* nontemporal = llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1)));
-    KILN_RETURN_IF_ERROR(loop(i64(0), blocks, [&](llvm::Value* n) -> Status {
-      llvm::Value* start = b_.CreateAdd(head_end, b_.CreateMul(n, i64(block)));
-      if (per_block) per_block(start);
-      KILN_RETURN_IF_ERROR(loop(i64(0), i64(block), [&](llvm::Value* j) -> Status {
-        KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(b_.CreateAdd(start, j)));
-        for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, staging[k], j, v[k]);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      int64_t size = ir::dtype_size(type(outs[k]).dtype);
+      llvm::Value* to = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[outs[k]]], b_.CreateMul(flat_start, i64(size)));
+      KILN_RETURN_IF_ERROR(loop(i64(0), i64(count * size / chunk), [&](llvm::Value* c) -> Status {
+        llvm::Value* offset = b_.CreateMul(c, i64(chunk));
+        llvm::Value* line = b_.CreateAlignedLoad(chunk_type, b_.CreateGEP(b_.getInt8Ty(), staging[k], offset), llvm::Align(chunk));
+        llvm::StoreInst* store = b_.CreateAlignedStore(line, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(chunk));
+        store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
         return Status::Ok();
-      }, /*vector_only=*/true));
-      for (size_t k = 0; k < outs.size(); ++k) {
-        int64_t size = ir::dtype_size(type(outs[k]).dtype);
-        llvm::Value* to = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[outs[k]]], b_.CreateMul(flat_at(start), i64(size)));
-        KILN_RETURN_IF_ERROR(loop(i64(0), i64(block * size / chunk), [&](llvm::Value* c) -> Status {
-          llvm::Value* offset = b_.CreateMul(c, i64(chunk));
-          llvm::Value* line = b_.CreateAlignedLoad(chunk_type, b_.CreateGEP(b_.getInt8Ty(), staging[k], offset), llvm::Align(chunk));
-          llvm::StoreInst* store = b_.CreateAlignedStore(line, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(chunk));
-          store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
-          return Status::Ok();
-        }));
-      }
-      return Status::Ok();
-    }));
+      }));
+    }
     streamed_ = true;
     return Status::Ok();
   }
 
-  // Asks for one line of each input at flat index `at` to be brought into L2. A row kernel
-  // does this for the next row while it writes the current one: its first pass over a row
-  // then reads from cache, where it would otherwise wait on memory with nothing else to do.
-  // A prefetch past the end of a buffer does not fault.
-  void prefetch_next_row(const std::vector<ValueId>& inputs, llvm::Value* at) {
+  // Asks for the lines of each input that hold flat indexes [at, at + count) to be brought
+  // into L2. A row kernel does this for the next row while it computes the current one:
+  // the next row's first pass then reads from cache, where it would otherwise wait on
+  // memory with nothing else to do. A prefetch past the end of a buffer does not fault.
+  void prefetch_lines(const std::vector<ValueId>& inputs, llvm::Value* at, int64_t count) {
     for (ValueId x : inputs) {
-      llvm::Value* address = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[x]], b_.CreateMul(at, i64(ir::dtype_size(type(x).dtype))));
-      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()}, {address, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+      int64_t size = ir::dtype_size(type(x).dtype);
+      llvm::Value* first = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[x]], b_.CreateMul(at, i64(size)));
+      for (int64_t offset = 0; offset < count * size; offset += 64) {
+        llvm::Value* address = b_.CreateConstGEP1_64(b_.getInt8Ty(), first, static_cast<uint64_t>(offset));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()}, {address, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+      }
     }
   }
 
@@ -268,10 +305,10 @@ class KernelEmitter {
   }
   static std::vector<llvm::Value*> key_of(const Index& idx) { return idx.flat ? std::vector<llvm::Value*>{idx.flat} : idx.dims; }
 
-  // Makes the row values cached so far (row_cache_) the values at row position j, whose
-  // index over the row class's full shape is `full`.
-  void use_row_cache(const Index& full, llvm::Value* j) {
-    for (auto [v, buffer] : row_cache_) {
+  // Makes the row values cached in `cache` (by default, the current row's so far) the
+  // values at row position j, whose index over the row class's full shape is `full`.
+  void use_row_cache(const Index& full, llvm::Value* j, const std::map<ValueId, llvm::Value*>* cache = nullptr) {
+    for (auto [v, buffer] : cache ? *cache : row_cache_) {
       llvm::Type* t = compute_type(ctx_, type(v).dtype);
       memo_[{v, key_of(canonical(v, full))}] = b_.CreateLoad(t, b_.CreateGEP(t, buffer, j));
     }
@@ -480,6 +517,17 @@ class KernelEmitter {
   void drop_loop_values() { memo_ = invariant_; }
 
   Status emit_reduction();
+  bool pipelines(const RowKernel& k) const;
+  bool transcendental_in(ValueId v) const;
+  Status emit_row(const RowKernel& k, llvm::Value* r, const PendingRow* pending);
+  PendingRow pending_row(const RowKernel& k, llvm::Value* r);
+  Status write_pending(const RowKernel& k, const PendingRow& p, llvm::Value* start, int64_t count);
+  Result<std::vector<llvm::Value*>> pending_outputs(const RowKernel& k, const PendingRow& p, llvm::Value* j);
+  // Whether the reduction n over rows of this length is a float sum in chunks of kSumLanes.
+  bool chunked_sum(const Node& n, int64_t row_length) const {
+    return n.op == Op::ReduceSum && ir::is_float(type(n.operands[0]).dtype) && compute_type(ctx_, type(n.operands[0]).dtype)->isFloatTy() &&
+           row_length > kSumBlock;
+  }
   Status emit_scatter();
   // Emits the loop of one reduction over a row and records its result for the row.
   Status reduce(const Node& n, int64_t row_length, const Shape& full_shape, const std::function<Index(llvm::Value*)>& full_index,
@@ -487,6 +535,21 @@ class KernelEmitter {
 
   static constexpr int64_t kRowCacheBytes = 256 << 10;  // per cached value; fits in L2
 
+  // Float sums add blocks of kSumBlock elements in float, each block into the double
+  // total. Within a block, kSumLanes partial sums (a few vectors' worth) take chunks of
+  // consecutive elements; each float partial sum holds kSumBlock / kSumLanes terms, so the
+  // result stays as close as the interpreter's double sum once rounded to float.
+  static constexpr int64_t kSumBlock = 512, kSumLanes = 64;
+
+  // Called by a chunked sum pass after each chunk, with its first row position and its
+  // length: where a pipelined row kernel prefetches and writes the row before.
+  std::function<Status(llvm::Value*, int64_t)> per_chunk_;
+  // Row buffers (reduce's `keep`) by value, shared by every emission of the rows; each
+  // holds row_buffers_ rows (two when pipelined: the row reduced and the row written).
+  std::map<ValueId, llvm::AllocaInst*> keep_buffers_;
+  int row_buffers_ = 1;
+  llvm::Value* row_offset_ = nullptr;  // where the current row's half starts (pipelined)
+  std::map<ValueId, llvm::AllocaInst*> carried_;  // row values of a pipelined kernel's row, for the next
   const ir::Graph& g_;
   const ir::Step& step_;
   const int64_t streaming_bytes_;
@@ -508,7 +571,7 @@ class KernelEmitter {
   std::vector<int> producer_;
   std::vector<char> member_;
   std::vector<llvm::Value*> bases_;
-  std::map<std::pair<ValueId, std::vector<llvm::Value*>>, llvm::Value*> memo_, invariant_;
+  Memo memo_, invariant_;
   std::map<ValueId, llvm::Value*> row_cache_;
 };
 
@@ -518,62 +581,226 @@ class KernelEmitter {
 Status KernelEmitter::emit_reduction() {
   auto cls = ir::row_class(g_, step_);
   if (!cls) return make_error(fmt::format("cpu codegen: step {} has no row structure", step_.name));
-  const ir::RowClass& rc = *cls;
   KILN_RETURN_IF_ERROR(hoist_scalars());
-  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-  const int64_t row_length = rc.row_length();
-  const Shape keepdims = rc.keepdims_shape();
-  const bool contiguous = rc.contiguous();
-  return loop(fn_->getArg(1), fn_->getArg(2), [&](llvm::Value* r) -> Status {
-    Index kept = unflatten(r, rc.kept_shape);
-    // Indexes of a row value: over the kept dims, or over S with 0 at the reduced dims.
-    Index row_idx = kept, keep_idx{nullptr, rc.keepdims_index(kept.dims, i64(0))};
-    auto row_index = [&](const Shape& s) { return s == keepdims && s != rc.kept_shape ? keep_idx : row_idx; };
-    auto full_index = [&](llvm::Value* j) { return Index{nullptr, rc.full_index(kept.dims, unflatten(j, rc.reduced_shape).dims)}; };
-    for (int n : step_.nodes) {
-      const Node& node = g_.nodes[n];
-      const ir::TensorType& t = type(node.result);
-      if (ir::op_kind(node.op) == OpKind::Reduction) {
-        KILN_RETURN_IF_ERROR(reduce(node, row_length, rc.full, full_index, row_index(t.shape), entry));
-      } else if (t.shape != rc.full) {
-        auto v = value_at(node.result, row_index(t.shape));  // a row value: once per row
-        if (!v.ok()) return v.error();
-      }
-    }
-    auto row_memo = memo_;
-    std::vector<ValueId> full_outputs, row_inputs;
-    for (ValueId i : step_.inputs)
-      if (contiguous && type(i).shape == rc.full) row_inputs.push_back(i);
-    for (ValueId o : step_.outputs)
-      if (type(o).shape == rc.full) full_outputs.push_back(o);
-    if (!full_outputs.empty()) {
-      llvm::Value* row_start = b_.CreateMul(r, i64(row_length));
-      auto flat_at = [&](llvm::Value* j) { return contiguous ? b_.CreateAdd(row_start, j) : flat_of(rc.full, full_index(j)); };
-      KILN_RETURN_IF_ERROR(store_range(i64(0), i64(row_length), full_outputs, contiguous && worth_streaming(full_outputs, row_length), flat_at,
-                                       [&](llvm::Value* j) -> Result<std::vector<llvm::Value*>> {
-                                         Index full = full_index(j);
-                                         use_row_cache(full, j);
-                                         std::vector<llvm::Value*> v;
-                                         for (ValueId o : full_outputs) {
-                                           KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, full));
-                                           v.push_back(x);
-                                         }
-                                         memo_ = row_memo;
-                                         return v;
-                                       },
-                                       [&](llvm::Value* j) { prefetch_next_row(row_inputs, b_.CreateAdd(b_.CreateAdd(row_start, i64(row_length)), j)); }));
-    }
-    for (ValueId o : step_.outputs) {
-      if (type(o).shape == rc.full) continue;
-      Index at = row_index(type(o).shape);
-      KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(o, at));
-      store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(type(o).shape, at), v);
-    }
-    drop_loop_values();
-    return Status::Ok();
-  });
+  RowKernel k{*cls, cls->row_length(), cls->keepdims_shape(), {}, {}};
+  for (ValueId i : step_.inputs)
+    if (k.rc.contiguous() && type(i).shape == k.rc.full) k.row_inputs.push_back(i);
+  for (ValueId o : step_.outputs)
+    if (type(o).shape == k.rc.full) k.full_outputs.push_back(o);
+  for (int n : step_.nodes)
+    if (ir::op_kind(g_.nodes[n].op) == OpKind::Reduction) k.last_reduction = n;
+  llvm::Value* begin = fn_->getArg(1);
+  llvm::Value* end = fn_->getArg(2);
+  auto one_row_at_a_time = [&](llvm::Value* r) { return emit_row(k, r, nullptr); };
+  if (!pipelines(k)) return loop(begin, end, one_row_at_a_time);
+  row_buffers_ = 2;
+  // Each output row is written from its first line boundary on (the same row position in
+  // every row, as rows fill whole lines); the elements before it and after the last whole
+  // line get ordinary stores. Pipelined when that position is the same for every output
+  // (always, for one output of a whole number of bytes from a line); otherwise one row at
+  // a time, as above.
+  auto address = [&](ValueId o) { return b_.CreatePtrToInt(bases_[slot_[o]], b_.getInt64Ty()); };
+  const int64_t first_size = ir::dtype_size(type(k.full_outputs[0]).dtype);
+  k.line_start = b_.CreateUDiv(b_.CreateAnd(b_.CreateNeg(address(k.full_outputs[0])), i64(63)), i64(first_size));
+  llvm::Value* aligned = b_.getTrue();
+  for (ValueId o : k.full_outputs) {
+    llvm::Value* at = b_.CreateAdd(address(o), b_.CreateMul(k.line_start, i64(ir::dtype_size(type(o).dtype))));
+    aligned = b_.CreateAnd(aligned, b_.CreateICmpEQ(b_.CreateAnd(at, i64(63)), i64(0)));
+  }
+  auto* pipelined = llvm::BasicBlock::Create(ctx_, "rows.pipelined", fn_);
+  auto* sequential = llvm::BasicBlock::Create(ctx_, "rows.sequential", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "rows.done", fn_);
+  b_.CreateCondBr(b_.CreateAnd(aligned, b_.CreateICmpSLT(begin, end)), pipelined, sequential);
+  b_.SetInsertPoint(sequential);
+  KILN_RETURN_IF_ERROR(loop(begin, end, one_row_at_a_time));
+  b_.CreateBr(done);
+  // The first row is reduced alone; each later row is reduced while the one before it is
+  // written; the last row is written alone.
+  b_.SetInsertPoint(pipelined);
+  k.pipelined = true;
+  KILN_RETURN_IF_ERROR(emit_row(k, begin, nullptr));
+  KILN_RETURN_IF_ERROR(loop(b_.CreateAdd(begin, i64(1)), end, [&](llvm::Value* r) {
+    PendingRow before = pending_row(k, b_.CreateSub(r, i64(1)));
+    return emit_row(k, r, &before);
+  }));
+  PendingRow last = pending_row(k, b_.CreateSub(end, i64(1)));
+  KILN_RETURN_IF_ERROR(store_range(i64(0), i64(k.row_length), k.full_outputs, true, [&](llvm::Value* j) { return b_.CreateAdd(last.row_start, j); },
+                                   [&](llvm::Value* j) { return pending_outputs(k, last, j); }));
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  return Status::Ok();
 }
 
+// Whether the kernel's rows are software-pipelined: the full-shape outputs of row r are
+// written, with streaming stores, inside the last reduction pass over row r + 1, and the
+// row after that is prefetched there too. Otherwise the core computes while memory idles
+// (the exp pass of softmax) and memory works while the core waits (the output pass):
+// `softmax_4096` ran at 0.50-0.57 of copy that way. This needs that last pass to be a
+// chunked float sum (kSumLanes elements at a time) covering whole rows of whole lines,
+// with a transcendental function in its terms: with light terms (layer_norm's variance)
+// there is too little to overlap, and `residual_layernorm` ran slower pipelined (0.63-0.65
+// of copy against 0.78-0.79).
+bool KernelEmitter::pipelines(const RowKernel& k) const {
+  const int64_t length = k.row_length;
+  if (!k.rc.contiguous() || k.full_outputs.empty() || k.last_reduction < 0 || !worth_streaming(k.full_outputs, length)) return false;
+  const Node& last = g_.nodes[k.last_reduction];
+  if (!chunked_sum(last, length) || length % kSumLanes != 0 || !transcendental_in(last.operands[0])) return false;
+  for (ValueId o : k.full_outputs)
+    if (length * ir::dtype_size(type(o).dtype) % 64 != 0) return false;
+  return true;
+}
+
+// Whether computing v, element by element in this step, calls a transcendental function.
+bool KernelEmitter::transcendental_in(ValueId v) const {
+  std::vector<ValueId> todo{v};
+  std::vector<char> seen(g_.values.size(), 0);
+  while (!todo.empty()) {
+    ValueId x = todo.back();
+    todo.pop_back();
+    if (!computed_here(x) || seen[x]) continue;
+    seen[x] = 1;
+    const Node& n = g_.nodes[producer_[x]];
+    if (ir::op_kind(n.op) == OpKind::Reduction) continue;  // a row value, once per row
+    switch (n.op) {
+      case Op::Cos: case Op::Erf: case Op::Exp: case Op::Log: case Op::Pow: case Op::Sigmoid: case Op::Sin: case Op::Tanh: return true;
+      default: break;
+    }
+    for (ValueId operand : n.operands) todo.push_back(operand);
+  }
+  return false;
+}
+
+// Emits row r: its reductions and row values, then (unless pipelined) its full-shape
+// outputs, and its row-shaped outputs. In a pipelined kernel, `pending` is the row before,
+// whose full-shape outputs the last reduction pass writes; r's row values are kept for
+// the next row's pass in carried_.
+Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const PendingRow* pending) {
+  const int64_t length = k.row_length;
+  Index kept = unflatten(r, k.rc.kept_shape);
+  Index keep_idx{nullptr, k.rc.keepdims_index(kept.dims, i64(0))};
+  // Indexes of a row value: over the kept dims, or over S with 0 at the reduced dims.
+  auto row_index = [&](const Shape& s) { return s == k.keepdims && s != k.rc.kept_shape ? keep_idx : kept; };
+  auto full_index = [&](llvm::Value* j) { return Index{nullptr, k.rc.full_index(kept.dims, unflatten(j, k.rc.reduced_shape).dims)}; };
+  llvm::Value* row_start = b_.CreateMul(r, i64(length));
+  auto prefetch_next_row = [&](llvm::Value* j, int64_t count) { prefetch_lines(k.row_inputs, b_.CreateAdd(b_.CreateAdd(row_start, i64(length)), j), count); };
+  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  row_cache_.clear();
+  row_offset_ = k.pipelined ? b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(length)) : nullptr;
+  for (int n : step_.nodes) {
+    const Node& node = g_.nodes[n];
+    const ir::TensorType& t = type(node.result);
+    if (ir::op_kind(node.op) == OpKind::Reduction) {
+      if (k.pipelined && n == k.last_reduction)
+        per_chunk_ = [&](llvm::Value* start, int64_t count) -> Status {
+          prefetch_next_row(start, count);
+          return pending ? write_pending(k, *pending, start, count) : Status::Ok();
+        };
+      Status reduced = reduce(node, length, k.rc.full, full_index, row_index(t.shape), entry);
+      per_chunk_ = nullptr;
+      KILN_RETURN_IF_ERROR(reduced);
+    } else if (t.shape != k.rc.full) {
+      auto v = value_at(node.result, row_index(t.shape));  // a row value: once per row
+      if (!v.ok()) return v.error();
+    }
+  }
+  if (k.pipelined) {
+    for (int n : step_.nodes) {
+      const ir::TensorType& t = type(g_.nodes[n].result);
+      if (t.shape == k.rc.full) continue;
+      KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(g_.nodes[n].result, row_index(t.shape)));
+      llvm::AllocaInst*& slot = carried_[g_.nodes[n].result];
+      if (!slot) slot = entry.CreateAlloca(v->getType());
+      b_.CreateStore(v, slot);
+    }
+  } else if (!k.full_outputs.empty()) {
+    auto row_memo = memo_;
+    auto flat_at = [&](llvm::Value* j) { return k.rc.contiguous() ? b_.CreateAdd(row_start, j) : flat_of(k.rc.full, full_index(j)); };
+    KILN_RETURN_IF_ERROR(store_range(i64(0), i64(length), k.full_outputs, k.rc.contiguous() && worth_streaming(k.full_outputs, length), flat_at,
+                                     [&](llvm::Value* j) -> Result<std::vector<llvm::Value*>> {
+                                       Index full = full_index(j);
+                                       use_row_cache(full, j);
+                                       std::vector<llvm::Value*> v;
+                                       for (ValueId o : k.full_outputs) {
+                                         KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, full));
+                                         v.push_back(x);
+                                       }
+                                       memo_ = row_memo;
+                                       return v;
+                                     },
+                                     prefetch_next_row));
+  }
+  for (ValueId o : step_.outputs) {
+    if (type(o).shape == k.rc.full) continue;
+    Index at = row_index(type(o).shape);
+    KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(o, at));
+    store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(type(o).shape, at), v);
+  }
+  drop_loop_values();
+  return Status::Ok();
+}
+
+// Row r of a pipelined kernel as the next row's pass sees it: its row values loaded from
+// carried_, its row buffers in their half.
+PendingRow KernelEmitter::pending_row(const RowKernel& k, llvm::Value* r) {
+  PendingRow p;
+  p.kept = unflatten(r, k.rc.kept_shape);
+  p.row_start = b_.CreateMul(r, i64(k.row_length));
+  p.memo = invariant_;
+  Index keep_idx{nullptr, k.rc.keepdims_index(p.kept.dims, i64(0))};
+  for (int n : step_.nodes) {
+    ValueId v = g_.nodes[n].result;
+    const Shape& shape = type(v).shape;
+    if (shape == k.rc.full) continue;
+    Index at = shape == k.keepdims && shape != k.rc.kept_shape ? keep_idx : p.kept;
+    llvm::AllocaInst* slot = carried_.at(v);
+    p.memo[{v, key_of(canonical(v, at))}] = b_.CreateLoad(slot->getAllocatedType(), slot);
+  }
+  llvm::Value* offset = b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(k.row_length));
+  for (auto [v, buffer] : keep_buffers_) p.row_cache[v] = b_.CreateGEP(buffer->getAllocatedType()->getArrayElementType(), buffer, offset);
+  return p;
+}
+
+// Writes the pending row's outputs at row positions [from, from + count), from =
+// start + line_start, with streaming stores; where that passes the row's end (in its last
+// chunk, when line_start > 0), the rest of the row and its head [0, line_start) instead,
+// with ordinary stores.
+Status KernelEmitter::write_pending(const RowKernel& k, const PendingRow& p, llvm::Value* start, int64_t count) {
+  llvm::Value* from = b_.CreateAdd(start, k.line_start);
+  auto values = [&](llvm::Value* j) { return pending_outputs(k, p, j); };
+  auto* stream = llvm::BasicBlock::Create(ctx_, "pending.stream", fn_);
+  auto* ends = llvm::BasicBlock::Create(ctx_, "pending.ends", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "pending.done", fn_);
+  b_.CreateCondBr(b_.CreateICmpSLE(b_.CreateAdd(from, i64(count)), i64(k.row_length)), stream, ends);
+  b_.SetInsertPoint(stream);
+  KILN_RETURN_IF_ERROR(stream_block(k.full_outputs, from, count, b_.CreateAdd(p.row_start, from), values));
+  b_.CreateBr(done);
+  b_.SetInsertPoint(ends);
+  auto flat_at = [&](llvm::Value* j) { return b_.CreateAdd(p.row_start, j); };
+  KILN_RETURN_IF_ERROR(store_range(from, i64(k.row_length), k.full_outputs, false, flat_at, values));
+  KILN_RETURN_IF_ERROR(store_range(i64(0), k.line_start, k.full_outputs, false, flat_at, values));
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  return Status::Ok();
+}
+
+// The full-shape outputs of the pending row p at row position j.
+Result<std::vector<llvm::Value*>> KernelEmitter::pending_outputs(const RowKernel& k, const PendingRow& p, llvm::Value* j) {
+  auto saved = memo_;
+  memo_ = p.memo;
+  Index full{nullptr, k.rc.full_index(p.kept.dims, unflatten(j, k.rc.reduced_shape).dims)};
+  use_row_cache(full, j, &p.row_cache);
+  std::vector<llvm::Value*> v;
+  for (ValueId o : k.full_outputs) {
+    auto x = value_at(o, full);
+    if (!x.ok()) {
+      memo_ = saved;
+      return x.error();
+    }
+    v.push_back(*x);
+  }
+  memo_ = saved;
+  return v;
+}
 
 Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& full_shape,
                              const std::function<Index(llvm::Value*)>& full_index, const Index& at, llvm::IRBuilder<>& entry) {
@@ -597,20 +824,22 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   // An operand computed here that other nodes of the step also read is kept in a row
   // buffer, so later loops over the row load it instead of computing it again (softmax's
   // exp, layer_norm's x - mean).
-  llvm::AllocaInst* keep = nullptr;
+  llvm::Value* keep = nullptr;
   if (computed_here(x) && fp && type(x).shape == full_shape && !row_cache_.count(x) && row_length * 4 <= kRowCacheBytes) {
     if (ir::uses_in_step(g_, step_, x) > 1) {
-      keep = entry.CreateAlloca(llvm::ArrayType::get(ct, static_cast<uint64_t>(row_length)));
-      keep->setAlignment(llvm::Align(64));
+      llvm::AllocaInst*& buffer = keep_buffers_[x];
+      if (!buffer) {
+        buffer = entry.CreateAlloca(llvm::ArrayType::get(ct, static_cast<uint64_t>(row_buffers_ * row_length)));
+        buffer->setAlignment(llvm::Align(64));
+      }
+      keep = row_offset_ ? b_.CreateGEP(ct, buffer, row_offset_) : buffer;
     }
   }
-  // Float sums add blocks of kSumBlock elements in float, which vectorizes at full width
-  // with several partial sums, and each block's sum into the double total. Each float
-  // partial sum holds a few dozen terms at most, so the result stays as close as the interpreter's
-  // double sum once rounded to float.
-  constexpr int64_t kSumBlock = 512;
-  const bool blocked = fp && n.op == Op::ReduceSum && ct->isFloatTy() && row_length > kSumBlock;
+  const bool blocked = chunked_sum(n, row_length);
   llvm::AllocaInst* block_acc = blocked ? entry.CreateAlloca(ct) : nullptr;
+  llvm::AllocaInst* lanes = blocked ? entry.CreateAlloca(llvm::ArrayType::get(ct, kSumLanes)) : nullptr;
+  if (lanes) lanes->setAlignment(llvm::Align(64));
+  llvm::Value* sum_into = block_acc;  // where `element` adds a blocked sum's term
   auto before = memo_;
   auto element = [&](llvm::Value* j) -> Status {
     Index full = full_index(j);
@@ -618,9 +847,9 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
     KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full));
     if (keep) b_.CreateStore(v, b_.CreateGEP(ct, keep, j));
     if (blocked) {
-      auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(b_.CreateLoad(ct, block_acc), v));
+      auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(b_.CreateLoad(ct, sum_into), v));
       sum->setHasAllowReassoc(true);
-      b_.CreateStore(sum, block_acc);
+      b_.CreateStore(sum, sum_into);
       memo_ = before;
       return Status::Ok();
     }
@@ -678,7 +907,26 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
       llvm::Value* end = b_.CreateAdd(begin, i64(kSumBlock));
       end = b_.CreateSelect(b_.CreateICmpSLT(end, i64(row_length)), end, i64(row_length));
       b_.CreateStore(llvm::ConstantFP::get(ct, 0.0), block_acc);
-      KILN_RETURN_IF_ERROR(loop(begin, end, element));
+      b_.CreateStore(llvm::ConstantAggregateZero::get(lanes->getAllocatedType()), lanes);
+      llvm::Value* chunks = b_.CreateSDiv(b_.CreateSub(end, begin), i64(kSumLanes));
+      KILN_RETURN_IF_ERROR(loop(i64(0), chunks, [&](llvm::Value* c) -> Status {
+        llvm::Value* start = b_.CreateAdd(begin, b_.CreateMul(c, i64(kSumLanes)));
+        // Over row positions, not 0..kSumLanes plus `start`: InstCombine makes that sum an
+        // `or` (start is a multiple of kSumLanes), and the loads through it became gathers.
+        KILN_RETURN_IF_ERROR(loop(start, b_.CreateAdd(start, i64(kSumLanes)), [&](llvm::Value* j) -> Status {
+          sum_into = b_.CreateGEP(ct, lanes, b_.CreateSub(j, start));
+          return element(j);
+        }, Unroll::kVectorOnly));
+        return per_chunk_ ? per_chunk_(start, kSumLanes) : Status::Ok();
+      }, Unroll::kRolled));  // unrolled, the lanes went through the stack between chunks
+      sum_into = block_acc;
+      KILN_RETURN_IF_ERROR(loop(b_.CreateAdd(begin, b_.CreateMul(chunks, i64(kSumLanes))), end, element));
+      KILN_RETURN_IF_ERROR(loop(i64(0), i64(kSumLanes), [&](llvm::Value* k) -> Status {
+        auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(b_.CreateLoad(ct, block_acc), b_.CreateLoad(ct, b_.CreateGEP(ct, lanes, k))));
+        sum->setHasAllowReassoc(true);
+        b_.CreateStore(sum, block_acc);
+        return Status::Ok();
+      }));
       auto* total = llvm::cast<llvm::Instruction>(
           b_.CreateFAdd(b_.CreateLoad(acc_type, acc), b_.CreateFPExt(b_.CreateLoad(ct, block_acc), acc_type)));
       b_.CreateStore(total, acc);

@@ -156,6 +156,28 @@ TEST_CASE("512-bit vectors go to row kernels and exp loops only; light sum passe
   CHECK(row_kernels == 1);
 }
 
+TEST_CASE("streamed rows whose last pass sums exps are pipelined; layer_norm's and short rows are not", "[codegen][cpu][streaming]") {
+  ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64,4096], %s: f32[4096], %b: f32[4096], %q: f32[64,100]) {
+  %y: f32[64,4096] = layer_norm(%x, %s, %b) {axis=-1, eps=1e-5}
+  %t: f32[64,4096] = softmax(%x) {axis=-1}
+  %u: f32[64,100] = softmax(%q) {axis=-1}
+  return %y, %t, %u
+}
+)"),
+                        true);
+  auto pipelined = [&](int64_t streaming_bytes) {
+    std::map<std::string, bool> kernels;
+    for_each_kernel(g, streaming_bytes, 32, [&](llvm::Function& f) {
+      kernels[f.getName().str()] = std::any_of(f.begin(), f.end(), [](llvm::BasicBlock& b) { return b.getName().starts_with("rows.pipelined"); });
+    });
+    return kernels;
+  };
+  auto streamed = pipelined(1), not_streamed = pipelined(int64_t{16} << 20);
+  REQUIRE(streamed.size() == 3);
+  CHECK(std::count_if(streamed.begin(), streamed.end(), [](auto& k) { return k.second; }) == 1);  // the softmax over rows of 4096
+  CHECK(std::none_of(not_streamed.begin(), not_streamed.end(), [](auto& k) { return k.second; }));
+}
+
 TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special values", "[codegen][cpu][math]") {
   // 200001 points over [-110, 95], past both ends of exp's range, plus the specials.
   std::vector<double> xs;

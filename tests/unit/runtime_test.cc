@@ -117,8 +117,11 @@ TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runti
 
 TEST_CASE("streaming stores: outputs at every alignment, split across threads, give the interpreter's values", "[runtime][streaming]") {
   // Sizes that split into several thread chunks (loops) and rows whose starts fall on
-  // every 16-byte phase of a line, with outputs of three widths and a row output.
-  auto g = kiln::testing::parse_ok(R"(graph @stream(%x: f32[40003], %r: f32[61,1001]) {
+  // every 16-byte phase of a line, with outputs of three widths and a row output. The
+  // softmax over rows of 576 (a last sum block of one chunk) is pipelined: each row's
+  // outputs, %t and %u, are written during the next row's exp pass. layer_norm's sums over
+  // rows of 576 are chunked, one row at a time.
+  auto g = kiln::testing::parse_ok(R"(graph @stream(%x: f32[40003], %r: f32[61,1001], %q: f32[37,576], %a: f32[29,576], %c: f32[29,576], %w: f32[576], %b: f32[576]) {
   %two: f32[] = constant {value=2.0}
   %y: f32[40003] = mul(%x, %two)
   %d: f64[40003] = cast(%x) {to=f64}
@@ -127,7 +130,12 @@ TEST_CASE("streaming stores: outputs at every alignment, split across threads, g
   %s: f32[61,1001] = softmax(%r) {axis=-1}
   %m: f32[61] = reduce_max(%r) {axes=[1]}
   %e: f32[61,1001] = exp(%s)
-  return %y, %d, %p, %s, %m, %e
+  %t: f32[37,576] = softmax(%q) {axis=-1}
+  %u: f32[37,576] = mul(%t, %two)
+  %qm: f32[37] = reduce_max(%q) {axes=[1]}
+  %h: f32[29,576] = add(%a, %c)
+  %n: f32[29,576] = layer_norm(%h, %w, %b) {axis=-1, eps=1e-5}
+  return %y, %d, %p, %s, %m, %e, %t, %u, %qm, %h, %n
 }
 )");
   auto args = seeded_arguments(g, 11);
@@ -138,7 +146,8 @@ TEST_CASE("streaming stores: outputs at every alignment, split across threads, g
   if (!artifact.ok()) FAIL(artifact.error().message);
   auto model = runtime::Model::load_bytes(std::move(*artifact), {2});
   if (!model.ok()) FAIL(model.error().message);
-  std::map<std::string, runtime::HostTensor> inputs = {{"x", host(args.at("x"), "x")}, {"r", host(args.at("r"), "r")}};
+  std::map<std::string, runtime::HostTensor> inputs;
+  for (const auto& [name, tensor] : args) inputs.emplace(name, host(tensor, name));
   for (size_t offset : {0, 4, 8, 16, 24, 36, 60}) {
     INFO("output buffers " << offset << " bytes past a 64-byte boundary");
     std::vector<std::vector<uint8_t>> storage;
