@@ -638,8 +638,8 @@ Status KernelEmitter::emit_reduction() {
 // `softmax_4096` ran at 0.50-0.57 of copy that way. This needs that last pass to be a
 // chunked float sum (kSumLanes elements at a time) covering whole rows of whole lines,
 // with a transcendental function in its terms: with light terms (layer_norm's variance)
-// there is too little to overlap, and `residual_layernorm` ran slower pipelined (0.63-0.65
-// of copy against 0.78-0.79).
+// there is too little to overlap; pipelined, `layernorm` was no faster (0.61-0.66 of copy
+// against 0.62-0.67) and `residual_layernorm` slower (0.75-0.77 against 0.78-0.79).
 bool KernelEmitter::pipelines(const RowKernel& k) const {
   const int64_t length = k.row_length;
   if (!k.rc.contiguous() || k.full_outputs.empty() || k.last_reduction < 0 || !worth_streaming(k.full_outputs, length)) return false;
