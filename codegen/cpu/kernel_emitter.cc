@@ -55,8 +55,9 @@ struct RowKernel {
   llvm::Value* line_start = nullptr;              // pipelined: the first row position on a line
 };
 
-// A row of a pipelined row kernel whose full-shape outputs are still to be written.
-struct PendingRow {
+// A row whose full-shape outputs are to be written: the current row of a kernel that
+// runs one row at a time, or the row before in a pipelined one.
+struct RowToWrite {
   Index kept;
   llvm::Value* row_start = nullptr;
   Memo memo;                                 // its row values
@@ -519,10 +520,21 @@ class KernelEmitter {
   Status emit_reduction();
   bool pipelines(const RowKernel& k) const;
   bool transcendental_in(ValueId v) const;
-  Status emit_row(const RowKernel& k, llvm::Value* r, const PendingRow* pending);
-  PendingRow pending_row(const RowKernel& k, llvm::Value* r);
-  Status write_pending(const RowKernel& k, const PendingRow& p, llvm::Value* start, int64_t count);
-  Result<std::vector<llvm::Value*>> pending_outputs(const RowKernel& k, const PendingRow& p, llvm::Value* j);
+  Status emit_row(const RowKernel& k, llvm::Value* r, const RowToWrite* pending);
+  RowToWrite pending_row(const RowKernel& k, llvm::Value* r);
+  Status write_pending(const RowKernel& k, const RowToWrite& p, llvm::Value* start, int64_t count);
+  Result<std::vector<llvm::Value*>> row_outputs(const RowKernel& k, const RowToWrite& row, llvm::Value* j);
+  // The index of a row value of shape s in the row whose kept index is `kept`: over the
+  // kept dims, or over the full shape with 0 at the reduced dims.
+  Index row_value_index(const RowKernel& k, const Index& kept, const Shape& s) {
+    return s == k.keepdims && s != k.rc.kept_shape ? Index{nullptr, k.rc.keepdims_index(kept.dims, i64(0))} : kept;
+  }
+  // The index over the full shape of row position j in that row.
+  Index full_row_index(const RowKernel& k, const Index& kept, llvm::Value* j) {
+    return Index{nullptr, k.rc.full_index(kept.dims, unflatten(j, k.rc.reduced_shape).dims)};
+  }
+  // Where row r's half of a pipelined kernel's row buffers starts.
+  llvm::Value* row_half(const RowKernel& k, llvm::Value* r) { return b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(k.row_length)); }
   // Whether the reduction n over rows of this length is a float sum in chunks of kSumLanes.
   bool chunked_sum(const Node& n, int64_t row_length) const {
     return n.op == Op::ReduceSum && ir::is_float(type(n.operands[0]).dtype) && compute_type(ctx_, type(n.operands[0]).dtype)->isFloatTy() &&
@@ -554,7 +566,7 @@ class KernelEmitter {
   const ir::Step& step_;
   const int64_t streaming_bytes_;
   const int vector_bytes_;  // this kernel's vector width: 64 where wide_vectors_pay, else 32
-  bool streamed_ = false;  // whether any store_range used non-temporal stores
+  bool streamed_ = false;  // whether any stream_block used non-temporal stores
   // Whether loops with a light body (under kRolledBodyLimit IR instructions) are kept
   // rolled; the vectorizer still interleaves them. Unrolled whole over a row of constant
   // length, layer_norm's sum passes became thousands of instructions, and GVN kept the
@@ -620,12 +632,12 @@ Status KernelEmitter::emit_reduction() {
   k.pipelined = true;
   KILN_RETURN_IF_ERROR(emit_row(k, begin, nullptr));
   KILN_RETURN_IF_ERROR(loop(b_.CreateAdd(begin, i64(1)), end, [&](llvm::Value* r) {
-    PendingRow before = pending_row(k, b_.CreateSub(r, i64(1)));
+    RowToWrite before = pending_row(k, b_.CreateSub(r, i64(1)));
     return emit_row(k, r, &before);
   }));
-  PendingRow last = pending_row(k, b_.CreateSub(end, i64(1)));
+  RowToWrite last = pending_row(k, b_.CreateSub(end, i64(1)));
   KILN_RETURN_IF_ERROR(store_range(i64(0), i64(k.row_length), k.full_outputs, true, [&](llvm::Value* j) { return b_.CreateAdd(last.row_start, j); },
-                                   [&](llvm::Value* j) { return pending_outputs(k, last, j); }));
+                                   [&](llvm::Value* j) { return row_outputs(k, last, j); }));
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
   return Status::Ok();
@@ -674,18 +686,16 @@ bool KernelEmitter::transcendental_in(ValueId v) const {
 // outputs, and its row-shaped outputs. In a pipelined kernel, `pending` is the row before,
 // whose full-shape outputs the last reduction pass writes; r's row values are kept for
 // the next row's pass in carried_.
-Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const PendingRow* pending) {
+Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const RowToWrite* pending) {
   const int64_t length = k.row_length;
   Index kept = unflatten(r, k.rc.kept_shape);
-  Index keep_idx{nullptr, k.rc.keepdims_index(kept.dims, i64(0))};
-  // Indexes of a row value: over the kept dims, or over S with 0 at the reduced dims.
-  auto row_index = [&](const Shape& s) { return s == k.keepdims && s != k.rc.kept_shape ? keep_idx : kept; };
-  auto full_index = [&](llvm::Value* j) { return Index{nullptr, k.rc.full_index(kept.dims, unflatten(j, k.rc.reduced_shape).dims)}; };
+  auto row_index = [&](const Shape& s) { return row_value_index(k, kept, s); };
+  auto full_index = [&](llvm::Value* j) { return full_row_index(k, kept, j); };
   llvm::Value* row_start = b_.CreateMul(r, i64(length));
   auto prefetch_next_row = [&](llvm::Value* j, int64_t count) { prefetch_lines(k.row_inputs, b_.CreateAdd(b_.CreateAdd(row_start, i64(length)), j), count); };
   llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   row_cache_.clear();
-  row_offset_ = k.pipelined ? b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(length)) : nullptr;
+  row_offset_ = k.pipelined ? row_half(k, r) : nullptr;
   for (int n : step_.nodes) {
     const Node& node = g_.nodes[n];
     const ir::TensorType& t = type(node.result);
@@ -713,21 +723,10 @@ Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const Pending
       b_.CreateStore(v, slot);
     }
   } else if (!k.full_outputs.empty()) {
-    auto row_memo = memo_;
+    RowToWrite row{kept, row_start, memo_, row_cache_};
     auto flat_at = [&](llvm::Value* j) { return k.rc.contiguous() ? b_.CreateAdd(row_start, j) : flat_of(k.rc.full, full_index(j)); };
     KILN_RETURN_IF_ERROR(store_range(i64(0), i64(length), k.full_outputs, k.rc.contiguous() && worth_streaming(k.full_outputs, length), flat_at,
-                                     [&](llvm::Value* j) -> Result<std::vector<llvm::Value*>> {
-                                       Index full = full_index(j);
-                                       use_row_cache(full, j);
-                                       std::vector<llvm::Value*> v;
-                                       for (ValueId o : k.full_outputs) {
-                                         KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, full));
-                                         v.push_back(x);
-                                       }
-                                       memo_ = row_memo;
-                                       return v;
-                                     },
-                                     prefetch_next_row));
+                                     [&](llvm::Value* j) { return row_outputs(k, row, j); }, prefetch_next_row));
   }
   for (ValueId o : step_.outputs) {
     if (type(o).shape == k.rc.full) continue;
@@ -741,21 +740,19 @@ Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const Pending
 
 // Row r of a pipelined kernel as the next row's pass sees it: its row values loaded from
 // carried_, its row buffers in their half.
-PendingRow KernelEmitter::pending_row(const RowKernel& k, llvm::Value* r) {
-  PendingRow p;
+RowToWrite KernelEmitter::pending_row(const RowKernel& k, llvm::Value* r) {
+  RowToWrite p;
   p.kept = unflatten(r, k.rc.kept_shape);
   p.row_start = b_.CreateMul(r, i64(k.row_length));
   p.memo = invariant_;
-  Index keep_idx{nullptr, k.rc.keepdims_index(p.kept.dims, i64(0))};
   for (int n : step_.nodes) {
     ValueId v = g_.nodes[n].result;
     const Shape& shape = type(v).shape;
     if (shape == k.rc.full) continue;
-    Index at = shape == k.keepdims && shape != k.rc.kept_shape ? keep_idx : p.kept;
     llvm::AllocaInst* slot = carried_.at(v);
-    p.memo[{v, key_of(canonical(v, at))}] = b_.CreateLoad(slot->getAllocatedType(), slot);
+    p.memo[{v, key_of(canonical(v, row_value_index(k, p.kept, shape)))}] = b_.CreateLoad(slot->getAllocatedType(), slot);
   }
-  llvm::Value* offset = b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(k.row_length));
+  llvm::Value* offset = row_half(k, r);
   for (auto [v, buffer] : keep_buffers_) p.row_cache[v] = b_.CreateGEP(buffer->getAllocatedType()->getArrayElementType(), buffer, offset);
   return p;
 }
@@ -764,9 +761,9 @@ PendingRow KernelEmitter::pending_row(const RowKernel& k, llvm::Value* r) {
 // start + line_start, with streaming stores; where that passes the row's end (in its last
 // chunk, when line_start > 0), the rest of the row and its head [0, line_start) instead,
 // with ordinary stores.
-Status KernelEmitter::write_pending(const RowKernel& k, const PendingRow& p, llvm::Value* start, int64_t count) {
+Status KernelEmitter::write_pending(const RowKernel& k, const RowToWrite& p, llvm::Value* start, int64_t count) {
   llvm::Value* from = b_.CreateAdd(start, k.line_start);
-  auto values = [&](llvm::Value* j) { return pending_outputs(k, p, j); };
+  auto values = [&](llvm::Value* j) { return row_outputs(k, p, j); };
   auto* stream = llvm::BasicBlock::Create(ctx_, "pending.stream", fn_);
   auto* ends = llvm::BasicBlock::Create(ctx_, "pending.ends", fn_);
   auto* done = llvm::BasicBlock::Create(ctx_, "pending.done", fn_);
@@ -783,12 +780,12 @@ Status KernelEmitter::write_pending(const RowKernel& k, const PendingRow& p, llv
   return Status::Ok();
 }
 
-// The full-shape outputs of the pending row p at row position j.
-Result<std::vector<llvm::Value*>> KernelEmitter::pending_outputs(const RowKernel& k, const PendingRow& p, llvm::Value* j) {
+// The full-shape outputs of `row` at row position j. The builder's memo is as before.
+Result<std::vector<llvm::Value*>> KernelEmitter::row_outputs(const RowKernel& k, const RowToWrite& row, llvm::Value* j) {
   auto saved = memo_;
-  memo_ = p.memo;
-  Index full{nullptr, k.rc.full_index(p.kept.dims, unflatten(j, k.rc.reduced_shape).dims)};
-  use_row_cache(full, j, &p.row_cache);
+  memo_ = row.memo;
+  Index full = full_row_index(k, row.kept, j);
+  use_row_cache(full, j, &row.row_cache);
   std::vector<llvm::Value*> v;
   for (ValueId o : k.full_outputs) {
     auto x = value_at(o, full);
