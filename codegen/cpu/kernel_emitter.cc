@@ -200,12 +200,20 @@ class KernelEmitter {
       llvm::Value* is_head = b_.CreateICmpEQ(pass, i64(0));
       return loop(b_.CreateSelect(is_head, begin, blocks_end), b_.CreateSelect(is_head, head_end, end), one_at_a_time);
     }));
-    KILN_RETURN_IF_ERROR(loop(i64(0), blocks, [&](llvm::Value* n) -> Status {
+    auto one_block = [&](llvm::Value* n) -> Status {
       llvm::Value* start = b_.CreateAdd(head_end, b_.CreateMul(n, i64(block)));
       if (per_block) per_block(start, block);
       return stream_block(outs, start, block, flat_at(start), values);
+    };
+    // Two streams: block n of each half of the blocks in turn. The memory system serves
+    // two sequential streams per thread faster than one (y = x*2 + 1: 0.90-0.93 of
+    // memcpy with one, 1.05-1.12 with two).
+    llvm::Value* half = b_.CreateSDiv(blocks, i64(2));
+    KILN_RETURN_IF_ERROR(loop(i64(0), half, [&](llvm::Value* n) -> Status {
+      KILN_RETURN_IF_ERROR(one_block(n));
+      return one_block(b_.CreateAdd(n, half));
     }));
-    return Status::Ok();
+    return loop(b_.CreateMul(half, i64(2)), blocks, one_block);
   }
 
   // Computes `outs` at work indexes [start, start + count) into a stack buffer and copies
@@ -477,10 +485,17 @@ class KernelEmitter {
       return v;
     };
     auto identity = [](llvm::Value* i) { return i; };
+    // Inputs of the output's shape are read at the output's flat index. Each streamed block
+    // asks for theirs kPrefetchBlocks blocks ahead (y = x*2 + 1 with two streams: 1.05-1.12
+    // of memcpy without, 1.13-1.18 with).
+    std::vector<ValueId> same_shape;
+    for (ValueId x : step_.inputs)
+      if (type(x).shape == shape) same_shape.push_back(x);
+    auto prefetch_ahead = [&](llvm::Value* i, int64_t count) { prefetch_lines(same_shape, b_.CreateAdd(i, i64(kPrefetchBlocks * count)), count); };
     const int64_t last = shape.empty() ? 1 : shape.back();
     if (flat || shape.size() < 2 || last < 16) {
       return store_range(fn_->getArg(1), fn_->getArg(2), step_.outputs, worth_streaming(step_.outputs, 0), identity,
-                         [&](llvm::Value* i) { return outputs_at(flat ? Index{i, {}} : unflatten(i, shape)); });
+                         [&](llvm::Value* i) { return outputs_at(flat ? Index{i, {}} : unflatten(i, shape)); }, prefetch_ahead);
     }
     // Otherwise the work range is walked a row (of the last dim) at a time. Within a row the
     // last index is the loop index itself, so a broadcast operand's elements are
@@ -502,7 +517,7 @@ class KernelEmitter {
         Index idx = row;
         idx.dims.push_back(b_.CreateSub(i, row_start));
         return outputs_at(idx);
-      });
+      }, prefetch_ahead);
     });
   }
 
@@ -546,6 +561,7 @@ class KernelEmitter {
                 const Index& at, llvm::IRBuilder<>& entry);
 
   static constexpr int64_t kRowCacheBytes = 256 << 10;  // per cached value; fits in L2
+  static constexpr int64_t kPrefetchBlocks = 32;          // how far ahead a loop kernel prefetches
 
   // Float sums add blocks of kSumBlock elements in float, each block into the double
   // total. Within a block, kSumLanes partial sums (a few vectors' worth) take chunks of

@@ -116,7 +116,8 @@ TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runti
 }
 
 TEST_CASE("streaming stores: outputs at every alignment, split across threads, give the interpreter's values", "[runtime][streaming]") {
-  // Sizes that split into several thread chunks (loops) and rows whose starts fall on
+  // Sizes that split into several thread chunks (loops) with odd and even counts of
+  // streamed blocks (written in two interleaved streams), and rows whose starts fall on
   // every 16-byte phase of a line, with outputs of three widths and a row output. The
   // softmax over rows of 576 (a last sum block of one chunk) is pipelined: each row's
   // outputs, %t and %u, are written during the next row's exp pass. layer_norm's sums over
