@@ -111,13 +111,18 @@ class KernelEmitter {
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
   // How loop() may unroll a loop. kVectorOnly: never whole before the vectorizer sees it
-  // (which would turn a short fixed-count loop into scalar code), and whole after. kRolled:
-  // not at all.
-  enum class Unroll { kDefault, kVectorOnly, kRolled };
+  // (which would turn a short fixed-count loop into scalar code), and whole after. kWhole:
+  // whole (a loop of a few vector operations). kRolled: not at all. kVectorOnly and kWhole
+  // loops run exactly end - begin times (the caller guarantees begin <= end): exiting on
+  // i == end rather than i < end, their trip count is a constant wherever end - begin is,
+  // even when neither bound is (a chunk of a row), so they vectorize without a remainder
+  // loop. A remainder loop's variable index kept the lane sums of softmax's exp pass in
+  // memory.
+  enum class Unroll { kDefault, kVectorOnly, kWhole, kRolled };
 
   // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop.
   Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll = Unroll::kDefault) {
-    const bool vector_only = unroll == Unroll::kVectorOnly;
+    const bool exact = unroll == Unroll::kVectorOnly || unroll == Unroll::kWhole;
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* inner = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -126,23 +131,26 @@ class KernelEmitter {
     b_.SetInsertPoint(header);
     llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
     i->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(i, end), inner, exit);
+    b_.CreateCondBr(exact ? b_.CreateICmpNE(i, end) : b_.CreateICmpSLT(i, end), inner, exit);
     b_.SetInsertPoint(inner);
     KILN_RETURN_IF_ERROR(body(i));
     llvm::Value* next = b_.CreateAdd(i, i64(1), "", true, true);
     i->addIncoming(next, b_.GetInsertBlock());
     llvm::BranchInst* back = b_.CreateBr(header);
-    if (unroll == Unroll::kRolled || (unroll == Unroll::kDefault && rolled_loops_ && instructions_from(inner) < kRolledBodyLimit)) {
-      llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, {nullptr, llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")})});
-      self->replaceOperandWith(0, self);
-      back->setMetadata(llvm::LLVMContext::MD_loop, self);
-    }
-    if (vector_only) {
-      auto flag = [&](const char* name) { return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}); };
+    auto flag = [&](const char* name) { return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}); };
+    std::vector<llvm::Metadata*> hints{nullptr};
+    if (unroll == Unroll::kRolled || (unroll == Unroll::kDefault && rolled_loops_ && instructions_from(inner) < kRolledBodyLimit))
+      hints.push_back(flag("llvm.loop.unroll.disable"));
+    if (unroll == Unroll::kWhole) hints.push_back(flag("llvm.loop.unroll.full"));
+    if (unroll == Unroll::kVectorOnly) {
       // Once vectorized, the loop may be unrolled whole: its stores to the stack buffer
       // then forward straight to the streaming stores.
       llvm::Metadata* followup[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.followup_vectorized"), flag("llvm.loop.unroll.full")};
-      llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, {nullptr, flag("llvm.loop.unroll.disable"), llvm::MDNode::get(ctx_, followup)});
+      hints.push_back(flag("llvm.loop.unroll.disable"));
+      hints.push_back(llvm::MDNode::get(ctx_, followup));
+    }
+    if (hints.size() > 1) {
+      llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, hints);
       self->replaceOperandWith(0, self);
       back->setMetadata(llvm::LLVMContext::MD_loop, self);
     }
@@ -247,7 +255,7 @@ class KernelEmitter {
         llvm::StoreInst* store = b_.CreateAlignedStore(line, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(chunk));
         store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
         return Status::Ok();
-      }));
+      }, Unroll::kWhole));  // rolled, each line went through the stack buffer
     }
     streamed_ = true;
     return Status::Ok();
@@ -916,17 +924,19 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   } else {
     const int64_t blocks = (row_length + kSumBlock - 1) / kSumBlock;
     KILN_RETURN_IF_ERROR(loop(i64(0), i64(blocks), [&](llvm::Value* block) -> Status {
-      llvm::Value* begin = b_.CreateMul(block, i64(kSumBlock));
-      llvm::Value* end = b_.CreateAdd(begin, i64(kSumBlock));
+      llvm::Value* begin = b_.CreateMul(block, i64(kSumBlock), "", true, true);
+      llvm::Value* end = b_.CreateAdd(begin, i64(kSumBlock), "", true, true);
       end = b_.CreateSelect(b_.CreateICmpSLT(end, i64(row_length)), end, i64(row_length));
       b_.CreateStore(llvm::ConstantFP::get(ct, 0.0), block_acc);
       b_.CreateStore(llvm::ConstantAggregateZero::get(lanes->getAllocatedType()), lanes);
       llvm::Value* chunks = b_.CreateSDiv(b_.CreateSub(end, begin), i64(kSumLanes));
       KILN_RETURN_IF_ERROR(loop(i64(0), chunks, [&](llvm::Value* c) -> Status {
-        llvm::Value* start = b_.CreateAdd(begin, b_.CreateMul(c, i64(kSumLanes)));
+        llvm::Value* start = b_.CreateAdd(begin, b_.CreateMul(c, i64(kSumLanes), "", true, true), "", true, true);
         // Over row positions, not 0..kSumLanes plus `start`: InstCombine makes that sum an
         // `or` (start is a multiple of kSumLanes), and the loads through it became gathers.
-        KILN_RETURN_IF_ERROR(loop(start, b_.CreateAdd(start, i64(kSumLanes)), [&](llvm::Value* j) -> Status {
+        // No wrap: the trip count is then the constant kSumLanes, so the loop vectorizes
+        // without a remainder loop, whose variable lane index kept the lanes in memory.
+        KILN_RETURN_IF_ERROR(loop(start, b_.CreateAdd(start, i64(kSumLanes), "", true, true), [&](llvm::Value* j) -> Status {
           sum_into = b_.CreateGEP(ct, lanes, b_.CreateSub(j, start));
           return element(j);
         }, Unroll::kVectorOnly));
@@ -939,7 +949,7 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
         sum->setHasAllowReassoc(true);
         b_.CreateStore(sum, block_acc);
         return Status::Ok();
-      }));
+      }, Unroll::kVectorOnly));
       auto* total = llvm::cast<llvm::Instruction>(
           b_.CreateFAdd(b_.CreateLoad(acc_type, acc), b_.CreateFPExt(b_.CreateLoad(ct, block_acc), acc_type)));
       b_.CreateStore(total, acc);
