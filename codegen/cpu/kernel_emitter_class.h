@@ -1,0 +1,229 @@
+// The emitter of one kernel step's LLVM function. Internal to codegen/cpu: its methods are
+// defined in kernel_emitter.cc (loops, streaming stores, loop and scatter kernels),
+// element_values.cc (a value at an index) and row_kernels.cc (reductions over rows).
+#pragma once
+
+#include <functional>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+#include <map>
+#include <vector>
+
+#include "base/result.h"
+#include "ir/graph.h"
+#include "ir/row_class.h"
+
+namespace kiln::codegen::cpu::detail {
+
+using ir::Node;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::ValueId;
+
+// An index into a value: one index per dim, or (for values of the kernel's iteration
+// shape when every value shares it) just the flat index.
+struct Index {
+  llvm::Value* flat = nullptr;
+  std::vector<llvm::Value*> dims;
+};
+
+// The values already emitted, by value and canonical index: an element is computed once
+// per loop body however many nodes read it.
+using Memo = std::map<std::pair<ValueId, std::vector<llvm::Value*>>, llvm::Value*>;
+
+// What every emission of a row kernel's rows shares.
+struct RowKernel {
+  const ir::RowClass& rc;
+  int64_t row_length;
+  Shape keepdims;
+  std::vector<ValueId> full_outputs, row_inputs;  // row_inputs: full-shape inputs of contiguous rows
+  int last_reduction = -1;                        // the node of the last reduction pass
+  bool pipelined = false;                         // whether this emission pipelines rows
+  llvm::Value* line_start = nullptr;              // pipelined: the first row position on a line
+};
+
+// A row whose full-shape outputs are to be written: the current row of a kernel that
+// runs one row at a time, or the row before in a pipelined one.
+struct RowToWrite {
+  Index kept;
+  llvm::Value* row_start = nullptr;
+  Memo memo;                                 // its row values
+  std::map<ValueId, llvm::Value*> row_cache;  // its row buffers
+};
+
+// Emits one kernel step (a loop, row or scatter kernel) as a function of the module.
+class KernelEmitter {
+ public:
+  KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes);
+
+  Status emit();
+
+ private:
+  const ir::TensorType& type(ValueId v) const { return g_.type(v); }
+  bool computed_here(ValueId v) const { return producer_[v] >= 0 && member_[producer_[v]]; }
+  llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+
+  // ---- loops, streaming stores, loop and scatter kernels (kernel_emitter.cc)
+
+  // How loop() may unroll a loop. kVectorOnly: never whole before the vectorizer sees it
+  // (which would turn a short fixed-count loop into scalar code), and whole after. kWhole:
+  // whole (a loop of a few vector operations). kRolled: not at all. kVectorOnly and kWhole
+  // loops run exactly end - begin times (the caller guarantees begin <= end): exiting on
+  // i == end rather than i < end, their trip count is a constant wherever end - begin is,
+  // even when neither bound is (a chunk of a row), so they vectorize without a remainder
+  // loop. A remainder loop's variable index kept the lane sums of softmax's exp pass in
+  // memory.
+  enum class Unroll { kDefault, kVectorOnly, kWhole, kRolled };
+
+  // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop.
+  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll = Unroll::kDefault);
+
+  // The instructions in `first` and every block created after it (a loop body, with the
+  // loops nested in it).
+  size_t instructions_from(llvm::BasicBlock* first) const;
+
+  // Stores `outs`, whose values at work index i `values(i)` gives, at flat index flat_at(i)
+  // for i in [begin, end). With `stream` (the caller guarantees flat_at(i) = flat_at(0) + i),
+  // whole blocks of one cache line (of the smallest output element) are computed into a
+  // stack buffer and copied out with non-temporal stores. These skip the read of each
+  // destination line that an ordinary store makes, which costs a memory-bound kernel a
+  // third of its bandwidth. Whether the buffers allow it is checked here, at run time, so
+  // any buffer may be passed.
+  Status store_range(llvm::Value* begin, llvm::Value* end, const std::vector<ValueId>& outs, bool stream,
+                     const std::function<llvm::Value*(llvm::Value*)>& flat_at,
+                     const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values,
+                     const std::function<void(llvm::Value*, int64_t)>& per_block = nullptr);
+
+  // Computes `outs` at work indexes [start, start + count) into a stack buffer and copies
+  // them out with non-temporal stores from flat index `flat_start` on, which must be on a
+  // line boundary of every output (count must fill whole lines).
+  Status stream_block(const std::vector<ValueId>& outs, llvm::Value* start, int64_t count, llvm::Value* flat_start,
+                      const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values);
+
+  // Asks for the lines of each input that hold flat indexes [at, at + count) to be brought
+  // into L2. A row kernel does this for the next row while it computes the current one:
+  // the next row's first pass then reads from cache, where it would otherwise wait on
+  // memory with nothing else to do. A prefetch past the end of a buffer does not fault.
+  void prefetch_lines(const std::vector<ValueId>& inputs, llvm::Value* at, int64_t count);
+
+  // Whether outputs of these shapes and this total size are written with streaming stores.
+  // Rows (row_length > 0) must each span several lines, or their heads and tails dominate.
+  bool worth_streaming(const std::vector<ValueId>& outs, int64_t row_length) const;
+
+  // ---- a value at an index (element_values.cc)
+
+  // The flat index of idx over shape.
+  llvm::Value* flat_of(const Shape& shape, const Index& idx);
+
+  // The per-dim index of flat index `flat` over shape.
+  Index unflatten(llvm::Value* flat, const Shape& shape);
+
+  Index dims_of(const Shape& shape, const Index& idx) { return idx.flat ? unflatten(idx.flat, shape) : idx; }
+
+  // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
+  Index canonical(ValueId v, Index idx);
+  static std::vector<llvm::Value*> key_of(const Index& idx) { return idx.flat ? std::vector<llvm::Value*>{idx.flat} : idx.dims; }
+
+  // ---- row kernels (row_kernels.cc)
+
+  // Makes the row values cached in `cache` (by default, the current row's so far) the
+  // values at row position j, whose index over the row class's full shape is `full`.
+  void use_row_cache(const Index& full, llvm::Value* j, const std::map<ValueId, llvm::Value*>* cache = nullptr);
+
+  // The value of v at idx (an index over v's shape): loaded if v is an input of the step,
+  // else computed from its producer's operands, once per index (memo_).
+  Result<llvm::Value*> value_at(ValueId v, Index idx);
+  // n's result at idx, for an elementwise, source or movement op.
+  Result<llvm::Value*> compute(const Node& n, const Index& idx);
+  Result<llvm::Value*> source(const Node& n, const Index& idx);
+  Result<llvm::Value*> movement(const Node& n, const Index& out);
+
+  // The index into a table (gather's operand, scatter_add's base) of the element that
+  // `gathered` (an index into the gathered shape: table[:axis] + indices + table[axis+1:])
+  // refers to. numpy take: negative indices count from the end; out-of-range ones are
+  // clamped (the interpreter reports them; compiled code must not leave the table).
+  Result<Index> table_index(const Index& gathered, ValueId indices, int64_t axis, const Shape& table);
+
+  // Picks the operand whose range along the axis holds the index, with branches so that
+  // no other operand is read out of its bounds.
+  Result<llvm::Value*> concat(const Node& n, const Index& out);
+
+  // A loop kernel: its outputs over the work range, streamed where worth it.
+  Status emit_loop();
+
+  // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
+  // reduction feeds) are computed once, in the entry block, so every use is dominated.
+  Status hoist_scalars();
+
+  // Values computed inside a loop body are not valid after it.
+  void drop_loop_values() { memo_ = invariant_; }
+
+  // A scatter kernel (scatter_add): one work item.
+  Status emit_scatter();
+
+  // A row kernel: one row per work item, pipelined where pipelines() says.
+  Status emit_reduction();
+  bool pipelines(const RowKernel& k) const;
+  bool transcendental_in(ValueId v) const;
+  Status emit_row(const RowKernel& k, llvm::Value* r, const RowToWrite* pending);
+  RowToWrite pending_row(const RowKernel& k, llvm::Value* r);
+  Status write_pending(const RowKernel& k, const RowToWrite& p, llvm::Value* start, int64_t count);
+  Result<std::vector<llvm::Value*>> row_outputs(const RowKernel& k, const RowToWrite& row, llvm::Value* j);
+  // The index of a row value of shape s in the row whose kept index is `kept`: over the
+  // kept dims, or over the full shape with 0 at the reduced dims.
+  Index row_value_index(const RowKernel& k, const Index& kept, const Shape& s);
+  // The index over the full shape of row position j in that row.
+  Index full_row_index(const RowKernel& k, const Index& kept, llvm::Value* j);
+  // Where row r's half of a pipelined kernel's row buffers starts.
+  llvm::Value* row_half(const RowKernel& k, llvm::Value* r) { return b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(k.row_length)); }
+  // Whether the reduction n over rows of this length is a float sum in chunks of kSumLanes.
+  bool chunked_sum(const Node& n, int64_t row_length) const;
+  // Emits the loop of one reduction over a row and records its result for the row.
+  Status reduce(const Node& n, int64_t row_length, const Shape& full_shape, const std::function<Index(llvm::Value*)>& full_index,
+                const Index& at, llvm::IRBuilder<>& entry);
+
+  static constexpr int64_t kRowCacheBytes = 256 << 10;  // per cached value; fits in L2
+  static constexpr int64_t kPrefetchBlocks = 32;          // how far ahead a loop kernel prefetches
+
+  // Float sums add blocks of kSumBlock elements in float, each block into the double
+  // total. Within a block, kSumLanes partial sums (a few vectors' worth) take chunks of
+  // consecutive elements; each float partial sum holds kSumBlock / kSumLanes terms, so the
+  // result stays as close as the interpreter's double sum once rounded to float.
+  static constexpr int64_t kSumBlock = 512, kSumLanes = 64;
+
+  // Called by a chunked sum pass after each chunk, with its first row position and its
+  // length: where a pipelined row kernel prefetches and writes the row before.
+  std::function<Status(llvm::Value*, int64_t)> per_chunk_;
+  // Row buffers (reduce's `keep`) by value, shared by every emission of the rows; each
+  // holds row_buffers_ rows (two when pipelined: the row reduced and the row written).
+  std::map<ValueId, llvm::AllocaInst*> keep_buffers_;
+  int row_buffers_ = 1;
+  llvm::Value* row_offset_ = nullptr;  // where the current row's half starts (pipelined)
+  std::map<ValueId, llvm::AllocaInst*> carried_;  // row values of a pipelined kernel's row, for the next
+  const ir::Graph& g_;
+  const ir::Step& step_;
+  const int64_t streaming_bytes_;
+  const int vector_bytes_;  // this kernel's vector width: 64 where wide_vectors_pay, else 32
+  bool streamed_ = false;  // whether any stream_block used non-temporal stores
+  // Whether loops with a light body (under kRolledBodyLimit IR instructions) are kept
+  // rolled; the vectorizer still interleaves them. Unrolled whole over a row of constant
+  // length, layer_norm's sum passes became thousands of instructions, and GVN kept the
+  // row's loads live from one pass to the next, spilled to the stack: rolled, `layernorm`
+  // went from 0.54-0.60 to 0.66-0.69 of copy. Softmax's max pass runs slightly faster
+  // unrolled, and its exp pass is not light, so only sum passes are rolled.
+  bool rolled_loops_ = false;
+  static constexpr size_t kRolledBodyLimit = 24;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<int> slot_;
+  std::vector<int> producer_;
+  std::vector<char> member_;
+  std::vector<llvm::Value*> bases_;
+  Memo memo_, invariant_;
+  std::map<ValueId, llvm::Value*> row_cache_;
+};
+
+}  // namespace kiln::codegen::cpu::detail
