@@ -114,9 +114,9 @@ size_t KernelEmitter::instructions_from(llvm::BasicBlock* first) const {
 }
 
 Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const std::vector<ValueId>& outs, bool stream,
-                   const std::function<llvm::Value*(llvm::Value*)>& flat_at,
-                   const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values,
-                   const std::function<void(llvm::Value*, int64_t)>& per_block) {
+                                  const std::function<llvm::Value*(llvm::Value*)>& flat_at,
+                                  const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values,
+                                  const std::function<void(llvm::Value*, int64_t)>& per_block) {
   auto one_at_a_time = [&](llvm::Value* i) -> Status {
     KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(i));
     for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, bases_[slot_[outs[k]]], flat_at(i), v[k]);
@@ -161,7 +161,7 @@ Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const st
 }
 
 Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value* start, int64_t count, llvm::Value* flat_start,
-                    const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values) {
+                                   const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values) {
   llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   std::vector<llvm::Value*> staging;
   for (ValueId o : outs) {

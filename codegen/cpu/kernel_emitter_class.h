@@ -104,12 +104,26 @@ class KernelEmitter {
   // Asks for the lines of each input that hold flat indexes [at, at + count) to be brought
   // into L2. A row kernel does this for the next row while it computes the current one:
   // the next row's first pass then reads from cache, where it would otherwise wait on
-  // memory with nothing else to do. A prefetch past the end of a buffer does not fault.
+  // memory with nothing else to do. A loop kernel asks for lines kPrefetchBlocks blocks
+  // ahead. A prefetch past the end of a buffer does not fault.
   void prefetch_lines(const std::vector<ValueId>& inputs, llvm::Value* at, int64_t count);
 
   // Whether outputs of these shapes and this total size are written with streaming stores.
   // Rows (row_length > 0) must each span several lines, or their heads and tails dominate.
   bool worth_streaming(const std::vector<ValueId>& outs, int64_t row_length) const;
+
+  // A loop kernel: its outputs over the work range, streamed where worth it.
+  Status emit_loop();
+
+  // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
+  // reduction feeds) are computed once, in the entry block, so every use is dominated.
+  Status hoist_scalars();
+
+  // Values computed inside a loop body are not valid after it.
+  void drop_loop_values() { memo_ = invariant_; }
+
+  // A scatter kernel (scatter_add): one work item.
+  Status emit_scatter();
 
   // ---- a value at an index (element_values.cc)
 
@@ -124,12 +138,6 @@ class KernelEmitter {
   // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
   Index canonical(ValueId v, Index idx);
   static std::vector<llvm::Value*> key_of(const Index& idx) { return idx.flat ? std::vector<llvm::Value*>{idx.flat} : idx.dims; }
-
-  // ---- row kernels (row_kernels.cc)
-
-  // Makes the row values cached in `cache` (by default, the current row's so far) the
-  // values at row position j, whose index over the row class's full shape is `full`.
-  void use_row_cache(const Index& full, llvm::Value* j, const std::map<ValueId, llvm::Value*>* cache = nullptr);
 
   // The value of v at idx (an index over v's shape): loaded if v is an input of the step,
   // else computed from its producer's operands, once per index (memo_).
@@ -149,18 +157,11 @@ class KernelEmitter {
   // no other operand is read out of its bounds.
   Result<llvm::Value*> concat(const Node& n, const Index& out);
 
-  // A loop kernel: its outputs over the work range, streamed where worth it.
-  Status emit_loop();
+  // ---- row kernels (row_kernels.cc)
 
-  // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
-  // reduction feeds) are computed once, in the entry block, so every use is dominated.
-  Status hoist_scalars();
-
-  // Values computed inside a loop body are not valid after it.
-  void drop_loop_values() { memo_ = invariant_; }
-
-  // A scatter kernel (scatter_add): one work item.
-  Status emit_scatter();
+  // Makes the row values cached in `cache` (by default, the current row's so far) the
+  // values at row position j, whose index over the row class's full shape is `full`.
+  void use_row_cache(const Index& full, llvm::Value* j, const std::map<ValueId, llvm::Value*>* cache = nullptr);
 
   // A row kernel: one row per work item, pipelined where pipelines() says.
   Status emit_reduction();

@@ -337,19 +337,17 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   } else {
     const int64_t blocks = (row_length + kSumBlock - 1) / kSumBlock;
     KILN_RETURN_IF_ERROR(loop(i64(0), i64(blocks), [&](llvm::Value* block) -> Status {
-      llvm::Value* begin = b_.CreateMul(block, i64(kSumBlock), "", true, true);
-      llvm::Value* end = b_.CreateAdd(begin, i64(kSumBlock), "", true, true);
+      llvm::Value* begin = b_.CreateMul(block, i64(kSumBlock));
+      llvm::Value* end = b_.CreateAdd(begin, i64(kSumBlock));
       end = b_.CreateSelect(b_.CreateICmpSLT(end, i64(row_length)), end, i64(row_length));
       b_.CreateStore(llvm::ConstantFP::get(ct, 0.0), block_acc);
       b_.CreateStore(llvm::ConstantAggregateZero::get(lanes->getAllocatedType()), lanes);
       llvm::Value* chunks = b_.CreateSDiv(b_.CreateSub(end, begin), i64(kSumLanes));
       KILN_RETURN_IF_ERROR(loop(i64(0), chunks, [&](llvm::Value* c) -> Status {
-        llvm::Value* start = b_.CreateAdd(begin, b_.CreateMul(c, i64(kSumLanes), "", true, true), "", true, true);
+        llvm::Value* start = b_.CreateAdd(begin, b_.CreateMul(c, i64(kSumLanes)));
         // Over row positions, not 0..kSumLanes plus `start`: InstCombine makes that sum an
         // `or` (start is a multiple of kSumLanes), and the loads through it became gathers.
-        // No wrap: the trip count is then the constant kSumLanes, so the loop vectorizes
-        // without a remainder loop, whose variable lane index kept the lanes in memory.
-        KILN_RETURN_IF_ERROR(loop(start, b_.CreateAdd(start, i64(kSumLanes), "", true, true), [&](llvm::Value* j) -> Status {
+        KILN_RETURN_IF_ERROR(loop(start, b_.CreateAdd(start, i64(kSumLanes)), [&](llvm::Value* j) -> Status {
           sum_into = b_.CreateGEP(ct, lanes, b_.CreateSub(j, start));
           return element(j);
         }, Unroll::kVectorOnly));
