@@ -285,16 +285,47 @@ const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 const std::vector<TensorInfo>& Model::state() const { return impl_->state; }
 
+namespace {
+
+// An error for the first name in `given` that is not one of the model's plain inputs.
+template <class Buffer>
+Status no_unknown_inputs(const std::vector<TensorInfo>& inputs, const std::map<std::string, Buffer>& given) {
+  for (const auto& [name, buffer] : given)
+    if (std::none_of(inputs.begin(), inputs.end(), [&](const TensorInfo& info) { return info.name == name; }))
+      return make_error("run: the model has no input %" + name);
+  return Status::Ok();
+}
+
+// The data of each input in order, each checked for its type, shape and size.
+Result<std::vector<const uint8_t*>> input_data(const std::vector<TensorInfo>& inputs, const std::map<std::string, HostTensor>& given) {
+  std::vector<const uint8_t*> data;
+  for (const TensorInfo& want : inputs) {
+    auto it = given.find(want.name);
+    if (it == given.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
+    const HostTensor& t = it->second;
+    if (t.info.type != want.type || t.info.shape != want.shape)
+      return make_error("run: input %" + want.name + " must be " + want.type_string() + ", got " + t.info.type_string());
+    if (static_cast<int64_t>(t.data.size()) != want.bytes())
+      return make_error("run: input %" + want.name + " holds " + std::to_string(t.data.size()) + " bytes, not " + std::to_string(want.bytes()));
+    data.push_back(t.data.data());
+  }
+  KILN_RETURN_IF_ERROR(no_unknown_inputs(inputs, given));
+  return data;
+}
+
+}  // namespace
+
 Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTensor>& inputs) const {
+  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, inputs));
   std::vector<HostTensor> results;
   std::vector<uint8_t*> buffers;
   for (const TensorInfo& info : impl_->outputs) results.push_back({info, std::vector<uint8_t>(static_cast<size_t>(info.bytes()))});
   for (HostTensor& t : results) buffers.push_back(t.data.data());
-  KILN_RETURN_IF_ERROR(run_into(inputs, buffers));
+  KILN_RETURN_IF_ERROR(run_into(in, buffers));
   return results;
 }
 
-Status Model::run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const {
+Result<std::vector<uint8_t*>> Model::output_buffers(const std::map<std::string, std::span<uint8_t>>& outputs) const {
   std::vector<uint8_t*> buffers;
   for (const TensorInfo& info : impl_->outputs) {
     auto it = outputs.find(info.name);
@@ -304,34 +335,36 @@ Status Model::run(const std::map<std::string, HostTensor>& inputs, const std::ma
                         std::to_string(info.bytes()));
     buffers.push_back(it->second.data());
   }
-  return run_into(inputs, buffers);
+  return buffers;
 }
 
-Status Model::run_into(const std::map<std::string, HostTensor>& inputs, const std::vector<uint8_t*>& outputs) const {
+Status Model::run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const {
+  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t*> out, output_buffers(outputs));
+  return run_into(in, out);
+}
+
+Status Model::run(const std::map<std::string, std::span<const uint8_t>>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const {
+  std::vector<const uint8_t*> in;
+  for (const TensorInfo& want : impl_->inputs) {
+    auto it = inputs.find(want.name);
+    if (it == inputs.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
+    if (static_cast<int64_t>(it->second.size()) != want.bytes())
+      return make_error("run: the buffer for input %" + want.name + " has " + std::to_string(it->second.size()) + " bytes, not " +
+                        std::to_string(want.bytes()) + " (" + want.type_string() + ")");
+    in.push_back(it->second.data());
+  }
+  KILN_RETURN_IF_ERROR(no_unknown_inputs(impl_->inputs, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t*> out, output_buffers(outputs));
+  return run_into(in, out);
+}
+
+Status Model::run_into(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
   const ModelImpl& m = *impl_;
   const format::Artifact& a = m.view.metadata();
   std::vector<uint8_t*> where(m.values.size(), nullptr);
-  for (size_t i = 0; i < m.inputs.size(); ++i) {
-    const TensorInfo& want = m.inputs[i];
-    auto it = inputs.find(want.name);
-    if (it == inputs.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
-    const HostTensor& t = it->second;
-    if (t.info.type != want.type || t.info.shape != want.shape)
-      return make_error("run: input %" + want.name + " must be " + want.type_string() + ", got " + t.info.type_string());
-    if (static_cast<int64_t>(t.data.size()) != want.bytes())
-      return make_error("run: input %" + want.name + " holds " + std::to_string(t.data.size()) + " bytes, not " + std::to_string(want.bytes()));
-    where[m.input_values[i]] = const_cast<uint8_t*>(t.data.data());  // kernels only read inputs
-  }
-  for (const auto& [name, t] : inputs) {
-    bool known = false;
-    for (const TensorInfo& info : m.inputs) known = known || info.name == name;
-    if (!known) return make_error("run: the model has no input %" + name);
-  }
-  if (m.cuda) {
-    std::vector<const uint8_t*> in;
-    for (uint32_t v : m.input_values) in.push_back(where[v]);
-    return m.cuda->run_host(in, outputs);
-  }
+  for (size_t i = 0; i < m.inputs.size(); ++i) where[m.input_values[i]] = const_cast<uint8_t*>(inputs[i]);  // kernels only read inputs
+  if (m.cuda) return m.cuda->run_host(inputs, outputs);
   std::unique_lock<std::mutex> state_lock(m.state_mutex, std::defer_lock);
   if (!m.state_values.empty()) state_lock.lock();
   auto& state = const_cast<std::map<uint32_t, std::vector<uint8_t>>&>(m.state_bytes);

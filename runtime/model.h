@@ -75,6 +75,11 @@ class Model {
   /// `outputs` maps every output's name to a buffer of exactly its size (an output the
   /// graph returns twice, under one name, fills one buffer).
   Status run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const;
+  /// Runs once on the caller's memory in both directions, with no copies: `inputs` maps
+  /// every plain input's name to exactly its bytes (its signature's element type and
+  /// shape, row-major), `outputs` as above. Kernels read and write rows fastest in
+  /// 64-byte-aligned buffers.
+  Status run(const std::map<std::string, std::span<const uint8_t>>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const;
   /// CUDA artifacts: runs once on device memory the caller owns, with no host copies.
   /// Each map gives every input (or output) name a device pointer (a CUdeviceptr) to
   /// exactly its size.
@@ -88,8 +93,10 @@ class Model {
 
  private:
   explicit Model(std::unique_ptr<ModelImpl> impl);
-  // Runs with one output buffer per output position.
-  Status run_into(const std::map<std::string, HostTensor>& inputs, const std::vector<uint8_t*>& outputs) const;
+  // The caller's buffer per output position, each checked for its size.
+  Result<std::vector<uint8_t*>> output_buffers(const std::map<std::string, std::span<uint8_t>>& outputs) const;
+  // Runs with one buffer per input and per output position.
+  Status run_into(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const;
   std::unique_ptr<ModelImpl> impl_;
 };
 

@@ -1,6 +1,8 @@
 // End to end on the CPU: graphs compiled to artifacts, loaded by the runtime and run,
 // against the reference interpreter; fused and unfused artifacts agree; one loaded
 // model runs from 8 threads at once.
+#include <cmath>
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -77,6 +79,21 @@ TEST_CASE("the runtime refuses bad inputs and bad artifacts with clear errors", 
                               {"z", {{"z", runtime::ElementType::F32, {4}}, std::vector<uint8_t>(16)}}});
   REQUIRE(!extra.ok());
   CHECK(extra.error().message == "run: the model has no input %z");
+  // The same checks on the caller's buffers.
+  std::vector<uint8_t> x(16), y(16);
+  std::map<std::string, std::span<uint8_t>> out{{"y", std::span<uint8_t>(y)}};
+  using Inputs = std::map<std::string, std::span<const uint8_t>>;
+  CHECK((*model)->run(Inputs{}, out).error().message == "run: missing input %x: f32[4]");
+  CHECK((*model)->run(Inputs{{"x", std::span<const uint8_t>(x.data(), 12)}}, out).error().message ==
+        "run: the buffer for input %x has 12 bytes, not 16 (f32[4])");
+  CHECK((*model)->run(Inputs{{"x", x}, {"z", x}}, out).error().message == "run: the model has no input %z");
+  CHECK((*model)->run(Inputs{{"x", x}}, {}).error().message == "run: no buffer for output %y: f32[4]");
+  const float values[4] = {0, 1, -1, 2};
+  std::memcpy(x.data(), values, 16);
+  REQUIRE((*model)->run(Inputs{{"x", x}}, out).ok());
+  float got[4];
+  std::memcpy(got, y.data(), 16);
+  for (int i = 0; i < 4; ++i) CHECK(got[i] == Approx(std::exp(values[i])).epsilon(1e-6));
   std::vector<uint8_t> corrupt = *artifact;
   corrupt[corrupt.size() / 2] ^= 0x40;
   auto refused = runtime::Model::load_bytes(corrupt);
@@ -115,7 +132,7 @@ TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runti
   kiln::testing::check_dtypes_close(*got, expected);
 }
 
-TEST_CASE("streaming stores: outputs at every alignment, split across threads, give the interpreter's values", "[runtime][streaming]") {
+TEST_CASE("streaming stores: inputs and outputs at every alignment, split across threads, give the interpreter's values", "[runtime][streaming]") {
   // Sizes that split into several thread chunks (loops) with odd and even counts of
   // streamed blocks (written in two interleaved streams), and rows whose starts fall on
   // every 16-byte phase of a line, with outputs of three widths and a row output. The
@@ -147,17 +164,23 @@ TEST_CASE("streaming stores: outputs at every alignment, split across threads, g
   if (!artifact.ok()) FAIL(artifact.error().message);
   auto model = runtime::Model::load_bytes(std::move(*artifact), {2});
   if (!model.ok()) FAIL(model.error().message);
-  std::map<std::string, runtime::HostTensor> inputs;
-  for (const auto& [name, tensor] : args) inputs.emplace(name, host(tensor, name));
   for (size_t offset : {0, 4, 8, 16, 24, 36, 60}) {
-    INFO("output buffers " << offset << " bytes past a 64-byte boundary");
+    INFO("input and output buffers " << offset << " bytes past a 64-byte boundary");
     std::vector<std::vector<uint8_t>> storage;
-    std::map<std::string, std::span<uint8_t>> outputs;
-    for (const runtime::TensorInfo& info : (*model)->outputs()) {
-      storage.emplace_back(static_cast<size_t>(info.bytes()) + 128, 0);
-      uint8_t* aligned = storage.back().data() + (64 - reinterpret_cast<uintptr_t>(storage.back().data()) % 64);
-      outputs[info.name] = std::span<uint8_t>(aligned + offset, static_cast<size_t>(info.bytes()));
+    auto buffer_at_offset = [&](size_t bytes) {
+      storage.emplace_back(bytes + 128, 0);
+      return storage.back().data() + (64 - reinterpret_cast<uintptr_t>(storage.back().data()) % 64) + offset;
+    };
+    std::map<std::string, std::span<const uint8_t>> inputs;
+    for (const auto& [name, tensor] : args) {
+      std::vector<uint8_t> bytes = ir::tensor_to_bytes(tensor);
+      uint8_t* at = buffer_at_offset(bytes.size());
+      std::copy(bytes.begin(), bytes.end(), at);
+      inputs[name] = std::span<const uint8_t>(at, bytes.size());
     }
+    std::map<std::string, std::span<uint8_t>> outputs;
+    for (const runtime::TensorInfo& info : (*model)->outputs())
+      outputs[info.name] = std::span<uint8_t>(buffer_at_offset(static_cast<size_t>(info.bytes())), static_cast<size_t>(info.bytes()));
     Status ran = (*model)->run(inputs, outputs);
     if (!ran.ok()) FAIL(ran.error().message);
     std::vector<ir::Tensor> got;
