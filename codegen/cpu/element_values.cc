@@ -2,6 +2,7 @@
 
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
+#include "ir/movement_index.h"
 #include "ir/shape_inference.h"
 
 namespace kiln::codegen::cpu::detail {
@@ -96,29 +97,13 @@ Result<llvm::Value*> KernelEmitter::movement(const Node& n, const Index& out) {
   const ir::TensorType& rt = type(n.result);
   ValueId x = n.operands[0];
   const Shape& xs = type(x).shape;
-  Index src;
+  auto affine = [&](llvm::Value* i, int64_t start, int64_t step) { return b_.CreateAdd(i64(start), b_.CreateMul(i, i64(step))); };
+  if (auto source = ir::movement_source(n, xs, out.dims, [&] { return i64(0); }, affine)) return value_at(x, Index{nullptr, std::move(*source)});
   switch (n.op) {
-    case Op::Broadcast: {
-      const auto& dims = n.attrs.get_ints("dims");
-      for (size_t i = 0; i < dims.size(); ++i) src.dims.push_back(xs[i] == 1 ? i64(0) : out.dims[static_cast<size_t>(dims[i])]);
-      return value_at(x, src);
-    }
-    case Op::Transpose: {
-      const auto& perm = n.attrs.get_ints("perm");
-      src.dims.resize(perm.size());
-      for (size_t d = 0; d < perm.size(); ++d) src.dims[static_cast<size_t>(perm[d])] = out.dims[d];
-      return value_at(x, src);
-    }
     case Op::Reshape: return value_at(x, unflatten(flat_of(rt.shape, out), xs));
-    case Op::Slice: {
-      const auto& starts = n.attrs.get_ints("starts");
-      std::vector<int64_t> steps = n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(xs.size(), 1);
-      for (size_t d = 0; d < xs.size(); ++d) src.dims.push_back(b_.CreateAdd(i64(starts[d]), b_.CreateMul(out.dims[d], i64(steps[d]))));
-      return value_at(x, src);
-    }
     case Op::Gather: {
       int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()));
-      KILN_ASSIGN_OR_RETURN(src, table_index(out, n.operands[1], axis, xs));
+      KILN_ASSIGN_OR_RETURN(Index src, table_index(out, n.operands[1], axis, xs));
       return value_at(x, src);
     }
     case Op::Concat: return concat(n, out);

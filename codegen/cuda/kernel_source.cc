@@ -9,6 +9,7 @@
 #include <set>
 
 #include "codegen/cuda/scalar_source.h"
+#include "ir/movement_index.h"
 #include "ir/row_class.h"
 #include "ir/shape_inference.h"
 
@@ -220,30 +221,15 @@ class KernelWriter {
     const ir::TensorType& rt = type(n.result);
     ValueId x = n.operands[0];
     const Shape& xs = type(x).shape;
-    Index src;
+    auto affine = [&](const std::string& i, int64_t start, int64_t step) {
+      return index_let(add(start ? fmt::format("{}LL", start) : "0", mul(i, step)));
+    };
+    if (auto source = ir::movement_source(n, xs, out.dims, [] { return std::string("0"); }, affine)) return value_at(x, Index{"", std::move(*source)});
     switch (n.op) {
-      case Op::Broadcast: {
-        const auto& dims = n.attrs.get_ints("dims");
-        for (size_t i = 0; i < dims.size(); ++i) src.dims.push_back(xs[i] == 1 ? "0" : out.dims[static_cast<size_t>(dims[i])]);
-        return value_at(x, src);
-      }
-      case Op::Transpose: {
-        const auto& perm = n.attrs.get_ints("perm");
-        src.dims.resize(perm.size());
-        for (size_t d = 0; d < perm.size(); ++d) src.dims[static_cast<size_t>(perm[d])] = out.dims[d];
-        return value_at(x, src);
-      }
       case Op::Reshape: return value_at(x, unflatten(flat_of(rt.shape, out), xs));
-      case Op::Slice: {
-        const auto& starts = n.attrs.get_ints("starts");
-        std::vector<int64_t> steps = n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(xs.size(), 1);
-        for (size_t d = 0; d < xs.size(); ++d)
-          src.dims.push_back(index_let(add(starts[d] ? fmt::format("{}LL", starts[d]) : "0", mul(out.dims[d], steps[d]))));
-        return value_at(x, src);
-      }
       case Op::Gather: {
         int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()));
-        KILN_ASSIGN_OR_RETURN(src, table_index(out, n.operands[1], axis, xs));
+        KILN_ASSIGN_OR_RETURN(Index src, table_index(out, n.operands[1], axis, xs));
         return value_at(x, src);
       }
       case Op::Concat: return concat(n, out);
