@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <optional>
 #include <regex>
 #include <span>
@@ -67,6 +68,7 @@ runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
 class AlignedBytes {
  public:
   explicit AlignedBytes(size_t n) : n_(n), p_(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64))), &std::free) {
+    if (!p_) throw std::bad_alloc();  // as a std::vector of this size would
     std::memset(p_.get(), 0, n_);
   }
   uint8_t* data() const { return p_.get(); }

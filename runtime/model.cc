@@ -361,10 +361,10 @@ Status Model::run(const std::map<std::string, std::span<const uint8_t>>& inputs,
 
 Status Model::run_into(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
   const ModelImpl& m = *impl_;
+  if (m.cuda) return m.cuda->run_host(inputs, outputs);
   const format::Artifact& a = m.view.metadata();
   std::vector<uint8_t*> where(m.values.size(), nullptr);
   for (size_t i = 0; i < m.inputs.size(); ++i) where[m.input_values[i]] = const_cast<uint8_t*>(inputs[i]);  // kernels only read inputs
-  if (m.cuda) return m.cuda->run_host(inputs, outputs);
   std::unique_lock<std::mutex> state_lock(m.state_mutex, std::defer_lock);
   if (!m.state_values.empty()) state_lock.lock();
   auto& state = const_cast<std::map<uint32_t, std::vector<uint8_t>>&>(m.state_bytes);
