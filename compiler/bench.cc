@@ -67,9 +67,10 @@ runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
 // alternating pairs of runs).
 class AlignedBytes {
  public:
-  explicit AlignedBytes(size_t n) : n_(n), p_(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64))), &std::free) {
+  explicit AlignedBytes(size_t n, uint8_t fill = 0)
+      : n_(n), p_(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64))), &std::free) {
     if (!p_) throw std::bad_alloc();  // as a std::vector of this size would
-    std::memset(p_.get(), 0, n_);
+    std::memset(p_.get(), fill, n_);
   }
   uint8_t* data() const { return p_.get(); }
   size_t size() const { return n_; }
@@ -197,9 +198,7 @@ struct Copy {
   AlignedBytes from, to;
   runtime::ThreadPool& pool;
   int threads;
-  Copy(int64_t bytes, runtime::ThreadPool& p, int t) : from(static_cast<size_t>(bytes)), to(static_cast<size_t>(bytes)), pool(p), threads(t) {
-    std::memset(from.data(), 1, from.size());
-  }
+  Copy(int64_t bytes, runtime::ThreadPool& p, int t) : from(static_cast<size_t>(bytes), 1), to(static_cast<size_t>(bytes)), pool(p), threads(t) {}
   void run() {
     // One chunk per thread, as large as can be: glibc's memcpy picks its fastest method
     // (non-temporal stores) only above a size threshold.

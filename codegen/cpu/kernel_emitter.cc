@@ -129,13 +129,9 @@ Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const st
   for (ValueId o : outs) block = std::max<int64_t>(block, 64 / ir::dtype_size(type(o).dtype));
   // The head runs up to the first index where the first output's address is on a line
   // boundary; streaming needs every output to be on one there (caller buffers may not be).
-  auto address = [&](ValueId o, llvm::Value* i) {
-    return b_.CreateAdd(b_.CreatePtrToInt(bases_[slot_[o]], b_.getInt64Ty()), b_.CreateMul(flat_at(i), i64(ir::dtype_size(type(o).dtype))));
-  };
-  llvm::Value* pad = b_.CreateAnd(b_.CreateNeg(address(outs[0], begin)), i64(63));
-  llvm::Value* first = b_.CreateAdd(begin, b_.CreateUDiv(pad, i64(ir::dtype_size(type(outs[0]).dtype))));
-  llvm::Value* aligned = b_.CreateICmpSLT(first, end);
-  for (ValueId o : outs) aligned = b_.CreateAnd(aligned, b_.CreateICmpEQ(b_.CreateAnd(address(o, first), i64(63)), i64(0)));
+  auto [skip, all_on_lines] = to_line_boundary(outs, flat_at(begin));
+  llvm::Value* first = b_.CreateAdd(begin, skip);
+  llvm::Value* aligned = b_.CreateAnd(b_.CreateICmpSLT(first, end), all_on_lines);
   llvm::Value* head_end = b_.CreateSelect(aligned, first, end);
   llvm::Value* blocks = b_.CreateSelect(aligned, b_.CreateSDiv(b_.CreateSub(end, first), i64(block)), i64(0));
   llvm::Value* blocks_end = b_.CreateAdd(head_end, b_.CreateMul(blocks, i64(block)));
@@ -192,6 +188,17 @@ Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value
   }
   streamed_ = true;
   return Status::Ok();
+}
+
+std::pair<llvm::Value*, llvm::Value*> KernelEmitter::to_line_boundary(const std::vector<ValueId>& outs, llvm::Value* at) {
+  auto address = [&](ValueId o, llvm::Value* i) {
+    return b_.CreateAdd(b_.CreatePtrToInt(bases_[slot_[o]], b_.getInt64Ty()), b_.CreateMul(i, i64(ir::dtype_size(type(o).dtype))));
+  };
+  llvm::Value* skip = b_.CreateUDiv(b_.CreateAnd(b_.CreateNeg(address(outs[0], at)), i64(63)), i64(ir::dtype_size(type(outs[0]).dtype)));
+  llvm::Value* there = b_.CreateAdd(at, skip);
+  llvm::Value* all_on_lines = b_.getTrue();
+  for (ValueId o : outs) all_on_lines = b_.CreateAnd(all_on_lines, b_.CreateICmpEQ(b_.CreateAnd(address(o, there), i64(63)), i64(0)));
+  return {skip, all_on_lines};
 }
 
 void KernelEmitter::prefetch_lines(const std::vector<ValueId>& inputs, llvm::Value* at, int64_t count) {

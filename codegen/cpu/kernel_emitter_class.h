@@ -95,6 +95,11 @@ class KernelEmitter {
                      const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values,
                      const std::function<void(llvm::Value*, int64_t)>& per_block = nullptr);
 
+  // The elements from flat index `at` to the first line boundary of outs[0]'s address,
+  // and whether every output's address is on a line boundary there (the caller's buffers
+  // decide it at run time). Streaming stores start at that boundary.
+  std::pair<llvm::Value*, llvm::Value*> to_line_boundary(const std::vector<ValueId>& outs, llvm::Value* at);
+
   // Computes `outs` at work indexes [start, start + count) into a stack buffer and copies
   // them out with non-temporal stores from flat index `flat_start` on, which must be on a
   // line boundary of every output (count must fill whole lines).

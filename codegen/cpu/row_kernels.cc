@@ -48,14 +48,8 @@ Status KernelEmitter::emit_reduction() {
   // line get ordinary stores. Pipelined when that position is the same for every output
   // (always, for one output of a whole number of bytes from a line); otherwise one row at
   // a time, as above.
-  auto address = [&](ValueId o) { return b_.CreatePtrToInt(bases_[slot_[o]], b_.getInt64Ty()); };
-  const int64_t first_size = ir::dtype_size(type(k.full_outputs[0]).dtype);
-  k.line_start = b_.CreateUDiv(b_.CreateAnd(b_.CreateNeg(address(k.full_outputs[0])), i64(63)), i64(first_size));
-  llvm::Value* aligned = b_.getTrue();
-  for (ValueId o : k.full_outputs) {
-    llvm::Value* at = b_.CreateAdd(address(o), b_.CreateMul(k.line_start, i64(ir::dtype_size(type(o).dtype))));
-    aligned = b_.CreateAnd(aligned, b_.CreateICmpEQ(b_.CreateAnd(at, i64(63)), i64(0)));
-  }
+  auto [line_start, aligned] = to_line_boundary(k.full_outputs, i64(0));
+  k.line_start = line_start;
   auto* pipelined = llvm::BasicBlock::Create(ctx_, "rows.pipelined", fn_);
   auto* sequential = llvm::BasicBlock::Create(ctx_, "rows.sequential", fn_);
   auto* done = llvm::BasicBlock::Create(ctx_, "rows.done", fn_);
