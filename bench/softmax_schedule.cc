@@ -7,6 +7,8 @@
 // `bazel run -c opt //bench:softmax_schedule`.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
