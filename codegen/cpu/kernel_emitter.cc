@@ -25,10 +25,26 @@ bool wide_vectors_pay(const ir::Graph& g, const ir::Step& step) {
   return false;
 }
 
+// The nodes of `step` that call the math library.
+int math_library_calls(const ir::Graph& g, const ir::Step& step) {
+  int calls = 0;
+  for (int n : step.nodes) calls += calls_math_library(g.nodes[n].op, g.type(g.nodes[n].result).dtype);
+  return calls;
+}
+
 }  // namespace
 
 KernelEmitter::KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes)
-    : g_(g), step_(step), streaming_bytes_(streaming_bytes), vector_bytes_(vector_bytes >= 64 && wide_vectors_pay(g, step) ? 64 : 32), m_(m), ctx_(m.getContext()), b_(ctx_), slot_(g.values.size(), -1), producer_(g.producers()),
+    : g_(g),
+      step_(step),
+      streaming_bytes_(streaming_bytes),
+      vector_bytes_(vector_bytes >= 64 && wide_vectors_pay(g, step) ? 64 : 32),
+      call_interleave_(step.kind == ir::StepKind::Loop && math_library_calls(g, step) >= 2 ? kCallInterleave : 0),
+      m_(m),
+      ctx_(m.getContext()),
+      b_(ctx_),
+      slot_(g.values.size(), -1),
+      producer_(g.producers()),
       member_(g.nodes.size(), 0) {
   int k = 0;
   for (ValueId v : step.inputs) slot_[v] = k++;
@@ -66,7 +82,8 @@ Status KernelEmitter::emit() {
   return Status::Ok();
 }
 
-Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll) {
+Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll,
+                           int interleave) {
   const bool exact = unroll == Unroll::kVectorOnly || unroll == Unroll::kWhole;
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
@@ -94,6 +111,8 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
     hints.push_back(flag("llvm.loop.unroll.disable"));
     hints.push_back(llvm::MDNode::get(ctx_, followup));
   }
+  if (interleave > 0)
+    hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"), llvm::ConstantAsMetadata::get(b_.getInt32(interleave))}));
   if (hints.size() > 1) {
     llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, hints);
     self->replaceOperandWith(0, self);
@@ -122,11 +141,16 @@ Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const st
     for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, bases_[slot_[outs[k]]], flat_at(i), v[k]);
     return Status::Ok();
   };
-  if (!stream) return loop(begin, end, one_at_a_time);
+  if (!stream) return loop(begin, end, one_at_a_time, Unroll::kDefault, call_interleave_);
   // One line per block: longer blocks separate the loads from the stores and lose a
-  // quarter of the bandwidth (measured: 16 f32 0.95-1.02 of memcpy, 512 0.6-0.7).
+  // quarter of the bandwidth (measured: 16 f32 0.95-1.02 of memcpy, 512 0.6-0.7). Where
+  // the loop calls the math library it is compute-bound, and a block holds the vectors
+  // interleaved.
   int64_t block = 1;
-  for (ValueId o : outs) block = std::max<int64_t>(block, 64 / ir::dtype_size(type(o).dtype));
+  for (ValueId o : outs) {
+    int64_t size = ir::dtype_size(type(o).dtype);
+    block = std::max({block, 64 / size, call_interleave_ * vector_bytes_ / size});
+  }
   // The head runs up to the first index where the first output's address is on a line
   // boundary; streaming needs every output to be on one there (caller buffers may not be).
   auto [skip, all_on_lines] = to_line_boundary(outs, flat_at(begin));
@@ -169,7 +193,7 @@ Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value
     KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(b_.CreateAdd(start, j)));
     for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, staging[k], j, v[k]);
     return Status::Ok();
-  }, Unroll::kVectorOnly));
+  }, Unroll::kVectorOnly, call_interleave_));
   // Chunks of the vector width: what the vectorized loop stores, so each load forwards
   // from one store.
   const int64_t chunk = vector_bytes_;

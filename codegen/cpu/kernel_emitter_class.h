@@ -76,8 +76,10 @@ class KernelEmitter {
   // memory.
   enum class Unroll { kDefault, kVectorOnly, kWhole, kRolled };
 
-  // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop.
-  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll = Unroll::kDefault);
+  // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop. With
+  // `interleave`, the vectorizer interleaves that many vectors (else it chooses).
+  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll = Unroll::kDefault,
+              int interleave = 0);
 
   // The instructions in `first` and every block created after it (a loop body, with the
   // loops nested in it).
@@ -211,6 +213,15 @@ class KernelEmitter {
   const ir::Step& step_;
   const int64_t streaming_bytes_;
   const int vector_bytes_;  // this kernel's vector width: 64 where wide_vectors_pay, else 32
+  // Vectors interleaved in a loop kernel's loops that store outputs, where computing
+  // them makes more than one call to the math library (0: the vectorizer chooses). The
+  // vectorizer orders an interleaved body op by op across its vectors, so in cos(cos(x))
+  // four first calls run before the four second calls that wait on them. One vector at a
+  // time, each second call waited on the call just before it, and the fused loop ran at
+  // 0.85-0.89 of the unfused pair's speed. A kernel with one call keeps the vectorizer's
+  // choice.
+  const int call_interleave_;
+  static constexpr int kCallInterleave = 4;
   bool streamed_ = false;  // whether any stream_block used non-temporal stores
   // Whether loops with a light body (under kRolledBodyLimit IR instructions) are kept
   // rolled; the vectorizer still interleaves them. Unrolled whole over a row of constant

@@ -103,6 +103,20 @@ llvm::Value* constant(llvm::IRBuilder<>& b, DType d, double value, int64_t int_v
   return llvm::ConstantInt::get(t, static_cast<uint64_t>(int_value), true);
 }
 
+bool calls_math_library(Op op, DType dtype) {
+  switch (op) {
+    case Op::Log:
+    case Op::Sin:
+    case Op::Cos:
+    case Op::Tanh:
+    case Op::Pow: return ir::is_float(dtype);
+    case Op::Exp:
+    case Op::Erf:
+    case Op::Sigmoid: return dtype == DType::F64;  // floats get the inlined exp and erf
+    default: return false;
+  }
+}
+
 Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, const ir::Attrs& attrs,
                                  std::span<llvm::Value* const> in, std::span<const DType> in_types, DType rt) {
   DType dt = in_types.empty() ? rt : in_types[0];

@@ -30,4 +30,8 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, ir::Op o
                                  std::span<llvm::Value* const> operands, std::span<const ir::DType> operand_dtypes,
                                  ir::DType result_dtype);
 
+/// Whether elementwise() computes `op` on `dtype` with a call to the math library (libm,
+/// vectorized to libmvec), rather than with instructions inline.
+bool calls_math_library(ir::Op op, ir::DType dtype);
+
 }  // namespace kiln::codegen::cpu

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fstream>
+#include <llvm/IR/Constants.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <set>
@@ -176,6 +177,45 @@ TEST_CASE("streamed rows whose last pass sums exps are pipelined; layer_norm's a
   REQUIRE(streamed.size() == 3);
   CHECK(std::count_if(streamed.begin(), streamed.end(), [](auto& k) { return k.second; }) == 1);  // the softmax over rows of 4096
   CHECK(std::none_of(not_streamed.begin(), not_streamed.end(), [](auto& k) { return k.second; }));
+}
+
+TEST_CASE("loops that make more than one math library call interleave four vectors, and agree over split work ranges", "[codegen][cpu][streaming]") {
+  ir::Graph parsed = kiln::testing::parse_ok(R"(graph @g(%x: f32[5000], %w: f64[3000], %v: f32[700]) {
+  %a: f32[5000] = cos(%x)
+  %y: f32[5000] = sin(%a)
+  %b: f64[3000] = cos(%w)
+  %z: f64[3000] = sin(%b)
+  %t: f32[700] = tanh(%v)
+  return %y, %z, %t
+}
+)");
+  ir::Graph g = planned(parsed, true);
+  for (int64_t streaming : {int64_t{1}, int64_t{16} << 20}) {
+    INFO("streaming from " << streaming << " bytes");
+    std::vector<int> interleaved;  // per kernel: its loops that ask for four vectors
+    for_each_kernel(g, streaming, 32, [&](llvm::Function& f) {
+      int four = 0;
+      for (llvm::BasicBlock& block : f)
+        if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop))
+          for (const llvm::MDOperand& op : loop->operands())
+            if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
+              if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get()); name && name->getString() == "llvm.loop.interleave.count")
+                four += llvm::mdconst::extract<llvm::ConstantInt>(node->getOperand(1))->getSExtValue() == 4;
+      interleaved.push_back(four);
+    });
+    REQUIRE(interleaved.size() == 3);
+    CHECK(std::count_if(interleaved.begin(), interleaved.end(), [](int n) { return n > 0; }) == 2);  // cos then sin, f32 and f64; not tanh
+  }
+  auto inputs = kiln::testing::seeded_arguments(parsed, 7);
+  auto expected = kiln::testing::eval_ok(parsed, inputs);
+  for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{999}, int64_t{1777}}) {
+    for (int64_t streaming : {int64_t{1}, int64_t{16} << 20}) {
+      INFO("chunks of " << chunk << ", streaming from " << streaming << " bytes");
+      auto got = run_compiled(g, inputs, fmt::format("calls-{}-{}", chunk, streaming), chunk, streaming);
+      REQUIRE(got.ok());
+      check_same(*got, expected, 1e-5);
+    }
+  }
 }
 
 TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special values", "[codegen][cpu][math]") {
