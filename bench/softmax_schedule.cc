@@ -77,7 +77,7 @@ void softmax_rows(const float* x, float* y, int64_t rows, Parts parts) {
     const float* written_in = x + std::max<int64_t>(r, 0) * kLength;  // the row this pass writes
     float* out = y + std::max<int64_t>(r, 0) * kLength;
     float* stored = buffers[(r + 2) & 1];
-    const float* last = buffers[(r + 1) & 1];
+    const float* written_from = parts.buffer ? buffers[(r + 1) & 1] : written_in;  // row r's exps, or its inputs
     const __m512 written_max = _mm512_set1_ps(max), inverse = _mm512_set1_ps(1.f / sum);
     max = more && parts.max_pass ? row_max(in) : 0.f;
     const __m512 in_max = _mm512_set1_ps(max);
@@ -96,7 +96,7 @@ void softmax_rows(const float* x, float* y, int64_t rows, Parts parts) {
         s1 = _mm512_add_ps(s1, e1);
       }
       if (!write) continue;
-      __m512 o0 = _mm512_load_ps((parts.buffer ? last : written_in) + j), o1 = _mm512_load_ps((parts.buffer ? last : written_in) + j + 16);
+      __m512 o0 = _mm512_load_ps(written_from + j), o1 = _mm512_load_ps(written_from + j + 16);
       if (!parts.buffer && parts.exp_twice) o0 = exp16(_mm512_sub_ps(o0, written_max)), o1 = exp16(_mm512_sub_ps(o1, written_max));
       _mm512_stream_ps(out + j, _mm512_mul_ps(o0, inverse));
       _mm512_stream_ps(out + j + 16, _mm512_mul_ps(o1, inverse));

@@ -98,6 +98,17 @@ void for_each_kernel(const ir::Graph& g, int64_t streaming_bytes, int vector_byt
     if (!f.isDeclaration()) visit(f);
 }
 
+// The loop hints named `name` (llvm.loop.* metadata nodes) on the loops of `f`.
+std::vector<llvm::MDNode*> loop_hints(llvm::Function& f, llvm::StringRef name) {
+  std::vector<llvm::MDNode*> hints;
+  for (llvm::BasicBlock& block : f)
+    if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop))
+      for (const llvm::MDOperand& op : loop->operands())
+        if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
+          if (auto* hint = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get()); hint && hint->getString() == name) hints.push_back(node);
+  return hints;
+}
+
 TEST_CASE("outputs at or above the streaming size are written with non-temporal stores", "[codegen][cpu][streaming]") {
   ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[4096], %r: f32[8,128]) {
   %y: f32[4096] = exp(%x)
@@ -132,13 +143,7 @@ TEST_CASE("512-bit vectors go to row kernels and exp loops only; light sum passe
   auto widths = [&](int vector_bytes) {
     std::map<std::string, std::pair<std::string, int>> kernels;  // width, rolled loops
     for_each_kernel(g, int64_t{16} << 20, vector_bytes, [&](llvm::Function& f) {
-      int rolled = 0;
-      for (llvm::BasicBlock& block : f)
-        if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop))
-          for (const llvm::MDOperand& op : loop->operands())
-            if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
-              if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get()))
-                rolled += name->getString() == "llvm.loop.unroll.disable";
+      int rolled = static_cast<int>(loop_hints(f, "llvm.loop.unroll.disable").size());
       kernels[f.getName().str()] = {f.getFnAttribute("prefer-vector-width").getValueAsString().str(), rolled};
     });
     return kernels;
@@ -195,12 +200,8 @@ TEST_CASE("loops that make more than one math library call interleave four vecto
     std::vector<int> interleaved;  // per kernel: its loops that ask for four vectors
     for_each_kernel(g, streaming, 32, [&](llvm::Function& f) {
       int four = 0;
-      for (llvm::BasicBlock& block : f)
-        if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop))
-          for (const llvm::MDOperand& op : loop->operands())
-            if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
-              if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get()); name && name->getString() == "llvm.loop.interleave.count")
-                four += llvm::mdconst::extract<llvm::ConstantInt>(node->getOperand(1))->getSExtValue() == 4;
+      for (llvm::MDNode* hint : loop_hints(f, "llvm.loop.interleave.count"))
+        four += llvm::mdconst::extract<llvm::ConstantInt>(hint->getOperand(1))->getSExtValue() == 4;
       interleaved.push_back(four);
     });
     REQUIRE(interleaved.size() == 3);
