@@ -278,7 +278,7 @@ struct Executor::Impl {
     return Status::Ok();
   }
 
-  // Every step, then the state updates, on the session's stream.
+  // Every step, on the session's stream.
   Status enqueue(const Session& s, const std::vector<CUdeviceptr>& where) const {
     std::vector<CUdeviceptr> args;
     std::vector<void*> params;
@@ -294,6 +294,12 @@ struct Executor::Impl {
       KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
                                  "step " + step.name + " (cuLaunchKernel)"));
     }
+    return Status::Ok();
+  }
+
+  // The state updates, enqueued after the outputs are copied: a result may be a state
+  // argument itself, and it returns the state from before this run.
+  Status update_state(const Session& s, const std::vector<CUdeviceptr>& where) const {
     for (size_t i = 0; i < state_copies.size(); ++i) {
       auto [state_value, value] = state_copies[i];
       KILN_RETURN_IF_ERROR(check(cu->memcpy_dtod_async(where[state_value], where[value], static_cast<size_t>(sig.value_bytes[value]), s.stream),
@@ -342,6 +348,7 @@ struct Executor::Impl {
     Status status = copy_in(*s);
     if (status.ok()) status = execute(*s, where);
     if (status.ok()) status = copy_out(*s, where);
+    if (status.ok()) status = update_state(*s, where);
     if (status.ok()) status = check(cu->stream_synchronize(s->stream), "running the steps (cuStreamSynchronize)");
     if (!status.ok()) {
       // The stream may hold the failure; a fresh session starts clean.

@@ -1,11 +1,13 @@
 // The GPU tier (tag "gpu"; tools/gpu_tests.sh runs it): CUDA artifacts against the
 // interpreter for every op, element type, text-test model and 30 random graphs, fused and
 // unfused; CUDA Graph replay against plain launches; caller device pointers; one model
-// run from 8 threads. Without an NVIDIA driver every case is skipped with a message,
-// unless KILN_REQUIRE_GPU=1 (as the script sets), which makes that a failure.
+// run from 8 threads; a state returned as a result. Without an NVIDIA driver every case
+// is skipped with a message, unless KILN_REQUIRE_GPU=1 (as the script sets), which makes
+// that a failure.
 #include <fmt/format.h>
 
 #include "compiler/nn.h"
+#include "ir/parser.h"
 #include "runtime/cuda/driver.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/random_graph.h"
@@ -122,4 +124,28 @@ TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller devic
   CHECK(missing.error().message == "run: no device pointer for input %x: f32[64,128]");
   // 8 threads, each run on its own session.
   CHECK(kiln::testing::mismatches_across_threads(**replayed, "x", {64, 128}, 8, 50, single) == 0);
+}
+
+// Random graph 30 returns its state %s beside %s.next: the first GPU run (H100,
+// 2026-11-22) returned the updated state for both, since the state update ran before the
+// outputs were copied.
+TEST_CASE("CUDA: a result that is a state returns it from before the run, run after run, with and without graphs", "[gpu][cuda]") {
+  if (!have_gpu()) return;
+  auto g = ir::parse("graph @accumulate(%x: f32[4], state %s: f32[4]) {\n  %s.next: f32[4] = add(%s, %x)\n  return %s, %s.next\n}\n");
+  REQUIRE(g.ok());
+  auto artifact = compile_to_artifact(*g, cuda_options(true));
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto times = [](double k) { return ir::Tensor::from_doubles({ir::DType::F32, {4}}, {k, 2 * k, 3 * k, 4 * k}); };
+  for (bool graphs : {true, false}) {
+    runtime::Options options;
+    options.cuda_graphs = graphs;
+    auto model = runtime::Model::load_bytes(*artifact, options);
+    if (!model.ok()) FAIL(model.error().message);
+    for (int k = 0; k < 3; ++k) {
+      INFO("run " << k << (graphs ? " replaying a graph" : " launching each step"));
+      auto out = (*model)->run({{"x", host(times(1), "x")}});
+      if (!out.ok()) FAIL(out.error().message);
+      check_same({kiln::testing::tensor_of((*out)[0]), kiln::testing::tensor_of((*out)[1])}, {times(k), times(k + 1)});
+    }
+  }
 }
