@@ -58,6 +58,7 @@ Result<const Driver*> open_driver() {
   KILN_BIND(graph_destroy, cuGraphDestroy);
   KILN_BIND(graph_exec_destroy, cuGraphExecDestroy);
   KILN_BIND(launch_kernel, cuLaunchKernel);
+  KILN_BIND(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor);
 #undef KILN_BIND
   if (!missing.empty()) return make_error("the NVIDIA driver in " + file + " is too old: it lacks " + missing);
   if (CUresult r = d.init(0); r != CUDA_SUCCESS) return make_error("the NVIDIA driver found no usable GPU (cuInit: " + d.describe(r) + ")");

@@ -43,6 +43,7 @@ struct Driver {
   decltype(&::cuGraphDestroy) graph_destroy;
   decltype(&::cuGraphExecDestroy) graph_exec_destroy;
   decltype(&::cuLaunchKernel) launch_kernel;
+  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancy_max_active_blocks;
 
   /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
   std::string describe(CUresult result) const;
