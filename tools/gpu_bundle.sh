@@ -9,8 +9,8 @@
 # runs the GPU tier (KILN_REQUIRE_GPU=1) and the CUDA fusion suite, writing their output
 # to OUTDIR (default: kiln-gpu/out).
 set -euo pipefail
+out=$(realpath -m "${1:-kiln-gpu.tar.xz}")  # relative to where it is called from
 cd "$(dirname "$0")/.."
-out=${1:-kiln-gpu.tar.xz}
 bazel build -c opt --dynamic_mode=off //tools:kiln //tests:cuda_gpu_test
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
