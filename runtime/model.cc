@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
-#include <fstream>
 #include <mutex>
 #include <sys/mman.h>
 #include <thread>
@@ -216,10 +215,9 @@ Model::Model(std::unique_ptr<ModelImpl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
 Result<std::shared_ptr<Model>> Model::load_file(const std::string& path, const Options& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("runtime: cannot read '" + path + "': " + std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
-  auto model = load_bytes(std::move(bytes), options);
+  auto bytes = format::read_artifact_file(path);
+  if (!bytes.ok()) return make_error((bytes.error().code ? path + ": " : std::string("runtime: ")) + bytes.error().message);
+  auto model = load_bytes(std::move(*bytes), options);
   if (!model.ok()) return make_error(path + ": " + model.error().message);
   return model;
 }

@@ -2,7 +2,9 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
+
+#include "base/allocation.h"
+#include "base/file.h"
 
 namespace kiln::runtime {
 namespace {
@@ -110,7 +112,31 @@ int npy_element_size(std::string_view dtype) {
   return 0;
 }
 
-Result<NpyArray> parse_npy(std::string_view bytes, std::string_view source) {
+namespace {
+
+// What a .npy header says: the element type, the shape and where the data lies.
+struct NpyHeader {
+  NpyArray array;  // without data
+  size_t data_start = 0;
+  uint64_t data_bytes = 0;
+};
+
+// The bytes before the data (magic, version, header length, header), from the first 12
+// bytes of the file; 0 when they are not a .npy prefix (parse_header says why).
+size_t prefix_bytes(std::string_view bytes) {
+  if (bytes.size() < 10 || bytes.substr(0, 6) != kMagic) return 0;
+  int major = static_cast<unsigned char>(bytes[6]);
+  if (major == 1) return 10 + (static_cast<unsigned char>(bytes[8]) | static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+  if ((major == 2 || major == 3) && bytes.size() >= 12) {
+    size_t header_len = 0;
+    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    return 12 + header_len;
+  }
+  return 0;
+}
+
+// Parses the header from a prefix of the file that holds at least the header.
+Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) {
   if (bytes.size() < 10 || bytes.substr(0, 6) != kMagic) return npy_error(source, "it does not start with the .npy magic \\x93NUMPY");
   int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len, header_start;
@@ -128,8 +154,8 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string_view source) {
   if (header_len > bytes.size() - header_start) return npy_error(source, "the header is truncated");
   std::string descr;
   bool fortran = false, has_descr = false, has_shape = false;
-  NpyArray array;
-  if (!HeaderReader(bytes.substr(header_start, header_len)).parse(descr, fortran, array.shape, has_descr, has_shape) ||
+  NpyHeader header;
+  if (!HeaderReader(bytes.substr(header_start, header_len)).parse(descr, fortran, header.array.shape, has_descr, has_shape) ||
       !has_descr || !has_shape)
     return npy_error(source, "the header is not a dict with 'descr', 'fortran_order' and 'shape'");
   if (fortran) return npy_error(source, "it is in Fortran order; save it in C order (np.ascontiguousarray)");
@@ -141,18 +167,35 @@ Result<NpyArray> parse_npy(std::string_view bytes, std::string_view source) {
   if (!found)
     return npy_error(source, "dtype '" + descr +
                                  "' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 '<i8', bool '|b1')");
-  array.dtype = std::string(found->kiln);
+  header.array.dtype = std::string(found->kiln);
   int64_t count = 1;
-  for (int64_t d : array.shape) {
+  for (int64_t d : header.array.shape) {
     if (d > 0 && count > (int64_t{1} << 40) / d) return npy_error(source, "the shape has too many elements");
     count *= d;
   }
-  size_t data_start = header_start + header_len;
-  size_t expected = static_cast<size_t>(count) * static_cast<size_t>(found->size);
-  if (bytes.size() - data_start != expected)
-    return npy_error(source, "it holds " + std::to_string(bytes.size() - data_start) + " data bytes, the header says " +
-                                 std::to_string(expected));
-  array.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start), bytes.end());
+  header.data_start = header_start + header_len;
+  header.data_bytes = static_cast<uint64_t>(count) * static_cast<uint64_t>(found->size);
+  return header;
+}
+
+// The data must be exactly what the header says: shorter is truncated, longer has
+// trailing bytes.
+Status check_data_size(uint64_t have, uint64_t want, std::string_view source) {
+  if (have < want)
+    return npy_error(source, "it is truncated: it holds " + std::to_string(have) + " data bytes, the header says " + std::to_string(want));
+  if (have > want)
+    return npy_error(source, "it has trailing bytes: " + std::to_string(have) + " data bytes, where the header says " + std::to_string(want));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<NpyArray> parse_npy(std::string_view bytes, std::string_view source) {
+  KILN_ASSIGN_OR_RETURN(NpyHeader header, parse_header(bytes, source));
+  KILN_RETURN_IF_ERROR(check_data_size(bytes.size() - header.data_start, header.data_bytes, source));
+  NpyArray array = std::move(header.array);
+  KILN_RETURN_IF_ERROR(resize_or_error(array.data, header.data_bytes, "the data of " + std::string(source)));
+  std::memcpy(array.data.data(), bytes.data() + header.data_start, header.data_bytes);
   return array;
 }
 
@@ -179,11 +222,25 @@ std::string serialize_npy(const NpyArray& array) {
 }
 
 Result<NpyArray> read_npy_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parse_npy(buffer.str(), path);
+  // Read only as far as the header says: a device that never ends (/dev/zero) or a file
+  // far longer than its header is refused without reading it all.
+  KILN_ASSIGN_OR_RETURN(InputFile file, InputFile::open(path));
+  std::string prefix;
+  KILN_RETURN_IF_ERROR(file.read(prefix, 12));
+  const size_t header_bytes = prefix_bytes(prefix);
+  if (header_bytes > prefix.size()) KILN_RETURN_IF_ERROR(file.read(prefix, header_bytes - prefix.size()));
+  KILN_ASSIGN_OR_RETURN(NpyHeader header, parse_header(prefix, path));
+  NpyArray array = std::move(header.array);
+  array.data.assign(prefix.begin() + static_cast<std::ptrdiff_t>(header.data_start), prefix.end());
+  if (array.data.size() < header.data_bytes) KILN_RETURN_IF_ERROR(file.read(array.data, header.data_bytes - array.data.size()));
+  KILN_RETURN_IF_ERROR(check_data_size(array.data.size(), header.data_bytes, path));
+  KILN_ASSIGN_OR_RETURN(bool end, file.at_end());
+  if (!end) {
+    uint64_t total = file.reported_size().value_or(0);
+    return npy_error(path, "it has trailing bytes: more data than the " + std::to_string(header.data_bytes) + " bytes its header says" +
+                               (total ? " (the file is " + std::to_string(total) + " bytes)" : ""));
+  }
+  return array;
 }
 
 Status write_npy_file(const std::string& path, const NpyArray& array) {

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "codegen/cpu/kernel_emitter.h"
 
 namespace kiln::codegen::cpu {
@@ -35,9 +36,9 @@ Result<std::string> temp_dir() {
 }
 
 Result<std::vector<uint8_t>> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(fmt::format("cpu codegen: cannot read {}", path));
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  auto text = read_file(path, uint64_t{1} << 32);
+  if (!text.ok()) return make_error("cpu codegen: " + text.error().message);
+  return std::vector<uint8_t>(text->begin(), text->end());
 }
 
 // Runs the linker without a shell (no quoting of paths), capturing its messages.

@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "base/file.h"
+
 namespace kiln::codegen::cuda {
 namespace {
 
@@ -19,12 +21,11 @@ namespace {
 // warnings (generated code names values it may not use; the log then holds errors only).
 constexpr const char* kCommonOptions[] = {"-std=c++17", "--fmad=true", "--disable-warnings"};
 
+// A cache entry that cannot be read (missing, a directory, empty, absurdly large) is a miss.
 std::optional<std::vector<uint8_t>> read_cached(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
-  if (bytes.empty()) return std::nullopt;
-  return bytes;
+  auto text = read_file(path, uint64_t{1} << 30);
+  if (!text.ok() || text->empty()) return std::nullopt;
+  return std::vector<uint8_t>(text->begin(), text->end());
 }
 
 // Written to a temporary name and renamed, so a concurrent reader never sees half a file.

@@ -16,6 +16,8 @@ namespace kiln::format {
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
 inline constexpr uint16_t kFormatMinor = 1;
+/// The first 8 bytes of every artifact.
+inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kSectionAlignment = 64;
@@ -24,7 +26,7 @@ inline constexpr size_t kSectionAlignment = 64;
 enum class ArtifactErrorKind : int {
   BadMagic = 1,        ///< not a .kiln file
   UnsupportedVersion,  ///< a format major or minor this reader does not know
-  Truncated,           ///< shorter (or longer) than its header says, or a range past the end
+  Truncated,           ///< shorter than its header says, or a range past the end
   ChecksumMismatch,    ///< a section's bytes do not match their xxh64
   MalformedMetadata,   ///< the FlatBuffers verifier refused the metadata, or a field is missing
   OutOfRange,          ///< an index, offset, enum or size outside what it refers to
@@ -32,6 +34,8 @@ enum class ArtifactErrorKind : int {
   BadMemoryPlan,       ///< overlapping live buffers, or a buffer outside the arena
   UseBeforeProduce,    ///< a step reads a value before any step produces it
   WrongTarget,         ///< compiled for another target than the one loading it
+  TrailingBytes,       ///< longer than its header says
+  MissingCpuFeatures,  ///< CPU code that needs instructions this CPU lacks
 };
 
 /// "bad magic", "unsupported version", ...
@@ -110,6 +114,12 @@ class ArtifactView {
   const Artifact* metadata_ = nullptr;
   uint16_t major_ = 0, minor_ = 0;
 };
+
+/// Reads an artifact file ("-" for stdin) only as far as its header says: a directory,
+/// a device that never ends or a file longer than its header is refused without reading
+/// it all ("artifact: trailing bytes: ..."). The bytes are 8-byte aligned in memory, as
+/// read_artifact needs; read_artifact verifies them.
+Result<std::vector<uint8_t>> read_artifact_file(const std::string& path);
 
 /// Verifies an artifact completely before anything uses it, and returns a view of it.
 /// `expected_target` ("cpu-x86_64", ...) refuses artifacts for other targets; empty

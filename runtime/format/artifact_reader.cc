@@ -87,13 +87,14 @@ std::string_view artifact_error_name(ArtifactErrorKind kind) {
     case Kind::BadMemoryPlan: return "bad memory plan";
     case Kind::UseBeforeProduce: return "use before produce";
     case Kind::WrongTarget: return "wrong target";
+    case Kind::TrailingBytes: return "trailing bytes";
+    case Kind::MissingCpuFeatures: return "missing CPU features";
   }
   return "unknown";
 }
 
 Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_view expected_target) {
-  const char magic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
-  if (file.size() < 8 || std::memcmp(file.data(), magic, 8) != 0) return fail(Kind::BadMagic, "this is not a .kiln artifact");
+  if (file.size() < 8 || std::memcmp(file.data(), kMagic, 8) != 0) return fail(Kind::BadMagic, "this is not a .kiln artifact");
   if (file.size() < kHeaderBytes) return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, shorter than its header");
   ArtifactView view;
   view.major_ = load<uint16_t>(file, 8);
@@ -103,7 +104,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
                                               n(kFormatMajor) + ".0 to " + n(kFormatMajor) + "." + n(kFormatMinor) + ")");
   if (load<uint32_t>(file, 12) != kHeaderBytes) return fail(Kind::MalformedMetadata, "the header size is not 64");
   uint64_t declared = load<uint64_t>(file, 16);
-  if (declared != file.size()) return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
+  if (declared > file.size()) return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
+  if (declared < file.size()) return fail(Kind::TrailingBytes, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
   Section meta(load<uint64_t>(file, 24), load<uint64_t>(file, 32), load<uint64_t>(file, 40));
   KILN_RETURN_IF_ERROR(check_section(file, meta, "the metadata"));
   if (reinterpret_cast<uintptr_t>(file.data()) % 8 != 0)

@@ -57,8 +57,7 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   FinishArtifactBuffer(fb, root);
   Section metadata = append_section(out, std::span(fb.GetBufferPointer(), fb.GetSize()));
 
-  const char magic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
-  put(out, 0, magic, 8);
+  put(out, 0, kMagic, 8);
   uint16_t major = kFormatMajor, minor = kFormatMinor;
   uint32_t header = kHeaderBytes;
   uint64_t file = out.size(), offset = metadata.offset(), size = metadata.size(), hash = metadata.xxh64();

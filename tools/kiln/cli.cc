@@ -1,12 +1,8 @@
 #include "tools/kiln/cli.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fmt/format.h>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 
+#include "base/file.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/program.h"
@@ -61,25 +57,10 @@ Result<Args> parse_args(std::string_view command, std::span<char* const> argv, s
   return args;
 }
 
-Result<std::string> read_file(const std::string& path, size_t max_bytes) {
-  std::ostringstream buffer;
-  if (path == "-") {
-    buffer << std::cin.rdbuf();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
-    in.seekg(0, std::ios::end);
-    auto size = static_cast<size_t>(in.tellg());
-    if (size > max_bytes) return make_error(fmt::format("'{}' is {} bytes, more than the limit of {} bytes", path, size, max_bytes));
-    in.seekg(0);
-    buffer << in.rdbuf();
-  }
-  return buffer.str();
-}
-
-Result<ir::Graph> load_graph(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  return ir::parse(text, path == "-" ? "<stdin>" : path);
+Result<ir::Graph> load_graph(std::string_view command, const std::string& path) {
+  auto text = read_file(path, ir::ParseLimits{}.max_bytes);
+  if (!text.ok()) return make_error(fmt::format("{}: error: {}", command, text.error().message));
+  return ir::parse(*text, path == "-" ? "<stdin>" : path);
 }
 
 namespace {

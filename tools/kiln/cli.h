@@ -33,10 +33,10 @@ struct Args {
 /// Parses args for `command` ("kiln opt"); errors name the flag and point to --help.
 Result<Args> parse_args(std::string_view command, std::span<char* const> argv, std::span<const FlagSpec> specs);
 
-/// Reads a whole file (or stdin for "-"), refusing files over `max_bytes`.
-Result<std::string> read_file(const std::string& path, size_t max_bytes = size_t{64} << 20);
-/// Reads and parses (and verifies) a .kir file.
-Result<ir::Graph> load_graph(const std::string& path);
+/// Reads and parses (and verifies) a .kir file ('-' for stdin). Errors are whole lines:
+/// a parse error carries its location, a read error the command ("kiln opt: error:
+/// cannot read ..."), for fail_located.
+Result<ir::Graph> load_graph(std::string_view command, const std::string& path);
 /// The pass flags opt, eval and dot share.
 inline constexpr FlagSpec kPassFlags[] = {{"passes", true}, {"pipeline", true}, {"wrt", true}, {"no-fusion"}, {"stats"}};
 

@@ -52,7 +52,7 @@ int run_compile(std::span<char* const> argv) {
   if (emit != "artifact" && emit != "source") return fail(cmd, fmt::format("--emit expects artifact or source, got '{}'", emit));
   if (emit == "source" && parsed->get("target", "cpu") != "cuda") return fail(cmd, "--emit=source writes CUDA C++; it needs --target=cuda");
   if (emit == "artifact" && !parsed->has("output")) return fail(cmd, "no output file; give one with -o M.kiln");
-  auto graph = load_graph(parsed->positional[0]);
+  auto graph = load_graph(cmd, parsed->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
   CompileOptions options;
   options.target = parsed->get("target", "cpu");
@@ -71,9 +71,7 @@ int run_compile(std::span<char* const> argv) {
   }
   if (parsed->has("weights")) {
     std::string path = parsed->get("weights");
-    auto bytes = read_file(path, size_t{1} << 36);
-    if (!bytes.ok()) return fail(cmd, bytes.error().message);
-    auto weights = parse_safetensors(*bytes, path);
+    auto weights = read_safetensors(path);
     if (!weights.ok()) return fail(cmd, weights.error().message);
     options.weights = std::move(*weights);
   }

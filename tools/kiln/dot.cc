@@ -28,7 +28,7 @@ int run_dot(std::span<char* const> argv) {
     return 0;
   }
   if (args->positional.size() != 1) return fail("kiln dot", "expected one input file; see 'kiln dot --help'");
-  auto graph = load_graph(args->positional[0]);
+  auto graph = load_graph("kiln dot", args->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
   Status ok = run_passes(*graph, *args);
   if (!ok.ok()) return fail("kiln dot", ok.error().message);

@@ -38,7 +38,7 @@ int run_eval(std::span<char* const> argv) {
     return 0;
   }
   if (args->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln eval --help'");
-  auto graph = load_graph(args->positional[0]);
+  auto graph = load_graph(cmd, args->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
   // Results keep the names written in the file, even where a pass forwards a result to
   // another value (x*1 -> x).

@@ -51,10 +51,10 @@ int run_inspect(std::span<char* const> argv) {
   }
   if (args->positional.size() != 1) return fail(cmd, "expected one artifact file; see 'kiln inspect --help'");
   const std::string& path = args->positional[0];
-  auto text = read_file(path, size_t{1} << 36);
-  if (!text.ok()) return fail(cmd, text.error().message);
-  std::vector<uint8_t> bytes(text->begin(), text->end());  // heap storage: aligned for the metadata
-  auto view = format::read_artifact(bytes);
+  auto bytes = format::read_artifact_file(path);
+  if (!bytes.ok())
+    return fail(cmd, bytes.error().code ? fmt::format("{}: {}", path, bytes.error().message) : bytes.error().message);
+  auto view = format::read_artifact(*bytes);
   if (!view.ok()) return fail(cmd, fmt::format("{}: {}", path, view.error().message));
   const format::Artifact& a = view->metadata();
   fmt::print("artifact: {} ({} bytes)\n", path, view->file_bytes());

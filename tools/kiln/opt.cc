@@ -39,7 +39,7 @@ int run_opt(std::span<char* const> argv) {
     return 0;
   }
   if (args->positional.size() != 1) return fail("kiln opt", "expected one input file; see 'kiln opt --help'");
-  auto graph = load_graph(args->positional[0]);
+  auto graph = load_graph("kiln opt", args->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
   Status ok = run_passes(*graph, *args);
   if (!ok.ok()) return fail("kiln opt", ok.error().message);
