@@ -6,10 +6,13 @@
 namespace kiln {
 
 uint64_t memory_limit_bytes() {
-  struct sysinfo info {};
-  if (sysinfo(&info) != 0) return UINT64_MAX;
-  const uint64_t unit = info.mem_unit ? info.mem_unit : 1;
-  return (static_cast<uint64_t>(info.totalram) + static_cast<uint64_t>(info.totalswap)) * unit;
+  static const uint64_t limit = [] {
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0) return UINT64_MAX;
+    const uint64_t unit = info.mem_unit ? info.mem_unit : 1;
+    return (static_cast<uint64_t>(info.totalram) + static_cast<uint64_t>(info.totalswap)) * unit;
+  }();
+  return limit;
 }
 
 std::string format_bytes(uint64_t bytes) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <limits>
 
+#include "base/allocation.h"
 #include "ir/decompose.h"
 #include "ir/shape_inference.h"
 
@@ -406,6 +407,19 @@ Status check_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs)
   return Status::Ok();
 }
 
+Result<Tensor> evaluate_node(const Graph& g, const Node& n, std::span<const Tensor* const> operands) {
+  // Values are held as 8-byte doubles or int64s, whatever their element type.
+  const TensorType& type = g.type(n.result);
+  const uint64_t bytes = static_cast<uint64_t>(type.num_elements()) * 8;
+  auto what = [&] { return fmt::format("%{} = {}: {} in the interpreter (8 bytes an element)", display_names(g)[n.result], op_name(n.op), type.to_string()); };
+  if (bytes > memory_limit_bytes()) return check_allocation(bytes, what()).error();
+  try {
+    return evaluate_op(n.op, operands, n.attrs, type);
+  } catch (const std::bad_alloc&) {
+    return allocation_error(bytes, what());
+  }
+}
+
 Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
   Graph decomposed;
   const Graph* g = &graph;
@@ -427,7 +441,7 @@ Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::str
     const Node& n = g->nodes[i];
     operands.clear();
     for (ValueId v : n.operands) operands.push_back(&values[v]);
-    KILN_ASSIGN_OR_RETURN(values[n.result], evaluate_op(n.op, operands, n.attrs, g->type(n.result)));
+    KILN_ASSIGN_OR_RETURN(values[n.result], evaluate_node(*g, n, operands));
     for (ValueId v : n.operands)
       if (last_use[v] == static_cast<int>(i)) values[v] = Tensor();
   }

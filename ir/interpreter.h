@@ -20,6 +20,10 @@ namespace kiln::ir {
 Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> operands, const Attrs& attrs,
                            const TensorType& result_type);
 
+/// Evaluates one node of `graph` (a primitive op) on its operands. An allocation failure
+/// is an error naming the value and the bytes it needs, not a std::bad_alloc.
+Result<Tensor> evaluate_node(const Graph& graph, const Node& node, std::span<const Tensor* const> operands);
+
 /// Checks that `inputs` gives every argument of the graph (by name, without '%') a
 /// tensor of exactly its type, and names nothing else.
 Status check_inputs(const Graph& graph, const std::map<std::string, Tensor>& inputs);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "base/allocation.h"
 #include "ir/interpreter.h"
 
 namespace kiln::ir {
@@ -11,7 +12,8 @@ Result<std::vector<Tensor>> evaluate_program(const Graph& g, const std::map<std:
   if (!g.program || !g.memory) return make_error("evaluate_program: the graph has no program and memory plan");
   const MemoryPlan& plan = *g.memory;
   KILN_RETURN_IF_ERROR(check_inputs(g, inputs));
-  std::vector<uint8_t> arena(static_cast<size_t>(plan.arena_bytes));
+  std::vector<uint8_t> arena;
+  KILN_RETURN_IF_ERROR(resize_or_error(arena, static_cast<uint64_t>(plan.arena_bytes), "the arena"));
   // Argument buffers, as bytes; state buffers are written by in-place updates.
   std::map<ValueId, std::vector<uint8_t>> outside;
   for (const Arg& a : g.args) outside[a.value] = tensor_to_bytes(inputs.at(g.value_name(a.value)));
@@ -52,7 +54,7 @@ Result<std::vector<Tensor>> evaluate_program(const Graph& g, const std::map<std:
       const Node& node = g.nodes[n];
       operands.clear();
       for (ValueId v : node.operands) operands.push_back(&values[v]);
-      KILN_ASSIGN_OR_RETURN(values[node.result], evaluate_op(node.op, operands, node.attrs, g.type(node.result)));
+      KILN_ASSIGN_OR_RETURN(values[node.result], evaluate_node(g, node, operands));
     }
     for (ValueId v : step.outputs) store(v, values[v]);
     for (int n : step.nodes) values[g.nodes[n].result] = Tensor();

@@ -9,6 +9,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "base/allocation.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/format/artifact.h"
 #include "runtime/thread_pool.h"
@@ -190,23 +191,40 @@ class ModelImpl {
 namespace {
 
 // A run's arena (64-byte aligned), taken from the model's pool and given back at the end.
-struct ArenaLease {
-  const ModelImpl& model;
-  Arena arena;
-  explicit ArenaLease(const ModelImpl& m) : model(m) {
+// The first one is made at load, so that an arena larger than memory is a load error.
+Result<Arena> new_arena(uint64_t bytes) {
+  KILN_RETURN_IF_ERROR(check_allocation(bytes, "the arena"));
+  Arena arena(new (std::align_val_t(64), std::nothrow) uint8_t[bytes + 1]);
+  if (!arena) return allocation_error(bytes, "the arena");
+  return arena;
+}
+
+class ArenaLease {
+ public:
+  static Result<ArenaLease> take(const ModelImpl& m) {
     {
       std::lock_guard<std::mutex> lock(m.arena_mutex);
       if (!m.free_arenas.empty()) {
-        arena = std::move(m.free_arenas.back());
+        Arena arena = std::move(m.free_arenas.back());
         m.free_arenas.pop_back();
+        return ArenaLease(m, std::move(arena));
       }
     }
-    if (!arena) arena.reset(new (std::align_val_t(64)) uint8_t[m.view.metadata().arena_bytes() + 1]);
+    KILN_ASSIGN_OR_RETURN(Arena arena, new_arena(m.view.metadata().arena_bytes()));
+    return ArenaLease(m, std::move(arena));
   }
+  ArenaLease(ArenaLease&&) = default;
   ~ArenaLease() {
-    std::lock_guard<std::mutex> lock(model.arena_mutex);
-    model.free_arenas.push_back(std::move(arena));
+    if (!arena_) return;
+    std::lock_guard<std::mutex> lock(model_->arena_mutex);
+    model_->free_arenas.push_back(std::move(arena_));
   }
+  uint8_t* get() const { return arena_.get(); }
+
+ private:
+  ArenaLease(const ModelImpl& m, Arena arena) : model_(&m), arena_(std::move(arena)) {}
+  const ModelImpl* model_;
+  Arena arena_;
 };
 
 }  // namespace
@@ -248,7 +266,7 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
     } else {
       impl->state.push_back(impl->values[v]);
       impl->state_values.push_back(v);
-      impl->state_bytes[v].assign(static_cast<size_t>(impl->values[v].bytes()), 0);
+      KILN_RETURN_IF_ERROR(resize_or_error(impl->state_bytes[v], static_cast<uint64_t>(impl->values[v].bytes()), "state %" + impl->values[v].name));
     }
   }
   for (uint32_t v : *a.results()) {
@@ -274,6 +292,8 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
     return std::shared_ptr<Model>(new Model(std::move(impl)));
   }
   KILN_RETURN_IF_ERROR(impl->load_code());
+  KILN_ASSIGN_OR_RETURN(Arena first_arena, new_arena(a.arena_bytes()));
+  impl->free_arenas.push_back(std::move(first_arena));
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   impl->pool = std::make_unique<ThreadPool>(threads - 1);
   return std::shared_ptr<Model>(new Model(std::move(impl)));
@@ -317,7 +337,10 @@ Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTenso
   KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, inputs));
   std::vector<HostTensor> results;
   std::vector<uint8_t*> buffers;
-  for (const TensorInfo& info : impl_->outputs) results.push_back({info, std::vector<uint8_t>(static_cast<size_t>(info.bytes()))});
+  for (const TensorInfo& info : impl_->outputs) {
+    results.push_back({info, {}});
+    KILN_RETURN_IF_ERROR(resize_or_error(results.back().data, static_cast<uint64_t>(info.bytes()), "output %" + info.name));
+  }
   for (HostTensor& t : results) buffers.push_back(t.data.data());
   KILN_RETURN_IF_ERROR(run_into(in, buffers));
   return results;
@@ -366,8 +389,8 @@ Status Model::run_into(const std::vector<const uint8_t*>& inputs, const std::vec
   std::unique_lock<std::mutex> state_lock(m.state_mutex, std::defer_lock);
   if (!m.state_values.empty()) state_lock.lock();
   auto& state = const_cast<std::map<uint32_t, std::vector<uint8_t>>&>(m.state_bytes);
-  ArenaLease lease(m);
-  uint8_t* arena = lease.arena.get();
+  KILN_ASSIGN_OR_RETURN(ArenaLease lease, ArenaLease::take(m));
+  uint8_t* arena = lease.get();
   for (uint32_t v = 0; v < m.values.size(); ++v) {
     if (m.weights[v]) where[v] = const_cast<uint8_t*>(m.weights[v]);
     if (state.count(v)) where[v] = state[v].data();
@@ -441,7 +464,8 @@ Result<HostTensor> Model::read_state(const std::string& name) const {
   for (size_t i = 0; i < impl_->state.size(); ++i) {
     if (impl_->state[i].name != name) continue;
     if (impl_->cuda) {
-      HostTensor t{impl_->state[i], std::vector<uint8_t>(static_cast<size_t>(impl_->state[i].bytes()))};
+      HostTensor t{impl_->state[i], {}};
+      KILN_RETURN_IF_ERROR(resize_or_error(t.data, static_cast<uint64_t>(impl_->state[i].bytes()), "state %" + name));
       KILN_RETURN_IF_ERROR(impl_->cuda->read_state(i, t.data.data()));
       return t;
     }

@@ -213,3 +213,18 @@ TEST_CASE("two models loaded at once run their own kernels, whose names are the 
   CHECK(run_one(*times_three) == 6.0);
   CHECK(run_one(*plus_one) == 3.0);
 }
+
+TEST_CASE("an arena larger than memory is a load error naming its bytes; the interpreter says the same of a value", "[runtime][memory]") {
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @huge(%a: f32[1000]) {
+  %b: f32[100000000,1000] = broadcast(%a) {shape=[100000000,1000], dims=[1]}
+  return %b
+})");
+  auto artifact = compile_to_artifact(g, {});
+  REQUIRE(artifact.ok());
+  auto model = runtime::Model::load_bytes(*artifact);
+  REQUIRE(!model.ok());
+  CHECK(model.error().message.rfind("cannot allocate 400000000000 bytes (372.5 GiB) for the arena: this machine has ", 0) == 0);
+  auto evaluated = ir::evaluate(g, {{"a", ir::Tensor::zeros({ir::DType::F32, {1000}})}});
+  REQUIRE(!evaluated.ok());
+  CHECK(evaluated.error().message.rfind("cannot allocate 800000000000 bytes (745.1 GiB) for %b = broadcast: f32[100000000,1000] in the interpreter", 0) == 0);
+}

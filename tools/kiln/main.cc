@@ -24,7 +24,9 @@ commands:
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_command(int argc, char** argv) {
   if (argc < 2) {
     fmt::print(stderr, "{}", kUsage);
     return 1;
@@ -43,4 +45,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   return kiln::cli::fail("kiln", fmt::format("unknown command '{}'; see 'kiln --help'", command));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Allocations sized by input are checked where they are made, with errors that name
+  // their bytes; this is the last resort for any that is not, so that running out of
+  // memory is an error message and exit code 1, never an abort.
+  try {
+    return run_command(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return kiln::cli::fail("kiln", "out of memory");
+  }
 }
