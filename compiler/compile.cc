@@ -10,6 +10,7 @@
 #include "ir/printer.h"
 #include "ir/row_class.h"
 #include "passes/pipeline.h"
+#include "runtime/format/target.h"
 
 namespace kiln {
 namespace {
@@ -29,7 +30,7 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
 
 // The lowest architecture: the least a GPU needs to run the artifact's cubin.
 std::string lowest_arch(const std::vector<std::string>& archs) {
-  return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return codegen::cuda::arch_number(a) < codegen::cuda::arch_number(b); });
+  return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return format::cuda_arch_number(a) < format::cuda_arch_number(b); });
 }
 
 Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::ArtifactContents& contents) {

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <mutex>
 #include <sys/mman.h>
+#include <system_error>
 #include <thread>
 #include <unistd.h>
 
@@ -241,6 +242,9 @@ Result<std::shared_ptr<Model>> Model::load_file(const std::string& path, const O
 }
 
 Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, const Options& options) {
+  if (options.threads < 0 || options.threads > kMaxThreads)
+    return make_error("runtime: threads must be from 1 to " + std::to_string(kMaxThreads) + ", or 0 for one per hardware thread; got " +
+                      std::to_string(options.threads));
   auto impl = std::make_unique<ModelImpl>();
   impl->bytes = std::move(bytes);
   auto view = format::read_artifact(impl->bytes);
@@ -295,7 +299,11 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
   KILN_ASSIGN_OR_RETURN(Arena first_arena, new_arena(a.arena_bytes()));
   impl->free_arenas.push_back(std::move(first_arena));
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  impl->pool = std::make_unique<ThreadPool>(threads - 1);
+  try {
+    impl->pool = std::make_unique<ThreadPool>(threads - 1);
+  } catch (const std::system_error& e) {
+    return make_error("runtime: cannot start " + std::to_string(threads) + " threads: " + e.code().message());
+  }
   return std::shared_ptr<Model>(new Model(std::move(impl)));
 }
 

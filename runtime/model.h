@@ -39,9 +39,13 @@ struct HostTensor {
   std::vector<uint8_t> data;
 };
 
+/// The most threads a model's pool may have.
+inline constexpr int kMaxThreads = 1024;
+
 /// Load options.
 struct Options {
-  /// Threads that split kernels; 0 means one per hardware thread.
+  /// Threads that split kernels: 1 to kMaxThreads, or 0 for one per hardware thread.
+  /// Anything else, or threads the system cannot start, is a load error.
   int threads = 0;
   /// CUDA artifacts: the device ordinal to run on.
   int cuda_device = 0;

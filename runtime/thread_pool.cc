@@ -5,10 +5,19 @@
 namespace kiln::runtime {
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  try {
+    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  } catch (...) {
+    // The threads already started must be joined before the exception leaves: a joinable
+    // std::thread destroyed would terminate the process.
+    stop();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop(); }
+
+void ThreadPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;

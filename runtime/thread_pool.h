@@ -13,7 +13,8 @@ namespace kiln::runtime {
 /// Runs fn(begin, end) over chunks of [0, n) on the pool's threads and the caller's.
 class ThreadPool {
  public:
-  /// `threads` workers besides the caller (0: none).
+  /// `threads` workers besides the caller (0: none). Throws std::system_error, with no
+  /// thread left running, when the system cannot start them.
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -25,6 +26,7 @@ class ThreadPool {
 
  private:
   void work();
+  void stop();
 
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // one parallel_for at a time

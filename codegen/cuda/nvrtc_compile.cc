@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "base/file.h"
+#include "runtime/format/target.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -72,11 +73,6 @@ Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> nvrtc(const std::s
 
 }  // namespace
 
-int arch_number(std::string_view arch) {
-  size_t digits = arch.find_first_of("0123456789");
-  return digits == std::string_view::npos ? 0 : std::atoi(std::string(arch.substr(digits)).c_str());
-}
-
 std::string nvrtc_version() {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
@@ -102,7 +98,7 @@ Status check_archs(const std::vector<std::string>& archs) {
     bool well_formed = arch.size() > 3 && arch.starts_with("sm_") &&
                        std::all_of(arch.begin() + 3, arch.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!well_formed) return make_error(fmt::format("cuda codegen: '{}' is not a GPU architecture (expected sm_NN, such as sm_90)", arch));
-    if (std::find(supported.begin(), supported.end(), arch_number(arch)) == supported.end())
+    if (std::find(supported.begin(), supported.end(), format::cuda_arch_number(arch)) == supported.end())
       return make_error(fmt::format("cuda codegen: NVRTC {} cannot compile for {} (it supports: {})", nvrtc_version(), arch, names));
   }
   return Status::Ok();
@@ -111,7 +107,7 @@ Status check_archs(const std::vector<std::string>& archs) {
 Result<std::vector<CodeObject>> compile_program(const std::string& source, const NvrtcOptions& options, NvrtcStats* stats) {
   KILN_RETURN_IF_ERROR(check_archs(options.archs));
   const std::vector<std::string>& archs = options.archs;
-  const std::string newest = *std::max_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return arch_number(a) < arch_number(b); });
+  const std::string newest = *std::max_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return format::cuda_arch_number(a) < format::cuda_arch_number(b); });
   const std::string dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
   struct Compiled {
     Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> code = Error{};

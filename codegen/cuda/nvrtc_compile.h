@@ -42,9 +42,6 @@ std::string nvrtc_version();
 /// $KILN_CACHE_DIR/nvrtc if set, else $XDG_CACHE_HOME/kiln/nvrtc, else ~/.cache/kiln/nvrtc.
 std::string default_cache_dir();
 
-/// The number of an architecture name: 90 for "sm_90" or "compute_90" (0 without digits).
-int arch_number(std::string_view arch);
-
 /// Checks an architecture list: each "sm_NN" that this NVRTC can compile for.
 Status check_archs(const std::vector<std::string>& archs);
 

@@ -5,16 +5,12 @@
 #include <mutex>
 
 #include "runtime/cuda/driver.h"
+#include "runtime/format/target.h"
 
 namespace kiln::runtime::cuda {
 namespace {
 
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
-
-int arch_number(std::string_view arch) {
-  size_t digits = arch.find_first_of("0123456789");
-  return digits == std::string_view::npos ? 0 : std::atoi(std::string(arch.substr(digits)).c_str());
-}
 
 // cuBLAS's workspace per session: with one set, cuBLAS allocates nothing while a graph is
 // captured (NVIDIA recommends 32 MiB on Hopper).
@@ -116,7 +112,7 @@ struct Executor::Impl {
     for (const format::CodeObject* c : *artifact->code()) {
       std::string kind = c->kind() ? c->kind()->str() : "", arch = c->arch() ? c->arch()->str() : "";
       offered += std::string(offered.empty() ? "" : ", ") + (kind == "ptx" ? "PTX " : "") + arch;
-      int a = arch_number(arch), score = -1;
+      int a = format::cuda_arch_number(arch), score = -1;
       if (kind == "cubin" && a == cc) score = 3000;
       else if (kind == "cubin" && a / 10 == major && a <= cc) score = 2000 + a;
       else if (kind == "ptx" && a <= cc) score = 1000 + a;

@@ -228,3 +228,15 @@ TEST_CASE("an arena larger than memory is a load error naming its bytes; the int
   REQUIRE(!evaluated.ok());
   CHECK(evaluated.error().message.rfind("cannot allocate 800000000000 bytes (745.1 GiB) for %b = broadcast: f32[100000000,1000] in the interpreter", 0) == 0);
 }
+
+TEST_CASE("thread counts outside 0..kMaxThreads are load errors", "[runtime][threads]") {
+  ir::Graph g = kiln::testing::parse_ok("graph @g(%x: f32[4]) {\n  %y: f32[4] = exp(%x)\n  return %y\n}");
+  auto artifact = compile_to_artifact(g, {});
+  REQUIRE(artifact.ok());
+  for (int threads : {-1, runtime::kMaxThreads + 1, 1000000}) {
+    auto model = runtime::Model::load_bytes(*artifact, {threads});
+    REQUIRE(!model.ok());
+    CHECK(model.error().message == "runtime: threads must be from 1 to 1024, or 0 for one per hardware thread; got " + std::to_string(threads));
+  }
+  CHECK(runtime::Model::load_bytes(*artifact, {runtime::kMaxThreads}).ok());
+}

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "compiler/bench.h"
+#include "runtime/model.h"
 #include "tools/kiln/cli.h"
 
 namespace kiln::cli {
@@ -40,16 +41,6 @@ Status write_text(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-Result<int> parse_count(std::string_view flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(text, &used);
-    if (used == text.size() && n >= 1) return n;
-  } catch (const std::exception&) {
-  }
-  return make_error(fmt::format("--{} must be a positive integer, got '{}'", flag, text));
-}
-
 }  // namespace
 
 int run_bench(std::span<char* const> argv) {
@@ -68,12 +59,12 @@ int run_bench(std::span<char* const> argv) {
   options.suite = parsed->get("suite", "fusion");
   options.filter = parsed->get("filter");
   options.quick = parsed->has("quick");
-  for (auto [flag, field] : {std::pair{"repeat", &options.repeat}, std::pair{"threads", &options.threads}}) {
-    if (!parsed->has(flag)) continue;
-    auto n = parse_count(flag, parsed->get(flag));
-    if (!n.ok()) return fail(cmd, n.error().message);
-    *field = *n;
-  }
+  auto repeat = integer_flag(*parsed, "repeat", options.repeat, 1, 1'000'000);
+  if (!repeat.ok()) return fail(cmd, repeat.error().message);
+  options.repeat = static_cast<int>(*repeat);
+  auto threads = integer_flag(*parsed, "threads", options.threads, 1, runtime::kMaxThreads);
+  if (!threads.ok()) return fail(cmd, threads.error().message);
+  options.threads = static_cast<int>(*threads);
   auto result = bench::run_suite(options, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   if (!result.ok()) return fail(cmd, result.error().message);
   fmt::print("{}", bench::to_table(*result));

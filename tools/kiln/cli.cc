@@ -11,52 +11,6 @@
 
 namespace kiln::cli {
 
-std::string Args::get(std::string_view name, std::string fallback) const {
-  auto it = flags.find(name);
-  return it == flags.end() || it->second.empty() ? fallback : it->second.back();
-}
-
-Result<Args> parse_args(std::string_view command, std::span<char* const> argv, std::span<const FlagSpec> specs) {
-  Args args;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    std::string_view a = argv[i];
-    if (a == "-h" || a == "--help") {
-      args.help = true;
-      continue;
-    }
-    if (!a.starts_with("--")) {
-      if (a.size() > 1 && a[0] == '-')
-        return make_error(fmt::format("{}: error: unknown flag '{}'; see '{} --help'", command, a, command));
-      args.positional.emplace_back(a);
-      continue;
-    }
-    std::string_view body = a.substr(2);
-    size_t eq = body.find('=');
-    std::string_view name = body.substr(0, eq);
-    const FlagSpec* spec = nullptr;
-    for (const FlagSpec& s : specs)
-      if (s.name == name) spec = &s;
-    if (!spec) return make_error(fmt::format("{}: error: unknown flag '--{}'; see '{} --help'", command, name, command));
-    std::string value;
-    if (spec->takes_value) {
-      if (eq != std::string_view::npos) {
-        value = std::string(body.substr(eq + 1));
-      } else if (i + 1 < argv.size()) {
-        value = argv[++i];
-      } else {
-        return make_error(fmt::format("{}: error: --{} needs a value; see '{} --help'", command, name, command));
-      }
-    } else if (eq != std::string_view::npos) {
-      return make_error(fmt::format("{}: error: --{} takes no value", command, name));
-    }
-    auto& values = args.flags[std::string(name)];
-    if (!values.empty() && !spec->repeatable)
-      return make_error(fmt::format("{}: error: --{} is given more than once", command, name));
-    values.push_back(std::move(value));
-  }
-  return args;
-}
-
 Result<ir::Graph> load_graph(std::string_view command, const std::string& path) {
   auto text = read_file(path, ir::ParseLimits{}.max_bytes);
   if (!text.ok()) return make_error(fmt::format("{}: error: {}", command, text.error().message));
@@ -147,16 +101,6 @@ std::string format_values(const ir::Tensor& t, size_t limit) {
   for (size_t k = 0; k < n && k < limit; ++k) out += (k ? ", " : "") + element(k);
   if (n > limit) out += fmt::format(", ... ({} more)", n - limit);
   return out + ']';
-}
-
-int fail(std::string_view command, std::string_view message) {
-  fmt::print(stderr, "{}: error: {}\n", command, message);
-  return 1;
-}
-
-int fail_located(const Error& error) {
-  fmt::print(stderr, "{}\n", error.message);
-  return 1;
 }
 
 }  // namespace kiln::cli

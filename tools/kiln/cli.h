@@ -9,29 +9,9 @@
 #include "base/result.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "tools/kiln/flags.h"
 
 namespace kiln::cli {
-
-/// A flag a subcommand accepts.
-struct FlagSpec {
-  std::string_view name;     ///< without the leading "--"
-  bool takes_value = false;  ///< --name=VALUE or --name VALUE
-  bool repeatable = false;
-};
-
-/// Parsed command line of a subcommand.
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::vector<std::string>, std::less<>> flags;
-  bool help = false;
-
-  bool has(std::string_view name) const { return flags.count(name) != 0; }
-  /// The last value of a flag, or `fallback`.
-  std::string get(std::string_view name, std::string fallback = "") const;
-};
-
-/// Parses args for `command` ("kiln opt"); errors name the flag and point to --help.
-Result<Args> parse_args(std::string_view command, std::span<char* const> argv, std::span<const FlagSpec> specs);
 
 /// Reads and parses (and verifies) a .kir file ('-' for stdin). Errors are whole lines:
 /// a parse error carries its location, a read error the command ("kiln opt: error:
@@ -51,11 +31,6 @@ Result<ir::Tensor> read_tensor(const std::string& path);
 Status write_tensor(const std::string& path, const ir::Tensor& tensor);
 /// "[1.5, 2.0]"-style text of a tensor's elements, at most `limit` of them.
 std::string format_values(const ir::Tensor& tensor, size_t limit = 64);
-
-/// Prints "COMMAND: error: MESSAGE" to stderr and returns exit code 1.
-int fail(std::string_view command, std::string_view message);
-/// Prints an error that already carries its location to stderr and returns 1.
-int fail_located(const Error& error);
 
 int run_opt(std::span<char* const> argv);
 int run_eval(std::span<char* const> argv);

@@ -49,16 +49,11 @@ int run_eval(std::span<char* const> argv) {
   if (!ok.ok()) return fail(cmd, ok.error().message);
 
   std::map<std::string, ir::Tensor> inputs;
-  auto it = args->flags.find("input");
-  for (const std::string& spec : it == args->flags.end() ? std::vector<std::string>() : it->second) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      return fail(cmd, fmt::format("--input expects NAME=PATH.npy, got '{}'", spec));
-    std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
-    if (!name.empty() && name[0] == '%') name.erase(0, 1);
+  auto input_files = named_values(*args, "input", "NAME=PATH.npy");
+  if (!input_files.ok()) return fail(cmd, input_files.error().message);
+  for (const auto& [name, path] : *input_files) {
     const ir::Arg* arg = graph->find_arg(name);
     if (!arg) return fail(cmd, fmt::format("@{} has no argument %{}", graph->name, name));
-    if (inputs.count(name)) return fail(cmd, fmt::format("--input gives %{} twice", name));
     auto tensor = read_tensor(path);
     if (!tensor.ok()) return fail(cmd, tensor.error().message);
     const ir::TensorType& want = graph->type(arg->value);

@@ -10,6 +10,7 @@
 
 #include "runtime/model.h"
 #include "runtime/npy.h"
+#include "tools/kiln/flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -26,11 +27,6 @@ shape. With --output, writes DIR/NAME.npy per output; without, prints a summary.
   -h, --help          this help
 )";
 
-int fail(std::string_view command, const std::string& message) {
-  fmt::print(stderr, "{}: error: {}\n", command, message);
-  return 1;
-}
-
 // The element type a .npy reader name stands for (runtime/npy.h names them as the runtime does).
 runtime::ElementType type_of(const std::string& name) {
   for (int i = 0; i < 7; ++i) {
@@ -43,38 +39,28 @@ runtime::ElementType type_of(const std::string& name) {
 }  // namespace
 
 int run_artifact(std::string_view cmd, std::span<char* const> argv) {
-  std::string path, output;
-  std::vector<std::string> input_specs;
-  int threads = 0;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    std::string_view a = argv[i];
-    auto value = [&](std::string_view flag) -> std::optional<std::string> {
-      if (a.starts_with(std::string(flag) + "=")) return std::string(a.substr(flag.size() + 1));
-      if (a == flag && i + 1 < argv.size()) return std::string(argv[++i]);
-      return std::nullopt;
-    };
-    if (a == "-h" || a == "--help") {
-      fmt::print(fmt::runtime(kHelp), cmd);
-      return 0;
-    }
-    if (auto v = value("--input")) input_specs.push_back(*v);
-    else if (auto o = value("--output")) output = *o;
-    else if (auto t = value("--threads")) threads = std::atoi(t->c_str());
-    else if (a.starts_with("-")) return fail(cmd, fmt::format("unknown flag '{}'; see '{} --help'", a, cmd));
-    else if (path.empty()) path = std::string(a);
-    else return fail(cmd, fmt::format("expected one artifact, got '{}' too", a));
+  constexpr FlagSpec specs[] = {{"input", true, true}, {"output", true}, {"threads", true}};
+  auto args = parse_args(cmd, argv, specs);
+  if (!args.ok()) return fail_located(args.error());
+  if (args->help) {
+    fmt::print(fmt::runtime(kHelp), cmd);
+    return 0;
   }
-  if (path.empty()) return fail(cmd, fmt::format("expected an artifact file; see '{} --help'", cmd));
-  auto model = runtime::Model::load_file(path, {threads});
+  if (args->positional.empty()) return fail(cmd, fmt::format("expected an artifact file; see '{} --help'", cmd));
+  if (args->positional.size() > 1) return fail(cmd, fmt::format("expected one artifact, got '{}' too", args->positional[1]));
+  const std::string& path = args->positional[0];
+  const std::string output = args->get("output");
+  auto threads = integer_flag(*args, "threads", 0, 1, runtime::kMaxThreads);
+  if (!threads.ok()) return fail(cmd, threads.error().message);
+  auto input_files = named_values(*args, "input", "NAME=PATH.npy");
+  if (!input_files.ok()) return fail(cmd, input_files.error().message);
+  auto model = runtime::Model::load_file(path, {static_cast<int>(*threads)});
   if (!model.ok()) return fail(cmd, model.error().message);
   std::map<std::string, runtime::HostTensor> inputs;
-  for (const std::string& spec : input_specs) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) return fail(cmd, fmt::format("--input expects NAME=PATH.npy, got '{}'", spec));
-    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    auto npy = runtime::read_npy_file(file);
+  for (const NamedValue& input : *input_files) {
+    auto npy = runtime::read_npy_file(input.value);
     if (!npy.ok()) return fail(cmd, npy.error().message);
-    inputs[name] = {{name, type_of(npy->dtype), npy->shape}, std::move(npy->data)};
+    inputs[input.name] = {{input.name, type_of(npy->dtype), npy->shape}, std::move(npy->data)};
   }
   auto outputs = (*model)->run(inputs);
   if (!outputs.ok()) return fail(cmd, outputs.error().message);
