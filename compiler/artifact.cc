@@ -86,11 +86,13 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
 
 }  // namespace
 
+std::string compiler_version() { return "kiln " + std::string(kVersion); }
+
 Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights,
                                                    const std::string& target, const std::string& ir_text) {
   if (!g.program || !g.memory) return make_error("artifact: the graph has no program and memory plan; run the default pipeline first");
   format::ArtifactContents c;
-  c.compiler_version = std::string(kCompilerVersion);
+  c.compiler_version = compiler_version();
   c.target = target;
   c.ir = ir_text;
   c.arena_bytes = static_cast<uint64_t>(g.memory->arena_bytes);
@@ -108,7 +110,17 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   };
   for (const ir::Arg& a : g.args) {
     format::ArtifactContents::ArgInfo arg{value(a.value), format::ArgKind::Input, -1};
-    if (a.kind == ir::ArgKind::State) arg.kind = format::ArgKind::State;
+    if (a.kind == ir::ArgKind::State) {
+      arg.kind = format::ArgKind::State;
+      auto it = weights.find(g.value_name(a.value));
+      if (it != weights.end()) {
+        if (it->second.type != g.type(a.value))
+          return make_error(fmt::format("state %{} is {}, but its initial value is {}", g.value_name(a.value), g.type(a.value).to_string(),
+                                        it->second.type.to_string()));
+        arg.weight = static_cast<int32_t>(c.weights.size());
+        c.weights.push_back(ir::tensor_to_bytes(it->second));
+      }
+    }
     if (a.kind == ir::ArgKind::Param) {
       const std::string& name = g.value_name(a.value);
       auto it = weights.find(name);

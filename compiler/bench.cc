@@ -129,9 +129,10 @@ struct Prepared {
   }
 };
 
-Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int threads, const std::string& target) {
+Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int threads, const BenchOptions& bench) {
   CompileOptions options;
-  options.target = target;
+  options.target = bench.target;
+  options.cpu = bench.cpu;
   options.fuse = fuse;
   options.weights = row.weights;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(row.graph, options));
@@ -151,7 +152,7 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
     p->storage.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
     p->outputs[info.name] = p->storage.back()->span();
   }
-  if (target == "cuda") {
+  if (bench.target == "cuda") {
     KILN_ASSIGN_OR_RETURN(p->cu, runtime::cuda::driver());
     for (auto& [name, bytes] : p->inputs) {
       CUdeviceptr d = 0;
@@ -257,9 +258,9 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     const SuiteRow& row = chosen[i];
     std::string at = fmt::format("[{}/{}] {}", i + 1, chosen.size(), row.name);
     progress(at + ": compiling fused and unfused");
-    auto fused = prepare(row, true, result.threads, options.target);
+    auto fused = prepare(row, true, result.threads, options);
     if (!fused.ok()) return make_error(fmt::format("bench: {} (fused): {}", row.name, fused.error().message));
-    auto unfused = prepare(row, false, result.threads, options.target);
+    auto unfused = prepare(row, false, result.threads, options);
     if (!unfused.ok()) return make_error(fmt::format("bench: {} (unfused): {}", row.name, unfused.error().message));
     RowResult r;
     r.name = row.name;

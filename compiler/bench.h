@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "compiler/compile.h"
 #include "compiler/timing.h"
 
 namespace kiln::bench {
@@ -16,6 +17,8 @@ namespace kiln::bench {
 /// What to run.
 struct BenchOptions {
   std::string target = "cpu";
+  /// The CPU target: the --cpu list of `kiln compile` (CompileOptions::cpu).
+  std::string cpu = std::string(kDefaultCpus);
   std::string suite = "fusion";
   /// An ECMAScript regex; only rows whose name it matches somewhere run.
   std::string filter;

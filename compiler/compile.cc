@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include "codegen/cpu/compile.h"
+#include "codegen/cpu/cpu_target.h"
 #include "codegen/cuda/kernel_source.h"
 #include "codegen/cuda/nvrtc_compile.h"
 #include "compiler/artifact.h"
+#include "compiler/weights.h"
 #include "ir/printer.h"
 #include "ir/row_class.h"
 #include "passes/pipeline.h"
@@ -44,31 +46,60 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
   nvrtc.use_cache = options.use_compile_cache;
   nvrtc.verbose = options.verbose;
   KILN_ASSIGN_OR_RETURN(std::vector<codegen::cuda::CodeObject> objects, codegen::cuda::compile_program(program.kernels, nvrtc));
-  for (auto& o : objects) contents.code.push_back({o.kind, o.arch, std::move(o.bytes)});
+  for (auto& o : objects) contents.code.push_back({o.kind, o.arch, std::move(o.bytes), {}, {}});
   std::string archs;
   for (const std::string& a : options.cuda_archs) archs += (archs.empty() ? "" : ",") + a;
   contents.flags = {"--target=cuda", "--cuda-arch=" + archs};
   return Status::Ok();
 }
 
+// One kernel library per CPU of the list, each with the features its code needs.
+Status add_cpu_code(const ir::Graph& g, const CompileOptions& options, format::ArtifactContents& contents) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> cpus, cpu_list(options.cpu));
+  for (const std::string& name : cpus) {
+    codegen::cpu::CompileOptions cpu;
+    cpu.cpu = name;
+    cpu.streaming_store_bytes = options.streaming_store_bytes;
+    KILN_ASSIGN_OR_RETURN(codegen::cpu::KernelLibrary library, codegen::cpu::compile_kernels(g, cpu));
+    contents.code.push_back({"elf", "x86_64", std::move(library.elf), std::move(library.cpu_features), name});
+  }
+  contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<std::string> known_cpus() { return codegen::cpu::known_cpus(); }
+std::string llvm_version() { return codegen::cpu::llvm_version(); }
+std::string nvrtc_version() { return "NVRTC " + codegen::cuda::nvrtc_version(); }
+
+Result<std::vector<std::string>> cpu_list(const std::string& cpus) {
+  std::vector<std::string> names;
+  for (size_t start = 0; start <= cpus.size();) {
+    size_t comma = std::min(cpus.find(',', start), cpus.size());
+    std::string name = cpus.substr(start, comma - start);
+    if (name.empty()) return make_error(fmt::format("compile: --cpu '{}' has an empty name in its list", cpus));
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      return make_error(fmt::format("compile: --cpu '{}' names {} twice", cpus, name));
+    KILN_RETURN_IF_ERROR(codegen::cpu::resolve_cpu(name));
+    names.push_back(std::move(name));
+    start = comma + 1;
+  }
+  return names;
+}
 
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
   const bool cuda = options.target == "cuda";
   if (cuda) KILN_RETURN_IF_ERROR(codegen::cuda::check_archs(options.cuda_archs));
   const std::string target = cuda ? "cuda-" + lowest_arch(options.cuda_archs) : "cpu-x86_64";
-  KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, options.weights, target, ir::print(graph)));
+  KILN_ASSIGN_OR_RETURN(auto weights, match_weights(graph, options.weights, {options.convert_weight_dtypes, options.allow_unused_weights}));
+  KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, weights, target, ir::print(graph)));
   for (size_t s = 0; s < g.program->steps.size(); ++s) contents.steps[s].work_items = ir::work_items(g, g.program->steps[s]);
   if (cuda) {
     KILN_RETURN_IF_ERROR(add_cuda_code(g, options, contents));
   } else {
-    codegen::cpu::CompileOptions cpu;
-    cpu.cpu = options.cpu;
-    cpu.streaming_store_bytes = options.streaming_store_bytes;
-    KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> elf, codegen::cpu::compile_kernels(g, cpu));
-    contents.code.push_back({"elf", "x86_64", std::move(elf)});
-    contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
+    KILN_RETURN_IF_ERROR(add_cpu_code(g, options, contents));
     if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)
       contents.flags.push_back(fmt::format("--streaming-stores-above={}", options.streaming_store_bytes));
   }

@@ -11,6 +11,9 @@
 
 namespace kiln {
 
+/// The CPUs artifacts are compiled for unless told otherwise.
+inline constexpr std::string_view kDefaultCpus = "x86-64-v3,x86-64-v4";
+
 /// How to compile.
 struct CompileOptions {
   /// "cpu" or "cuda".
@@ -22,15 +25,25 @@ struct CompileOptions {
   bool use_compile_cache = true;
   /// CUDA: print cache hits and misses and NVRTC's time on stderr.
   bool verbose = false;
-  /// The CPU to compile for; "native" is this machine's.
-  std::string cpu = "native";
+  /// The CPUs to compile for, comma-separated: "native" (this machine's), "x86-64-v3",
+  /// or any 64-bit x86 CPU LLVM knows. One kernel library per CPU goes into the artifact,
+  /// and the runtime loads the one with the most features its CPU has. The default runs
+  /// on any CPU with AVX2 and FMA (x86-64-v3: Haswell, Zen 1 and later), and uses
+  /// AVX-512 where there is one (x86-64-v4), which is as fast as native on the fusion
+  /// suite (docs/benchmarks.md).
+  std::string cpu = std::string(kDefaultCpus);
   /// False compiles the unfused baseline (every op its own kernel).
   bool fuse = true;
   /// Kernels whose outputs total at least this many bytes write them with streaming
   /// (non-temporal) stores; see codegen::cpu::CompileOptions.
   int64_t streaming_store_bytes = int64_t{16} << 20;
-  /// Values of the graph's params, by name.
+  /// Values of the graph's params, and initial values of its state (zero without one),
+  /// by name (compiler/weights.h).
   std::map<std::string, ir::Tensor> weights;
+  /// Round floating weights of another floating type to their argument's type.
+  bool convert_weight_dtypes = false;
+  /// Ignore weights that name no param or state (else they are an error).
+  bool allow_unused_weights = false;
 };
 
 /// Runs the default pipeline (decompose, canonicalize, cse, dce, fusion, memory-plan),
@@ -38,6 +51,17 @@ struct CompileOptions {
 /// ELF shared object for the CPU; cubin per architecture and PTX for CUDA), the weights
 /// and the graph's text IR.
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options);
+
+/// The names of a --cpu list ("x86-64-v3,x86-64-v4"), each checked (before LLVM sees it);
+/// errors name the CPU and say what is accepted.
+Result<std::vector<std::string>> cpu_list(const std::string& cpus);
+
+/// The versions of what the compiler is built with: "LLVM 19.1.7", "NVRTC 13.0".
+std::string llvm_version();
+std::string nvrtc_version();
+
+/// The CPU names a --cpu list may hold besides "native", as LLVM lists them.
+std::vector<std::string> known_cpus();
 
 /// The CUDA C++ program compile_to_artifact hands NVRTC for this graph (for reading).
 Result<std::string> cuda_source(const ir::Graph& graph, const CompileOptions& options);

@@ -3,6 +3,8 @@
 // against the reference interpreter.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 
@@ -15,6 +17,12 @@
 #include "runtime/model.h"
 
 int main() {
+  // Under `bazel run`, files go where the command was typed, not into Bazel's runfiles.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
+    std::error_code ec;
+    std::filesystem::current_path(dir, ec);
+  }
+
   // 1. Describe the model: a batch of 4 inputs with 8 features, two hidden layers.
   kiln::Model model("quickstart_mlp", /*seed=*/42);
   kiln::Tensor x = model.input("x", {4, 8});

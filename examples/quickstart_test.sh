@@ -14,3 +14,7 @@ grep -q '^== largest difference from the interpreter' <<<"$out"
 reply=$(printf '%s\n1 2 3\n' "$(seq -s ' ' 1 32)" | "$bin/deploy" quickstart_mlp.kiln)
 [ "$(head -1 <<<"$reply" | wc -w)" = 12 ]
 grep -q '^error: expected 32 numbers for %x: f32\[4,8\]$' <<<"$reply"
+# Under `bazel run` (BUILD_WORKING_DIRECTORY set), the artifact lands where the user is.
+mkdir -p user_dir elsewhere
+(cd elsewhere && BUILD_WORKING_DIRECTORY="$PWD/../user_dir" "$bin/quickstart" > /dev/null)
+[ -f user_dir/quickstart_mlp.kiln ] && [ ! -f elsewhere/quickstart_mlp.kiln ]

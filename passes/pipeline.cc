@@ -1,5 +1,8 @@
 #include "passes/pipeline.h"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 
@@ -48,6 +51,11 @@ constexpr Registration kPasses[] = {
 Result<bool> Pipeline::run(ir::Graph& graph) {
   bool changed = false;
   int index = 0;
+  if (!dump_.dir.empty() && !dump_.after.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dump_.dir, ec);
+    if (ec) return make_error(fmt::format("cannot create the dump directory '{}': {}", dump_.dir, ec.message()));
+  }
   for (auto& pass : passes_) {
     ++index;
     KILN_ASSIGN_OR_RETURN(bool pass_changed, pass->run(graph));
@@ -64,7 +72,7 @@ Result<bool> Pipeline::run(ir::Graph& graph) {
       std::string path = fmt::format("{}/{:02}-{}.kir", dump_.dir, index, pass->name());
       std::ofstream out(path);
       out << text;
-      if (!out) return make_error(fmt::format("cannot write dump file {}", path));
+      if (!out) return make_error(fmt::format("cannot write the dump file '{}': {}", path, std::strerror(errno)));
     } else if (dump_.sink) {
       dump_.sink(pass->name(), text);
     }

@@ -15,7 +15,8 @@ namespace kiln::passes {
 struct DumpOptions {
   /// Pass names to dump after; "all" dumps after every pass.
   std::set<std::string> after;
-  /// When set, each dump goes to DIR/NN-passname.kir instead of the sink.
+  /// When set, each dump goes to DIR/NN-passname.kir instead of the sink (DIR is created
+  /// if missing).
   std::string dir;
   /// Receives (pass name, text) when no directory is set.
   std::function<void(std::string_view, std::string_view)> sink;

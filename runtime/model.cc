@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 #include "base/allocation.h"
+#include "base/version.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/format/artifact.h"
+#include "runtime/host_cpu.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -37,6 +40,19 @@ std::string TensorInfo::type_string() const {
   std::string s = std::string(element_type_name(type)) + "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+std::string_view runtime_version() { return kVersion; }
+
+std::string artifact_format_versions() {
+  return std::to_string(format::kFormatMajor) + ".0 to " + std::to_string(format::kFormatMajor) + "." + std::to_string(format::kFormatMinor);
+}
+
+Result<std::string> cuda_driver_version() {
+  KILN_ASSIGN_OR_RETURN(const cuda::Driver* cu, cuda::driver());
+  int version = 0;
+  if (CUresult r = cu->driver_get_version(&version); r != CUDA_SUCCESS) return make_error("cuDriverGetVersion: " + cu->describe(r));
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
 namespace {
@@ -87,6 +103,7 @@ class ModelImpl {
   std::unique_ptr<ThreadPool> pool;
   mutable std::mutex state_mutex;
   std::map<uint32_t, std::vector<uint8_t>> state_bytes;  // per state value
+  std::vector<const uint8_t*> state_initial;             // per state position: initial bytes, or null for zeros
 
   int code_fd = -1;  // the memfd the kernels were loaded from
   std::unique_ptr<cuda::Executor> cuda;  // set for CUDA artifacts
@@ -98,14 +115,10 @@ class ModelImpl {
 
   Status load_code() {
     const format::Artifact& a = view.metadata();
-    const format::CodeObject* elf = nullptr;
-    if (a.code())
-      for (const format::CodeObject* c : *a.code())
-        if (c->kind() && c->kind()->string_view() == "elf") elf = c;
     bool needs_code = false;
     for (const StepPlan& s : steps) needs_code = needs_code || s.kind != format::StepKind::Library;
     if (!needs_code) return Status::Ok();
-    if (!elf) return make_error("runtime: the artifact has no CPU code (an 'elf' code object)");
+    KILN_ASSIGN_OR_RETURN(const format::CodeObject* elf, runnable_elf(a));
     // From memory: an anonymous file no other process can swap, opened through /proc.
     int fd = memfd_create("kiln-kernels", MFD_CLOEXEC);
     if (fd < 0) return make_error(std::string("runtime: memfd_create failed: ") + std::strerror(errno));
@@ -133,6 +146,37 @@ class ModelImpl {
       if (!s.kernel) return make_error("runtime: the kernels have no entry point " + step->symbol()->str());
     }
     return Status::Ok();
+  }
+
+  // The ELF object with the most CPU features that this CPU all has (objects from before
+  // format 1.2 record none and run anywhere, as they did).
+  static Result<const format::CodeObject*> runnable_elf(const format::Artifact& a) {
+    const format::CodeObject* best = nullptr;
+    std::vector<std::string> fewest_missing;
+    std::string fewest_cpu;
+    bool any = false;
+    if (a.code())
+      for (const format::CodeObject* c : *a.code()) {
+        if (!c->kind() || c->kind()->string_view() != "elf") continue;
+        std::vector<std::string> needed;
+        if (c->cpu_features())
+          for (const auto* f : *c->cpu_features()) needed.push_back(f->str());
+        std::vector<std::string> missing = missing_cpu_features(needed);
+        if (missing.empty()) {
+          if (!best || needed.size() > (best->cpu_features() ? best->cpu_features()->size() : 0)) best = c;
+        } else if (!any || missing.size() < fewest_missing.size()) {
+          fewest_missing = missing;
+          fewest_cpu = c->cpu() ? c->cpu()->str() : "?";
+        }
+        any = true;
+      }
+    if (best) return best;
+    if (!any) return make_error("runtime: the artifact has no CPU code (an 'elf' code object)");
+    std::string names;
+    for (const std::string& f : fewest_missing) names += (names.empty() ? "" : ", ") + f;
+    return Error{"artifact: missing CPU features: its kernels were compiled for --cpu=" + fewest_cpu + " and need " + names +
+                     ", which this CPU lacks; compile for this machine with --cpu=x86-64-v3 or --cpu=native",
+                 static_cast<int>(format::ArtifactErrorKind::MissingCpuFeatures)};
   }
 
   Status matmul(const StepPlan& s, uint8_t* const* ptr) const {
@@ -271,6 +315,9 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
       impl->state.push_back(impl->values[v]);
       impl->state_values.push_back(v);
       KILN_RETURN_IF_ERROR(resize_or_error(impl->state_bytes[v], static_cast<uint64_t>(impl->values[v].bytes()), "state %" + impl->values[v].name));
+      const uint8_t* initial = arg->weight() >= 0 ? impl->view.section(*a.weights()->Get(static_cast<uint32_t>(arg->weight()))).data() : nullptr;
+      if (initial) std::memcpy(impl->state_bytes[v].data(), initial, impl->state_bytes[v].size());
+      impl->state_initial.push_back(initial);
     }
   }
   for (uint32_t v : *a.results()) {
@@ -290,7 +337,7 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
     impl->steps.push_back(std::move(s));
   }
   if (is_cuda) {
-    cuda::Signature sig{{}, impl->input_values, impl->output_values, impl->state_values, impl->weights};
+    cuda::Signature sig{{}, impl->input_values, impl->output_values, impl->state_values, impl->weights, impl->state_initial};
     for (const TensorInfo& v : impl->values) sig.value_bytes.push_back(v.bytes());
     KILN_ASSIGN_OR_RETURN(impl->cuda, cuda::Executor::load(impl->view, std::move(sig), {options.cuda_device, options.cuda_graphs}));
     return std::shared_ptr<Model>(new Model(std::move(impl)));
@@ -364,6 +411,9 @@ Result<std::vector<uint8_t*>> Model::output_buffers(const std::map<std::string, 
                         std::to_string(info.bytes()));
     buffers.push_back(it->second.data());
   }
+  for (const auto& [name, buffer] : outputs)
+    if (std::none_of(impl_->outputs.begin(), impl_->outputs.end(), [&](const TensorInfo& info) { return info.name == name; }))
+      return make_error("run: the model has no output %" + name);
   return buffers;
 }
 

@@ -54,6 +54,13 @@ struct Options {
   bool cuda_graphs = true;
 };
 
+/// "0.1.0": this runtime's version.
+std::string_view runtime_version();
+/// The artifact format versions this runtime reads: "1.0 to 1.2".
+std::string artifact_format_versions();
+/// The NVIDIA driver's CUDA version ("13.0"), or why there is no usable driver.
+Result<std::string> cuda_driver_version();
+
 class ModelImpl;
 
 /// A loaded model. Immutable apart from its state tensors: runs may happen from many

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "codegen/cpu/cpu_target.h"
 #include "codegen/cpu/kernel_emitter.h"
 
 namespace kiln::codegen::cpu {
@@ -67,9 +68,18 @@ Status link(const std::string& linker, const std::string& object, const std::str
                                 messages.str().empty() ? "" : ":\n" + messages.str()));
 }
 
+// Checks that LLVM's subtarget has exactly the features asked for: turning a feature off
+// also turns off those that imply it, which must never take away one the code may use.
+Status check_subtarget(const llvm::MCSubtargetInfo& sti, const CpuTarget& cpu) {
+  for (const std::string& f : cpu.required)
+    if (!sti.checkFeatures("+" + f))
+      return make_error(fmt::format("cpu codegen: internal error: LLVM turned off '{}' for {} (features: {})", f, cpu.name, cpu.llvm_features));
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOptions& options) {
+Result<KernelLibrary> compile_kernels(const ir::Graph& g, const CompileOptions& options) {
   static const bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -96,16 +106,12 @@ Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOp
   std::string error;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) return make_error("cpu codegen: " + error);
-  std::string cpu = options.cpu == "native" ? llvm::sys::getHostCPUName().str() : options.cpu;
-  std::string features;
-  if (options.cpu == "native") {
-    llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
-    for (auto& f : host) features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
-  }
+  KILN_ASSIGN_OR_RETURN(CpuTarget cpu, resolve_cpu(options.cpu));
   llvm::TargetOptions target_options;
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(triple, cpu, features, target_options, llvm::Reloc::PIC_,
-                                                                           std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  if (!machine) return make_error(fmt::format("cpu codegen: no target machine for {} ({})", triple, cpu));
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(triple, cpu.llvm_cpu, cpu.llvm_features, target_options,
+                                                                           llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine) return make_error(fmt::format("cpu codegen: no target machine for {} ({})", triple, cpu.llvm_cpu));
+  KILN_RETURN_IF_ERROR(check_subtarget(*machine->getMCSubtargetInfo(), cpu));
   // LLVM prefers 256-bit vectors even where AVX-512 exists, because older Xeons lower
   // their clock for 512-bit code. kiln asks for 512 bits there in compute-bound kernels
   // (wide_vectors_pay in kernel_emitter.cc): softmax rows in cache run 1.2x faster with
@@ -150,7 +156,8 @@ Result<std::vector<uint8_t>> compile_kernels(const ir::Graph& g, const CompileOp
   auto bytes = linked.ok() ? read_bytes(library_path) : Result<std::vector<uint8_t>>(linked.error());
   for (const char* name : {"/kernels.o", "/kernels.so", "/kernels.so.log"}) std::remove((dir + name).c_str());
   rmdir(dir.c_str());
-  return bytes;
+  if (!bytes.ok()) return bytes.error();
+  return KernelLibrary{std::move(*bytes), std::move(cpu.required)};
 }
 
 }  // namespace kiln::codegen::cpu

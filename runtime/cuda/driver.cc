@@ -43,6 +43,7 @@ Result<const Driver*> open_driver() {
   KILN_BIND(mem_alloc, cuMemAlloc);
   KILN_BIND(mem_free, cuMemFree);
   KILN_BIND(mem_get_info, cuMemGetInfo);
+  KILN_BIND(memset_d8, cuMemsetD8);
   KILN_BIND(memcpy_htod, cuMemcpyHtoD);
   KILN_BIND(memcpy_dtoh, cuMemcpyDtoH);
   KILN_BIND(memcpy_htod_async, cuMemcpyHtoDAsync);
@@ -86,12 +87,21 @@ Result<const Blas*> open_blas() {
 
 }  // namespace
 
+std::string error_name(CUresult result) {
+  switch (static_cast<int>(result)) {
+#define X(name) \
+  case name:    \
+    return #name;
+#include "cuda_error_names.inc"
+#undef X
+  }
+  return "CUDA error " + std::to_string(static_cast<int>(result));
+}
+
 std::string Driver::describe(CUresult result) const {
-  const char* name = nullptr;
   const char* text = nullptr;
-  get_error_name(result, &name);
-  get_error_string(result, &text);
-  return std::string(name ? name : "CUDA error " + std::to_string(static_cast<int>(result))) + " (" + (text ? text : "no description") + ")";
+  if (get_error_string) get_error_string(result, &text);
+  return error_name(result) + (text ? " (" + std::string(text) + ")" : "");
 }
 
 Result<const Driver*> driver() {

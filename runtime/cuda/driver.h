@@ -28,6 +28,7 @@ struct Driver {
   decltype(&::cuMemAlloc) mem_alloc;
   decltype(&::cuMemFree) mem_free;
   decltype(&::cuMemGetInfo) mem_get_info;
+  decltype(&::cuMemsetD8) memset_d8;
   decltype(&::cuMemcpyHtoD) memcpy_htod;
   decltype(&::cuMemcpyDtoH) memcpy_dtoh;
   decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async;
@@ -48,6 +49,10 @@ struct Driver {
   /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
   std::string describe(CUresult result) const;
 };
+
+/// The enum name of a CUresult ("CUDA_ERROR_NO_DEVICE"), from cuda.h, whatever the
+/// driver can say; "CUDA error N" for a code cuda.h does not name.
+std::string error_name(CUresult result);
 
 /// Opens libcuda (once per process; $KILN_LIBCUDA names another file) and calls cuInit.
 /// The error says why there is no usable driver: "no NVIDIA driver was found (...)".

@@ -182,11 +182,12 @@ struct Executor::Impl {
       KILN_ASSIGN_OR_RETURN(weights[v], allocate(static_cast<uint64_t>(sig.value_bytes[v]), "a weight"));
       KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(weights[v], sig.weights[v], static_cast<size_t>(sig.value_bytes[v])), "uploading the weights"));
     }
-    for (uint32_t v : sig.state_values) {
-      KILN_ASSIGN_OR_RETURN(CUdeviceptr p, allocate(static_cast<uint64_t>(sig.value_bytes[v]), "a state tensor"));
+    for (size_t i = 0; i < sig.state_values.size(); ++i) {
+      const size_t bytes = static_cast<size_t>(sig.value_bytes[sig.state_values[i]]);
+      KILN_ASSIGN_OR_RETURN(CUdeviceptr p, allocate(bytes, "a state tensor"));
       state.push_back(p);
-      std::vector<uint8_t> zeros(static_cast<size_t>(sig.value_bytes[v]), 0);
-      KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(p, zeros.data(), zeros.size()), "clearing the state"));
+      if (sig.state_initial[i]) KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(p, sig.state_initial[i], bytes), "uploading the initial state"));
+      else KILN_RETURN_IF_ERROR(check(cu->memset_d8(p, 0, bytes), "clearing the state"));
     }
     return Status::Ok();
   }

@@ -19,6 +19,7 @@ struct Signature {
   std::vector<int64_t> value_bytes;  ///< per value
   std::vector<uint32_t> input_values, output_values, state_values;
   std::vector<const uint8_t*> weights;  ///< per value: a param's bytes, else null
+  std::vector<const uint8_t*> state_initial;  ///< per state position: its initial bytes, or null for zeros
 };
 
 /// How to run.

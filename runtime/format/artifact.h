@@ -15,7 +15,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -76,6 +76,8 @@ struct ArtifactContents {
   struct CodeInfo {
     std::string kind, arch;
     std::vector<uint8_t> bytes;
+    std::vector<std::string> cpu_features;  ///< ELF objects: what the code needs of the CPU
+    std::string cpu;                        ///< ELF objects: the CPU it was compiled for
   };
 
   std::string compiler_version;

@@ -170,11 +170,14 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     const Argument* arg = a.args()->Get(i);
     if (!value_ok(arg->value()) || static_cast<int>(arg->kind()) > static_cast<int>(ArgKind::MAX))
       return fail(Kind::OutOfRange, "argument " + n(i) + " names value " + n(arg->value()) + " of " + n(values));
-    if (arg->kind() == ArgKind::Param) {
+    const bool has_weights = arg->kind() == ArgKind::Param || (arg->kind() == ArgKind::State && arg->weight() != -1);
+    if (arg->kind() == ArgKind::Input && arg->weight() != -1) return fail(Kind::OutOfRange, "input " + n(i) + " names a weights section");
+    if (has_weights) {
+      const char* what = arg->kind() == ArgKind::Param ? "param " : "state ";
       if (arg->weight() < 0 || static_cast<uint32_t>(arg->weight()) >= count(a.weights()))
-        return fail(Kind::OutOfRange, "param " + n(i) + " names weights section " + std::to_string(arg->weight()));
+        return fail(Kind::OutOfRange, what + n(i) + " names weights section " + std::to_string(arg->weight()));
       if (a.weights()->Get(arg->weight())->size() != value_bytes[arg->value()])
-        return fail(Kind::ShapeMismatch, "param " + n(i) + " needs " + n(value_bytes[arg->value()]) + " bytes of weights, its section has " +
+        return fail(Kind::ShapeMismatch, what + n(i) + " needs " + n(value_bytes[arg->value()]) + " bytes of weights, its section has " +
                                              n(a.weights()->Get(arg->weight())->size()));
     }
     available[arg->value()] = -1;

@@ -49,7 +49,9 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));
   std::vector<flatbuffers::Offset<CodeObject>> objects;
   for (auto& [obj, section] : code)
-    objects.push_back(CreateCodeObject(fb, fb.CreateString(obj->kind), fb.CreateString(obj->arch), &section));
+    objects.push_back(CreateCodeObject(fb, fb.CreateString(obj->kind), fb.CreateString(obj->arch), &section,
+                                       obj->kind == "elf" ? fb.CreateVectorOfStrings(obj->cpu_features) : 0,
+                                       obj->cpu.empty() ? 0 : fb.CreateString(obj->cpu)));
   auto root = CreateArtifact(fb, fb.CreateString(c.compiler_version), fb.CreateVector(flags), fb.CreateString(c.target),
                              fb.CreateVector(values), fb.CreateVector(args), fb.CreateVector(c.results), fb.CreateVector(buffers),
                              c.arena_bytes, c.alignment, fb.CreateVector(steps), fb.CreateVector(copies),

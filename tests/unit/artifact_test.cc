@@ -32,8 +32,8 @@ format::ArtifactContents small_artifact() {
   REQUIRE(pipeline->run(g).ok());
   auto contents = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
   if (!contents.ok()) FAIL(contents.error().message);
-  REQUIRE(contents->weights.size() == 4);  // fc.0 and fc.1, weight and bias
-  contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(100, 0x7f)});
+  REQUIRE(contents->weights.size() == 5);  // fc.0 and fc.1, weight and bias; the initial value of %steps
+  contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(100, 0x7f), {}, {}});
   return *contents;
 }
 
@@ -60,7 +60,7 @@ TEST_CASE("an artifact reads back what was written", "[artifact]") {
   REQUIRE(a.code()->size() == 1);
   auto code = view->section(*a.code()->Get(0)->section());
   CHECK(std::vector<uint8_t>(code.begin(), code.end()) == c.code[0].bytes);
-  REQUIRE(a.weights()->size() == 4);
+  REQUIRE(a.weights()->size() == 5);
   for (size_t i = 0; i < c.weights.size(); ++i) {
     auto w = view->section(*a.weights()->Get(static_cast<uint32_t>(i)));
     CHECK(std::vector<uint8_t>(w.begin(), w.end()) == c.weights[i]);
@@ -153,7 +153,7 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
   newer[10] = 7;  // minor version 7
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.1)");
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.2)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -161,6 +161,25 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   CHECK(e.message.rfind("artifact: checksum mismatch: ", 0) == 0);
   std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1);
   CHECK(refusal(shorter).message == fmt::format("artifact: truncated: the file is {} bytes, its header says {}", bytes.size() - 1, bytes.size()));
+  std::vector<uint8_t> longer = bytes;
+  longer.resize(bytes.size() + 64, 0);
+  CHECK(refusal(longer).message == fmt::format("artifact: trailing bytes: the file is {} bytes, its header says {}", bytes.size() + 64, bytes.size()));
+}
+
+TEST_CASE("a state's initial value is a weights section of its size; an input has none", "[artifact][errors]") {
+  format::ArtifactContents c = small_artifact();
+  auto state = std::find_if(c.args.begin(), c.args.end(), [](const auto& a) { return a.kind == format::ArgKind::State; });
+  REQUIRE(state != c.args.end());
+  REQUIRE(state->weight == 4);
+  CHECK(c.weights[4].size() == 4);  // f32[] steps, zero
+  c.weights[4].push_back(0);
+  Error e = refusal(format::write_artifact(c));
+  CHECK(e.code == static_cast<int>(ArtifactErrorKind::ShapeMismatch));
+  CHECK(e.message.find(" needs 4 bytes of weights, its section has 5") != std::string::npos);
+  c = small_artifact();
+  auto input = std::find_if(c.args.begin(), c.args.end(), [](const auto& a) { return a.kind == format::ArgKind::Input; });
+  input->weight = 0;
+  CHECK(refusal(format::write_artifact(c)).code == static_cast<int>(ArtifactErrorKind::OutOfRange));
 }
 
 TEST_CASE("a param without weights is an error naming it", "[artifact][errors]") {

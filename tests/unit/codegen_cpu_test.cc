@@ -31,20 +31,21 @@ Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<
                                              int64_t chunk = 0, int64_t streaming_bytes = int64_t{16} << 20) {
   codegen::cpu::CompileOptions options;
   options.streaming_store_bytes = streaming_bytes;
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> so, codegen::cpu::compile_kernels(g, options));
+  KILN_ASSIGN_OR_RETURN(codegen::cpu::KernelLibrary library, codegen::cpu::compile_kernels(g, options));
+  const std::vector<uint8_t>& so = library.elf;
   std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/kernels-" + tag + ".so";
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(so.data()), static_cast<std::streamsize>(so.size()));
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library) return make_error(std::string("dlopen: ") + dlerror());
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return make_error(std::string("dlopen: ") + dlerror());
   auto result = ir::evaluate_program(g, inputs, [&](const ir::Step& step, std::span<uint8_t* const> buffers) -> Result<bool> {
     if (step.kind == ir::StepKind::Library) return false;
-    auto kernel = reinterpret_cast<Kernel>(dlsym(library, ("kiln_" + step.name).c_str()));
+    auto kernel = reinterpret_cast<Kernel>(dlsym(handle, ("kiln_" + step.name).c_str()));
     if (!kernel) return make_error("no kernel kiln_" + step.name);
     const int64_t items = ir::work_items(g, step);
     for (int64_t begin = 0; begin < items; begin += chunk > 0 ? chunk : items) kernel(buffers.data(), begin, chunk > 0 ? std::min(items, begin + chunk) : items);
     return true;
   });
-  dlclose(library);
+  dlclose(handle);
   return result;
 }
 

@@ -89,6 +89,9 @@ TEST_CASE("the runtime refuses bad inputs and bad artifacts with clear errors", 
         "run: the buffer for input %x has 12 bytes, not 16 (f32[4])");
   CHECK(message((*model)->run(Inputs{{"x", x}, {"z", x}}, out)) == "run: the model has no input %z");
   CHECK(message((*model)->run(Inputs{{"x", x}}, {})) == "run: no buffer for output %y: f32[4]");
+  std::vector<uint8_t> extra_output(16);
+  CHECK(message((*model)->run(Inputs{{"x", x}}, {{"y", std::span<uint8_t>(y)}, {"yy", std::span<uint8_t>(extra_output)}})) ==
+        "run: the model has no output %yy");
   const float values[4] = {0, 1, -1, 2};
   std::memcpy(x.data(), values, 16);
   REQUIRE((*model)->run(Inputs{{"x", x}}, out).ok());

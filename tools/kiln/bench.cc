@@ -8,7 +8,7 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kBenchHelp = R"(usage: kiln bench [--target=cpu|cuda] [--suite=fusion] [--filter=REGEX] [--repeat=N] [--threads=N]
+constexpr std::string_view kBenchHelp = R"(usage: kiln bench [--target=cpu|cuda] [--cpu=LIST] [--suite=fusion] [--filter=REGEX] [--repeat=N] [--threads=N]
                   [--json FILE] [--svg FILE] [--quick]
 
 Compiles each row of a benchmark suite twice (fused, and with --no-fusion), runs both with
@@ -22,6 +22,8 @@ softmax_4096, softmax_32768, layernorm, residual_layernorm, mlp_forward, mlp_tra
 
   --target=cpu|cuda   where to run (default: cpu); cuda times runs on device memory
                       (inputs and outputs stay on the GPU) against a device-to-device copy
+  --cpu=LIST          CPU target: the CPUs to compile for, as 'kiln compile --cpu' takes
+                      them (default: x86-64-v3,x86-64-v4)
   --suite=NAME        the suite (default: fusion)
   --filter=REGEX      only the rows whose name matches (ECMAScript regex, anywhere in the name)
   --repeat=N          timed runs per candidate (default: 20)
@@ -45,7 +47,7 @@ Status write_text(const std::string& path, const std::string& text) {
 
 int run_bench(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln bench";
-  constexpr FlagSpec specs[] = {{"target", true}, {"suite", true}, {"filter", true}, {"repeat", true}, {"threads", true},
+  constexpr FlagSpec specs[] = {{"target", true}, {"cpu", true}, {"suite", true}, {"filter", true}, {"repeat", true}, {"threads", true},
                                 {"json", true},   {"svg", true},   {"quick"}};
   auto parsed = parse_args(cmd, argv, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
@@ -56,6 +58,7 @@ int run_bench(std::span<char* const> argv) {
   if (!parsed->positional.empty()) return fail(cmd, fmt::format("unexpected argument '{}'; see 'kiln bench --help'", parsed->positional[0]));
   bench::BenchOptions options;
   options.target = parsed->get("target", "cpu");
+  options.cpu = parsed->get("cpu", options.cpu);
   options.suite = parsed->get("suite", "fusion");
   options.filter = parsed->get("filter");
   options.quick = parsed->has("quick");

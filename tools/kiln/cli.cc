@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/file.h"
+#include "compiler/safetensors.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/program.h"
@@ -55,8 +56,15 @@ Status run_passes(ir::Graph& graph, const Args& args) {
   passes::DumpOptions dump;
   for (const std::string& name : split_commas(args.get("dump-after"))) {
     bool known = name == "all";
-    for (const auto& p : pipeline.passes()) known = known || p->name() == name;
-    if (!known) return make_error(fmt::format("--dump-after={} names no pass of the pipeline '{}' (or 'all')", name, names));
+    std::vector<std::string> run;
+    for (const auto& p : pipeline.passes()) {
+      known = known || p->name() == name;
+      run.emplace_back(p->name());
+    }
+    if (run.empty())
+      return make_error(fmt::format("--dump-after={}: no pass runs; choose them with --passes=LIST or --pipeline=default", name));
+    if (!known)
+      return make_error(fmt::format("--dump-after={} names no pass that runs (they are: {}; or 'all')", name, fmt::join(run, ", ")));
     dump.after.insert(name);
   }
   dump.dir = args.get("dump-dir");
@@ -71,6 +79,17 @@ Status run_passes(ir::Graph& graph, const Args& args) {
   return Status::Ok();
 }
 
+Result<std::map<std::string, ir::Tensor>> read_weights_flag(const Args& args) {
+  if (!args.has("weights")) return std::map<std::string, ir::Tensor>();
+  return read_safetensors(args.get("weights"));
+}
+
+Result<WeightsOptions> weights_options(const Args& args) {
+  const std::string dtype = args.get("weights-dtype", "exact");
+  if (dtype != "exact" && dtype != "convert") return make_error(fmt::format("--weights-dtype expects exact or convert, got '{}'", dtype));
+  return WeightsOptions{dtype == "convert", args.has("allow-unused-weights")};
+}
+
 Result<ir::Tensor> read_tensor(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(runtime::NpyArray array, runtime::read_npy_file(path));
   ir::TensorType type{*ir::parse_dtype(array.dtype), array.shape};
@@ -80,27 +99,6 @@ Result<ir::Tensor> read_tensor(const std::string& path) {
 Status write_tensor(const std::string& path, const ir::Tensor& t) {
   runtime::NpyArray array{std::string(ir::dtype_name(t.type.dtype)), t.type.shape, ir::tensor_to_bytes(t)};
   return runtime::write_npy_file(path, array);
-}
-
-std::string format_values(const ir::Tensor& t, size_t limit) {
-  std::string out;
-  size_t n = static_cast<size_t>(t.size());
-  auto element = [&](size_t k) -> std::string {
-    switch (t.type.dtype) {
-      case ir::DType::F64: return ir::format_float(t.floats[k]);
-      case ir::DType::F32: case ir::DType::F16: case ir::DType::BF16: {
-        std::string s = fmt::format("{}", static_cast<float>(t.floats[k]));
-        return std::isfinite(t.floats[k]) && s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
-      }
-      case ir::DType::Bool: return t.ints[k] ? "true" : "false";
-      default: return fmt::format("{}", t.ints[k]);
-    }
-  };
-  if (t.type.rank() == 0) return element(0);
-  out += '[';
-  for (size_t k = 0; k < n && k < limit; ++k) out += (k ? ", " : "") + element(k);
-  if (n > limit) out += fmt::format(", ... ({} more)", n - limit);
-  return out + ']';
 }
 
 }  // namespace kiln::cli

@@ -8,6 +8,7 @@
 
 #include "base/result.h"
 #include "ir/graph.h"
+#include "compiler/weights.h"
 #include "ir/tensor.h"
 #include "tools/kiln/flags.h"
 
@@ -25,12 +26,26 @@ inline constexpr FlagSpec kPassFlags[] = {{"passes", true}, {"pipeline", true}, 
 /// --dump-dir dump the IR after passes, --stats prints program and memory figures to
 /// stderr.
 Status run_passes(ir::Graph& graph, const Args& args);
+/// The weights flags compile and eval share.
+inline constexpr FlagSpec kWeightsFlags[] = {{"weights", true}, {"weights-dtype", true}, {"allow-unused-weights"}};
+/// --weights: the tensors of the safetensors file, by name (none without the flag).
+Result<std::map<std::string, ir::Tensor>> read_weights_flag(const Args& args);
+/// --weights-dtype=exact|convert and --allow-unused-weights.
+Result<WeightsOptions> weights_options(const Args& args);
+/// The help lines of the weights flags.
+inline constexpr std::string_view kWeightsHelp = R"(  --weights=FILE      a safetensors file with a tensor per param (and, optionally, per
+                      state: its initial value), by name; a tensor named for no param
+                      or state is an error
+  --weights-dtype=exact|convert
+                      convert rounds floating weights of another floating type (f64,
+                      f16, bf16) to their argument's type (default: exact)
+  --allow-unused-weights  ignore tensors named for no param or state
+)";
+
 /// Reads a .npy file as a tensor.
 Result<ir::Tensor> read_tensor(const std::string& path);
 /// Writes a tensor as a .npy file.
 Status write_tensor(const std::string& path, const ir::Tensor& tensor);
-/// "[1.5, 2.0]"-style text of a tensor's elements, at most `limit` of them.
-std::string format_values(const ir::Tensor& tensor, size_t limit = 64);
 
 int run_opt(std::span<char* const> argv);
 int run_eval(std::span<char* const> argv);

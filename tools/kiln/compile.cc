@@ -20,8 +20,12 @@ memory-plan) and code generation into the artifact M.kiln, which the runtime (`k
 plus PTX of the newest (which newer GPUs compile when they load the artifact).
 
   --target=cpu|cuda   the target (default: cpu)
-  --weights=FILE      a safetensors file with a tensor per param, by name
-  --cpu=NAME          the CPU to compile for (default: native, this machine's)
+  --cpu=LIST          the CPUs to compile for, comma-separated: native (this machine's),
+                      x86-64-v2, x86-64-v3, x86-64-v4, or an x86-64 CPU LLVM knows
+                      (--cpu=help lists them); the artifact holds kernels for each and the
+                      runtime loads those with the most features its CPU has
+                      (default: x86-64-v3,x86-64-v4: any CPU with AVX2, and AVX-512
+                      where there is one)
   --cuda-arch=LIST    GPU architectures, comma-separated (default: sm_90)
   --no-cache          CUDA: compile with NVRTC even when the compile cache has the result
                       (the cache: $KILN_CACHE_DIR/nvrtc, else ~/.cache/kiln/nvrtc)
@@ -39,12 +43,18 @@ int run_compile(std::span<char* const> argv) {
     if (std::string_view(a) == "-o") a = const_cast<char*>("--output");
     if (std::string_view(a) == "-v") a = const_cast<char*>("--verbose");
   }
-  constexpr FlagSpec specs[] = {{"target", true}, {"weights", true}, {"cpu", true}, {"cuda-arch", true}, {"no-cache"}, {"verbose"},
-                                {"emit", true}, {"no-fusion"}, {"output", true}};
+  std::vector<FlagSpec> specs = {{"target", true}, {"cpu", true}, {"cuda-arch", true}, {"no-cache"}, {"verbose"},
+                                 {"emit", true},   {"no-fusion"}, {"output", true}};
+  specs.insert(specs.end(), std::begin(kWeightsFlags), std::end(kWeightsFlags));
   auto parsed = parse_args(cmd, args, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
   if (parsed->help) {
-    fmt::print("{}", kCompileHelp);
+    fmt::print("{}{}", kCompileHelp, kWeightsHelp);
+    return 0;
+  }
+  if (parsed->get("cpu") == "help") {
+    fmt::print("native (this machine's CPU)\n");
+    for (const std::string& name : known_cpus()) fmt::print("{}\n", name);
     return 0;
   }
   if (parsed->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln compile --help'");
@@ -56,7 +66,7 @@ int run_compile(std::span<char* const> argv) {
   if (!graph.ok()) return fail_located(graph.error());
   CompileOptions options;
   options.target = parsed->get("target", "cpu");
-  options.cpu = parsed->get("cpu", "native");
+  options.cpu = parsed->get("cpu", std::string(kDefaultCpus));
   options.fuse = !parsed->has("no-fusion");
   options.use_compile_cache = !parsed->has("no-cache");
   options.verbose = parsed->has("verbose");
@@ -69,12 +79,13 @@ int run_compile(std::span<char* const> argv) {
       start = comma + 1;
     }
   }
-  if (parsed->has("weights")) {
-    std::string path = parsed->get("weights");
-    auto weights = read_safetensors(path);
-    if (!weights.ok()) return fail(cmd, weights.error().message);
-    options.weights = std::move(*weights);
-  }
+  auto weights = read_weights_flag(*parsed);
+  if (!weights.ok()) return fail(cmd, weights.error().message);
+  options.weights = std::move(*weights);
+  auto matching = weights_options(*parsed);
+  if (!matching.ok()) return fail(cmd, matching.error().message);
+  options.convert_weight_dtypes = matching->convert_dtypes;
+  options.allow_unused_weights = matching->allow_unused;
   if (emit == "source") {
     auto source = cuda_source(*graph, options);
     if (!source.ok()) return fail(cmd, source.error().message);

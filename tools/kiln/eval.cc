@@ -5,13 +5,16 @@
 #include "ir/interpreter.h"
 #include "ir/printer.h"
 #include "tools/kiln/cli.h"
+#include "tools/kiln/tensor_text.h"
 
 namespace kiln::cli {
 
-constexpr std::string_view kEvalHelp = R"(usage: kiln eval FILE.kir [--input NAME=PATH.npy ...] [--output DIR] [--passes=a,b,c] [--pipeline=default]
+constexpr std::string_view kEvalHelp = R"(usage: kiln eval FILE.kir [--input NAME=PATH.npy ...] [--weights W.safetensors] [--output DIR]
+                 [--passes=a,b,c] [--pipeline=default]
 
 Runs FILE.kir with the reference interpreter. Every argument (input, param or state)
-needs an --input whose .npy file holds exactly its element type and shape.
+needs a value: an --input whose .npy file holds exactly its element type and shape, or
+(params and state) a tensor of --weights.
 With --output, writes one DIR/NAME.npy per returned value (NAME without '%');
 without it, prints the returned values. After fusion and memory-plan (for example
 --pipeline=default) it runs the program step by step through its planned arena.
@@ -31,10 +34,11 @@ int run_eval(std::span<char* const> argv) {
   std::vector<FlagSpec> specs(std::begin(kPassFlags), std::end(kPassFlags));
   specs.push_back({"input", true, true});
   specs.push_back({"output", true});
+  specs.insert(specs.end(), std::begin(kWeightsFlags), std::end(kWeightsFlags));
   auto args = parse_args(cmd, argv, specs);
   if (!args.ok()) return fail_located(args.error());
   if (args->help) {
-    fmt::print("{}", kEvalHelp);
+    fmt::print("{}{}", kEvalHelp, kWeightsHelp);
     return 0;
   }
   if (args->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln eval --help'");
@@ -48,12 +52,19 @@ int run_eval(std::span<char* const> argv) {
   Status ok = run_passes(*graph, *args);
   if (!ok.ok()) return fail(cmd, ok.error().message);
 
-  std::map<std::string, ir::Tensor> inputs;
+  auto weights = read_weights_flag(*args);
+  if (!weights.ok()) return fail(cmd, weights.error().message);
+  auto matching = weights_options(*args);
+  if (!matching.ok()) return fail(cmd, matching.error().message);
+  auto matched = match_weights(*graph, *weights, *matching);
+  if (!matched.ok()) return fail(cmd, matched.error().message);
+  std::map<std::string, ir::Tensor> inputs = std::move(*matched);
   auto input_files = named_values(*args, "input", "NAME=PATH.npy");
   if (!input_files.ok()) return fail(cmd, input_files.error().message);
   for (const auto& [name, path] : *input_files) {
     const ir::Arg* arg = graph->find_arg(name);
     if (!arg) return fail(cmd, fmt::format("@{} has no argument %{}", graph->name, name));
+    if (inputs.count(name)) return fail(cmd, fmt::format("%{} is given by both --weights and --input", name));
     auto tensor = read_tensor(path);
     if (!tensor.ok()) return fail(cmd, tensor.error().message);
     const ir::TensorType& want = graph->type(arg->value);
@@ -64,7 +75,8 @@ int run_eval(std::span<char* const> argv) {
   for (const ir::Arg& a : graph->args) {
     const std::string& name = graph->value_name(a.value);
     if (!inputs.count(name))
-      return fail(cmd, fmt::format("missing --input {}=PATH.npy for argument %{}: {}", name, name, graph->type(a.value).to_string()));
+      return fail(cmd, fmt::format("missing --input {}=PATH.npy{} for argument %{}: {}", name, a.kind == ir::ArgKind::Input ? "" : " (or --weights)", name,
+                                   graph->type(a.value).to_string()));
   }
   // A fused, planned program runs step by step through its arena.
   auto results = graph->program && graph->memory ? ir::evaluate_program(*graph, inputs) : ir::evaluate(*graph, inputs);
@@ -82,7 +94,8 @@ int run_eval(std::span<char* const> argv) {
     const std::string& name = i < result_names.size() ? result_names[i] : names_after[graph->results[i]];
     const ir::Tensor& t = (*results)[i];
     if (dir.empty()) {
-      fmt::print("%{}: {} = {}\n", name, t.type.to_string(), format_values(t));
+      std::string prefix = fmt::format("%{}: {} = ", name, t.type.to_string());
+      fmt::print("{}{}\n", prefix, format_tensor(ir::dtype_name(t.type.dtype), t.type.shape, ir::tensor_to_bytes(t), prefix.size()));
       continue;
     }
     std::string path = (std::filesystem::path(dir) / (name + ".npy")).string();

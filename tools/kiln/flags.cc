@@ -1,5 +1,7 @@
 #include "tools/kiln/flags.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <fmt/format.h>
 
 #include "base/parse_number.h"
@@ -78,6 +80,13 @@ Result<std::vector<NamedValue>> named_values(const Args& args, std::string_view 
     values.push_back(std::move(v));
   }
   return values;
+}
+
+void enter_user_directory() {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (!dir || !*dir) return;
+  std::error_code ec;
+  std::filesystem::current_path(dir, ec);
 }
 
 int fail(std::string_view command, std::string_view message) {

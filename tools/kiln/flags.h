@@ -50,6 +50,11 @@ struct NamedValue {
 };
 Result<std::vector<NamedValue>> named_values(const Args& args, std::string_view flag, std::string_view form);
 
+/// Under `bazel run`, makes the directory the command was typed in ($BUILD_WORKING_DIRECTORY)
+/// the current one, so relative paths on the command line are the user's, not the
+/// runfiles tree's. Does nothing elsewhere.
+void enter_user_directory();
+
 /// Prints "COMMAND: error: MESSAGE" to stderr and returns exit code 1.
 int fail(std::string_view command, std::string_view message);
 /// Prints an error that already carries its location or command to stderr; returns 1.

@@ -69,7 +69,10 @@ int run_inspect(std::span<char* const> argv) {
   fmt::print("arguments:\n");
   if (a.args())
     for (const format::Argument* arg : *a.args()) {
-      std::string extra = arg->kind() == format::ArgKind::Param ? " weights " + section_text(*a.weights()->Get(arg->weight())) : "";
+      std::string extra = arg->kind() == format::ArgKind::Param ? " weights " + section_text(*a.weights()->Get(arg->weight()))
+                          : arg->kind() == format::ArgKind::State && arg->weight() >= 0
+                              ? " initial value " + section_text(*a.weights()->Get(arg->weight()))
+                              : "";
       fmt::print("  {} {}{}\n", kinds[static_cast<int>(arg->kind())], value_text(a, arg->value()), extra);
     }
   fmt::print("results:\n");
@@ -98,8 +101,16 @@ int run_inspect(std::span<char* const> argv) {
     }
   fmt::print("code:\n");
   if (a.code())
-    for (const format::CodeObject* c : *a.code())
-      fmt::print("  {} {}: {}\n", c->kind() ? c->kind()->str() : "?", c->arch() ? c->arch()->str() : "?", section_text(*c->section()));
+    for (const format::CodeObject* c : *a.code()) {
+      std::string cpu;
+      if (c->cpu()) {
+        std::string needs;
+        if (c->cpu_features())
+          for (const auto* f : *c->cpu_features()) needs += (needs.empty() ? "" : " ") + f->str();
+        cpu = fmt::format(" for --cpu={} (needs: {})", c->cpu()->str(), needs.empty() ? "x86-64 only" : needs);
+      }
+      fmt::print("  {} {}{}: {}\n", c->kind() ? c->kind()->str() : "?", c->arch() ? c->arch()->str() : "?", cpu, section_text(*c->section()));
+    }
   fmt::print("ir: {}\n", section_text(*a.ir()));
   if (!args->has("no-ir")) {
     auto ir = view->section(*a.ir());

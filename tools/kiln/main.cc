@@ -1,8 +1,12 @@
 // kiln: the command line. Each subcommand lives in its own file.
 #include <fmt/format.h>
 
+#include "compiler/artifact.h"
+#include "compiler/compile.h"
+
 #include "tools/kiln/cli.h"
 #include "tools/kiln/run_cli.h"
+#include "tools/kiln/versions.h"
 
 namespace {
 
@@ -19,7 +23,8 @@ commands:
   inspect M.kiln   verify an artifact and show what it holds
   bench            time the benchmark suites: fused, unfused, plain copy
 
-'kiln COMMAND --help' describes each command.
+'kiln COMMAND --help' describes each command; 'kiln --version' prints the versions of
+the compiler, LLVM, NVRTC, the runtime, the artifact format and the CUDA driver.
 )";
 
 }  // namespace
@@ -40,6 +45,10 @@ int run_command(int argc, char** argv) {
   if (command == "compile") return kiln::cli::run_compile(rest);
   if (command == "bench") return kiln::cli::run_bench(rest);
   if (command == "run") return kiln::cli::run_artifact("kiln run", rest);
+  if (command == "--version" || command == "version") {
+    fmt::print("compiler: {} ({}, {})\n{}", kiln::compiler_version(), kiln::llvm_version(), kiln::nvrtc_version(), kiln::cli::runtime_versions());
+    return 0;
+  }
   if (command == "-h" || command == "--help" || command == "help") {
     fmt::print("{}", kUsage);
     return 0;
@@ -53,6 +62,7 @@ int main(int argc, char** argv) {
   // Allocations sized by input are checked where they are made, with errors that name
   // their bytes; this is the last resort for any that is not, so that running out of
   // memory is an error message and exit code 1, never an abort.
+  kiln::cli::enter_user_directory();
   try {
     return run_command(argc, argv);
   } catch (const std::bad_alloc&) {
