@@ -35,6 +35,7 @@ std::vector<double> initial_data(const Init& init, const ir::Shape& shape, uint6
   int64_t n = ir::num_elements(shape);
   double fan_out = shape.empty() ? 1.0 : static_cast<double>(shape.back());
   double fan_in = shape.size() < 2 ? fan_out : static_cast<double>(n) / std::max(fan_out, 1.0);
+  if (init.out_in) std::swap(fan_in, fan_out);
   Rng rng{seed};
   std::vector<double> v(static_cast<size_t>(n));
   for (double& x : v) {
@@ -56,22 +57,57 @@ const ir::TensorType kInvalidType{ir::DType::F32, {}};
 
 }  // namespace
 
-const ir::TensorType& Tensor::type() const { return valid() ? model_->graph().type(id_) : kInvalidType; }
+namespace detail {
 
-Model::Model(std::string name, uint64_t seed) : seed_(seed) { graph_.name = std::move(name); }
+// What a Model holds, on the heap: Tensors point here, so a move of the Model keeps them valid.
+struct ModelState {
+  Model* owner = nullptr;
+  ir::Graph graph;
+  uint64_t seed = 0;
+  std::optional<Error> error;
+  std::map<std::string, ir::Tensor> initial_values;
+};
+
+}  // namespace detail
+
+Tensor::Tensor(Model* model, ir::ValueId id) : model_(model ? model->state_.get() : nullptr), id_(id) {}
+Model* Tensor::model() const { return model_ ? model_->owner : nullptr; }
+const ir::TensorType& Tensor::type() const { return valid() ? model_->graph.type(id_) : kInvalidType; }
+
+Model::Model(std::string name, uint64_t seed) : state_(std::make_unique<detail::ModelState>()) {
+  state_->owner = this;
+  state_->seed = seed;
+  state_->graph.name = std::move(name);
+}
+
+Model::Model(Model&& other) noexcept : state_(std::move(other.state_)) {
+  if (state_) state_->owner = this;
+}
+
+Model& Model::operator=(Model&& other) noexcept {
+  state_ = std::move(other.state_);
+  if (state_) state_->owner = this;
+  return *this;
+}
+
+Model::~Model() = default;
+
+const std::map<std::string, ir::Tensor>& Model::initial_values() const { return state_->initial_values; }
+const std::optional<Error>& Model::error() const { return state_->error; }
+const ir::Graph& Model::graph() const { return state_->graph; }
 
 void Model::fail(std::string message) {
-  if (!error_) error_ = make_error(fmt::format("model @{}: {}", graph_.name, message));
+  if (!state_->error) state_->error = make_error(fmt::format("model @{}: {}", state_->graph.name, message));
 }
 
 Tensor Model::add_arg(const std::string& name, ir::Shape shape, ir::DType dtype, ir::ArgKind kind, std::optional<Init> init) {
-  if (graph_.find_arg(name)) {
+  if (state_->graph.find_arg(name)) {
     fail(fmt::format("argument %{} is declared twice", name));
     return {};
   }
   ir::TensorType type{dtype, std::move(shape)};
-  if (init) initial_values_[name] = ir::Tensor::from_doubles(type, initial_data(*init, type.shape, hash_name(seed_, name)));
-  return Tensor(this, ir::GraphBuilder(graph_).arg(name, std::move(type), kind));
+  if (init) state_->initial_values[name] = ir::Tensor::from_doubles(type, initial_data(*init, type.shape, hash_name(state_->seed, name)));
+  return Tensor(this, ir::GraphBuilder(state_->graph).arg(name, std::move(type), kind));
 }
 
 Tensor Model::input(const std::string& name, ir::Shape shape, ir::DType dtype) {
@@ -88,13 +124,13 @@ Tensor Model::state(const std::string& name, ir::Shape shape, Init init, ir::DTy
 
 Tensor Model::named(Tensor value, const std::string& name) {
   if (!value.valid()) return value;
-  for (const ir::Value& v : graph_.values)
+  for (const ir::Value& v : state_->graph.values)
     if (v.name == name) {
-      if (&v == &graph_.values[value.id()]) return value;
+      if (&v == &state_->graph.values[value.id()]) return value;
       fail(fmt::format("the name %{} is already taken", name));
       return value;
     }
-  graph_.values[value.id()].name = name;
+  state_->graph.values[value.id()].name = name;
   return value;
 }
 
@@ -104,7 +140,7 @@ void Model::output(Tensor value, const std::string& name) {
     return;
   }
   if (!name.empty()) named(value, name);
-  graph_.results.push_back(value.id());
+  state_->graph.results.push_back(value.id());
 }
 
 Tensor Model::apply(ir::Op op, const std::vector<Tensor>& operands, ir::Attrs attrs) {
@@ -117,7 +153,7 @@ Tensor Model::apply(ir::Op op, const std::vector<Tensor>& operands, ir::Attrs at
     }
     ids.push_back(t.id());
   }
-  return record(ir::GraphBuilder(graph_).add(op, std::move(ids), std::move(attrs)));
+  return record(ir::GraphBuilder(state_->graph).add(op, std::move(ids), std::move(attrs)));
 }
 
 Tensor Model::record(Result<ir::ValueId> added) {
@@ -146,26 +182,26 @@ Tensor Model::constant(const std::vector<double>& values, ir::Shape shape, ir::D
   }
   ir::Attrs attrs;
   attrs.set("value", std::move(lit));
-  return record(ir::GraphBuilder(graph_).add(ir::Op::Constant, {}, std::move(attrs), dtype));
+  return record(ir::GraphBuilder(state_->graph).add(ir::Op::Constant, {}, std::move(attrs), dtype));
 }
 
 Tensor Model::iota(ir::Shape shape, int64_t axis, ir::DType dtype) {
   ir::Attrs attrs;
   attrs.set("shape", std::move(shape));
   attrs.set("axis", axis);
-  return record(ir::GraphBuilder(graph_).add(ir::Op::Iota, {}, std::move(attrs), dtype));
+  return record(ir::GraphBuilder(state_->graph).add(ir::Op::Iota, {}, std::move(attrs), dtype));
 }
 
 Result<ir::Graph> Model::build_function(const std::string& name, const std::vector<ir::TensorType>& args,
                                         const std::function<std::vector<Tensor>(Model&, const std::vector<Tensor>&)>& body) {
-  Model fn(name, seed_);
-  fn.graph_.functions = graph_.functions;  // a body may call functions defined before it
+  Model fn(name, state_->seed);
+  fn.state_->graph.functions = state_->graph.functions;  // a body may call functions defined before it
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < args.size(); ++i) inputs.push_back(fn.input(fmt::format("in{}", i), args[i].shape, args[i].dtype));
   for (Tensor out : body(fn, inputs)) fn.output(out);
   KILN_ASSIGN_OR_RETURN(ir::Graph graph, fn.build());
   // Functions the body defined join this model's; a function holds none of its own.
-  for (size_t i = graph_.functions.size(); i < graph.functions.size(); ++i) graph_.functions.push_back(graph.functions[i]);
+  for (size_t i = state_->graph.functions.size(); i < graph.functions.size(); ++i) state_->graph.functions.push_back(graph.functions[i]);
   graph.functions.clear();
   return graph;
 }
@@ -178,14 +214,14 @@ Tensor Model::function(const std::string& name, const std::vector<Tensor>& input
     types.push_back(t.type());
   }
   std::string backward_name = name + ".backward";
-  if (!graph_.find_function(name)) {
+  if (!state_->graph.find_function(name)) {
     auto forward = build_function(name, types, [&](Model& fn, const std::vector<Tensor>& in) { return std::vector<Tensor>{body(fn, in)}; });
     if (!forward.ok()) {
       fail(fmt::format("function @{}: {}", name, forward.error().message));
       return {};
     }
     ir::TensorType result = forward->type(forward->results[0]);
-    graph_.functions.push_back(std::move(forward).value());
+    state_->graph.functions.push_back(std::move(forward).value());
     if (backward) {
       std::vector<ir::TensorType> backward_args = types;
       backward_args.push_back(result);
@@ -196,20 +232,20 @@ Tensor Model::function(const std::string& name, const std::vector<Tensor>& input
         fail(fmt::format("function @{}: {}", backward_name, grads.error().message));
         return {};
       }
-      graph_.functions.push_back(std::move(grads).value());
+      state_->graph.functions.push_back(std::move(grads).value());
     }
   }
   ir::Attrs attrs;
   attrs.set("callee", name);
-  if (graph_.find_function(backward_name)) attrs.set("backward", backward_name);
+  if (state_->graph.find_function(backward_name)) attrs.set("backward", backward_name);
   return apply(ir::Op::Call, inputs, std::move(attrs));
 }
 
 Result<ir::Graph> Model::build() const {
-  if (error_) return *error_;
-  if (graph_.results.empty()) return make_error(fmt::format("model @{}: no outputs; call output() first", graph_.name));
-  KILN_RETURN_IF_ERROR(ir::verify(graph_));
-  return graph_;
+  if (state_->error) return *state_->error;
+  if (state_->graph.results.empty()) return make_error(fmt::format("model @{}: no outputs; call output() first", state_->graph.name));
+  KILN_RETURN_IF_ERROR(ir::verify(state_->graph));
+  return state_->graph;
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,16 +24,21 @@
 namespace kiln {
 
 class Model;
+namespace detail {
+struct ModelState;
+}
 
-/// A value of a model under construction: a handle into its Model.
+/// A value of a model under construction: a handle into its Model, which stays valid
+/// when the Model is moved.
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Model* model, ir::ValueId id) : model_(model), id_(id) {}
+  Tensor(Model* model, ir::ValueId id);
 
   /// False for the handle an erroneous op returns.
   bool valid() const { return model_ != nullptr && id_ != ir::kNoValue; }
-  Model* model() const { return model_; }
+  /// The Model this value belongs to (where it lives now, after any move).
+  Model* model() const;
   ir::ValueId id() const { return id_; }
   /// The type; f32[] for an invalid handle.
   const ir::TensorType& type() const;
@@ -41,16 +47,18 @@ class Tensor {
   int64_t rank() const { return type().rank(); }
 
  private:
-  Model* model_ = nullptr;
+  detail::ModelState* model_ = nullptr;
   ir::ValueId id_ = ir::kNoValue;
 };
 
 /// How a param or state tensor starts. Fan-in and fan-out of a shape [..., in, out]
-/// are prod(shape[:-1]) and shape[-1] (kiln weights are [in, out]).
+/// are prod(shape[:-1]) and shape[-1] (kiln weights are [in, out]); of a shape [out, in]
+/// marked `out_in` (PyTorch's layout), shape[-1] and prod(shape[:-1]).
 struct Init {
   enum class Kind { Zeros, Constant, Normal, Uniform, XavierUniform, XavierNormal, KaimingUniform, KaimingNormal };
   Kind kind = Kind::Zeros;
   double a = 0, b = 0;
+  bool out_in = false;
 
   static Init zeros() { return {Kind::Zeros}; }
   static Init ones() { return {Kind::Constant, 1.0}; }
@@ -75,7 +83,9 @@ using FunctionBody = std::function<Tensor(Model& fn, const std::vector<Tensor>& 
 /// respect to its result, returns the gradient for each floating-point input, in order.
 using BackwardBody = std::function<std::vector<Tensor>(Model& fn, const std::vector<Tensor>& inputs, Tensor grad)>;
 
-/// A model under construction: arguments, ops and outputs, recorded into a graph.
+/// A model under construction: arguments, ops and outputs, recorded into a graph. It can
+/// be moved (returned from a function that builds it, kept in a container); the Tensors
+/// made so far follow it. A moved-from Model may only be destroyed or assigned to.
 class Model {
  public:
   /// `seed` makes every initialiser deterministic; each tensor's draw depends only on
@@ -83,6 +93,9 @@ class Model {
   explicit Model(std::string name = "main", uint64_t seed = 0);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
+  Model(Model&& other) noexcept;
+  Model& operator=(Model&& other) noexcept;
+  ~Model();
 
   /// A plain input, fed at every run.
   Tensor input(const std::string& name, ir::Shape shape, ir::DType dtype = ir::DType::F32);
@@ -115,10 +128,10 @@ class Model {
   /// The verified graph, or the first error met while building.
   Result<ir::Graph> build() const;
   /// Initial values of every param and state tensor, by name.
-  const std::map<std::string, ir::Tensor>& initial_values() const { return initial_values_; }
+  const std::map<std::string, ir::Tensor>& initial_values() const;
   /// The first error met, if any.
-  const std::optional<Error>& error() const { return error_; }
-  const ir::Graph& graph() const { return graph_; }
+  const std::optional<Error>& error() const;
+  const ir::Graph& graph() const;
 
  private:
   Tensor add_arg(const std::string& name, ir::Shape shape, ir::DType dtype, ir::ArgKind kind, std::optional<Init> init);
@@ -129,10 +142,8 @@ class Model {
   // The new value's handle, or an invalid one after recording the error.
   Tensor record(Result<ir::ValueId> added);
 
-  ir::Graph graph_;
-  uint64_t seed_;
-  std::optional<Error> error_;
-  std::map<std::string, ir::Tensor> initial_values_;
+  friend class Tensor;
+  std::unique_ptr<detail::ModelState> state_;
 };
 
 /// The shape two shapes broadcast to under numpy rules, or nullopt.

@@ -5,11 +5,21 @@
 namespace kiln::nn {
 
 Linear::Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, bool has_bias, Init init)
-    : weight(model.param(name + ".weight", {in_features, out_features}, init)) {
-  if (has_bias) bias = model.param(name + ".bias", {out_features}, Init::zeros());
+    : Linear(model, name, in_features, out_features, LinearOptions{has_bias, init, WeightLayout::InOut}) {}
+
+Linear::Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, const LinearOptions& options)
+    : layout_(options.layout) {
+  Init init = options.init;
+  init.out_in = options.layout == WeightLayout::OutIn;
+  ir::Shape shape = init.out_in ? ir::Shape{out_features, in_features} : ir::Shape{in_features, out_features};
+  weight = model.param(name + ".weight", shape, init);
+  if (options.bias) bias = model.param(name + ".bias", {out_features}, Init::zeros());
 }
 
-Tensor Linear::operator()(Tensor x) { return bias.valid() ? linear(x, weight, bias) : matmul(x, weight); }
+Tensor Linear::operator()(Tensor x) {
+  Tensor w = layout_ == WeightLayout::OutIn ? transpose(weight, {1, 0}) : weight;
+  return bias.valid() ? linear(x, w, bias) : matmul(x, w);
+}
 
 LayerNorm::LayerNorm(Model& model, const std::string& name, ir::Shape normalized_shape, double eps)
     : scale(model.param(name + ".scale", normalized_shape, Init::ones())),

@@ -16,13 +16,32 @@ class Module {
   virtual Tensor operator()(Tensor x) = 0;
 };
 
-/// y = x @ w + b, w: [in, out] (Kaiming-uniform by default), b: [out] (zeros).
+/// How a Linear layer stores its weight.
+enum class WeightLayout {
+  InOut,  ///< [in, out], kiln's: y = x @ w + b
+  OutIn,  ///< [out, in], PyTorch's nn.Linear: y = x @ wᵀ + b, so its state_dict loads as it is
+};
+
+/// Options of a Linear layer.
+struct LinearOptions {
+  bool bias = true;
+  Init init = Init::kaiming_uniform();
+  WeightLayout layout = WeightLayout::InOut;
+};
+
+/// y = x @ w + b, w: [in, out] (Kaiming-uniform by default) or, with WeightLayout::OutIn,
+/// [out, in], whose transpose the compiler folds into the matmul's library call; b: [out]
+/// (zeros). The params are NAME.weight and NAME.bias, as PyTorch names them.
 class Linear : public Module {
  public:
   Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, bool bias = true,
          Init init = Init::kaiming_uniform());
+  Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, const LinearOptions& options);
   Tensor operator()(Tensor x) override;
   Tensor weight, bias;  ///< bias is invalid when constructed without one
+
+ private:
+  WeightLayout layout_ = WeightLayout::InOut;
 };
 
 /// Layer normalization over the trailing `normalized_shape` dims, with learned scale

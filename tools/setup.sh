@@ -19,6 +19,8 @@ packages=(
   nlohmann-json3-dev  # safetensors headers
   clang-19          # builds the libFuzzer targets
   libclang-rt-19-dev  # libFuzzer, ASan and UBSan runtimes
+  cmake             # builds the embedding example against an installed kiln (tests)
+  pkgconf           # pkg-config, for the same test
 )
 
 missing=()

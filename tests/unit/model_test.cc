@@ -169,3 +169,27 @@ TEST_CASE("every op has a builder function", "[model]") {
     CHECK(used.count(op));
   }
 }
+
+TEST_CASE("a Model moves, and the Tensors made before the move follow it", "[model]") {
+  auto make = [] {
+    Model m("moved", 7);
+    Tensor x = m.input("x", {2, 3});
+    nn::Linear fc(m, "fc", 3, 4);
+    return std::pair{std::move(m), fc(x)};
+  };
+  auto [m, y] = make();
+  CHECK(y.model() == &m);
+  m.output(relu(y), "out");
+  std::vector<Model> models;
+  models.push_back(std::move(m));
+  Model& kept = models.back();
+  CHECK(y.model() == &kept);
+  auto g = kept.build();
+  if (!g.ok()) FAIL(g.error().message);
+  CHECK(g->name == "moved");
+  CHECK(kept.initial_values().count("fc.weight") == 1);
+  Model other("other");
+  other = std::move(kept);
+  CHECK(y.model() == &other);
+  CHECK(other.build().ok());
+}

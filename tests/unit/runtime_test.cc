@@ -9,6 +9,7 @@
 #include "compiler/compile.h"
 #include "compiler/model.h"
 #include "compiler/nn.h"
+#include "runtime/format/artifact.h"
 #include "runtime/model.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/run_util.h"
@@ -242,4 +243,38 @@ TEST_CASE("thread counts outside 0..kMaxThreads are load errors", "[runtime][thr
     CHECK(model.error().message == "runtime: threads must be from 1 to 1024, or 0 for one per hardware thread; got " + std::to_string(threads));
   }
   CHECK(runtime::Model::load_bytes(*artifact, {runtime::kMaxThreads}).ok());
+}
+
+TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into the matmul call, y = x @ wT + b", "[runtime][nn]") {
+  Model m("torch_layout", 3);
+  Tensor x = m.input("x", {4, 3});
+  nn::Linear fc(m, "fc", 3, 5, nn::LinearOptions{.layout = nn::WeightLayout::OutIn});
+  m.output(fc(x), "y");
+  CHECK(fc.weight.shape() == ir::Shape{5, 3});
+  auto g = m.build();
+  REQUIRE(g.ok());
+  // PyTorch's weight [out, in] as the state_dict holds it.
+  std::vector<double> w(15), b = {1, 2, 3, 4, 5};
+  for (int o = 0; o < 5; ++o)
+    for (int i = 0; i < 3; ++i) w[o * 3 + i] = o - i * 0.5;
+  CompileOptions options;
+  options.weights = {{"fc.weight", ir::Tensor::from_doubles({ir::DType::F32, {5, 3}}, w)}, {"fc.bias", ir::Tensor::from_doubles({ir::DType::F32, {5}}, b)}};
+  auto artifact = compile_to_artifact(*g, options);
+  REQUIRE(artifact.ok());
+  auto view = format::read_artifact(*artifact);
+  REQUIRE(view.ok());
+  REQUIRE(view->metadata().steps()->size() == 2);  // the matmul, then the bias add: no transpose kernel
+  CHECK(view->metadata().steps()->Get(0)->matmul()->trans_b());
+  auto model = runtime::Model::load_bytes(*artifact);
+  REQUIRE(model.ok());
+  ir::Tensor xv = kiln::testing::wave_input({4, 3}, 1);
+  auto out = (*model)->run({{"x", host(xv, "x")}});
+  REQUIRE(out.ok());
+  ir::Tensor y = tensor_of((*out)[0]);
+  for (int r = 0; r < 4; ++r)
+    for (int o = 0; o < 5; ++o) {
+      double want = b[o];
+      for (int i = 0; i < 3; ++i) want += xv.floats[r * 3 + i] * w[o * 3 + i];
+      CHECK(y.floats[r * 5 + o] == Approx(want).epsilon(1e-5));
+    }
 }
