@@ -1,5 +1,6 @@
 // Writes the artifact fuzzer's seed corpus: small compiled artifacts (portable x86-64
-// code, and one CUDA artifact: sm_80 cubin and PTX, with launch shapes).
+// code, and one CUDA artifact: sm_80 cubin and PTX, with launch shapes). The corpus keeps
+// the seeds of earlier formats too (seed-*-format-1.1), which readers must still accept.
 // `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
 #include <fmt/format.h>
 #include <fstream>
@@ -14,7 +15,7 @@ bool write_seed(const std::string& path, kiln::Model& m, const std::string& targ
   if (!graph.ok()) return false;
   kiln::CompileOptions options;
   options.weights = m.initial_values();
-  options.cpu = "x86-64";  // portable code, so the seeds do not depend on this machine
+  options.cpu = "x86-64,x86-64-v3";  // portable code, and one library that records CPU features
   options.target = target;
   options.cuda_archs = {"sm_80"};
   options.use_compile_cache = false;
