@@ -103,6 +103,30 @@ Result<bool> InputFile::at_end() {
   return got == 0;
 }
 
+Status write_file(const std::string& path, std::string_view bytes) {
+  auto cannot_write = [&](int error) { return make_error("cannot write '" + path + "': " + std::strerror(error)); };
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return cannot_write(errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t wrote = ::write(fd, bytes.data() + done, std::min<size_t>(bytes.size() - done, size_t{1} << 30));
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) {
+      int error = wrote < 0 ? errno : EIO;
+      ::close(fd);
+      return cannot_write(error);
+    }
+    done += static_cast<size_t>(wrote);
+  }
+  if (::close(fd) != 0) return cannot_write(errno);
+  return Status::Ok();
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 Result<std::string> read_file(const std::string& path, uint64_t max_bytes) {
   KILN_ASSIGN_OR_RETURN(InputFile file, InputFile::open(path));
   if (file.reported_size() && *file.reported_size() > max_bytes)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -57,5 +58,13 @@ class InputFile {
 /// bytes, when it holds more than `max_bytes`: "'x' is 70000000 bytes, more than the
 /// limit of 67108864 bytes" (or "holds more than" for pipes and devices).
 Result<std::string> read_file(const std::string& path, uint64_t max_bytes);
+
+/// Writes `bytes` to `path` (replacing it), checking every write and the close: a full
+/// disk or a failing device is "cannot write 'x': No space left on device", never a file
+/// silently cut short.
+Status write_file(const std::string& path, std::string_view bytes);
+
+/// Whether two paths name the same existing file (after links).
+bool same_file(const std::string& a, const std::string& b);
 
 }  // namespace kiln

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "ir/row_class.h"
+#include "runtime/format/target.h"
+
 namespace kiln {
 namespace {
 
@@ -139,7 +142,8 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     format::ArtifactContents::StepInfo info;
     info.kind = to_format(step.kind);
     info.name = step.name;
-    info.symbol = step.kind == ir::StepKind::Library ? "matmul" : "kiln_" + step.name;
+    info.symbol = step.kind == ir::StepKind::Library ? "matmul" : format::kernel_symbol(step.name);
+    info.work_items = ir::work_items(g, step);
     if (step.kind == ir::StepKind::Library) {
       KILN_ASSIGN_OR_RETURN(MatmulCall call, matmul_call(g, step));
       info.matmul = call.params;

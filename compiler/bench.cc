@@ -226,6 +226,11 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     char name[256] = {};
     if (cu->device_get(&device, 0) == CUDA_SUCCESS && cu->device_get_name(name, sizeof name, device) == CUDA_SUCCESS) gpu = name;
   }
+  // std::regex compiles and matches by recursion: a deeply nested pattern would overflow
+  // the stack. Row names are short; so is any filter that picks among them.
+  constexpr size_t kMaxFilter = 256;
+  if (options.filter.size() > kMaxFilter)
+    return make_error(fmt::format("bench: --filter is {} characters, more than the {} a filter may have", options.filter.size(), kMaxFilter));
   std::regex filter;
   try {
     filter = std::regex(options.filter.empty() ? std::string(".") : options.filter);

@@ -95,7 +95,6 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   const std::string target = cuda ? "cuda-" + lowest_arch(options.cuda_archs) : "cpu-x86_64";
   KILN_ASSIGN_OR_RETURN(auto weights, match_weights(graph, options.weights, {options.convert_weight_dtypes, options.allow_unused_weights}));
   KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, weights, target, ir::print(graph)));
-  for (size_t s = 0; s < g.program->steps.size(); ++s) contents.steps[s].work_items = ir::work_items(g, g.program->steps[s]);
   if (cuda) {
     KILN_RETURN_IF_ERROR(add_cuda_code(g, options, contents));
   } else {

@@ -33,6 +33,9 @@ class Parser {
     std::vector<Graph> functions;
     while (tok_.kind == Tok::Ident && tok_.text == "func") {
       next();
+      const Token name = tok_;
+      for (const Graph& f : functions)
+        if (name.kind == Tok::At && f.name == name.text) fail(fmt::format("function @{} is defined twice", f.name));
       functions.push_back(parse_body());
     }
     if (tok_.kind != Tok::Ident || tok_.text != "graph") fail(fmt::format("expected 'graph' or 'func', got {}", describe(tok_)));
@@ -133,6 +136,7 @@ class Parser {
     if (tok_.kind != Tok::Ident) fail(fmt::format("expected a type like f32[2,3], got {}", describe(tok_)));
     auto dtype = parse_dtype(tok_.text);
     if (!dtype) fail(fmt::format("expected an element type (f32, f64, f16, bf16, i32, i64, bool), got '{}'", tok_.text));
+    const Location start = tok_.loc;
     next();
     TensorType t{*dtype, {}};
     expect(Tok::LBracket);
@@ -146,11 +150,7 @@ class Parser {
       } while (accept(Tok::Comma));
     }
     expect(Tok::RBracket);
-    int64_t n = 1;
-    for (int64_t d : t.shape) {
-      if (d > 0 && n > kMaxElements / d) fail(fmt::format("type {} has more than 2^40 elements", t.to_string()));
-      n *= d;
-    }
+    if (!dims_within_limit(t.shape)) throw ParseError{start, fmt::format("type {} {}", t.to_string(), dims_limit_error(t.shape))};
     return t;
   }
 

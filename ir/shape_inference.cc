@@ -1,6 +1,7 @@
 #include "ir/shape_inference.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -19,13 +20,9 @@ std::string types_string(std::span<const TensorType> types) {
 
 Status check_shape_values(Op op, const Shape& shape, std::string_view what) {
   if (shape.size() > 16) return op_error(op, fmt::format("{} has rank {}, more than 16", what, shape.size()));
-  int64_t n = 1;
-  for (int64_t d : shape) {
+  for (int64_t d : shape)
     if (d < 0) return op_error(op, fmt::format("{} {} has a negative dimension", what, shape_string(shape)));
-    if (d > 0 && n > kMaxElements / d)
-      return op_error(op, fmt::format("{} {} has more than 2^40 elements", what, shape_string(shape)));
-    n *= d;
-  }
+  if (!dims_within_limit(shape)) return op_error(op, fmt::format("{} {} {}", what, shape_string(shape), dims_limit_error(shape)));
   return Status::Ok();
 }
 
@@ -174,7 +171,9 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
         if (starts[d] < 0 || starts[d] > ends[d] || ends[d] > x.shape[d] || strides[d] < 1)
           return op_error(op, fmt::format("dim {}: start {}, end {}, stride {} do not fit {} (need 0 <= start <= end <= {}, stride >= 1)",
                                           d, starts[d], ends[d], strides[d], x.to_string(), x.shape[d]));
-        out.shape.push_back((ends[d] - starts[d] + strides[d] - 1) / strides[d]);
+        // ceil((end - start) / stride), written so that a huge stride cannot overflow.
+        const int64_t span = ends[d] - starts[d];
+        out.shape.push_back(span / strides[d] + (span % strides[d] != 0 ? 1 : 0));
       }
       return out;
     }
@@ -191,7 +190,13 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
       KILN_RETURN_IF_ERROR(check_shape_values(op, out.shape, "result"));
       return out;
     }
-    case Op::Gather: return gathered_type(op, x, in[1], attrs);
+    case Op::Gather: {
+      KILN_ASSIGN_OR_RETURN(TensorType out, gathered_type(op, x, in[1], attrs));
+      // With indices to take and none that could be valid, every index is out of range.
+      if (x.shape[*normalize_axis(attrs.get_int("axis", 0), x.rank())] == 0 && in[1].num_elements() > 0)
+        return op_error(op, fmt::format("cannot take from the empty axis {} of {}", *normalize_axis(attrs.get_int("axis", 0), x.rank()), x.to_string()));
+      return out;
+    }
     case Op::ScatterAdd: {
       KILN_ASSIGN_OR_RETURN(TensorType expected, gathered_type(op, x, in[1], attrs));
       if (in[2] != expected)
@@ -199,6 +204,8 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
                                         x.to_string(), in[1].to_string(), *normalize_axis(attrs.get_int("axis", 0), x.rank()),
                                         in[2].to_string()));
       KILN_RETURN_IF_ERROR(check_dtype(op, x, Need::Numeric));
+      if (x.shape[*normalize_axis(attrs.get_int("axis", 0), x.rank())] == 0 && in[1].num_elements() > 0)
+        return op_error(op, fmt::format("cannot add into the empty axis {} of {}", *normalize_axis(attrs.get_int("axis", 0), x.rank()), x.to_string()));
       return x;
     }
     default: return op_error(op, "not a movement op");
@@ -237,10 +244,13 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
   KILN_RETURN_IF_ERROR(check_dtype(op, x, Need::Float));
   switch (op) {
     case Op::Softmax:
-    case Op::LogSoftmax:
-      if (!normalize_axis(attrs.get_int("axis", -1), x.rank()) || x.rank() == 0)
-        return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", -1), x.to_string()));
+    case Op::LogSoftmax: {
+      auto axis = normalize_axis(attrs.get_int("axis", -1), x.rank());
+      if (!axis || x.rank() == 0) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", -1), x.to_string()));
+      // Its decomposition takes the maximum over the axis, which an empty axis has not.
+      if (x.shape[*axis] == 0) return op_error(op, fmt::format("cannot normalize over the empty axis {} of {}", *axis, x.to_string()));
       return x;
+    }
     case Op::Gelu: {
       std::string approx = attrs.get_string("approximate", "none");
       if (approx != "none" && approx != "tanh")
@@ -274,6 +284,7 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
       const TensorType& labels = in[1];
       if (x.rank() != 2 || labels.rank() != 1 || labels.shape[0] != x.shape[0] || !is_int(labels.dtype))
         return op_error(op, fmt::format("expected logits[N,C] and integer labels[N], got {}", types_string(in)));
+      if (x.shape[1] == 0) return op_error(op, fmt::format("logits {} have no classes (C = 0)", x.to_string()));
       return TensorType{x.dtype, {}};
     }
     default: return op_error(op, "not a composite op");
@@ -367,6 +378,9 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
       if (dtype == DType::Bool)
         for (int64_t v : lit.ints)
           if (v != 0 && v != 1) return op_error(op, fmt::format("value {} is not a bool (true, false, 0 or 1)", v));
+      if (dtype == DType::I32)
+        for (int64_t v : lit.ints)
+          if (v < INT32_MIN || v > INT32_MAX) return op_error(op, fmt::format("value {} is out of range for i32", v));
       return TensorType{dtype, lit.shape};
     }
     case OpKind::Elementwise:

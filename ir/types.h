@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/shape_limit.h"
+
 namespace kiln::ir {
 
 /// Element types kiln supports, in the order the text format lists them.
@@ -36,8 +38,6 @@ int64_t wrap_to_dtype(DType dtype, int64_t value);
 /// A static shape: one extent per dimension, rank 0 for scalars.
 using Shape = std::vector<int64_t>;
 
-/// The largest element count a tensor may have (2^40), so byte sizes never overflow.
-inline constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 /// Number of elements of a shape (1 for rank 0). Callers verify shapes first.
 int64_t num_elements(const Shape& shape);

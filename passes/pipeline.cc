@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fstream>
 
+#include "base/file.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
@@ -70,9 +71,7 @@ Result<bool> Pipeline::run(ir::Graph& graph) {
     std::string text = ir::print(graph);
     if (!dump_.dir.empty()) {
       std::string path = fmt::format("{}/{:02}-{}.kir", dump_.dir, index, pass->name());
-      std::ofstream out(path);
-      out << text;
-      if (!out) return make_error(fmt::format("cannot write the dump file '{}': {}", path, std::strerror(errno)));
+      KILN_RETURN_IF_ERROR(write_file(path, text));
     } else if (dump_.sink) {
       dump_.sink(pass->name(), text);
     }

@@ -15,6 +15,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/format/artifact.h"
+#include "runtime/format/target.h"
 #include "runtime/host_cpu.h"
 #include "runtime/thread_pool.h"
 
@@ -144,7 +145,25 @@ class ModelImpl {
       const format::Step* step = a.steps()->Get(static_cast<uint32_t>(&s - steps.data()));
       s.kernel = reinterpret_cast<Kernel>(dlsym(library, step->symbol()->c_str()));
       if (!s.kernel) return make_error("runtime: the kernels have no entry point " + step->symbol()->str());
+      if (view.format_minor() >= 2) KILN_RETURN_IF_ERROR(check_signature(s, step->symbol()->str()));
     }
+    return Status::Ok();
+  }
+
+  // A kernel of format 1.2 or later carries the bytes of each argument it was compiled
+  // for: metadata that gives it others would have it run off the end of a buffer.
+  Status check_signature(const StepPlan& s, const std::string& symbol) const {
+    const auto* words = static_cast<const int64_t*>(dlsym(library, format::kernel_signature_symbol(symbol).c_str()));
+    auto refuse = [&](const std::string& why) {
+      return Error{"artifact: shape mismatch: step " + s.name + ": " + why, static_cast<int>(format::ArtifactErrorKind::ShapeMismatch)};
+    };
+    if (!words) return refuse("its kernel " + symbol + " has no signature");
+    if (words[0] != static_cast<int64_t>(s.args.size()))
+      return refuse("its kernel takes " + std::to_string(words[0]) + " arguments, the metadata gives it " + std::to_string(s.args.size()));
+    for (size_t i = 0; i < s.args.size(); ++i)
+      if (words[i + 1] != values[s.args[i]].bytes())
+        return refuse("argument " + std::to_string(i) + " of its kernel is " + std::to_string(words[i + 1]) + " bytes, the metadata's %" +
+                      values[s.args[i]].name + " " + std::to_string(values[s.args[i]].bytes()));
     return Status::Ok();
   }
 
@@ -360,17 +379,25 @@ const std::vector<TensorInfo>& Model::state() const { return impl_->state; }
 
 namespace {
 
+bool names(const std::vector<TensorInfo>& infos, const std::string& name) {
+  return std::any_of(infos.begin(), infos.end(), [&](const TensorInfo& info) { return info.name == name; });
+}
+
 // An error for the first name in `given` that is not one of the model's plain inputs.
 template <class Buffer>
-Status no_unknown_inputs(const std::vector<TensorInfo>& inputs, const std::map<std::string, Buffer>& given) {
-  for (const auto& [name, buffer] : given)
-    if (std::none_of(inputs.begin(), inputs.end(), [&](const TensorInfo& info) { return info.name == name; }))
-      return make_error("run: the model has no input %" + name);
+Status no_unknown_inputs(const std::vector<TensorInfo>& inputs, const std::vector<TensorInfo>& state, const std::map<std::string, Buffer>& given) {
+  for (const auto& [name, buffer] : given) {
+    if (names(inputs, name)) continue;
+    if (names(state, name))
+      return make_error("run: the model has no input %" + name + "; %" + name + " is state, which the model keeps: set it with write_state (kiln run: --state-in)");
+    return make_error("run: the model has no input %" + name);
+  }
   return Status::Ok();
 }
 
 // The data of each input in order, each checked for its type, shape and size.
-Result<std::vector<const uint8_t*>> input_data(const std::vector<TensorInfo>& inputs, const std::map<std::string, HostTensor>& given) {
+Result<std::vector<const uint8_t*>> input_data(const std::vector<TensorInfo>& inputs, const std::vector<TensorInfo>& state,
+                                               const std::map<std::string, HostTensor>& given) {
   std::vector<const uint8_t*> data;
   for (const TensorInfo& want : inputs) {
     auto it = given.find(want.name);
@@ -382,14 +409,14 @@ Result<std::vector<const uint8_t*>> input_data(const std::vector<TensorInfo>& in
       return make_error("run: input %" + want.name + " holds " + std::to_string(t.data.size()) + " bytes, not " + std::to_string(want.bytes()));
     data.push_back(t.data.data());
   }
-  KILN_RETURN_IF_ERROR(no_unknown_inputs(inputs, given));
+  KILN_RETURN_IF_ERROR(no_unknown_inputs(inputs, state, given));
   return data;
 }
 
 }  // namespace
 
 Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTensor>& inputs) const {
-  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, impl_->state, inputs));
   std::vector<HostTensor> results;
   std::vector<uint8_t*> buffers;
   for (const TensorInfo& info : impl_->outputs) {
@@ -418,7 +445,7 @@ Result<std::vector<uint8_t*>> Model::output_buffers(const std::map<std::string, 
 }
 
 Status Model::run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const {
-  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, impl_->state, inputs));
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t*> out, output_buffers(outputs));
   return run_into(in, out);
 }
@@ -433,7 +460,7 @@ Status Model::run(const std::map<std::string, std::span<const uint8_t>>& inputs,
                         std::to_string(want.bytes()) + " (" + want.type_string() + ")");
     in.push_back(it->second.data());
   }
-  KILN_RETURN_IF_ERROR(no_unknown_inputs(impl_->inputs, inputs));
+  KILN_RETURN_IF_ERROR(no_unknown_inputs(impl_->inputs, impl_->state, inputs));
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t*> out, output_buffers(outputs));
   return run_into(in, out);
 }

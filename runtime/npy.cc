@@ -5,6 +5,7 @@
 
 #include "base/allocation.h"
 #include "base/file.h"
+#include "base/shape_limit.h"
 
 namespace kiln::runtime {
 namespace {
@@ -32,7 +33,10 @@ class HeaderReader {
  public:
   explicit HeaderReader(std::string_view s) : s_(s) {}
 
-  bool parse(std::string& descr, bool& fortran, std::vector<int64_t>& shape, bool& has_descr, bool& has_shape) {
+  /// Why the shape was refused, when it was ("" for any other refusal).
+  const std::string& shape_error() const { return shape_error_; }
+
+  bool parse(std::string& descr, bool& fortran, std::vector<int64_t>& shape, bool& has_descr, bool& has_fortran, bool& has_shape) {
     skip();
     if (!eat('{')) return false;
     while (true) {
@@ -50,6 +54,7 @@ class HeaderReader {
         if (s_.substr(pos_, 4) == "True") { fortran = true; pos_ += 4; }
         else if (s_.substr(pos_, 5) == "False") { fortran = false; pos_ += 5; }
         else return false;
+        has_fortran = true;
       } else if (key == "shape") {
         if (!tuple(shape)) return false;
         has_shape = true;
@@ -87,10 +92,20 @@ class HeaderReader {
       int64_t v = 0;
       size_t start = pos_;
       while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-        if (v > (int64_t{1} << 40)) return false;
+        if (v > kMaxElements) {
+          shape_error_ = "a dimension of the shape is more than 2^40";
+          return false;
+        }
         v = v * 10 + (s_[pos_++] - '0');
       }
-      if (pos_ == start || out.size() >= 32) return false;
+      if (pos_ == start) {
+        if (pos_ < s_.size() && s_[pos_] == '-') shape_error_ = "the shape has a negative dimension";
+        return false;
+      }
+      if (out.size() >= 16) {
+        shape_error_ = "the shape has more than 16 dimensions";
+        return false;
+      }
       out.push_back(v);
       skip();
       if (eat(',')) continue;
@@ -102,6 +117,7 @@ class HeaderReader {
 
   std::string_view s_;
   size_t pos_ = 0;
+  std::string shape_error_;
 };
 
 }  // namespace
@@ -153,11 +169,11 @@ Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) 
   }
   if (header_len > bytes.size() - header_start) return npy_error(source, "the header is truncated");
   std::string descr;
-  bool fortran = false, has_descr = false, has_shape = false;
+  bool fortran = false, has_descr = false, has_fortran = false, has_shape = false;
   NpyHeader header;
-  if (!HeaderReader(bytes.substr(header_start, header_len)).parse(descr, fortran, header.array.shape, has_descr, has_shape) ||
-      !has_descr || !has_shape)
-    return npy_error(source, "the header is not a dict with 'descr', 'fortran_order' and 'shape'");
+  HeaderReader reader(bytes.substr(header_start, header_len));
+  if (!reader.parse(descr, fortran, header.array.shape, has_descr, has_fortran, has_shape) || !has_descr || !has_fortran || !has_shape)
+    return npy_error(source, reader.shape_error().empty() ? "the header is not a dict with 'descr', 'fortran_order' and 'shape'" : reader.shape_error());
   if (fortran) return npy_error(source, "it is in Fortran order; save it in C order (np.ascontiguousarray)");
   if (descr == "<V2") descr = "|V2";
   if (descr == "<b1") descr = "|b1";
@@ -168,11 +184,9 @@ Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) 
     return npy_error(source, "dtype '" + descr +
                                  "' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 '<i8', bool '|b1')");
   header.array.dtype = std::string(found->kiln);
+  if (!dims_within_limit(header.array.shape)) return npy_error(source, "the shape " + dims_limit_error(header.array.shape));
   int64_t count = 1;
-  for (int64_t d : header.array.shape) {
-    if (d > 0 && count > (int64_t{1} << 40) / d) return npy_error(source, "the shape has too many elements");
-    count *= d;
-  }
+  for (int64_t d : header.array.shape) count *= d;
   header.data_start = header_start + header_len;
   header.data_bytes = static_cast<uint64_t>(count) * static_cast<uint64_t>(found->size);
   return header;
@@ -243,12 +257,6 @@ Result<NpyArray> read_npy_file(const std::string& path) {
   return array;
 }
 
-Status write_npy_file(const std::string& path, const NpyArray& array) {
-  std::ofstream out(path, std::ios::binary);
-  std::string bytes = serialize_npy(array);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) return make_error(path + ": cannot write: " + std::strerror(errno));
-  return Status::Ok();
-}
+Status write_npy_file(const std::string& path, const NpyArray& array) { return write_file(path, serialize_npy(array)); }
 
 }  // namespace kiln::runtime

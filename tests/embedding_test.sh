@@ -34,6 +34,12 @@ for h in base/result.h runtime/model.h runtime/npy.h runtime/format/safetensors.
     -I"$prefix/include/kiln" "$work/header.cc"
 done
 
+echo "== every installed header alone: nothing it includes is missing from the install"
+for h in $(cd "$prefix/include/kiln" && find . -name '*.h' | sort); do
+  echo "#include \"${h#./}\"" > "$work/header.cc"
+  g++ -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$prefix/include/kiln" "$work/header.cc"
+done
+
 echo "== CMake"
 cmake -S "$src/examples/embedding/cmake" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/cmake.log"
 cmake --build "$work/cmake" -j 2 >> "$work/cmake.log"

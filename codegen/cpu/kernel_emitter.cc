@@ -7,6 +7,7 @@
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
 #include "ir/shape_inference.h"
+#include "runtime/format/target.h"
 
 namespace kiln::codegen::cpu {
 namespace detail {
@@ -56,7 +57,7 @@ Status KernelEmitter::emit() {
   auto* i64 = b_.getInt64Ty();
   auto* ptr = llvm::PointerType::getUnqual(ctx_);
   auto* fn_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
-  fn_ = llvm::Function::Create(fn_type, llvm::Function::ExternalLinkage, "kiln_" + step_.name, m_);
+  fn_ = llvm::Function::Create(fn_type, llvm::Function::ExternalLinkage, format::kernel_symbol(step_.name), m_);
   fn_->setDoesNotThrow();
   fn_->addFnAttr("prefer-vector-width", std::to_string(vector_bytes_ * 8));
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
@@ -342,11 +343,33 @@ Status KernelEmitter::emit_scatter() {
 
 }  // namespace detail
 
+namespace {
+
+// The bytes of each argument the kernel was compiled for (inputs, then outputs), after
+// their count: the runtime compares them with the artifact's metadata before it runs the
+// kernel, so metadata that does not fit the code is refused rather than run off the end
+// of a buffer.
+void emit_signature(const ir::Graph& g, const ir::Step& step, llvm::Module& m) {
+  llvm::Type* i64 = llvm::Type::getInt64Ty(m.getContext());
+  std::vector<llvm::Constant*> words = {llvm::ConstantInt::get(i64, step.inputs.size() + step.outputs.size())};
+  for (const auto* values : {&step.inputs, &step.outputs})
+    for (ir::ValueId v : *values) {
+      const ir::TensorType& t = g.type(v);
+      words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(t.num_elements() * ir::dtype_size(t.dtype))));
+    }
+  auto* type = llvm::ArrayType::get(i64, words.size());
+  new llvm::GlobalVariable(m, type, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage, llvm::ConstantArray::get(type, words),
+                           format::kernel_signature_symbol(format::kernel_symbol(step.name)));
+}
+
+}  // namespace
+
 Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store_bytes, int vector_bytes) {
   if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");
   for (const ir::Step& step : g.program->steps) {
     if (step.kind == ir::StepKind::Library) continue;
     KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes).emit());
+    emit_signature(g, step, m);
   }
   return Status::Ok();
 }

@@ -15,6 +15,8 @@ namespace kiln::codegen::cpu {
 /// A kernel whose streamed outputs total at least `streaming_store_bytes` writes them with
 /// non-temporal stores where their buffers are 64-byte aligned (checked at run time).
 /// `vector_bytes` is the vector width the kernels are vectorized for (32 or 64).
+/// Beside each kernel, a constant `kiln_STEP_signature`: int64 words, the argument count
+/// then each argument's bytes, for the runtime to check the artifact's metadata against.
 Status emit_kernels(const ir::Graph& graph, llvm::Module& module, int64_t streaming_store_bytes, int vector_bytes = 32);
 
 }  // namespace kiln::codegen::cpu

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
+#include <cstring>
 #include <future>
 #include <optional>
 #include <nvrtc.h>
@@ -22,25 +22,34 @@ namespace {
 // warnings (generated code names values it may not use; the log then holds errors only).
 constexpr const char* kCommonOptions[] = {"-std=c++17", "--fmad=true", "--disable-warnings"};
 
-// A cache entry that cannot be read (missing, a directory, empty, absurdly large) is a miss.
+// A cache entry is the code and, after it, the xxh64 of the code (8 bytes). One that
+// cannot be read (missing, a directory, absurdly large) or whose hash does not match its
+// code (cut short, overwritten) is a miss, and the compile that follows replaces it.
 std::optional<std::vector<uint8_t>> read_cached(const std::string& path) {
   auto text = read_file(path, uint64_t{1} << 30);
-  if (!text.ok() || text->empty()) return std::nullopt;
-  return std::vector<uint8_t>(text->begin(), text->end());
+  if (!text.ok() || text->size() <= 8) return std::nullopt;
+  const size_t size = text->size() - 8;
+  uint64_t hash = 0;
+  std::memcpy(&hash, text->data() + size, 8);
+  if (XXH64(text->data(), size, 0) != hash) return std::nullopt;
+  return std::vector<uint8_t>(text->begin(), text->begin() + static_cast<std::ptrdiff_t>(size));
 }
 
 // Written to a temporary name and renamed, so a concurrent reader never sees half a file.
-void write_cached(const std::string& dir, const std::string& path, const std::vector<uint8_t>& bytes) {
+// Returns why it could not be stored, or "".
+std::string write_cached(const std::string& dir, const std::string& path, const std::vector<uint8_t>& bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  if (ec) return fmt::format("cannot create '{}': {}", dir, ec.message());
+  std::string entry(bytes.begin(), bytes.end());
+  const uint64_t hash = XXH64(bytes.data(), bytes.size(), 0);
+  entry.append(reinterpret_cast<const char*>(&hash), 8);
   std::string temp = fmt::format("{}.{}.tmp", path, getpid());
-  {
-    std::ofstream out(temp, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!out) return;
-  }
+  if (Status written = write_file(temp, entry); !written.ok()) return written.error().message;
   std::filesystem::rename(temp, path, ec);
-  if (ec) std::filesystem::remove(temp, ec);
+  if (!ec) return "";
+  std::filesystem::remove(temp, ec);
+  return fmt::format("cannot rename it to '{}'", path);
 }
 
 // One NVRTC compile for a real architecture: its cubin and its PTX.
@@ -94,7 +103,10 @@ Status check_archs(const std::vector<std::string>& archs) {
   if (count > 0) nvrtcGetSupportedArchs(supported.data());
   std::string names;
   for (int a : supported) names += fmt::format("{}sm_{}", names.empty() ? "" : " ", a);
-  for (const std::string& arch : archs) {
+  for (size_t i = 0; i < archs.size(); ++i) {
+    const std::string& arch = archs[i];
+    if (std::find(archs.begin(), archs.begin() + static_cast<std::ptrdiff_t>(i), arch) != archs.begin() + static_cast<std::ptrdiff_t>(i))
+      return make_error(fmt::format("cuda codegen: --cuda-arch names {} twice", arch));
     bool well_formed = arch.size() > 3 && arch.starts_with("sm_") &&
                        std::all_of(arch.begin() + 3, arch.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!well_formed) return make_error(fmt::format("cuda codegen: '{}' is not a GPU architecture (expected sm_NN, such as sm_90)", arch));
@@ -114,11 +126,12 @@ Result<std::vector<CodeObject>> compile_program(const std::string& source, const
     bool hit = false;
     double ms = 0;
     std::string cubin_path;
+    std::string not_stored;  // why the cache could not keep the result, or ""
   };
   // One thread per architecture: NVRTC compiles each program on one core.
   auto compile_one = [&](const std::string& arch) {
     Compiled c;
-    std::string keyed = source + '\0' + arch;
+    std::string keyed = source + '\0' + arch + "\0cache entries with xxh64";
     for (const char* o : kCommonOptions) keyed += std::string("\0", 1) + o;
     keyed += '\0' + nvrtc_version();
     const std::string key = fmt::format("{:016x}", XXH64(keyed.data(), keyed.size(), 0));
@@ -136,8 +149,8 @@ Result<std::vector<CodeObject>> compile_program(const std::string& source, const
     c.code = nvrtc(source, arch);
     c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (c.code.ok() && options.use_cache) {
-      write_cached(dir, c.cubin_path, c.code->first);
-      write_cached(dir, ptx_path, c.code->second);
+      c.not_stored = write_cached(dir, c.cubin_path, c.code->first);
+      if (c.not_stored.empty()) c.not_stored = write_cached(dir, ptx_path, c.code->second);
     }
     return c;
   };
@@ -156,8 +169,10 @@ Result<std::vector<CodeObject>> compile_program(const std::string& source, const
       ++local.cache_misses;
       local.nvrtc_ms += c.ms;
       if (options.verbose)
-        fmt::print(stderr, "nvrtc: {}: compiled in {:.0f} ms ({}{})\n", archs[i], c.ms, options.use_cache ? "cache miss, stored as " : "cache off",
-                   options.use_cache ? c.cubin_path : "");
+        fmt::print(stderr, "nvrtc: {}: compiled in {:.0f} ms ({})\n", archs[i], c.ms,
+                   !options.use_cache          ? "cache off"
+                   : c.not_stored.empty() ? "cache miss, stored as " + c.cubin_path
+                                               : "cache miss, not stored: " + c.not_stored);
     }
     objects.push_back({"cubin", archs[i], std::move(c.code->first)});
     if (archs[i] == newest) newest_ptx = std::move(c.code->second);

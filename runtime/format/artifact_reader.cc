@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "base/memory_check.h"
+#include "base/shape_limit.h"
 #include "runtime/format/artifact.h"
 
 namespace kiln::format {
@@ -70,6 +71,28 @@ Status check_coverage(std::span<const uint8_t> file, std::vector<std::pair<uint6
   }
   for (uint64_t i = cursor; i < file.size(); ++i)
     if (file[i] != 0) return fail(Kind::MalformedMetadata, "trailing byte " + n(i) + " is not zero");
+  return Status::Ok();
+}
+
+// A kernel step's range of work items must be what its outputs hold: a loop kernel's,
+// the elements of its first output; a reduction's, rows that divide every output (a row
+// value per row, or whole rows); a scatter, one. (The kernels' code was compiled for
+// those counts; a larger one would write past the outputs.)
+Status check_work_items(const Step& step, int s, const std::vector<uint64_t>& value_bytes, const Artifact& a) {
+  if (step.kind() == StepKind::Library) return Status::Ok();
+  if (count(step.outputs()) == 0) return fail(Kind::MalformedMetadata, "kernel step " + n(s) + " has no outputs");
+  const uint64_t items = static_cast<uint64_t>(step.work_items());
+  auto elements = [&](uint32_t v) { return value_bytes[v] / static_cast<uint64_t>(element_bytes(a.values()->Get(v)->dtype())); };
+  bool fits = true;
+  switch (step.kind()) {
+    case StepKind::Loop: fits = items == elements(step.outputs()->Get(0)); break;
+    case StepKind::Scatter: fits = items == 1; break;
+    case StepKind::Reduction:
+      for (uint32_t v : *step.outputs()) fits = fits && (elements(v) == 0 || (items > 0 && items <= elements(v) && elements(v) % items == 0));
+      break;
+    case StepKind::Library: break;
+  }
+  if (!fits) return fail(Kind::ShapeMismatch, "step " + n(s) + " has " + n(items) + " work items, which its outputs do not hold");
   return Status::Ok();
 }
 
@@ -139,13 +162,12 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     const Value* v = a.values()->Get(i);
     if (static_cast<int>(v->dtype()) > static_cast<int>(DType::MAX)) return fail(Kind::OutOfRange, "value " + n(i) + " has an unknown element type");
     if (count(v->shape()) > 16) return fail(Kind::OutOfRange, "value " + n(i) + " has rank " + n(count(v->shape())) + ", more than 16");
-    uint64_t elements = 1;
-    for (int64_t d : items(v->shape())) {
+    const std::vector<int64_t> shape = items(v->shape());
+    for (int64_t d : shape)
       if (d < 0) return fail(Kind::ShapeMismatch, "value " + n(i) + " has a negative dimension");
-      if (d > 0 && elements > (uint64_t{1} << 40) / static_cast<uint64_t>(d))
-        return fail(Kind::OutOfRange, "value " + n(i) + " has more than 2^40 elements");
-      elements *= static_cast<uint64_t>(d);
-    }
+    if (!dims_within_limit(shape)) return fail(Kind::OutOfRange, "value " + n(i) + " " + dims_limit_error(shape));
+    uint64_t elements = 1;
+    for (int64_t d : shape) elements *= static_cast<uint64_t>(d);
     value_bytes[i] = elements * static_cast<uint64_t>(element_bytes(v->dtype()));
   }
   auto value_ok = [&](uint32_t v) { return v < values; };
@@ -166,6 +188,7 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
 
   // Signature.
   std::vector<int> available(values, -2);  // the step after which a value can be read; -1: an argument
+  std::vector<int> arg_kind(values, -1);   // per value: its ArgKind if it is an argument
   for (uint32_t i = 0; i < count(a.args()); ++i) {
     const Argument* arg = a.args()->Get(i);
     if (!value_ok(arg->value()) || static_cast<int>(arg->kind()) > static_cast<int>(ArgKind::MAX))
@@ -180,8 +203,11 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
         return fail(Kind::ShapeMismatch, what + n(i) + " needs " + n(value_bytes[arg->value()]) + " bytes of weights, its section has " +
                                              n(a.weights()->Get(arg->weight())->size()));
     }
+    if (arg_kind[arg->value()] >= 0) return fail(Kind::OutOfRange, "value " + n(arg->value()) + " is two arguments");
+    arg_kind[arg->value()] = static_cast<int>(arg->kind());
     available[arg->value()] = -1;
   }
+  auto is_arg = [&](uint32_t v, ArgKind kind) { return arg_kind[v] == static_cast<int>(kind); };
 
   // Memory plan.
   const int steps = static_cast<int>(count(a.steps()));
@@ -202,6 +228,14 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       return fail(Kind::OutOfRange, "buffer " + n(i) + " names a value out of range");
     if (buffer_of[b->value()] >= 0) return fail(Kind::BadMemoryPlan, "value " + n(b->value()) + " has two buffers");
     buffer_of[b->value()] = static_cast<int>(i);
+    // Buffers outside the arena are arguments' own bytes, or a state's in an update in place.
+    if ((b->home() == Home::Input && !is_arg(b->value(), ArgKind::Input)) || (b->home() == Home::Param && !is_arg(b->value(), ArgKind::Param)))
+      return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is homed in an argument that value " + n(b->value()) + " is not");
+    if (b->home() == Home::State) {
+      const uint32_t state = b->state() >= 0 ? static_cast<uint32_t>(b->state()) : b->value();
+      if (!is_arg(state, ArgKind::State) || value_bytes[state] != value_bytes[b->value()])
+        return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is homed in value " + n(state) + ", which is no state argument of its size");
+    }
     if (b->home() != Home::Arena) continue;
     if (b->offset() > std::numeric_limits<int64_t>::max() || b->bytes() > std::numeric_limits<int64_t>::max())
       return fail(Kind::OutOfRange, "buffer " + n(i) + " has an offset or size beyond 2^63");
@@ -246,6 +280,7 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
         return fail(Kind::BadMemoryPlan, "step " + n(s) + " writes value " + n(v) + ", which has no buffer born at that step");
       available[v] = s;
     }
+    KILN_RETURN_IF_ERROR(check_work_items(*step, s, value_bytes, a));
   }
   // Library steps: the matmul's reach into each operand stays inside it.
   for (int s = 0; s < steps; ++s) {
@@ -287,6 +322,11 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   for (uint32_t i = 0; i < count(a.state_copies()); ++i) {
     const StateCopy* c = a.state_copies()->Get(i);
     if (!value_ok(c->state()) || !value_ok(c->value())) return fail(Kind::OutOfRange, "state copy " + n(i) + " names a value out of range");
+    if (!is_arg(c->state(), ArgKind::State) || value_bytes[c->state()] != value_bytes[c->value()])
+      return fail(Kind::BadMemoryPlan, "state copy " + n(i) + " copies value " + n(c->value()) + " into value " + n(c->state()) +
+                                           ", which is no state argument of its size");
+    if (available[c->value()] == -2 || buffer_of[c->value()] < 0)
+      return fail(Kind::UseBeforeProduce, "state copy " + n(i) + " copies value " + n(c->value()) + ", which no step produces");
   }
   return view;
 }

@@ -7,6 +7,7 @@
 
 #include "base/allocation.h"
 #include "base/file.h"
+#include "base/shape_limit.h"
 
 namespace kiln::format {
 namespace {
@@ -57,14 +58,14 @@ Result<std::vector<Entry>> parse_header(std::string_view header_text, std::strin
     const int size = safetensors_dtype_bytes(e.tensor.dtype);
     if (size == 0) return bad(source, "tensor " + in_quotes(name) + " has dtype " + e.tensor.dtype + ", which is not a safetensors dtype");
     if (spec["shape"].size() > 16) return bad(source, "tensor " + in_quotes(name) + " has rank " + std::to_string(spec["shape"].size()) + ", more than 16");
-    uint64_t elements = 1;
     for (auto& d : spec["shape"]) {
-      if (!d.is_number_unsigned()) return bad(source, "tensor " + in_quotes(name) + " has a dimension that is not a non-negative integer");
-      uint64_t extent = d.get<uint64_t>();
-      if (extent > 0 && elements > (uint64_t{1} << 40) / extent) return bad(source, "tensor " + in_quotes(name) + " has more than 2^40 elements");
-      elements *= extent;
-      e.tensor.shape.push_back(static_cast<int64_t>(extent));
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(kMaxElements))
+        return bad(source, "tensor " + in_quotes(name) + " has a dimension that is not an integer from 0 to 2^40");
+      e.tensor.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
     }
+    if (!dims_within_limit(e.tensor.shape)) return bad(source, "tensor " + in_quotes(name) + " " + dims_limit_error(e.tensor.shape));
+    uint64_t elements = 1;
+    for (int64_t d : e.tensor.shape) elements *= static_cast<uint64_t>(d);
     if (!spec["data_offsets"][0].is_number_unsigned() || !spec["data_offsets"][1].is_number_unsigned())
       return bad(source, "tensor " + in_quotes(name) + " has data_offsets that are not non-negative integers");
     e.begin = spec["data_offsets"][0].get<uint64_t>();
@@ -158,11 +159,7 @@ std::string serialize_safetensors(const std::vector<SafetensorsTensor>& tensors)
 }
 
 Status write_safetensors_file(const std::string& path, const std::vector<SafetensorsTensor>& tensors) {
-  std::ofstream out(path, std::ios::binary);
-  const std::string bytes = serialize_safetensors(tensors);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) return make_error("cannot write '" + path + "': " + std::strerror(errno));
-  return Status::Ok();
+  return write_file(path, serialize_safetensors(tensors));
 }
 
 }  // namespace kiln::format

@@ -1,6 +1,8 @@
-// Target names as artifacts record them, shared by the compiler and the runtime.
+// Names artifacts record, written by the compiler and read by the runtime: targets, and
+// the symbols of CPU kernels.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "base/parse_number.h"
@@ -20,5 +22,12 @@ inline int cuda_arch_number(std::string_view arch) {
   const auto number = parse_integer(arch.substr(underscore + 1));
   return number && *number >= 1 && *number <= 9999 ? static_cast<int>(*number) : 0;
 }
+
+/// The entry point of a kernel step: "kiln_" + the step's name.
+inline std::string kernel_symbol(std::string_view step_name) { return "kiln_" + std::string(step_name); }
+
+/// The constant beside a CPU kernel that gives its argument count and each argument's
+/// bytes (format 1.2): KERNEL_signature.
+inline std::string kernel_signature_symbol(std::string_view kernel) { return std::string(kernel) + "_signature"; }
 
 }  // namespace kiln::format

@@ -9,6 +9,7 @@ bin=$(mktemp -d "${TEST_TMPDIR:-/tmp}/bin.XXXXXX")
 ln -s "$kiln" "$bin/kiln"
 ln -s "$filecheck" "$bin/FileCheck"
 ln -s "$(dirname "$filecheck")/not" "$bin/not"
+ln -s "$(dirname "$filecheck")/split-file" "$bin/split-file"
 ln -s "$(realpath "$4")" "$bin/kiln-run"
 export KILN_LIT_PATH="$bin"
 exec /usr/bin/python3 "$lit" -sv "$(dirname "$0")/lit"

@@ -146,6 +146,50 @@ TEST_CASE("semantic checks refuse inconsistent metadata", "[artifact][errors]") 
   }
 }
 
+TEST_CASE("work items, state homes and state copies must fit the values they name", "[artifact][errors]") {
+  auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)); };
+  const format::ArtifactContents good = small_artifact();
+  auto kernel_step = [](format::ArtifactContents& c, format::StepKind kind) {
+    for (auto& s : c.steps)
+      if (s.kind == kind) return &s;
+    FAIL("no step of that kind");
+    return &c.steps[0];
+  };
+  for (auto kind : {format::StepKind::Loop, format::StepKind::Reduction}) {
+    auto c = good;
+    kernel_step(c, kind)->work_items += 1;  // one past what its outputs hold
+    Error e = refused(c);
+    CHECK(e.code == static_cast<int>(ArtifactErrorKind::ShapeMismatch));
+    CHECK(e.message.find(" work items, which its outputs do not hold") != std::string::npos);
+  }
+  {
+    auto c = good;
+    kernel_step(c, format::StepKind::Loop)->outputs.clear();
+    CHECK(refused(c).code == static_cast<int>(ArtifactErrorKind::MalformedMetadata));
+  }
+  uint32_t state = 0;
+  for (const auto& a : good.args)
+    if (a.kind == format::ArgKind::State) state = a.value;
+  {
+    auto c = good;  // the state's update homed in a param instead
+    for (auto& b : c.buffers)
+      if (b.home == format::Home::State && b.state >= 0) b.state = static_cast<int32_t>(c.args[0].value);
+    Error e = refused(c);
+    CHECK(e.code == static_cast<int>(ArtifactErrorKind::BadMemoryPlan));
+    CHECK(e.message.find("which is no state argument of its size") != std::string::npos);
+  }
+  {
+    auto c = good;  // a state copy into an input
+    c.state_copies.emplace_back(c.args[0].value, state);
+    CHECK(refused(c).code == static_cast<int>(ArtifactErrorKind::BadMemoryPlan));
+  }
+  {
+    auto c = good;  // the same value as two arguments
+    c.args.push_back(c.args[0]);
+    CHECK(refused(c).message.find(" is two arguments") != std::string::npos);
+  }
+}
+
 TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors]") {
   std::vector<uint8_t> bytes = format::write_artifact(small_artifact());
   CHECK(refusal(bytes, "cuda-sm_90").message == "artifact: wrong target: compiled for cpu-x86_64, but this runtime runs cuda-sm_90");

@@ -2,6 +2,7 @@
 // needs recorded, and the runtime's refusal to load code this CPU cannot run.
 #include <algorithm>
 
+#include "codegen/cpu/compile.h"
 #include "codegen/cpu/cpu_target.h"
 #include "compiler/artifact.h"
 #include "ir/row_class.h"
@@ -97,7 +98,6 @@ TEST_CASE("the runtime loads the kernels with the most features this CPU has, an
   REQUIRE(planned->run(p).ok());
   auto contents = artifact_contents(p, {}, "cpu-x86_64", kExp);
   REQUIRE(contents.ok());
-  for (size_t s = 0; s < p.program->steps.size(); ++s) contents->steps[s].work_items = ir::work_items(p, p.program->steps[s]);
   const auto* elf = view->metadata().code()->Get(1);
   auto code = view->section(*elf->section());
   contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(code.begin(), code.end()), {"avx2", "kiln-test-feature"}, "future-cpu"});
@@ -116,4 +116,40 @@ TEST_CASE("the runtime loads the kernels with the most features this CPU has, an
   float first = 0;
   std::memcpy(&first, (*out)[0].data.data(), 4);
   CHECK(first == Approx(2.718281828f));
+}
+
+TEST_CASE("each kernel's signature is checked against the metadata before the kernel runs", "[cpu][runtime]") {
+  ir::Graph g = kiln::testing::parse_ok("graph @g(%x: f32[64], %z: f32[8]) {\n  %y: f32[64] = exp(%x)\n  return %y, %z\n}");
+  auto planned = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan");
+  REQUIRE(planned.ok());
+  REQUIRE(planned->run(g).ok());
+  auto contents = artifact_contents(g, {}, "cpu-x86_64", "");
+  REQUIRE(contents.ok());
+  auto library = codegen::cpu::compile_kernels(g, {});
+  REQUIRE(library.ok());
+  contents->code.push_back({"elf", "x86_64", library->elf, library->cpu_features, "native"});
+  REQUIRE(runtime::Model::load_bytes(format::write_artifact(*contents)).ok());
+  auto kernel = std::find_if(contents->steps.begin(), contents->steps.end(), [](const auto& s) { return s.kind == format::StepKind::Loop; });
+  REQUIRE(kernel != contents->steps.end());
+  REQUIRE(kernel->inputs.size() == 1);
+  uint32_t z = 0;
+  for (uint32_t v = 0; v < contents->values.size(); ++v)
+    if (contents->values[v].name == "z") z = v;
+  {
+    auto c = *contents;  // the kernel's input taken away: it would read args[0] as its output
+    auto& step = *std::find_if(c.steps.begin(), c.steps.end(), [](const auto& s) { return s.kind == format::StepKind::Loop; });
+    step.inputs.clear();
+    auto refused = runtime::Model::load_bytes(format::write_artifact(c));
+    REQUIRE(!refused.ok());
+    CHECK(refused.error().message == "artifact: shape mismatch: step " + step.name + ": its kernel takes 2 arguments, the metadata gives it 1");
+  }
+  {
+    auto c = *contents;  // an input of another size: the kernel would read 256 bytes of a 32-byte value
+    auto& step = *std::find_if(c.steps.begin(), c.steps.end(), [](const auto& s) { return s.kind == format::StepKind::Loop; });
+    step.inputs[0] = z;
+    auto refused = runtime::Model::load_bytes(format::write_artifact(c));
+    REQUIRE(!refused.ok());
+    CHECK(refused.error().code == static_cast<int>(format::ArtifactErrorKind::ShapeMismatch));
+    CHECK(refused.error().message.ends_with("argument 0 of its kernel is 256 bytes, the metadata's %z 32"));
+  }
 }

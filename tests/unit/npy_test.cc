@@ -82,6 +82,14 @@ TEST_CASE("unusable .npy files are refused with the reason", "[npy][errors]") {
       {std::string("\x93NUMPY\x01\x00\xff\x00{", 11), "x.npy: not a usable .npy file: the header is truncated"},
       {std::string("\x93NUMPY\x09\x00\x00\x00", 10), "x.npy: not a usable .npy file: format version 9 is not supported (1, 2 or 3)"},
       {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999,99999999999), }", ""),
+       "x.npy: not a usable .npy file: a dimension of the shape is more than 2^40"},
+      {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }", ""),
+       "x.npy: not a usable .npy file: the shape has a negative dimension"},
+      {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", ""),
+       "x.npy: not a usable .npy file: the shape has more than 2^40 elements"},
+      {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 0), }", ""),
+       "x.npy: not a usable .npy file: the shape has dims that multiply past 2^40 (the zero dims aside)"},
+      {header_file("{'descr': '<f4', 'shape': (2,), }", std::string(8, '\0')),
        "x.npy: not a usable .npy file: the header is not a dict with 'descr', 'fortran_order' and 'shape'"},
   };
   for (const Case& c : cases) {

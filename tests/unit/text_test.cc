@@ -112,7 +112,7 @@ TEST_CASE("golden error messages name file, line, column and what was expected",
        "bad.kir:8:3: error: call: backward @fb must take (f32[2], f32[2]) and return (f32[2]): the arguments of @f, the gradient "
        "of its result, and one gradient per floating-point argument; it takes (f32[2]) and returns (f32[2])"},
       {"func @f(%a: f32[2]) {\n  return %a\n}\nfunc @f(%a: f32[2]) {\n  return %a\n}\ngraph @g(%x: f32[2]) {\n  return %x\n}",
-       "error: @f: function @f is defined twice"},
+       "bad.kir:4:6: error: function @f is defined twice"},
       {"func @f(%a: f32[2]) {\n  %b: f32[2] = neg(%c)\n  return %b\n}\ngraph @g(%x: f32[2]) {\n  return %x\n}",
        "bad.kir:2:20: error: undefined value %c"},
       // binary garbage
@@ -154,7 +154,7 @@ TEST_CASE("the parser enforces its limits", "[text][errors]") {
   REQUIRE(!many.ok());
   CHECK(many.error().message == "many.kir:2:53: error: attributes hold more than 5 values in all; pass large tensors as params");
   CHECK(parse_error("graph @g(%x: f32[1099511627776,2]) {\n  return %x\n}") ==
-        "bad.kir:1:34: error: type f32[1099511627776,2] has more than 2^40 elements");
+        "bad.kir:1:14: error: type f32[1099511627776,2] has more than 2^40 elements");
 }
 
 TEST_CASE("mutated inputs never crash or hang the parser", "[text][robustness]") {

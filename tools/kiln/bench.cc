@@ -1,7 +1,7 @@
 // kiln bench: the benchmark suites, fused against unfused against a plain copy.
 #include <fmt/format.h>
-#include <fstream>
 
+#include "base/file.h"
 #include "compiler/bench.h"
 #include "runtime/model.h"
 #include "tools/kiln/cli.h"
@@ -34,17 +34,6 @@ softmax_4096, softmax_32768, layernorm, residual_layernorm, mlp_forward, mlp_tra
   -h, --help          this help
 )";
 
-namespace {
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) return make_error(fmt::format("cannot write '{}'", path));
-  return Status::Ok();
-}
-
-}  // namespace
-
 int run_bench(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln bench";
   constexpr FlagSpec specs[] = {{"target", true}, {"cpu", true}, {"suite", true}, {"filter", true}, {"repeat", true}, {"threads", true},
@@ -72,11 +61,11 @@ int run_bench(std::span<char* const> argv) {
   if (!result.ok()) return fail(cmd, result.error().message);
   fmt::print("{}", bench::to_table(*result));
   if (parsed->has("json")) {
-    Status s = write_text(parsed->get("json"), bench::to_json(*result));
+    Status s = write_file(parsed->get("json"), bench::to_json(*result));
     if (!s.ok()) return fail(cmd, s.error().message);
   }
   if (parsed->has("svg")) {
-    Status s = write_text(parsed->get("svg"), bench::to_svg(*result));
+    Status s = write_file(parsed->get("svg"), bench::to_svg(*result));
     if (!s.ok()) return fail(cmd, s.error().message);
   }
   return 0;

@@ -51,6 +51,8 @@ Status run_passes(ir::Graph& graph, const Args& args) {
   }
   passes::PassOptions options;
   options.wrt = split_commas(args.get("wrt"));
+  for (std::string& name : options.wrt)
+    if (name.starts_with('%')) name.erase(0, 1);  // --wrt=%w names %w, as --input %w=... does
   options.fuse = !args.has("no-fusion");
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(names, options));
   passes::DumpOptions dump;

@@ -1,8 +1,8 @@
 // kiln compile: a .kir graph to a .kiln artifact.
 #include <fmt/format.h>
 #include <algorithm>
-#include <fstream>
 
+#include "base/file.h"
 #include "compiler/compile.h"
 #include "compiler/safetensors.h"
 #include "tools/kiln/cli.h"
@@ -62,6 +62,8 @@ int run_compile(std::span<char* const> argv) {
   if (emit != "artifact" && emit != "source") return fail(cmd, fmt::format("--emit expects artifact or source, got '{}'", emit));
   if (emit == "source" && parsed->get("target", "cpu") != "cuda") return fail(cmd, "--emit=source writes CUDA C++; it needs --target=cuda");
   if (emit == "artifact" && !parsed->has("output")) return fail(cmd, "no output file; give one with -o M.kiln");
+  if (parsed->has("output") && same_file(parsed->get("output"), parsed->positional[0]))
+    return fail(cmd, fmt::format("-o '{}' is the input file; it would be overwritten", parsed->get("output")));
   auto graph = load_graph(cmd, parsed->positional[0]);
   if (!graph.ok()) return fail_located(graph.error());
   CompileOptions options;
@@ -93,17 +95,15 @@ int run_compile(std::span<char* const> argv) {
       fmt::print("{}", *source);
       return 0;
     }
-    std::ofstream file(parsed->get("output"));
-    file << *source;
-    if (!file) return fail(cmd, fmt::format("cannot write '{}'", parsed->get("output")));
+    Status written = write_file(parsed->get("output"), *source);
+    if (!written.ok()) return fail(cmd, written.error().message);
     return 0;
   }
   auto artifact = compile_to_artifact(*graph, options);
   if (!artifact.ok()) return fail(cmd, artifact.error().message);
   std::string out = parsed->get("output");
-  std::ofstream file(out, std::ios::binary);
-  file.write(reinterpret_cast<const char*>(artifact->data()), static_cast<std::streamsize>(artifact->size()));
-  if (!file) return fail(cmd, fmt::format("cannot write '{}'", out));
+  Status written = write_file(out, std::string_view(reinterpret_cast<const char*>(artifact->data()), artifact->size()));
+  if (!written.ok()) return fail(cmd, written.error().message);
   fmt::print("wrote {} ({} bytes)\n", out, artifact->size());
   return 0;
 }

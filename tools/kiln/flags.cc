@@ -1,6 +1,11 @@
 #include "tools/kiln/flags.h"
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <new>
+#include <system_error>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -87,6 +92,24 @@ void enter_user_directory() {
   if (!dir || !*dir) return;
   std::error_code ec;
   std::filesystem::current_path(dir, ec);
+}
+
+int run_guarded(std::string_view command, const std::function<int()>& body) {
+  // Messages here use stdio, which never throws: stderr itself may be what failed.
+  auto report = [&](const std::string& message) {
+    std::fprintf(stderr, "%.*s: error: %s\n", static_cast<int>(command.size()), command.data(), message.c_str());
+    return 1;
+  };
+  int status = 1;
+  try {
+    status = body();
+  } catch (const std::bad_alloc&) {
+    return report("out of memory");
+  } catch (const std::system_error& e) {  // fmt::print on a stream that cannot be written
+    return report(std::string("cannot write the output: ") + e.code().message());
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return report(std::string("cannot write the output: ") + std::strerror(errno));
+  return status;
 }
 
 int fail(std::string_view command, std::string_view message) {

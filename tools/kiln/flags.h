@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -54,6 +55,11 @@ Result<std::vector<NamedValue>> named_values(const Args& args, std::string_view 
 /// the current one, so relative paths on the command line are the user's, not the
 /// runfiles tree's. Does nothing elsewhere.
 void enter_user_directory();
+
+/// Runs a command's body: an allocation failure that is not checked where it is made, or
+/// output that cannot be written (a full disk, a closed stdout or stderr), is an error and
+/// exit code 1, never an abort; stdout is flushed and checked before its exit code stands.
+int run_guarded(std::string_view command, const std::function<int()>& body);
 
 /// Prints "COMMAND: error: MESSAGE" to stderr and returns exit code 1.
 int fail(std::string_view command, std::string_view message);

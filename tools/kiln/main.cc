@@ -59,13 +59,6 @@ int run_command(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Allocations sized by input are checked where they are made, with errors that name
-  // their bytes; this is the last resort for any that is not, so that running out of
-  // memory is an error message and exit code 1, never an abort.
   kiln::cli::enter_user_directory();
-  try {
-    return run_command(argc, argv);
-  } catch (const std::bad_alloc&) {
-    return kiln::cli::fail("kiln", "out of memory");
-  }
+  return kiln::cli::run_guarded("kiln", [&] { return run_command(argc, argv); });
 }
