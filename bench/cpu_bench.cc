@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "compiler/compile.h"
-#include "compiler/timing.h"
+#include "bench/timing.h"
 #include "ir/parser.h"
 #include "runtime/model.h"
 

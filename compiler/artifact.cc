@@ -9,18 +9,19 @@
 namespace kiln {
 namespace {
 
-format::DType to_format(ir::DType d) {
-  switch (d) {
-    case ir::DType::F32: return format::DType::F32;
-    case ir::DType::F64: return format::DType::F64;
-    case ir::DType::F16: return format::DType::F16;
-    case ir::DType::BF16: return format::DType::BF16;
-    case ir::DType::I32: return format::DType::I32;
-    case ir::DType::I64: return format::DType::I64;
-    case ir::DType::Bool: return format::DType::Bool;
-  }
-  return format::DType::F32;
-}
+// The IR's element types are the artifact's, in the same order.
+#define KILN_SAME_DTYPE(name) static_assert(static_cast<int>(ir::DType::name) == static_cast<int>(format::DType::name));
+KILN_SAME_DTYPE(F32)
+KILN_SAME_DTYPE(F64)
+KILN_SAME_DTYPE(F16)
+KILN_SAME_DTYPE(BF16)
+KILN_SAME_DTYPE(I32)
+KILN_SAME_DTYPE(I64)
+KILN_SAME_DTYPE(Bool)
+#undef KILN_SAME_DTYPE
+static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ir::DType::Bool), "an element type the artifact lacks");
+
+format::DType to_format(ir::DType d) { return static_cast<format::DType>(d); }
 
 format::StepKind to_format(ir::StepKind k) {
   switch (k) {

@@ -24,7 +24,7 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   ir::Graph g = graph;
   passes::PassOptions pass_options;
   pass_options.fuse = options.fuse;
-  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan", pass_options));
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(kiln::passes::kDefaultPipeline, pass_options));
   auto ran = pipeline.run(g);
   if (!ran.ok()) return ran.error();
   return g;

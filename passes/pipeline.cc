@@ -80,7 +80,7 @@ Result<bool> Pipeline::run(ir::Graph& graph) {
 }
 
 Result<std::string> pipeline_passes(std::string_view name) {
-  if (name == "default") return std::string("decompose,canonicalize,cse,dce,fusion,memory-plan");
+  if (name == "default") return std::string(kDefaultPipeline);
   return make_error(fmt::format("unknown pipeline '{}' (known pipelines: default)", name));
 }
 

@@ -45,8 +45,12 @@ struct PassOptions {
   bool fuse = true;
 };
 
-/// The passes of a named pipeline ("default": decompose, canonicalize, cse, dce, fusion,
-/// memory-plan), comma-separated; the error lists the known pipelines.
+/// The standard pipeline, from a graph to a fused program with its memory plan: what
+/// `kiln compile` runs and `--pipeline=default` names.
+inline constexpr std::string_view kDefaultPipeline = "decompose,canonicalize,cse,dce,fusion,memory-plan";
+
+/// The passes of a named pipeline ("default": kDefaultPipeline), comma-separated; the
+/// error lists the known pipelines.
 Result<std::string> pipeline_passes(std::string_view name);
 
 /// Creates a pass by name; the error lists the known names.

@@ -27,7 +27,7 @@ format::ArtifactContents small_artifact() {
   auto built = m.build();
   REQUIRE(built.ok());
   ir::Graph g = *built;
-  auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan");
+  auto pipeline = passes::pipeline_from_names(kiln::passes::kDefaultPipeline);
   REQUIRE(pipeline.ok());
   REQUIRE(pipeline->run(g).ok());
   auto contents = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));

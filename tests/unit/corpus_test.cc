@@ -45,7 +45,7 @@ TEST_CASE("every test model plans within 10% of its live lower bound", "[corpus]
   auto models = kiln::testing::text_test_models();
   for (auto& [path, g] : models) {
     INFO(path);
-    auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan");
+    auto pipeline = passes::pipeline_from_names(kiln::passes::kDefaultPipeline);
     REQUIRE(pipeline.ok());
     auto r = pipeline->run(g);
     if (!r.ok()) FAIL(r.error().message);

@@ -143,7 +143,7 @@ inline RandomGraph random_graph(uint64_t seed) {
 inline ir::Graph planned(ir::Graph g, bool fuse) {
   passes::PassOptions options;
   options.fuse = fuse;
-  auto pipeline = passes::pipeline_from_names("decompose,canonicalize,cse,dce,fusion,memory-plan", options);
+  auto pipeline = passes::pipeline_from_names(kiln::passes::kDefaultPipeline, options);
   REQUIRE(pipeline.ok());
   auto r = pipeline->run(g);
   if (!r.ok()) FAIL(r.error().message << "\n" << ir::print(g));

@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "base/file.h"
-#include "compiler/bench.h"
+#include "bench/runner.h"
 #include "runtime/model.h"
 #include "tools/kiln/cli.h"
 

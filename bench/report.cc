@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "compiler/bench.h"
+#include "bench/runner.h"
 
 namespace kiln::bench {
 namespace {

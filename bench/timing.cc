@@ -1,4 +1,4 @@
-#include "compiler/timing.h"
+#include "bench/timing.h"
 
 #include <algorithm>
 #include <chrono>

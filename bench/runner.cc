@@ -1,4 +1,4 @@
-#include "compiler/bench.h"
+#include "bench/runner.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -14,7 +14,7 @@
 #include <span>
 #include <thread>
 
-#include "compiler/bench_suite.h"
+#include "bench/suite.h"
 #include "compiler/compile.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/format/artifact.h"

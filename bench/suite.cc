@@ -1,4 +1,4 @@
-#include "compiler/bench_suite.h"
+#include "bench/suite.h"
 
 #include <fmt/format.h>
 

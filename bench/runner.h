@@ -10,7 +10,7 @@
 
 #include "base/result.h"
 #include "compiler/compile.h"
-#include "compiler/timing.h"
+#include "bench/timing.h"
 
 namespace kiln::bench {
 
