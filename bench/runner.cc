@@ -19,7 +19,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/format/artifact.h"
 #include "runtime/model.h"
-#include "runtime/thread_pool.h"
+#include "runtime/cpu/thread_pool.h"
 
 namespace kiln::bench {
 namespace {

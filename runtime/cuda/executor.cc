@@ -35,9 +35,14 @@ struct Session {
   std::vector<CUdeviceptr> graph_where;  // the pointers `graph` was captured with
 };
 
-}  // namespace
+// How to run: on which device, with CUDA Graphs or a launch per step.
+struct ExecutorOptions {
+  int device = 0;
+  bool graphs = true;
+};
 
-struct Executor::Impl {
+// What a loaded CUDA artifact holds on the GPU, and how it runs.
+struct Impl {
   const Driver* cu = nullptr;
   const Blas* blas = nullptr;  // only when a step is a matmul
   Signature sig;
@@ -369,10 +374,22 @@ struct Executor::Impl {
   }
 };
 
-Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Executor::~Executor() = default;
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const override;
+  Status run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) const override;
+  Status read_state(size_t index, uint8_t* to) const override;
+  Status write_state(size_t index, const uint8_t* from) override;
 
-Result<std::unique_ptr<Executor>> Executor::load(const format::ArtifactView& view, Signature signature, const ExecutorOptions& options) {
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature, const Options& load_options) {
+  const ExecutorOptions options{load_options.cuda_device, load_options.cuda_graphs};
   const std::string target = view.metadata().target()->str();
   const std::string arch = target.substr(target.find('-') + 1);
   auto cu = driver();
@@ -392,10 +409,10 @@ Result<std::unique_ptr<Executor>> Executor::load(const format::ArtifactView& vie
   KILN_RETURN_IF_ERROR(impl->load_module(view));
   KILN_RETURN_IF_ERROR(impl->load_steps());
   KILN_RETURN_IF_ERROR(impl->upload());
-  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+  return std::unique_ptr<Executor>(new CudaExecutor(std::move(impl)));
 }
 
-Status Executor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
+Status CudaExecutor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
   const Impl& m = *impl_;
   auto copy_in = [&](const Session& s) -> Status {
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -414,7 +431,7 @@ Status Executor::run_host(const std::vector<const uint8_t*>& inputs, const std::
   return m.run(nullptr, nullptr, copy_in, copy_out);
 }
 
-Status Executor::run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) const {
+Status CudaExecutor::run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) const {
   const Impl& m = *impl_;
   std::vector<CUdeviceptr> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
   auto copy_in = [](const Session&) { return Status::Ok(); };
@@ -429,20 +446,18 @@ Status Executor::run_device(const std::vector<uint64_t>& inputs, const std::vect
   return m.run(&in, &out, copy_in, copy_out);
 }
 
-Status Executor::read_state(size_t index, uint8_t* to) const {
+Status CudaExecutor::read_state(size_t index, uint8_t* to) const {
   const Impl& m = *impl_;
   KILN_RETURN_IF_ERROR(m.check(m.cu->ctx_set_current(m.context), "cuCtxSetCurrent"));
   std::lock_guard<std::mutex> lock(m.state_mutex);
   return m.check(m.cu->memcpy_dtoh(to, m.state[index], static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])), "reading a state tensor");
 }
 
-Status Executor::write_state(size_t index, const uint8_t* from) {
+Status CudaExecutor::write_state(size_t index, const uint8_t* from) {
   Impl& m = *impl_;
   KILN_RETURN_IF_ERROR(m.check(m.cu->ctx_set_current(m.context), "cuCtxSetCurrent"));
   std::lock_guard<std::mutex> lock(m.state_mutex);
   return m.check(m.cu->memcpy_htod(m.state[index], from, static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])), "writing a state tensor");
 }
-
-const std::string& Executor::device_description() const { return impl_->description; }
 
 }  // namespace kiln::runtime::cuda

@@ -9,7 +9,7 @@
 #include "compiler/compile.h"
 #include "passes/pipeline.h"
 #include "runtime/format/cpu_features.h"
-#include "runtime/host_cpu.h"
+#include "runtime/cpu/host_cpu.h"
 #include "runtime/model.h"
 #include "tests/unit/run_util.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/host_cpu.h"
+#include "runtime/cpu/host_cpu.h"
 
 #include <cpuid.h>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "runtime/thread_pool.h"
+#include "runtime/cpu/thread_pool.h"
 
 #include <algorithm>
 

@@ -1,0 +1,196 @@
+#include "runtime/cpu/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <system_error>
+#include <thread>
+
+#include "base/allocation.h"
+#include "runtime/cpu/kernel_library.h"
+#include "runtime/cpu/matmul.h"
+#include "runtime/cpu/thread_pool.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+struct AlignedDelete {
+  void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using Arena = std::unique_ptr<uint8_t[], AlignedDelete>;
+
+// A run's arena, 64-byte aligned. The first is made at load, so that an arena larger than
+// memory is a load error.
+Result<Arena> new_arena(uint64_t bytes) {
+  KILN_RETURN_IF_ERROR(check_allocation(bytes, "the arena"));
+  Arena arena(new (std::align_val_t(64), std::nothrow) uint8_t[bytes + 1]);
+  if (!arena) return allocation_error(bytes, "the arena");
+  return arena;
+}
+
+// Arenas of finished runs, reused: a fresh one would fault in its pages on every run.
+class ArenaPool {
+ public:
+  explicit ArenaPool(uint64_t bytes) : bytes_(bytes) {}
+
+  // An arena for one run, given back when the lease ends.
+  class Lease {
+   public:
+    Lease(ArenaPool& pool, Arena arena) : pool_(&pool), arena_(std::move(arena)) {}
+    Lease(Lease&&) = default;
+    ~Lease() {
+      if (arena_) pool_->give_back(std::move(arena_));
+    }
+    uint8_t* get() const { return arena_.get(); }
+
+   private:
+    ArenaPool* pool_;
+    Arena arena_;
+  };
+
+  Result<Lease> take() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        Arena arena = std::move(free_.back());
+        free_.pop_back();
+        return Lease(*this, std::move(arena));
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(Arena arena, new_arena(bytes_));
+    return Lease(*this, std::move(arena));
+  }
+
+ private:
+  void give_back(Arena arena) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(arena));
+  }
+
+  uint64_t bytes_;
+  std::mutex mutex_;
+  std::vector<Arena> free_;
+};
+
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(const format::ArtifactView& view, Signature sig, KernelLibrary kernels)
+      : a_(view.metadata()), sig_(std::move(sig)), kernels_(std::move(kernels)), arenas_(a_.arena_bytes()) {}
+
+  Status init(const Options& options) {
+    for (size_t i = 0; i < sig_.state_values.size(); ++i) {
+      const uint32_t v = sig_.state_values[i];
+      std::vector<uint8_t>& bytes = state_[v];
+      KILN_RETURN_IF_ERROR(resize_or_error(bytes, static_cast<uint64_t>(sig_.value_bytes[v]), "state %" + sig_.values[v].name));
+      if (sig_.state_initial[i]) std::memcpy(bytes.data(), sig_.state_initial[i], bytes.size());
+    }
+    buffer_of_.assign(sig_.values.size(), -1);
+    for (uint32_t i = 0; i < a_.buffers()->size(); ++i) buffer_of_[a_.buffers()->Get(i)->value()] = static_cast<int>(i);
+    KILN_ASSIGN_OR_RETURN(ArenaPool::Lease first, arenas_.take());  // given back at once: the first run's
+    const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    try {
+      pool_ = std::make_unique<ThreadPool>(threads - 1);
+    } catch (const std::system_error& e) {
+      return make_error("runtime: cannot start " + std::to_string(threads) + " threads: " + e.code().message());
+    }
+    return Status::Ok();
+  }
+
+  Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const override;
+
+  Status run_device(const std::vector<uint64_t>&, const std::vector<uint64_t>&) const override {
+    return make_error("run: device pointers need a CUDA artifact; this one targets " + a_.target()->str());
+  }
+
+  Status read_state(size_t index, uint8_t* to) const override {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    const std::vector<uint8_t>& bytes = state_.at(sig_.state_values[index]);
+    std::memcpy(to, bytes.data(), bytes.size());
+    return Status::Ok();
+  }
+
+  Status write_state(size_t index, const uint8_t* from) override {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    std::vector<uint8_t>& bytes = state_.at(sig_.state_values[index]);
+    std::memcpy(bytes.data(), from, bytes.size());
+    return Status::Ok();
+  }
+
+ private:
+  const format::Artifact& a_;
+  Signature sig_;
+  KernelLibrary kernels_;
+  mutable ArenaPool arenas_;
+  std::vector<int> buffer_of_;  // per value
+  std::unique_ptr<ThreadPool> pool_;
+  mutable std::mutex state_mutex_;  // runs of a model with state are serialized: each updates it
+  mutable std::map<uint32_t, std::vector<uint8_t>> state_;  // per state value
+};
+
+Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
+  std::vector<uint8_t*> where(sig_.values.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) where[sig_.input_values[i]] = const_cast<uint8_t*>(inputs[i]);  // kernels only read inputs
+  std::unique_lock<std::mutex> state_lock(state_mutex_, std::defer_lock);
+  if (!sig_.state_values.empty()) state_lock.lock();
+  KILN_ASSIGN_OR_RETURN(ArenaPool::Lease lease, arenas_.take());
+  uint8_t* arena = lease.get();
+  for (uint32_t v = 0; v < sig_.values.size(); ++v) {
+    if (sig_.weights[v]) where[v] = const_cast<uint8_t*>(sig_.weights[v]);
+    if (state_.count(v)) where[v] = state_[v].data();
+    int b = buffer_of_[v];
+    if (b < 0) continue;
+    const format::Buffer* buffer = a_.buffers()->Get(static_cast<uint32_t>(b));
+    if (buffer->home() == format::Home::Arena) where[v] = arena + buffer->offset();
+    if (buffer->home() == format::Home::State && buffer->state() >= 0) where[v] = state_[static_cast<uint32_t>(buffer->state())].data();
+  }
+  // Results in the arena are written straight into the caller's buffers: they live to
+  // the end, so no other arena value uses their bytes. (A value returned twice, an
+  // argument or a state update is copied at the end instead.)
+  std::vector<char> redirected(sig_.values.size(), 0);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    uint32_t v = sig_.output_values[i];
+    int b = buffer_of_[v];
+    if (b < 0 || a_.buffers()->Get(static_cast<uint32_t>(b))->home() != format::Home::Arena || redirected[v]) continue;
+    where[v] = outputs[i];
+    redirected[v] = 1;
+  }
+  std::vector<uint8_t*> ptrs;
+  for (uint32_t s = 0; s < a_.steps()->size(); ++s) {
+    const format::Step& step = *a_.steps()->Get(s);
+    ptrs.clear();
+    for (uint32_t v : *step.inputs()) ptrs.push_back(where[v]);
+    for (uint32_t v : *step.outputs()) ptrs.push_back(where[v]);
+    Kernel kernel = kernels_.kernel(s);
+    if (step.kind() == format::StepKind::Library) {
+      KILN_RETURN_IF_ERROR(run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data()));
+    } else if (step.kind() == format::StepKind::Scatter) {
+      kernel(ptrs.data(), 0, step.work_items());
+    } else {
+      uint8_t* const* args = ptrs.data();
+      pool_->parallel_for(step.work_items(), step.kind() == format::StepKind::Loop ? 16384 : 16,
+                          [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    uint8_t* to = outputs[i];
+    const uint8_t* from = where[sig_.output_values[i]];
+    if (to != from) std::memcpy(to, from, static_cast<size_t>(sig_.value_bytes[sig_.output_values[i]]));
+  }
+  if (a_.state_copies())
+    for (const format::StateCopy* c : *a_.state_copies())
+      std::memcpy(state_[c->state()].data(), where[c->value()], state_[c->state()].size());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature, const Options& options) {
+  KILN_ASSIGN_OR_RETURN(KernelLibrary kernels, KernelLibrary::load(view, signature));
+  auto executor = std::make_unique<CpuExecutor>(view, std::move(signature), std::move(kernels));
+  KILN_RETURN_IF_ERROR(executor->init(options));
+  return std::unique_ptr<Executor>(std::move(executor));
+}
+
+}  // namespace kiln::runtime::cpu

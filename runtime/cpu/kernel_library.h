@@ -1,0 +1,38 @@
+// A CPU artifact's kernels, loaded from memory: the ELF object this CPU can run (the one
+// with the most of its recorded features this CPU has), opened with dlopen through a
+// memfd, each kernel's entry point, and, from format 1.2, each kernel's signature checked
+// against the artifact's metadata.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "runtime/executor.h"
+
+namespace kiln::runtime::cpu {
+
+/// A kernel's entry point: kiln_STEP(args, begin, end) over work items [begin, end).
+using Kernel = void (*)(uint8_t* const* args, int64_t begin, int64_t end);
+
+class KernelLibrary {
+ public:
+  /// Loads the kernels of a verified artifact, one entry point per step (null for library
+  /// steps). `signature` names the values for the signature checks' messages.
+  static Result<KernelLibrary> load(const format::ArtifactView& view, const Signature& signature);
+  KernelLibrary(KernelLibrary&& other) noexcept;
+  KernelLibrary& operator=(KernelLibrary&&) = delete;
+  ~KernelLibrary();
+
+  /// The entry point of step `s`, or null for a library step.
+  Kernel kernel(size_t s) const { return kernels_[s]; }
+
+ private:
+  KernelLibrary() = default;
+  void* library_ = nullptr;
+  int fd_ = -1;  // the memfd the kernels were loaded from
+  std::vector<Kernel> kernels_;
+};
+
+}  // namespace kiln::runtime::cpu
