@@ -214,8 +214,7 @@ double gbps(int64_t bytes, double ms) { return ms > 0 ? static_cast<double>(byte
 }  // namespace
 
 Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<void(const std::string&)>& progress) {
-  if (options.target != "cpu" && options.target != "cuda")
-    return make_error(fmt::format("bench: unknown target '{}' (expected cpu or cuda)", options.target));
+  if (Status known = check_target(options.target); !known.ok()) return make_error("bench: " + known.error().message);
   const runtime::cuda::Driver* cu = nullptr;
   std::optional<std::string> gpu;
   if (options.target == "cuda") {

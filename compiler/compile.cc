@@ -17,10 +17,12 @@
 namespace kiln {
 namespace {
 
+struct CompileTarget;
+Result<const CompileTarget*> find_target(std::string_view name);
+
 // The graph through the default pipeline: fused (unless not asked) and planned.
 Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options) {
-  if (options.target != "cpu" && options.target != "cuda")
-    return make_error(fmt::format("compile: unknown target '{}' (expected cpu or cuda)", options.target));
+  KILN_RETURN_IF_ERROR(find_target(options.target));
   ir::Graph g = graph;
   passes::PassOptions pass_options;
   pass_options.fuse = options.fuse;
@@ -33,6 +35,16 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
 // The lowest architecture: the least a GPU needs to run the artifact's cubin.
 std::string lowest_arch(const std::vector<std::string>& archs) {
   return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return format::cuda_arch_number(a) < format::cuda_arch_number(b); });
+}
+
+Result<std::string> cuda_artifact_target(const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(codegen::cuda::check_archs(options.cuda_archs));
+  return std::string(format::kCudaTargetPrefix) + lowest_arch(options.cuda_archs);
+}
+
+Result<std::string> cpu_artifact_target(const CompileOptions& options) {
+  KILN_RETURN_IF_ERROR(cpu_list(options.cpu));
+  return std::string(format::kCpuTarget);
 }
 
 Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::ArtifactContents& contents) {
@@ -64,10 +76,46 @@ Status add_cpu_code(const ir::Graph& g, const CompileOptions& options, format::A
     contents.code.push_back({"elf", "x86_64", std::move(library.elf), std::move(library.cpu_features), name});
   }
   contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
+  if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)
+    contents.flags.push_back(fmt::format("--streaming-stores-above={}", options.streaming_store_bytes));
   return Status::Ok();
 }
 
+// The targets `kiln compile --target` takes. A new one is a row here (and a code
+// generator of its own, and an executor in the runtime: docs/architecture.md).
+struct CompileTarget {
+  std::string_view name;
+  // The artifact's target ("cpu-x86_64", "cuda-sm_80"), or why the options do not fit.
+  Result<std::string> (*artifact_target)(const CompileOptions& options);
+  // Generates the code of a fused, planned graph into the artifact: code objects, launch
+  // shapes, flags.
+  Status (*add_code)(const ir::Graph& planned, const CompileOptions& options, format::ArtifactContents& contents);
+};
+
+constexpr CompileTarget kTargets[] = {
+    {"cpu", cpu_artifact_target, add_cpu_code},
+    {"cuda", cuda_artifact_target, add_cuda_code},
+};
+
 }  // namespace
+
+namespace {
+
+Result<const CompileTarget*> find_target(std::string_view name) {
+  std::string names;
+  for (const CompileTarget& t : kTargets) {
+    if (t.name == name) return &t;
+    names += (names.empty() ? "" : " or ") + std::string(t.name);
+  }
+  return make_error(fmt::format("compile: unknown target '{}' (expected {})", name, names));
+}
+
+}  // namespace
+
+Status check_target(std::string_view target) {
+  KILN_RETURN_IF_ERROR(find_target(target));
+  return Status::Ok();
+}
 
 std::vector<std::string> known_cpus() { return codegen::cpu::known_cpus(); }
 std::string llvm_version() { return codegen::cpu::llvm_version(); }
@@ -90,18 +138,11 @@ Result<std::vector<std::string>> cpu_list(const std::string& cpus) {
 
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
-  const bool cuda = options.target == "cuda";
-  if (cuda) KILN_RETURN_IF_ERROR(codegen::cuda::check_archs(options.cuda_archs));
-  const std::string target = cuda ? "cuda-" + lowest_arch(options.cuda_archs) : "cpu-x86_64";
+  KILN_ASSIGN_OR_RETURN(const CompileTarget* compile_target, find_target(options.target));
+  KILN_ASSIGN_OR_RETURN(std::string target, compile_target->artifact_target(options));
   KILN_ASSIGN_OR_RETURN(auto weights, match_weights(graph, options.weights, {options.convert_weight_dtypes, options.allow_unused_weights}));
   KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, weights, target, ir::print(graph)));
-  if (cuda) {
-    KILN_RETURN_IF_ERROR(add_cuda_code(g, options, contents));
-  } else {
-    KILN_RETURN_IF_ERROR(add_cpu_code(g, options, contents));
-    if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)
-      contents.flags.push_back(fmt::format("--streaming-stores-above={}", options.streaming_store_bytes));
-  }
+  KILN_RETURN_IF_ERROR(compile_target->add_code(g, options, contents));
   if (!options.fuse) contents.flags.push_back("--no-fusion");
   return format::write_artifact(contents);
 }

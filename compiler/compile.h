@@ -60,6 +60,10 @@ Result<std::vector<std::string>> cpu_list(const std::string& cpus);
 std::string llvm_version();
 std::string nvrtc_version();
 
+/// Whether `target` names a target compile_to_artifact generates code for ("cpu",
+/// "cuda"); the error lists them.
+Status check_target(std::string_view target);
+
 /// The CPU names a --cpu list may hold besides "native", as LLVM lists them.
 std::vector<std::string> known_cpus();
 
