@@ -153,23 +153,16 @@ Tensor broadcast_to(Tensor x, const ir::Shape& shape);
 /// The fully explicit broadcast: operand dim i goes to result dim dims[i].
 Tensor broadcast(Tensor x, const ir::Shape& shape, const std::vector<int64_t>& dims);
 
-// Elementwise ops. Binary ops broadcast numpy-style; a double operand becomes a scalar
-// constant of the tensor's element type.
-Tensor neg(Tensor x);
-Tensor abs(Tensor x);
-Tensor exp(Tensor x);
-Tensor log(Tensor x);
-Tensor sqrt(Tensor x);
-Tensor rsqrt(Tensor x);
-Tensor sin(Tensor x);
-Tensor cos(Tensor x);
-Tensor tanh(Tensor x);
-Tensor sigmoid(Tensor x);
-Tensor relu(Tensor x);
-Tensor erf(Tensor x);
-Tensor floor(Tensor x);
-Tensor ceil(Tensor x);
-Tensor logical_not(Tensor x);
+// Elementwise ops. Each unary op of ir/ops.def has a function named as its Api column
+// says (exp, relu, logical_not, ...), declared from the table. Binary ops broadcast
+// numpy-style; a double operand becomes a scalar constant of the tensor's element type.
+#define KILN_API_Unary(Enum, fn) Tensor fn(Tensor x);
+#define KILN_API_Custom
+#define KILN_OP(Enum, name, arity, kind, attrs, operands, math, gradient, api) KILN_API_##api
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_API_Custom
+#undef KILN_API_Unary
 Tensor add(Tensor a, Tensor b);
 Tensor sub(Tensor a, Tensor b);
 Tensor mul(Tensor a, Tensor b);

@@ -100,21 +100,15 @@ Tensor broadcast_to(Tensor x, const ir::Shape& shape) {
   return broadcast(x, shape, dims);
 }
 
-Tensor neg(Tensor x) { return unary(Op::Neg, x); }
-Tensor abs(Tensor x) { return unary(Op::Abs, x); }
-Tensor exp(Tensor x) { return unary(Op::Exp, x); }
-Tensor log(Tensor x) { return unary(Op::Log, x); }
-Tensor sqrt(Tensor x) { return unary(Op::Sqrt, x); }
-Tensor rsqrt(Tensor x) { return unary(Op::Rsqrt, x); }
-Tensor sin(Tensor x) { return unary(Op::Sin, x); }
-Tensor cos(Tensor x) { return unary(Op::Cos, x); }
-Tensor tanh(Tensor x) { return unary(Op::Tanh, x); }
-Tensor sigmoid(Tensor x) { return unary(Op::Sigmoid, x); }
-Tensor relu(Tensor x) { return unary(Op::Relu, x); }
-Tensor erf(Tensor x) { return unary(Op::Erf, x); }
-Tensor floor(Tensor x) { return unary(Op::Floor, x); }
-Tensor ceil(Tensor x) { return unary(Op::Ceil, x); }
-Tensor logical_not(Tensor x) { return unary(Op::Not, x); }
+// The unary elementwise ops' functions, one per row of ir/ops.def marked Unary.
+#define KILN_API_Unary(Enum, fn) \
+  Tensor fn(Tensor x) { return unary(Op::Enum, x); }
+#define KILN_API_Custom
+#define KILN_OP(Enum, name, arity, kind, attrs, operands, math, gradient, api) KILN_API_##api
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_API_Custom
+#undef KILN_API_Unary
 Tensor add(Tensor a, Tensor b) { return binary(Op::Add, a, b); }
 Tensor sub(Tensor a, Tensor b) { return binary(Op::Sub, a, b); }
 Tensor mul(Tensor a, Tensor b) { return binary(Op::Mul, a, b); }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <optional>
 
 #include "base/allocation.h"
 #include "ir/decompose.h"
@@ -53,7 +54,9 @@ int64_t int_pow(int64_t base, int64_t exp) {
   return r;
 }
 
-double float_unary(Op op, double x) {
+// Each returns nothing for an op it has no case for: elementwise() makes that an error
+// naming the op (the conformance test meets it), never a NaN.
+std::optional<double> float_unary(Op op, double x) {
   switch (op) {
     case Op::Neg: return -x;
     case Op::Abs: return std::fabs(x);
@@ -69,17 +72,17 @@ double float_unary(Op op, double x) {
     case Op::Erf: return std::erf(x);
     case Op::Floor: return std::floor(x);
     case Op::Ceil: return std::ceil(x);
-    default: return NAN;
+    default: return std::nullopt;
   }
 }
 
-int64_t int_unary(Op op, int64_t x) {
+std::optional<int64_t> int_unary(Op op, int64_t x) {
   switch (op) {
     case Op::Neg: return wrap_sub(0, x);
     case Op::Abs: return x < 0 ? wrap_sub(0, x) : x;
     case Op::Relu: return x > 0 ? x : 0;
     case Op::Not: return !x;
-    default: return 0;
+    default: return std::nullopt;
   }
 }
 
@@ -95,7 +98,7 @@ bool compare(Op op, T a, T b) {
   }
 }
 
-double float_binary(Op op, double a, double b) {
+std::optional<double> float_binary(Op op, double a, double b) {
   switch (op) {
     case Op::Add: return a + b;
     case Op::Sub: return a - b;
@@ -105,11 +108,11 @@ double float_binary(Op op, double a, double b) {
     case Op::Maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
     case Op::Minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return compare(op, a, b);
-    default: return NAN;
+    default: return std::nullopt;
   }
 }
 
-int64_t int_binary(Op op, int64_t a, int64_t b) {
+std::optional<int64_t> int_binary(Op op, int64_t a, int64_t b) {
   switch (op) {
     case Op::Add: return wrap_add(a, b);
     case Op::Sub: return wrap_sub(a, b);
@@ -121,7 +124,7 @@ int64_t int_binary(Op op, int64_t a, int64_t b) {
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return compare(op, a, b);
     case Op::And: return a && b;
     case Op::Or: return a || b;
-    default: return 0;
+    default: return std::nullopt;
   }
 }
 
@@ -134,7 +137,7 @@ int64_t saturating_int(double x, DType to) {
   return static_cast<int64_t>(x);  // truncates toward zero
 }
 
-Tensor elementwise(Op op, std::span<const Tensor* const> in, const TensorType& rt) {
+Result<Tensor> elementwise(Op op, std::span<const Tensor* const> in, const TensorType& rt) {
   Tensor out = Tensor::zeros(rt);
   int64_t n = out.size();
   auto at = [](const Tensor& t, int64_t k) { return t.type.rank() == 0 ? 0 : k; };
@@ -158,21 +161,32 @@ Tensor elementwise(Op op, std::span<const Tensor* const> in, const TensorType& r
     return out;
   }
   const Tensor& a = *in[0];
+  auto missing = [&](const char* what) { return make_error(fmt::format("interpreter: {} has no {} case", op_name(op), what)); };
   if (in.size() == 1) {
     for (int64_t k = 0; k < n; ++k) {
-      if (a.holds_floats()) out.floats[k] = round_to_dtype(dt, float_unary(op, a.floats[k]));
-      else out.ints[k] = wrap_to_dtype(dt, int_unary(op, a.ints[k]));
+      if (a.holds_floats()) {
+        std::optional<double> v = float_unary(op, a.floats[k]);
+        if (!v) return missing("floating-point");
+        out.floats[k] = round_to_dtype(dt, *v);
+      } else {
+        std::optional<int64_t> v = int_unary(op, a.ints[k]);
+        if (!v) return missing("integer");
+        out.ints[k] = wrap_to_dtype(dt, *v);
+      }
     }
     return out;
   }
   const Tensor& b = *in[1];
   for (int64_t k = 0; k < n; ++k) {
     if (a.holds_floats()) {
-      double v = float_binary(op, a.floats[at(a, k)], b.floats[at(b, k)]);
-      if (out.holds_floats()) out.floats[k] = round_to_dtype(dt, v);
-      else out.ints[k] = v != 0;
+      std::optional<double> v = float_binary(op, a.floats[at(a, k)], b.floats[at(b, k)]);
+      if (!v) return missing("floating-point");
+      if (out.holds_floats()) out.floats[k] = round_to_dtype(dt, *v);
+      else out.ints[k] = *v != 0;
     } else {
-      out.ints[k] = wrap_to_dtype(dt, int_binary(op, a.ints[at(a, k)], b.ints[at(b, k)]));
+      std::optional<int64_t> v = int_binary(op, a.ints[at(a, k)], b.ints[at(b, k)]);
+      if (!v) return missing("integer");
+      out.ints[k] = wrap_to_dtype(dt, *v);
     }
   }
   return out;

@@ -13,16 +13,20 @@ struct OpInfo {
   int arity;
   OpKind kind;
   std::string_view schema;
+  OperandTypes operands;
+  CpuMath math;
+  GradientKind gradient;
 };
 
 constexpr OpInfo kOps[] = {
-#define KILN_OP(Enum, name, arity, kind, attrs) {name, arity, OpKind::kind, attrs},
+#define KILN_OP(Enum, name, arity, kind, attrs, operands, math, gradient, api) \
+  {name, arity, OpKind::kind, attrs, OperandTypes::operands, CpuMath::math, GradientKind::gradient},
 #include "ir/ops.def"
 #undef KILN_OP
 };
 
 constexpr Op kOpList[] = {
-#define KILN_OP(Enum, name, arity, kind, attrs) Op::Enum,
+#define KILN_OP(Enum, name, arity, kind, attrs, operands, math, gradient, api) Op::Enum,
 #include "ir/ops.def"
 #undef KILN_OP
 };
@@ -73,6 +77,9 @@ std::optional<Op> parse_op(std::string_view name) {
 
 int op_arity(Op op) { return kOps[static_cast<size_t>(op)].arity; }
 OpKind op_kind(Op op) { return kOps[static_cast<size_t>(op)].kind; }
+OperandTypes op_operand_types(Op op) { return kOps[static_cast<size_t>(op)].operands; }
+CpuMath op_cpu_math(Op op) { return kOps[static_cast<size_t>(op)].math; }
+GradientKind op_gradient(Op op) { return kOps[static_cast<size_t>(op)].gradient; }
 std::span<const AttrSpec> op_attrs(Op op) { return schemas()[static_cast<size_t>(op)]; }
 std::span<const Op> all_ops() { return kOpList; }
 
@@ -97,6 +104,16 @@ std::string_view op_kind_name(OpKind kind) {
     case OpKind::Library: return "library";
     case OpKind::Composite: return "composite";
     case OpKind::Source: return "source";
+  }
+  return "?";
+}
+
+std::string_view operand_types_text(OperandTypes types) {
+  switch (types) {
+    case OperandTypes::Float: return "a floating-point";
+    case OperandTypes::Numeric: return "a numeric";
+    case OperandTypes::Bool: return "a bool";
+    case OperandTypes::Compared: case OperandTypes::Any: return "any";
   }
   return "?";
 }

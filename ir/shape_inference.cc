@@ -26,14 +26,13 @@ Status check_shape_values(Op op, const Shape& shape, std::string_view what) {
   return Status::Ok();
 }
 
-enum class Need { Any, Numeric, Float, Bool };
-
-Status check_dtype(Op op, const TensorType& t, Need need) {
-  bool ok = need == Need::Any || (need == Need::Numeric && t.dtype != DType::Bool) ||
-            (need == Need::Float && is_float(t.dtype)) || (need == Need::Bool && t.dtype == DType::Bool);
+// The element types ir/ops.def says the op takes.
+Status check_operand_types(Op op, const TensorType& t) {
+  const OperandTypes types = op_operand_types(op);
+  const bool ok = types == OperandTypes::Any || types == OperandTypes::Compared || (types == OperandTypes::Numeric && t.dtype != DType::Bool) ||
+                  (types == OperandTypes::Float && is_float(t.dtype)) || (types == OperandTypes::Bool && t.dtype == DType::Bool);
   if (ok) return Status::Ok();
-  const char* want = need == Need::Numeric ? "a numeric" : need == Need::Float ? "a floating-point" : "a bool";
-  return op_error(op, fmt::format("expected {} operand, got {}", want, t.to_string()));
+  return op_error(op, fmt::format("expected {} operand, got {}", operand_types_text(types), t.to_string()));
 }
 
 // Elementwise operands must have equal shapes or be rank-0 scalars; the result takes
@@ -51,21 +50,16 @@ Result<Shape> elementwise_shape(Op op, std::span<const TensorType> in) {
 }
 
 Result<TensorType> infer_unary(Op op, const TensorType& x) {
-  Need need = Need::Float;
-  if (op == Op::Neg || op == Op::Abs || op == Op::Relu) need = Need::Numeric;
-  if (op == Op::Not) need = Need::Bool;
-  KILN_RETURN_IF_ERROR(check_dtype(op, x, need));
+  KILN_RETURN_IF_ERROR(check_operand_types(op, x));
   return x;
 }
 
 Result<TensorType> infer_binary(Op op, std::span<const TensorType> in) {
   if (in[0].dtype != in[1].dtype)
     return op_error(op, fmt::format("operand element types differ: {}", types_string(in)));
-  bool compare = op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
-  bool logical = op == Op::And || op == Op::Or;
-  KILN_RETURN_IF_ERROR(check_dtype(op, in[0], logical ? Need::Bool : compare ? Need::Any : Need::Numeric));
+  KILN_RETURN_IF_ERROR(check_operand_types(op, in[0]));
   KILN_ASSIGN_OR_RETURN(Shape shape, elementwise_shape(op, in));
-  return TensorType{compare ? DType::Bool : in[0].dtype, shape};
+  return TensorType{op_operand_types(op) == OperandTypes::Compared ? DType::Bool : in[0].dtype, shape};
 }
 
 Result<std::vector<int64_t>> normalize_axes(Op op, const std::vector<int64_t>& axes, int64_t rank) {
@@ -81,7 +75,7 @@ Result<std::vector<int64_t>> normalize_axes(Op op, const std::vector<int64_t>& a
 }
 
 Result<TensorType> infer_reduce(Op op, const TensorType& x, const Attrs& attrs) {
-  KILN_RETURN_IF_ERROR(check_dtype(op, x, Need::Numeric));
+  KILN_RETURN_IF_ERROR(check_operand_types(op, x));
   KILN_ASSIGN_OR_RETURN(auto axes, normalize_axes(op, attrs.get_ints("axes"), x.rank()));
   bool keep = attrs.get_bool("keepdims", false);
   TensorType out{x.dtype, {}};
@@ -96,7 +90,7 @@ Result<TensorType> infer_reduce(Op op, const TensorType& x, const Attrs& attrs) 
 }
 
 Result<TensorType> infer_argmax(const TensorType& x, const Attrs& attrs) {
-  KILN_RETURN_IF_ERROR(check_dtype(Op::Argmax, x, Need::Numeric));
+  KILN_RETURN_IF_ERROR(check_operand_types(Op::Argmax, x));
   auto axis = normalize_axis(attrs.get_int("axis"), x.rank());
   if (!axis) return op_error(Op::Argmax, fmt::format("axis {} is out of range for {}", attrs.get_int("axis"), x.to_string()));
   if (x.shape[*axis] == 0) return op_error(Op::Argmax, fmt::format("cannot take argmax over the empty axis {} of {}", *axis, x.to_string()));
@@ -203,7 +197,7 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
         return op_error(op, fmt::format("updates must be {} for base {} and indices {} on axis {}, got {}", expected.to_string(),
                                         x.to_string(), in[1].to_string(), *normalize_axis(attrs.get_int("axis", 0), x.rank()),
                                         in[2].to_string()));
-      KILN_RETURN_IF_ERROR(check_dtype(op, x, Need::Numeric));
+      KILN_RETURN_IF_ERROR(check_operand_types(op, x));
       if (x.shape[*normalize_axis(attrs.get_int("axis", 0), x.rank())] == 0 && in[1].num_elements() > 0)
         return op_error(op, fmt::format("cannot add into the empty axis {} of {}", *normalize_axis(attrs.get_int("axis", 0), x.rank()), x.to_string()));
       return x;
@@ -217,7 +211,7 @@ Result<TensorType> infer_matmul(const TensorType& a, const TensorType& b) {
   if (a.rank() < 2 || b.rank() < 2)
     return op_error(op, fmt::format("operands need rank >= 2: {} x {}", a.to_string(), b.to_string()));
   if (a.dtype != b.dtype) return op_error(op, fmt::format("operand element types differ: {} x {}", a.to_string(), b.to_string()));
-  KILN_RETURN_IF_ERROR(check_dtype(op, a, Need::Numeric));
+  KILN_RETURN_IF_ERROR(check_operand_types(op, a));
   if (a.shape.back() != b.shape[b.shape.size() - 2])
     return op_error(op, fmt::format("contracting dims differ: {} x {}", a.to_string(), b.to_string()));
   size_t batch = std::max(a.shape.size(), b.shape.size()) - 2;
@@ -241,7 +235,7 @@ Result<TensorType> infer_matmul(const TensorType& a, const TensorType& b) {
 
 Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const Attrs& attrs) {
   const TensorType& x = in[0];
-  KILN_RETURN_IF_ERROR(check_dtype(op, x, Need::Float));
+  KILN_RETURN_IF_ERROR(check_operand_types(op, x));
   switch (op) {
     case Op::Softmax:
     case Op::LogSoftmax: {

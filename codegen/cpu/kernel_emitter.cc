@@ -19,10 +19,8 @@ namespace {
 // 0.89-0.92), and libmvec's 512-bit cos is no faster than its 256-bit one.
 bool wide_vectors_pay(const ir::Graph& g, const ir::Step& step) {
   if (step.kind == ir::StepKind::Reduction) return true;
-  for (int n : step.nodes) {
-    Op op = g.nodes[n].op;
-    if (op == Op::Exp || op == Op::Erf || op == Op::Sigmoid) return true;
-  }
+  for (int n : step.nodes)
+    if (ir::op_cpu_math(g.nodes[n].op) == ir::CpuMath::Polynomial) return true;
   return false;
 }
 

@@ -104,10 +104,7 @@ bool KernelEmitter::transcendental_in(ValueId v) const {
     seen[x] = 1;
     const Node& n = g_.nodes[producer_[x]];
     if (ir::op_kind(n.op) == OpKind::Reduction) continue;  // a row value, once per row
-    switch (n.op) {
-      case Op::Cos: case Op::Erf: case Op::Exp: case Op::Log: case Op::Pow: case Op::Sigmoid: case Op::Sin: case Op::Tanh: return true;
-      default: break;
-    }
+    if (ir::op_cpu_math(n.op) != ir::CpuMath::Inline) return true;
     for (ValueId operand : n.operands) todo.push_back(operand);
   }
   return false;

@@ -104,17 +104,12 @@ llvm::Value* constant(llvm::IRBuilder<>& b, DType d, double value, int64_t int_v
 }
 
 bool calls_math_library(Op op, DType dtype) {
-  switch (op) {
-    case Op::Log:
-    case Op::Sin:
-    case Op::Cos:
-    case Op::Tanh:
-    case Op::Pow: return ir::is_float(dtype);
-    case Op::Exp:
-    case Op::Erf:
-    case Op::Sigmoid: return dtype == DType::F64;  // floats get the inlined exp and erf
-    default: return false;
+  switch (ir::op_cpu_math(op)) {
+    case ir::CpuMath::Libm: return ir::is_float(dtype);
+    case ir::CpuMath::Polynomial: return dtype == DType::F64;  // f32, f16 and bf16 get the inlined polynomial
+    case ir::CpuMath::Inline: return false;
   }
+  return false;
 }
 
 Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, const ir::Attrs& attrs,
@@ -189,7 +184,8 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
     }
     default: break;
   }
-  return make_error(fmt::format("cpu codegen: {} is not an elementwise op", ir::op_name(op)));
+  return make_error(fmt::format("cpu codegen: {} {} (codegen/cpu/scalar_ops.cc has no case for it)", ir::op_name(op),
+                                ir::op_kind(op) == ir::OpKind::Elementwise ? "cannot be computed here" : "is not an elementwise op"));
 }
 
 }  // namespace kiln::codegen::cpu

@@ -143,7 +143,8 @@ Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const s
     }
     default: break;
   }
-  return make_error(fmt::format("cuda codegen: {} is not an elementwise op", ir::op_name(op)));
+  return make_error(fmt::format("cuda codegen: {} {} (codegen/cuda/scalar_source.cc has no case for it)", ir::op_name(op),
+                                ir::op_kind(op) == ir::OpKind::Elementwise ? "cannot be computed here" : "is not an elementwise op"));
 }
 
 }  // namespace kiln::codegen::cuda

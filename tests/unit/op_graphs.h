@@ -5,40 +5,25 @@
 #include <set>
 
 #include "compiler/model.h"
+#include "tests/unit/op_examples.h"
 #include "tests/unit/test_util.h"
 
 namespace kiln::testing {
 
-/// A graph with (nearly) every op of the table, and its arguments (params included).
+/// A graph with every op of the table (each example of tests/unit/op_examples.h, and a
+/// few variants: gelu's tanh form, mean), and its arguments (params included).
 inline std::pair<ir::Graph, std::map<std::string, ir::Tensor>> all_ops_graph() {
   Model m("all_ops", 9);
-  Tensor x = m.input("x", {2, 3});
-  Tensor i = m.input("i", {2}, ir::DType::I32);
-  Tensor p = m.param("p", {3}, Init::uniform(0.5, 1.5));
-  Tensor pos = abs(x) + 0.25;  // for log, sqrt, rsqrt and pow
-  std::vector<Tensor> outs = {
-      neg(x), abs(x), exp(x), log(pos), sqrt(pos), rsqrt(pos), sin(x), cos(x), tanh(x), sigmoid(x), relu(x), erf(x),
-      floor(x * 3.0), ceil(x * 3.0), cast(logical_not(gt(x, p)), ir::DType::F32), pow(pos, x), maximum(x, p), minimum(x, p),
-      cast(eq(x, x), ir::DType::F32), cast(ne(x, p), ir::DType::F32), cast(lt(x, p), ir::DType::F32), cast(le(x, p), ir::DType::F32),
-      cast(ge(x, p), ir::DType::F32), cast(logical_and(gt(x, 0.0 * x), lt(x, p)), ir::DType::F32),
-      cast(logical_or(gt(x, p), lt(x, 0.0 * x)), ir::DType::F32), select(gt(x, 0.0 * x), x, p), x / p, x + p, x - p,
-      reduce_sum(x, {0}), reduce_max(x, {1}, true), reduce_min(x, {-1}), mean(x, {0, 1}), cast(argmax(x, 1), ir::DType::F32),
-      reshape(x, {3, 2}), transpose(x, {1, 0}), slice(x, {0, 1}, {2, 3}, {1, 2}), concat({x, x * 2.0}, 0), gather(x, i, 1),
-      scatter_add(x, i, gather(x, i, 1), 1), matmul(x, transpose(x, {1, 0})), softmax(x), log_softmax(x, 0), layer_norm(x, p, p),
-      gelu(x), gelu(x, true), silu(x), linear(x, m.param("w", {3, 4}, Init::normal()), m.param("b", {4}, Init::normal())),
-      mse_loss(x, x * 0.5), cross_entropy(x, i), cast(m.iota({2, 2}, 1), ir::DType::F32), broadcast(p, {2, 3}, {1}),
-      m.function("twice", {x}, [](Model&, const std::vector<Tensor>& in) { return in[0] * 2.0; }),
-  };
-  for (Tensor& t : outs) m.output(t);
+  ExampleInputs in = example_inputs(m);
+  for (const OpExample& example : op_examples()) m.output(example.build(in));
+  m.output(gelu(in.x, true));
+  m.output(mean(in.x, {0, 1}));
   auto g = m.build();
   if (!g.ok()) FAIL(g.error().message);
   std::set<ir::Op> used;
   for (const ir::Node& n : g->nodes) used.insert(n.op);
-  CHECK(used.size() >= ir::all_ops().size() - 1);  // every op but constant-only forms
-  auto args = seeded_arguments(*g, 77);
-  args["i"] = ir::Tensor::from_ints({ir::DType::I32, {2}}, {2, 0});
-  for (const auto& [name, value] : m.initial_values()) args[name] = value;
-  return {*g, args};
+  CHECK(used.size() == ir::all_ops().size());
+  return {*g, example_arguments(m)};
 }
 
 /// Rows too long to keep in registers on the GPU (40000 elements): softmax and
