@@ -34,22 +34,13 @@ int math_library_calls(const ir::Graph& g, const ir::Step& step) {
 }  // namespace
 
 KernelEmitter::KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes)
-    : g_(g),
-      step_(step),
+    : ElementWalker(g, step),
       streaming_bytes_(streaming_bytes),
       vector_bytes_(vector_bytes >= 64 && wide_vectors_pay(g, step) ? 64 : 32),
       call_interleave_(step.kind == ir::StepKind::Loop && math_library_calls(g, step) >= 2 ? kCallInterleave : 0),
       m_(m),
       ctx_(m.getContext()),
-      b_(ctx_),
-      slot_(g.values.size(), -1),
-      producer_(g.producers()),
-      member_(g.nodes.size(), 0) {
-  int k = 0;
-  for (ValueId v : step.inputs) slot_[v] = k++;
-  for (ValueId v : step.outputs) slot_[v] = k++;
-  for (int n : step.nodes) member_[n] = 1;
-}
+      b_(ctx_) {}
 
 Status KernelEmitter::emit() {
   auto* i64 = b_.getInt64Ty();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "ir/element_walker.h"
 #include "ir/graph.h"
 #include "ir/row_class.h"
 
@@ -21,16 +22,11 @@ using ir::OpKind;
 using ir::Shape;
 using ir::ValueId;
 
-// An index into a value: one index per dim, or (for values of the kernel's iteration
-// shape when every value shares it) just the flat index.
-struct Index {
-  llvm::Value* flat = nullptr;
-  std::vector<llvm::Value*> dims;
-};
-
-// The values already emitted, by value and canonical index: an element is computed once
-// per loop body however many nodes read it.
-using Memo = std::map<std::pair<ValueId, std::vector<llvm::Value*>>, llvm::Value*>;
+class KernelEmitter;
+using ElementWalker = ir::ElementWalker<KernelEmitter, llvm::Value*>;
+// An index into a value (ir/element_walker.h), and the values already emitted.
+using Index = ir::ElementIndex<llvm::Value*>;
+using Memo = ElementWalker::Memo;
 
 // What every emission of a row kernel's rows shares.
 struct RowKernel {
@@ -52,16 +48,16 @@ struct RowToWrite {
   std::map<ValueId, llvm::Value*> row_cache;  // its row buffers
 };
 
-// Emits one kernel step (a loop, row or scatter kernel) as a function of the module.
-class KernelEmitter {
+// Emits one kernel step (a loop, row or scatter kernel) as a function of the module. Its
+// values element by element come from the element walker it derives from, over LLVM values.
+class KernelEmitter : public ElementWalker {
  public:
   KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes);
 
   Status emit();
 
  private:
-  const ir::TensorType& type(ValueId v) const { return g_.type(v); }
-  bool computed_here(ValueId v) const { return producer_[v] >= 0 && member_[producer_[v]]; }
+  friend ElementWalker;
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
   // ---- loops, streaming stores, loop and scatter kernels (kernel_emitter.cc)
@@ -132,37 +128,25 @@ class KernelEmitter {
   // A scatter kernel (scatter_add): one work item.
   Status emit_scatter();
 
-  // ---- a value at an index (element_values.cc)
+  // ---- the element walker's arithmetic, over LLVM values (element_values.cc)
 
-  // The flat index of idx over shape.
-  llvm::Value* flat_of(const Shape& shape, const Index& idx);
-
-  // The per-dim index of flat index `flat` over shape.
-  Index unflatten(llvm::Value* flat, const Shape& shape);
-
-  Index dims_of(const Shape& shape, const Index& idx) { return idx.flat ? unflatten(idx.flat, shape) : idx; }
-
-  // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
-  Index canonical(ValueId v, Index idx);
-  static std::vector<llvm::Value*> key_of(const Index& idx) { return idx.flat ? std::vector<llvm::Value*>{idx.flat} : idx.dims; }
-
-  // The value of v at idx (an index over v's shape): loaded if v is an input of the step,
-  // else computed from its producer's operands, once per index (memo_).
-  Result<llvm::Value*> value_at(ValueId v, Index idx);
-  // n's result at idx, for an elementwise, source or movement op.
-  Result<llvm::Value*> compute(const Node& n, const Index& idx);
-  Result<llvm::Value*> source(const Node& n, const Index& idx);
-  Result<llvm::Value*> movement(const Node& n, const Index& out);
-
-  // The index into a table (gather's operand, scatter_add's base) of the element that
-  // `gathered` (an index into the gathered shape: table[:axis] + indices + table[axis+1:])
-  // refers to. numpy take: negative indices count from the end; out-of-range ones are
-  // clamped (the interpreter reports them; compiled code must not leave the table).
-  Result<Index> table_index(const Index& gathered, ValueId indices, int64_t axis, const Shape& table);
-
+  llvm::Value* index_constant(int64_t c) { return i64(c); }
+  llvm::Value* index_add(llvm::Value* a, llvm::Value* b) { return b_.CreateAdd(a, b); }
+  llvm::Value* index_mul(llvm::Value* a, int64_t c) { return b_.CreateMul(a, i64(c)); }
+  llvm::Value* index_finish(llvm::Value* flat) { return flat; }
+  llvm::Value* unflatten_dim(llvm::Value* flat, int64_t stride, int64_t extent, bool outermost);
+  llvm::Value* affine(llvm::Value* i, int64_t start, int64_t step) { return b_.CreateAdd(i64(start), b_.CreateMul(i, i64(step))); }
+  llvm::Value* clamp_index(llvm::Value* j, int64_t extent);
+  std::optional<llvm::Value*> special_value(ValueId, const ElementWalker::Key&) { return std::nullopt; }
+  llvm::Value* load(ValueId v, llvm::Value* flat);
+  Result<llvm::Value*> elementwise(const Node& n, std::span<llvm::Value* const> operands, std::span<const ir::DType> dtypes);
+  Result<llvm::Value*> iota(llvm::Value* index, ir::DType dtype);
+  llvm::Value* scalar_constant(ir::DType dtype, double value, int64_t int_value);
+  llvm::Value* dense_constant(const ir::Literal& literal, ir::DType dtype, llvm::Value* flat);
   // Picks the operand whose range along the axis holds the index, with branches so that
   // no other operand is read out of its bounds.
   Result<llvm::Value*> concat(const Node& n, const Index& out);
+  std::string_view codegen_name() const { return "cpu codegen"; }
 
   // ---- row kernels (row_kernels.cc)
 
@@ -209,8 +193,6 @@ class KernelEmitter {
   int row_buffers_ = 1;
   llvm::Value* row_offset_ = nullptr;  // where the current row's half starts (pipelined)
   std::map<ValueId, llvm::AllocaInst*> carried_;  // row values of a pipelined kernel's row, for the next
-  const ir::Graph& g_;
-  const ir::Step& step_;
   const int64_t streaming_bytes_;
   const int vector_bytes_;  // this kernel's vector width: 64 where wide_vectors_pay, else 32
   // Vectors interleaved in a loop kernel's loops that store outputs, where computing
@@ -235,11 +217,8 @@ class KernelEmitter {
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
-  std::vector<int> slot_;
-  std::vector<int> producer_;
-  std::vector<char> member_;
   std::vector<llvm::Value*> bases_;
-  Memo memo_, invariant_;
+  Memo invariant_;
   std::map<ValueId, llvm::Value*> row_cache_;
 };
 

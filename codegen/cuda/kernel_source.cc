@@ -9,7 +9,7 @@
 #include <set>
 
 #include "codegen/cuda/scalar_source.h"
-#include "ir/movement_index.h"
+#include "ir/element_walker.h"
 #include "ir/row_class.h"
 #include "ir/shape_inference.h"
 
@@ -23,12 +23,10 @@ using ir::OpKind;
 using ir::Shape;
 using ir::ValueId;
 
-// An index into a value, as C++ expressions: one per dim, or (for values of a loop
-// kernel's iteration shape when every value shares it) just the flat index.
-struct Index {
-  std::string flat;
-  std::vector<std::string> dims;
-};
+class KernelWriter;
+using ElementWalker = ir::ElementWalker<KernelWriter, std::string>;
+// An index into a value, as C++ expressions (ir/element_walker.h).
+using Index = ir::ElementIndex<std::string>;
 
 std::string mul(const std::string& a, int64_t c) { return c == 1 ? a : a == "0" ? "0" : fmt::format("{} * {}LL", a, c); }
 std::string add(const std::string& a, const std::string& b) { return a == "0" ? b : b == "0" ? a : a + " + " + b; }
@@ -38,15 +36,11 @@ constexpr int kWarpRowMax = 1024;   // rows up to this long get one warp each
 constexpr int kWarpItems = 32;      // elements per lane kept in registers, warp rows
 constexpr int kBlockItems = 16;     // elements per thread kept in registers, block rows
 
-class KernelWriter {
+// Writes one kernel step as CUDA C++. Its values element by element come from the element
+// walker it derives from, over C++ expressions.
+class KernelWriter : public ElementWalker {
  public:
-  KernelWriter(const ir::Graph& g, const ir::Step& step, std::string symbol)
-      : g_(g), step_(step), symbol_(std::move(symbol)), slot_(g.values.size(), -1), producer_(g.producers()), member_(g.nodes.size(), 0) {
-    int k = 0;
-    for (ValueId v : step.inputs) slot_[v] = k++;
-    for (ValueId v : step.outputs) slot_[v] = k++;
-    for (int n : step.nodes) member_[n] = 1;
-  }
+  KernelWriter(const ir::Graph& g, const ir::Step& step, std::string symbol) : ElementWalker(g, step), symbol_(std::move(symbol)) {}
 
   // Appends the kernel (and any constant arrays it reads) to `out`.
   Result<Launch> write(std::string& out) {
@@ -64,8 +58,7 @@ class KernelWriter {
   }
 
  private:
-  const ir::TensorType& type(ValueId v) const { return g_.type(v); }
-  bool computed_here(ValueId v) const { return producer_[v] >= 0 && member_[producer_[v]]; }
+  friend ElementWalker;
   std::string param(ValueId v) const { return fmt::format("a{}", slot_[v]); }
 
   std::string parameters() const {
@@ -106,157 +99,71 @@ class KernelWriter {
   }
   std::string index_let(const std::string& expr) { return let("long long", expr); }
 
-  std::string flat_of(const Shape& shape, const Index& idx) {
-    if (shape.empty()) return "0";
-    if (!idx.flat.empty()) return idx.flat;
-    std::vector<int64_t> st = ir::row_major_strides(shape);
-    std::string f = "0";
-    for (size_t d = 0; d < shape.size(); ++d) f = add(f, mul(idx.dims[d], st[d]));
-    return index_let(f);
+  // ---- the element walker's arithmetic, over C++ expressions
+
+  std::string index_constant(int64_t c) const { return std::to_string(c); }
+  std::string index_add(const std::string& a, const std::string& b) const { return add(a, b); }
+  std::string index_mul(const std::string& a, int64_t c) const { return mul(a, c); }
+  std::string index_finish(const std::string& flat) { return index_let(flat); }
+  std::string unflatten_dim(const std::string& flat, int64_t stride, int64_t extent, bool outermost) {
+    if (extent == 1) return "0";
+    std::string q = stride == 1 ? flat : fmt::format("{} / {}LL", flat, stride);
+    return index_let(outermost ? q : fmt::format("({}) % {}LL", q, extent));
   }
-
-  Index unflatten(const std::string& flat, const Shape& shape) {
-    Index idx;
-    std::vector<int64_t> st = ir::row_major_strides(shape);
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1) {
-        idx.dims.push_back("0");
-        continue;
-      }
-      std::string q = st[d] == 1 ? flat : fmt::format("{} / {}LL", flat, st[d]);
-      idx.dims.push_back(index_let(d == 0 ? q : fmt::format("({}) % {}LL", q, shape[d])));
-    }
-    return idx;
+  std::string affine(const std::string& i, int64_t start, int64_t step) {
+    return index_let(add(start ? fmt::format("{}LL", start) : "0", mul(i, step)));
   }
-
-  Index dims_of(const Shape& shape, const Index& idx) { return idx.flat.empty() ? idx : unflatten(idx.flat, shape); }
-
-  // Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
-  Index canonical(ValueId v, Index idx) const {
-    const Shape& shape = type(v).shape;
-    if (type(v).rank() == 0) return Index{};
-    if (!idx.flat.empty() && type(v).num_elements() == 1) idx.flat = "0";
-    if (idx.flat.empty())
-      for (size_t d = 0; d < shape.size(); ++d)
-        if (shape[d] == 1) idx.dims[d] = "0";
-    return idx;
+  std::string clamp_index(const std::string& j, int64_t extent) {
+    std::string raw = index_let(fmt::format("(long long){}", j));
+    std::string wrapped = index_let(fmt::format("{0} < 0 ? {0} + {1}LL : {0}", raw, extent));
+    return index_let(fmt::format("{0} < 0 ? 0LL : {0} >= {1}LL ? {2}LL : {0}", wrapped, extent, extent - 1));
   }
-  static std::vector<std::string> key_of(const Index& idx) { return idx.flat.empty() ? idx.dims : std::vector<std::string>{idx.flat}; }
-
-  Result<std::string> value_at(ValueId v, Index idx) {
-    idx = canonical(v, idx);
-    std::vector<std::string> key = key_of(idx);
-    if (auto memo = memo_.find({v, key}); memo != memo_.end()) return memo->second;
-    std::string result;
-    if (auto cached = row_cache_.find(v); cached != row_cache_.end() && !item_.empty() && key == key_of(canonical(v, item_index_))) {
-      result = fmt::format("{}[{}]", cached->second, item_);
-    } else if (auto lane = lane_loads_.find(v); lane != lane_loads_.end() && key == lane_key_) {
-      result = let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}.v[{}]", lane->second, lane_)));
-    } else if (!computed_here(v)) {
-      if (slot_[v] < 0) return make_error(fmt::format("cuda codegen: step {} reads a value it does not list as an input", step_.name));
-      result = let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}[{}]", param(v), flat_of(type(v).shape, idx))));
-    } else {
-      KILN_ASSIGN_OR_RETURN(result, compute(g_.nodes[producer_[v]], idx));
-    }
-    memo_[{v, key}] = result;
-    return result;
+  // Row kernels keep some values in per-thread arrays; vector loop kernels load each input
+  // of the iteration shape as one vector per lane group.
+  std::optional<std::string> special_value(ValueId v, const ElementWalker::Key& key) {
+    if (auto cached = row_cache_.find(v); cached != row_cache_.end() && !item_.empty() && key == key_of(canonical(v, item_index_)))
+      return fmt::format("{}[{}]", cached->second, item_);
+    if (auto lane = lane_loads_.find(v); lane != lane_loads_.end() && key == lane_key_)
+      return let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}.v[{}]", lane->second, lane_)));
+    return std::nullopt;
   }
-
-  Result<std::string> compute(const Node& n, const Index& idx) {
-    const ir::TensorType& rt = type(n.result);
-    switch (ir::op_kind(n.op)) {
-      case OpKind::Elementwise: {
-        std::vector<std::string> operands;
-        std::vector<DType> dtypes;
-        for (ValueId x : n.operands) {
-          KILN_ASSIGN_OR_RETURN(std::string v, value_at(x, idx));
-          operands.push_back(v);
-          dtypes.push_back(type(x).dtype);
-        }
-        KILN_ASSIGN_OR_RETURN(std::string e, elementwise(n.op, n.attrs, operands, dtypes, rt.dtype));
-        return let(compute_type(rt.dtype), e);
-      }
-      case OpKind::Source: return source(n, idx);
-      case OpKind::Movement: return movement(n, dims_of(rt.shape, idx));
-      default: break;
-    }
-    return make_error(fmt::format("cuda codegen: {} cannot be computed per element in step {}", ir::op_name(n.op), step_.name));
+  std::string load(ValueId v, const std::string& flat) {
+    return let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}[{}]", param(v), flat)));
   }
-
-  Result<std::string> source(const Node& n, const Index& idx) {
-    const ir::TensorType& rt = type(n.result);
-    if (n.op == Op::Iota) {
-      int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis"), rt.rank());
-      std::string i = dims_of(rt.shape, idx).dims[static_cast<size_t>(axis)];
-      KILN_ASSIGN_OR_RETURN(std::string e, elementwise(Op::Cast, attrs_to(rt.dtype), {&i, 1}, {std::array{DType::I64}}, rt.dtype));
-      return let(compute_type(rt.dtype), e);
-    }
-    const ir::Literal& lit = n.attrs.get_literal("value");
-    if (rt.rank() == 0) return constant(rt.dtype, lit.floats[0], lit.ints[0]);
+  Result<std::string> elementwise(const Node& n, std::span<const std::string> operands, std::span<const DType> dtypes) {
+    DType result = type(n.result).dtype;
+    KILN_ASSIGN_OR_RETURN(std::string e, cuda::elementwise(n.op, n.attrs, operands, dtypes, result));
+    return let(compute_type(result), e);
+  }
+  Result<std::string> iota(const std::string& index, DType dtype) {
+    KILN_ASSIGN_OR_RETURN(std::string e, cuda::elementwise(Op::Cast, attrs_to(dtype), {&index, 1}, {std::array{DType::I64}}, dtype));
+    return let(compute_type(dtype), e);
+  }
+  std::string scalar_constant(DType dtype, double value, int64_t int_value) const { return constant(dtype, value, int_value); }
+  std::string dense_constant(const ir::Literal& literal, DType dtype, const std::string& flat) {
     // A dense constant: an array in device memory. Floats are kept as their bits, since a
     // __device__ array's initializers must be constants and inf or NaN have no literal.
     std::string name = fmt::format("{}_c{}", symbol_, constants_++);
-    std::string elements, element_type(compute_type(rt.dtype)), read = "{}[{}]";
-    for (size_t k = 0; k < lit.floats.size(); ++k) {
+    std::string elements, element_type(compute_type(dtype)), read = "{}[{}]";
+    for (size_t k = 0; k < literal.floats.size(); ++k) {
       std::string e;
-      double v = ir::round_to_dtype(rt.dtype, lit.floats[k]);
-      if (rt.dtype == DType::F64) e = fmt::format("{:#x}ull", std::bit_cast<uint64_t>(v));
-      else if (ir::is_float(rt.dtype)) e = fmt::format("{:#x}u", std::bit_cast<uint32_t>(static_cast<float>(v)));
-      else e = constant(rt.dtype, lit.floats[k], lit.ints[k]);
+      double v = ir::round_to_dtype(dtype, literal.floats[k]);
+      if (dtype == DType::F64) e = fmt::format("{:#x}ull", std::bit_cast<uint64_t>(v));
+      else if (ir::is_float(dtype)) e = fmt::format("{:#x}u", std::bit_cast<uint32_t>(static_cast<float>(v)));
+      else e = constant(dtype, literal.floats[k], literal.ints[k]);
       elements += (k ? ", " : "") + e;
     }
-    if (rt.dtype == DType::F64) element_type = "kiln_u64", read = "__longlong_as_double((long long){}[{}])";
-    else if (ir::is_float(rt.dtype)) element_type = "unsigned", read = "__uint_as_float({}[{}])";
-    globals_ += fmt::format("__device__ const {} {}[{}] = {{{}}};\n", element_type, name, lit.floats.size(), elements);
-    return let(compute_type(rt.dtype), fmt::format(fmt::runtime(read), name, flat_of(rt.shape, idx)));
+    if (dtype == DType::F64) element_type = "kiln_u64", read = "__longlong_as_double((long long){}[{}])";
+    else if (ir::is_float(dtype)) element_type = "unsigned", read = "__uint_as_float({}[{}])";
+    globals_ += fmt::format("__device__ const {} {}[{}] = {{{}}};\n", element_type, name, literal.floats.size(), elements);
+    return let(compute_type(dtype), fmt::format(fmt::runtime(read), name, flat));
   }
+  std::string_view codegen_name() const { return "cuda codegen"; }
 
   static ir::Attrs attrs_to(DType to) {
     ir::Attrs a;
     a.set("to", to);
     return a;
-  }
-
-  Result<std::string> movement(const Node& n, const Index& out) {
-    const ir::TensorType& rt = type(n.result);
-    ValueId x = n.operands[0];
-    const Shape& xs = type(x).shape;
-    auto affine = [&](const std::string& i, int64_t start, int64_t step) {
-      return index_let(add(start ? fmt::format("{}LL", start) : "0", mul(i, step)));
-    };
-    if (auto source = ir::movement_source(n, xs, out.dims, [] { return std::string("0"); }, affine)) return value_at(x, Index{"", std::move(*source)});
-    switch (n.op) {
-      case Op::Reshape: return value_at(x, unflatten(flat_of(rt.shape, out), xs));
-      case Op::Gather: {
-        int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()));
-        KILN_ASSIGN_OR_RETURN(Index src, table_index(out, n.operands[1], axis, xs));
-        return value_at(x, src);
-      }
-      case Op::Concat: return concat(n, out);
-      default: break;
-    }
-    return make_error(fmt::format("cuda codegen: {} is not supported inside a kernel", ir::op_name(n.op)));
-  }
-
-  // The index into a table (gather's operand, scatter_add's base) of the element that
-  // `gathered` (an index into table[:axis] + indices + table[axis+1:]) refers to: numpy
-  // take, negative indices from the end, out-of-range ones clamped (compiled code must
-  // not leave the table; the interpreter reports them).
-  Result<Index> table_index(const Index& gathered, ValueId indices, int64_t axis, const Shape& table) {
-    size_t rank = type(indices).shape.size();
-    Index at, result;
-    for (size_t k = 0; k < rank; ++k) at.dims.push_back(gathered.dims[static_cast<size_t>(axis) + k]);
-    KILN_ASSIGN_OR_RETURN(std::string j, value_at(indices, at));
-    int64_t extent = table[static_cast<size_t>(axis)];
-    std::string raw = index_let(fmt::format("(long long){}", j));
-    std::string wrapped = index_let(fmt::format("{0} < 0 ? {0} + {1}LL : {0}", raw, extent));
-    std::string clamped = index_let(fmt::format("{0} < 0 ? 0LL : {0} >= {1}LL ? {2}LL : {0}", wrapped, extent, extent - 1));
-    for (size_t d = 0; d < table.size(); ++d) {
-      if (static_cast<int64_t>(d) < axis) result.dims.push_back(gathered.dims[d]);
-      else if (static_cast<int64_t>(d) == axis) result.dims.push_back(clamped);
-      else result.dims.push_back(gathered.dims[d + rank - 1]);
-    }
-    return result;
   }
 
   // Picks the operand whose range along the axis holds the index; no other operand is read.
@@ -314,15 +221,10 @@ class KernelWriter {
   Status row_loop(const std::function<Status(const std::string&)>& body);
   Status scatter_kernel(Launch& launch);
 
-  const ir::Graph& g_;
-  const ir::Step& step_;
   const std::string symbol_;
-  std::vector<int> slot_;
-  std::vector<int> producer_;
-  std::vector<char> member_;
   std::string code_, globals_;
   int depth_ = 1, next_ = 0, constants_ = 0;
-  std::map<std::pair<ValueId, std::vector<std::string>>, std::string> memo_, invariant_;
+  Memo invariant_;
   // Vector loop kernels: the loaded vector of each input of the iteration shape, and the
   // lane being computed (its number and its index's key).
   std::map<ValueId, std::string> lane_loads_;
@@ -573,7 +475,7 @@ Status KernelWriter::reduce(const Node& n, const ir::RowClass& rc, const std::fu
   if (n.op == Op::Argmax) {
     result = let(compute_type(rt.dtype), fmt::format("({}){}_at", compute_type(rt.dtype), acc));
   } else if (fp) {
-    KILN_ASSIGN_OR_RETURN(std::string rounded, elementwise(Op::Cast, attrs_to(rt.dtype), {&acc, 1}, {std::array{dt}}, rt.dtype));
+    KILN_ASSIGN_OR_RETURN(std::string rounded, cuda::elementwise(Op::Cast, attrs_to(rt.dtype), {&acc, 1}, {std::array{dt}}, rt.dtype));
     result = let(compute_type(rt.dtype), rounded);
   } else {
     result = let(compute_type(rt.dtype), fmt::format("({}){}", compute_type(rt.dtype), acc));
@@ -667,7 +569,7 @@ Status KernelWriter::scatter_kernel(Launch& launch) {
   std::string old = let(compute_type(dt), from_storage(dt, fmt::format("{}[{}]", param(out), at)));
   std::array<std::string, 2> operands{old, add_value};
   std::array<DType, 2> dtypes{dt, dt};
-  KILN_ASSIGN_OR_RETURN(std::string sum, elementwise(Op::Add, {}, operands, dtypes, dt));
+  KILN_ASSIGN_OR_RETURN(std::string sum, cuda::elementwise(Op::Add, {}, operands, dtypes, dt));
   line(fmt::format("{}[{}] = {};", param(out), at, to_storage(dt, sum)));
   close();
   memo_.clear();
