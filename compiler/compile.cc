@@ -5,9 +5,9 @@
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/cpu_target.h"
-#include "codegen/cuda/kernel_source.h"
+#include "codegen/cuda/kernel_emitter.h"
 #include "codegen/cuda/nvrtc_compile.h"
-#include "compiler/artifact.h"
+#include "compiler/artifact_contents.h"
 #include "compiler/weights.h"
 #include "ir/printer.h"
 #include "ir/row_class.h"

@@ -1,4 +1,4 @@
-#include "codegen/cuda/kernel_source.h"
+#include "codegen/cuda/kernel_emitter.h"
 
 namespace kiln::codegen::cuda {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <random>
 
-#include "compiler/artifact.h"
+#include "compiler/artifact_contents.h"
 #include "compiler/nn.h"
 #include "compiler/train.h"
 #include "passes/pipeline.h"

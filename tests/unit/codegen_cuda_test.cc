@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
-#include "codegen/cuda/kernel_source.h"
+#include "codegen/cuda/kernel_emitter.h"
 #include "codegen/cuda/nvrtc_compile.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/random_graph.h"

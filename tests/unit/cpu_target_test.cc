@@ -4,7 +4,7 @@
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/cpu_target.h"
-#include "compiler/artifact.h"
+#include "compiler/artifact_contents.h"
 #include "ir/row_class.h"
 #include "compiler/compile.h"
 #include "passes/pipeline.h"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cpu/compile.h"
-#include "codegen/cuda/kernel_source.h"
+#include "codegen/cuda/kernel_emitter.h"
 #include "passes/autodiff.h"
 #include "passes/gradients.h"
 #include "passes/pipeline.h"

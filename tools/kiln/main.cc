@@ -1,7 +1,7 @@
 // kiln: the command line. Each subcommand lives in its own file.
 #include <fmt/format.h>
 
-#include "compiler/artifact.h"
+#include "compiler/artifact_contents.h"
 #include "compiler/compile.h"
 
 #include "tools/kiln/cli.h"

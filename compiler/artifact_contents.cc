@@ -1,4 +1,4 @@
-#include "compiler/artifact.h"
+#include "compiler/artifact_contents.h"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "codegen/cuda/scalar_source.h"
+#include "codegen/cuda/scalar_ops.h"
 
 #include <bit>
 #include <cmath>
@@ -143,7 +143,7 @@ Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const s
     }
     default: break;
   }
-  return make_error(fmt::format("cuda codegen: {} {} (codegen/cuda/scalar_source.cc has no case for it)", ir::op_name(op),
+  return make_error(fmt::format("cuda codegen: {} {} (codegen/cuda/scalar_ops.cc has no case for it)", ir::op_name(op),
                                 ir::op_kind(op) == ir::OpKind::Elementwise ? "cannot be computed here" : "is not an elementwise op"));
 }
 
