@@ -14,7 +14,7 @@ void report(const std::string& name, kiln::Result<kiln::ir::Graph> graph) {
     fmt::print("{}: {}\n", name, graph.error().message);
     return;
   }
-  auto pipeline = kiln::passes::pipeline_from_names(kiln::passes::kDefaultPipeline);
+  auto pipeline = kiln::passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
   if (!pipeline.ok() || !pipeline->run(*graph).ok()) {
     fmt::print("{}: planning failed\n", name);
     return;

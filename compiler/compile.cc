@@ -24,9 +24,9 @@ Result<const CompileTarget*> find_target(std::string_view name);
 Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options) {
   KILN_RETURN_IF_ERROR(find_target(options.target));
   ir::Graph g = graph;
-  passes::PassOptions pass_options;
-  pass_options.fuse = options.fuse;
-  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(kiln::passes::kDefaultPipeline, pass_options));
+  KILN_ASSIGN_OR_RETURN(std::vector<passes::PassSpec> specs, passes::parse_pipeline_text(passes::kDefaultPipeline));
+  if (!options.fuse) passes::set_option_default(specs, "fusion", "fuse", "false");
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));
   auto ran = pipeline.run(g);
   if (!ran.ok()) return ran.error();
   return g;

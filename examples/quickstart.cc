@@ -38,7 +38,7 @@ int main() {
 
   // 2. Optimize: composites to primitives, simplification, common subexpressions.
   kiln::ir::Graph optimized = *graph;
-  auto pipeline = kiln::passes::pipeline_from_names("decompose,canonicalize,cse,dce");
+  auto pipeline = kiln::passes::pipeline_from_text("decompose,canonicalize,cse,dce");
   if (!pipeline.ok() || !pipeline->run(optimized).ok()) {
     fmt::print(stderr, "optimization failed\n");
     return 1;

@@ -370,4 +370,20 @@ Result<Graph> parse(std::string_view text, std::string_view filename, const Pars
   return g;
 }
 
+std::vector<std::string> split_input_parts(std::string_view text) {
+  std::vector<std::string> parts(1);
+  size_t line_start = 0, lines = 0;
+  while (line_start < text.size()) {
+    size_t end = text.find('\n', line_start);
+    size_t next = end == std::string_view::npos ? text.size() : end + 1;
+    std::string_view line = text.substr(line_start, next - line_start);
+    std::string_view trimmed = line.substr(0, line.find_last_not_of(" \t\r\n") + 1);
+    if (trimmed == kSplitMarker) parts.emplace_back(lines + 1, '\n');
+    else parts.back() += line;
+    ++lines;
+    line_start = next;
+  }
+  return parts;
+}
+
 }  // namespace kiln::ir

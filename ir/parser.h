@@ -1,7 +1,9 @@
 // The text IR parser.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/graph.h"
 #include "base/result.h"
@@ -20,5 +22,13 @@ struct ParseLimits {
 /// what was expected.
 Result<Graph> parse(std::string_view text, std::string_view filename = "<input>",
                     const ParseLimits& limits = {});
+
+/// The line that separates the parts of a file of several inputs (kiln opt
+/// --split-input-file, lit tests of several cases).
+inline constexpr std::string_view kSplitMarker = "# -----";
+
+/// The parts of `text` between kSplitMarker lines, each preceded by as many newlines as
+/// the text has lines before it, so that parsing a part reports the file's line numbers.
+std::vector<std::string> split_input_parts(std::string_view text);
 
 }  // namespace kiln::ir

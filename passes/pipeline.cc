@@ -20,31 +20,41 @@
 namespace kiln::passes {
 namespace {
 
+// Each pass's factory reads the options it takes (reader.done() rejects the others).
 struct Registration {
   std::string_view name;
-  Result<std::unique_ptr<Pass>> (*create)(const PassOptions&);
+  std::string_view options;  // for pass_usage(): "{wrt=NAME,...}", or empty
+  Result<std::unique_ptr<Pass>> (*create)(PassOptionReader& reader);
 };
 
 template <class P>
-Result<std::unique_ptr<Pass>> make(const PassOptions&) { return std::unique_ptr<Pass>(std::make_unique<P>()); }
-
-Result<std::unique_ptr<Pass>> make_fusion(const PassOptions& options) {
-  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(options.fuse));
+Result<std::unique_ptr<Pass>> make(PassOptionReader&) {
+  return std::unique_ptr<Pass>(std::make_unique<P>());
 }
 
-Result<std::unique_ptr<Pass>> make_autodiff(const PassOptions& options) {
-  if (options.wrt.empty()) return make_error("pass 'autodiff' needs the arguments to differentiate with respect to (--wrt=NAME,...)");
-  return std::unique_ptr<Pass>(std::make_unique<AutodiffPass>(options.wrt));
+Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
+  KILN_ASSIGN_OR_RETURN(bool fuse, reader.flag("fuse", true));
+  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(fuse));
+}
+
+Result<std::unique_ptr<Pass>> make_autodiff(PassOptionReader& reader) {
+  std::vector<std::string> wrt = reader.list("wrt");
+  for (std::string& name : wrt)
+    if (name.starts_with('%')) name.erase(0, 1);  // wrt=%w names %w, as --input %w=... does
+  KILN_RETURN_IF_ERROR(reader.done());
+  if (wrt.empty())
+    return make_error("pass 'autodiff' needs the arguments to differentiate with respect to (autodiff{wrt=NAME,...}, or --wrt=NAME,...)");
+  return std::unique_ptr<Pass>(std::make_unique<AutodiffPass>(std::move(wrt)));
 }
 
 constexpr Registration kPasses[] = {
-    {"autodiff", make_autodiff},
-    {"decompose", make<DecomposePass>},
-    {"canonicalize", make<CanonicalizePass>},
-    {"cse", make<CsePass>},
-    {"dce", make<DcePass>},
-    {"fusion", make_fusion},
-    {"memory-plan", make<MemoryPlanPass>},
+    {"autodiff", "{wrt=NAME,...}", make_autodiff},
+    {"decompose", "", make<DecomposePass>},
+    {"canonicalize", "", make<CanonicalizePass>},
+    {"cse", "", make<CsePass>},
+    {"dce", "", make<DcePass>},
+    {"fusion", "{fuse=true|false}", make_fusion},
+    {"memory-plan", "", make<MemoryPlanPass>},
 };
 
 }  // namespace
@@ -84,10 +94,15 @@ Result<std::string> pipeline_passes(std::string_view name) {
   return make_error(fmt::format("unknown pipeline '{}' (known pipelines: default)", name));
 }
 
-Result<std::unique_ptr<Pass>> create_pass(std::string_view name, const PassOptions& options) {
-  for (const Registration& r : kPasses)
-    if (r.name == name) return r.create(options);
-  return make_error(fmt::format("unknown pass '{}' (known passes: {})", name, fmt::join(pass_names(), ", ")));
+Result<std::unique_ptr<Pass>> create_pass(const PassSpec& spec) {
+  for (const Registration& r : kPasses) {
+    if (r.name != spec.name) continue;
+    PassOptionReader reader(spec);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass, r.create(reader));
+    KILN_RETURN_IF_ERROR(reader.done());
+    return pass;
+  }
+  return make_error(fmt::format("unknown pass '{}' (known passes: {})", spec.name, fmt::join(pass_names(), ", ")));
 }
 
 std::vector<std::string> pass_names() {
@@ -96,17 +111,24 @@ std::vector<std::string> pass_names() {
   return names;
 }
 
-Result<Pipeline> pipeline_from_names(std::string_view list, const PassOptions& options) {
+std::string pass_usage() {
+  std::string usage;
+  for (const Registration& r : kPasses) usage += fmt::format("  {}{}\n", r.name, r.options);
+  return usage;
+}
+
+Result<Pipeline> pipeline_from_specs(const std::vector<PassSpec>& specs) {
   Pipeline p;
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    std::string_view name = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-    if (name.empty()) continue;
-    KILN_ASSIGN_OR_RETURN(auto pass, create_pass(name, options));
+  for (const PassSpec& spec : specs) {
+    KILN_ASSIGN_OR_RETURN(auto pass, create_pass(spec));
     p.add(std::move(pass));
   }
   return p;
+}
+
+Result<Pipeline> pipeline_from_text(std::string_view text) {
+  KILN_ASSIGN_OR_RETURN(std::vector<PassSpec> specs, parse_pipeline_text(text));
+  return pipeline_from_specs(specs);
 }
 
 }  // namespace kiln::passes

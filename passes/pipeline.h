@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "passes/pass_options.h"
 
 namespace kiln::passes {
 
@@ -37,14 +38,6 @@ class Pipeline {
   DumpOptions dump_;
 };
 
-/// Settings some passes take.
-struct PassOptions {
-  /// autodiff: the arguments to differentiate with respect to.
-  std::vector<std::string> wrt;
-  /// fusion: false puts every node in a step of its own (the unfused baseline).
-  bool fuse = true;
-};
-
 /// The standard pipeline, from a graph to a fused program with its memory plan: what
 /// `kiln compile` runs and `--pipeline=default` names.
 inline constexpr std::string_view kDefaultPipeline = "decompose,canonicalize,cse,dce,fusion,memory-plan";
@@ -53,11 +46,16 @@ inline constexpr std::string_view kDefaultPipeline = "decompose,canonicalize,cse
 /// error lists the known pipelines.
 Result<std::string> pipeline_passes(std::string_view name);
 
-/// Creates a pass by name; the error lists the known names.
-Result<std::unique_ptr<Pass>> create_pass(std::string_view name, const PassOptions& options = {});
+/// Creates a pass from its name and options; the error lists the known names, or the
+/// options the pass takes.
+Result<std::unique_ptr<Pass>> create_pass(const PassSpec& spec);
 /// Every registered pass name.
 std::vector<std::string> pass_names();
-/// A pipeline from a comma-separated list of pass names ("decompose,cse").
-Result<Pipeline> pipeline_from_names(std::string_view comma_separated, const PassOptions& options = {});
+/// Every registered pass with its options, one per line ("autodiff{wrt=NAME,...}").
+std::string pass_usage();
+/// A pipeline of the given passes.
+Result<Pipeline> pipeline_from_specs(const std::vector<PassSpec>& specs);
+/// A pipeline from its text (passes/pass_options.h): "decompose,cse,fusion{fuse=false}".
+Result<Pipeline> pipeline_from_text(std::string_view text);
 
 }  // namespace kiln::passes

@@ -27,7 +27,7 @@ format::ArtifactContents small_artifact() {
   auto built = m.build();
   REQUIRE(built.ok());
   ir::Graph g = *built;
-  auto pipeline = passes::pipeline_from_names(kiln::passes::kDefaultPipeline);
+  auto pipeline = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
   REQUIRE(pipeline.ok());
   REQUIRE(pipeline->run(g).ok());
   auto contents = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
@@ -228,7 +228,7 @@ TEST_CASE("a state's initial value is a weights section of its size; an input ha
 
 TEST_CASE("a param without weights is an error naming it", "[artifact][errors]") {
   ir::Graph g = kiln::testing::parse_ok("graph @g(%x: f32[2], param %w: f32[2]) {\n  %y: f32[2] = mul(%x, %w)\n  return %y\n}\n");
-  auto p = passes::pipeline_from_names("fusion,memory-plan");
+  auto p = passes::pipeline_from_text("fusion,memory-plan");
   REQUIRE(p.ok());
   REQUIRE(p->run(g).ok());
   auto c = artifact_contents(g, {}, "cpu-x86_64", "");

@@ -25,18 +25,20 @@ TEST_CASE("every .kir file under tests/lit prints and parses back to the same te
   int count = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
     if (entry.path().extension() != ".kir") continue;
-    std::string text = read(entry.path());
-    INFO(entry.path());
-    auto g = ir::parse(text, entry.path().string());
-    // Only files under errors/ may be malformed (on purpose); some of those make their
-    // bad input in their RUN lines and are themselves valid.
-    if (!g.ok() && entry.path().string().find("/errors/") != std::string::npos) continue;
-    if (!g.ok()) FAIL(g.error().message);
-    std::string printed = ir::print(*g);
-    auto again = ir::parse(printed, "printed.kir");
-    if (!again.ok()) FAIL(again.error().message);
-    CHECK(ir::print(*again) == printed);
-    ++count;
+    // A file of several cases (kiln opt --split-input-file) is checked part by part.
+    for (const std::string& part : ir::split_input_parts(read(entry.path()))) {
+      INFO(entry.path());
+      auto g = ir::parse(part, entry.path().string());
+      // Only files under errors/ may be malformed (on purpose); some of those make their
+      // bad input in their RUN lines and are themselves valid.
+      if (!g.ok() && entry.path().string().find("/errors/") != std::string::npos) continue;
+      if (!g.ok()) FAIL(g.error().message);
+      std::string printed = ir::print(*g);
+      auto again = ir::parse(printed, "printed.kir");
+      if (!again.ok()) FAIL(again.error().message);
+      CHECK(ir::print(*again) == printed);
+      ++count;
+    }
   }
   CHECK(count >= 10);
 }
@@ -45,7 +47,7 @@ TEST_CASE("every test model plans within 10% of its live lower bound", "[corpus]
   auto models = kiln::testing::text_test_models();
   for (auto& [path, g] : models) {
     INFO(path);
-    auto pipeline = passes::pipeline_from_names(kiln::passes::kDefaultPipeline);
+    auto pipeline = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
     REQUIRE(pipeline.ok());
     auto r = pipeline->run(g);
     if (!r.ok()) FAIL(r.error().message);

@@ -92,7 +92,7 @@ TEST_CASE("the runtime loads the kernels with the most features this CPU has, an
   REQUIRE(model.ok());
 
   // The same kernels, recorded as needing a feature no CPU has: refused, with its name.
-  auto planned = passes::pipeline_from_names(kiln::passes::kDefaultPipeline);
+  auto planned = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
   REQUIRE(planned.ok());
   ir::Graph p = g;
   REQUIRE(planned->run(p).ok());
@@ -120,7 +120,7 @@ TEST_CASE("the runtime loads the kernels with the most features this CPU has, an
 
 TEST_CASE("each kernel's signature is checked against the metadata before the kernel runs", "[cpu][runtime]") {
   ir::Graph g = kiln::testing::parse_ok("graph @g(%x: f32[64], %z: f32[8]) {\n  %y: f32[64] = exp(%x)\n  return %y, %z\n}");
-  auto planned = passes::pipeline_from_names(kiln::passes::kDefaultPipeline);
+  auto planned = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
   REQUIRE(planned.ok());
   REQUIRE(planned->run(g).ok());
   auto contents = artifact_contents(g, {}, "cpu-x86_64", "");

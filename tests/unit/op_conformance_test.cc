@@ -66,7 +66,7 @@ TEST_CASE("every op through the interpreter and both code generators", "[ops]") 
     REQUIRE(b.graph.ok());
     if (auto values = ir::evaluate(*b.graph, b.args); !values.ok()) FAIL_CHECK(layer_failure(example.op, "the interpreter", values.error().message));
     ir::Graph planned = *b.graph;
-    auto pipeline = passes::pipeline_from_names(passes::kDefaultPipeline);
+    auto pipeline = passes::pipeline_from_text(passes::kDefaultPipeline);
     REQUIRE(pipeline.ok());
     if (auto ran = pipeline->run(planned); !ran.ok()) {
       FAIL_CHECK(layer_failure(example.op, "the default pipeline", ran.error().message));

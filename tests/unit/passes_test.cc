@@ -22,7 +22,7 @@ class BreakingPass : public passes::Pass {
 
 std::vector<ir::Tensor> run_with(const ir::Graph& graph, const std::string& passes, const std::map<std::string, ir::Tensor>& in) {
   ir::Graph g = graph;
-  auto p = passes::pipeline_from_names(passes);
+  auto p = passes::pipeline_from_text(passes);
   REQUIRE(p.ok());
   auto r = p->run(g);
   if (!r.ok()) FAIL(r.error().message);
@@ -76,7 +76,7 @@ TEST_CASE("the pipeline shrinks the graph", "[passes]") {
   return %s
 }
 )");
-  auto p = passes::pipeline_from_names("canonicalize,cse,dce");
+  auto p = passes::pipeline_from_text("canonicalize,cse,dce");
   REQUIRE(p.ok());
   auto changed = p->run(g);
   REQUIRE(changed.ok());
@@ -103,7 +103,7 @@ TEST_CASE("the pipeline verifies between passes and dumps where asked", "[passes
 }
 
 TEST_CASE("unknown pass names are refused with the list of known ones", "[passes][errors]") {
-  auto p = passes::pipeline_from_names("cse,fuse");
+  auto p = passes::pipeline_from_text("cse,fuse");
   REQUIRE(!p.ok());
   CHECK(p.error().message == "unknown pass 'fuse' (known passes: autodiff, decompose, canonicalize, cse, dce, fusion, memory-plan)");
 }

@@ -141,9 +141,8 @@ inline RandomGraph random_graph(uint64_t seed) {
 // A graph through the default pipeline (fused, or one step per op), verified after
 // every pass.
 inline ir::Graph planned(ir::Graph g, bool fuse) {
-  passes::PassOptions options;
-  options.fuse = fuse;
-  auto pipeline = passes::pipeline_from_names(kiln::passes::kDefaultPipeline, options);
+  auto pipeline = passes::pipeline_from_text(fuse ? "decompose,canonicalize,cse,dce,fusion,memory-plan"
+                                                   : "decompose,canonicalize,cse,dce,fusion{fuse=false},memory-plan");
   REQUIRE(pipeline.ok());
   auto r = pipeline->run(g);
   if (!r.ok()) FAIL(r.error().message << "\n" << ir::print(g));

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <random>
@@ -39,8 +40,12 @@ inline std::vector<std::pair<std::string, ir::Graph>> text_test_models() {
     std::ifstream in(entry.path());
     std::string text((std::istreambuf_iterator<char>(in)), {});
     if (text.find("# not a model to run:") != std::string::npos) continue;
-    auto g = ir::parse(text, entry.path().string());
-    if (g.ok()) models.emplace_back(entry.path().string(), std::move(g).value());
+    std::vector<std::string> parts = ir::split_input_parts(text);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      std::string name = parts.size() == 1 ? entry.path().string() : fmt::format("{} (part {})", entry.path().string(), k + 1);
+      auto g = ir::parse(parts[k], entry.path().string());
+      if (g.ok()) models.emplace_back(name, std::move(g).value());
+    }
   }
   return models;
 }

@@ -49,12 +49,11 @@ Status run_passes(ir::Graph& graph, const Args& args) {
     KILN_ASSIGN_OR_RETURN(std::string pipeline, passes::pipeline_passes(args.get("pipeline")));
     names += (names.empty() ? "" : ",") + pipeline;
   }
-  passes::PassOptions options;
-  options.wrt = split_commas(args.get("wrt"));
-  for (std::string& name : options.wrt)
-    if (name.starts_with('%')) name.erase(0, 1);  // --wrt=%w names %w, as --input %w=... does
-  options.fuse = !args.has("no-fusion");
-  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_names(names, options));
+  KILN_ASSIGN_OR_RETURN(std::vector<passes::PassSpec> specs, passes::parse_pipeline_text(names));
+  // --wrt and --no-fusion are the options of every autodiff and fusion pass that sets none.
+  if (args.has("wrt")) passes::set_option_default(specs, "autodiff", "wrt", args.get("wrt"));
+  if (args.has("no-fusion")) passes::set_option_default(specs, "fusion", "fuse", "false");
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));
   passes::DumpOptions dump;
   for (const std::string& name : split_commas(args.get("dump-after"))) {
     bool known = name == "all";
