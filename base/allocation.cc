@@ -1,7 +1,7 @@
 #include "base/allocation.h"
 
-#include <cstdio>
 #include <sys/sysinfo.h>
+#include <cstdio>
 
 namespace kiln {
 
@@ -30,15 +30,15 @@ std::string format_bytes(uint64_t bytes) {
 }
 
 Error allocation_error(uint64_t bytes, std::string_view what) {
-  return make_error("cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") for " + std::string(what) +
-                    ": out of memory");
+  return make_error("cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") for " +
+                    std::string(what) + ": out of memory");
 }
 
 Status check_allocation(uint64_t bytes, std::string_view what) {
   const uint64_t limit = memory_limit_bytes();
   if (bytes <= limit) return Status::Ok();
-  return make_error("cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") for " + std::string(what) +
-                    ": this machine has " + format_bytes(limit) + " of memory and swap");
+  return make_error("cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") for " +
+                    std::string(what) + ": this machine has " + format_bytes(limit) + " of memory and swap");
 }
 
 }  // namespace kiln

@@ -1,18 +1,20 @@
 #include "base/file.h"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "base/allocation.h"
 
 namespace kiln {
 namespace {
 
-Error cannot_read(const std::string& path, const std::string& why) { return make_error("cannot read '" + path + "': " + why); }
+Error cannot_read(const std::string& path, const std::string& why) {
+  return make_error("cannot read '" + path + "': " + why);
+}
 
 }  // namespace
 
@@ -123,15 +125,16 @@ Status write_file(const std::string& path, std::string_view bytes) {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 Result<std::string> read_file(const std::string& path, uint64_t max_bytes) {
   KILN_ASSIGN_OR_RETURN(InputFile file, InputFile::open(path));
   if (file.reported_size() && *file.reported_size() > max_bytes)
-    return make_error("'" + file.path() + "' is " + std::to_string(*file.reported_size()) + " bytes, more than the limit of " +
-                      std::to_string(max_bytes) + " bytes");
+    return make_error("'" + file.path() + "' is " + std::to_string(*file.reported_size()) +
+                      " bytes, more than the limit of " + std::to_string(max_bytes) + " bytes");
   std::string text;
   KILN_RETURN_IF_ERROR(file.read(text, max_bytes));
   if (text.size() == max_bytes) {

@@ -40,9 +40,10 @@ Status check_arena(std::span<const ArenaBuffer> buffers, int64_t arena_bytes, in
                from.offset == to.offset && from.bytes == to.bytes;
       };
       if (handover(a, order[i], b) || handover(b, order[j], a)) continue;
-      return plan_error(a.name + " [" + std::to_string(a.offset) + ", " + std::to_string(a.offset + a.bytes) + ") and " + b.name +
-                        " [" + std::to_string(b.offset) + ", " + std::to_string(b.offset + b.bytes) +
-                        ") overlap while both are live (steps " + std::to_string(std::max(a.first_step, b.first_step)) + ".." +
+      return plan_error(a.name + " [" + std::to_string(a.offset) + ", " + std::to_string(a.offset + a.bytes) +
+                        ") and " + b.name + " [" + std::to_string(b.offset) + ", " +
+                        std::to_string(b.offset + b.bytes) + ") overlap while both are live (steps " +
+                        std::to_string(std::max(a.first_step, b.first_step)) + ".." +
                         std::to_string(std::min(a.last_step, b.last_step)) + ")");
     }
   }

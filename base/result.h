@@ -25,11 +25,23 @@ class [[nodiscard]] Result {
   /// True when a value is held.
   bool ok() const { return state_.index() == 0; }
   /// The held value; only valid when ok().
-  T& value() & { assert(ok()); return std::get<0>(state_); }
-  const T& value() const& { assert(ok()); return std::get<0>(state_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(state_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(state_));
+  }
   /// The held error; only valid when !ok().
-  const Error& error() const { assert(!ok()); return std::get<1>(state_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(state_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -46,7 +58,10 @@ class [[nodiscard]] Status {
   Status(Error error) : error_(std::move(error)), ok_(false) {}
   static Status Ok() { return Status(); }
   bool ok() const { return ok_; }
-  const Error& error() const { assert(!ok_); return error_; }
+  const Error& error() const {
+    assert(!ok_);
+    return error_;
+  }
 
  private:
   Error error_;
@@ -62,16 +77,15 @@ inline Error make_error(std::string message) { return Error{std::move(message), 
 #define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
 
 /// Returns the error of a Status or Result expression from the enclosing function.
-#define KILN_RETURN_IF_ERROR(expr)                               \
-  do {                                                           \
-    auto&& kiln_status_ = (expr);                                \
+#define KILN_RETURN_IF_ERROR(expr)                                      \
+  do {                                                                  \
+    auto&& kiln_status_ = (expr);                                       \
     if (!kiln_status_.ok()) return ::kiln::Error(kiln_status_.error()); \
   } while (0)
 
 /// Evaluates a Result expression; on error returns it, else moves the value into lhs.
-#define KILN_ASSIGN_OR_RETURN(lhs, expr) \
-  KILN_ASSIGN_OR_RETURN_IMPL(KILN_CONCAT(kiln_result_, __LINE__), lhs, expr)
-#define KILN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                               \
+#define KILN_ASSIGN_OR_RETURN(lhs, expr) KILN_ASSIGN_OR_RETURN_IMPL(KILN_CONCAT(kiln_result_, __LINE__), lhs, expr)
+#define KILN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)  \
+  auto tmp = (expr);                                \
   if (!tmp.ok()) return ::kiln::Error(tmp.error()); \
   lhs = std::move(tmp).value()

@@ -39,7 +39,8 @@ void mlp(kiln::Model& m) {
 }  // namespace
 
 int main() {
-  fmt::print("| model | kernels | library calls | arena | live lower bound | naive | arena / bound | arena / naive |\n");
+  fmt::print(
+      "| model | kernels | library calls | arena | live lower bound | naive | arena / bound | arena / naive |\n");
   fmt::print("|---|---|---|---|---|---|---|---|\n");
   {
     kiln::Model m("quickstart_mlp", 42);

@@ -1,9 +1,9 @@
 // Parse + verify time of a generated graph with N nodes (default 100,000).
 // Not a test: run with `bazel run -c opt //bench:parse_bench -- [N] [REPEATS]`.
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <vector>
 
 #include "ir/parser.h"

@@ -1,11 +1,11 @@
 #include "bench/runner.h"
 
-#include <algorithm>
 #include <cblas.h>
+#include <fmt/format.h>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fmt/format.h>
 #include <fstream>
 #include <memory>
 #include <new>
@@ -16,10 +16,10 @@
 
 #include "bench/suite.h"
 #include "compiler/compile.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/format/artifact.h"
 #include "runtime/model.h"
-#include "runtime/cpu/thread_pool.h"
 
 namespace kiln::bench {
 namespace {
@@ -46,7 +46,9 @@ std::string today_utc() {
   return text;
 }
 
-int64_t bytes_of(const ir::Graph& g, ir::ValueId v) { return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype); }
+int64_t bytes_of(const ir::Graph& g, ir::ValueId v) {
+  return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype);
+}
 
 // Every argument read once and every result written once.
 int64_t minimal_traffic(const ir::Graph& g) {
@@ -62,9 +64,8 @@ runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
 
 // Bytes on a 64-byte boundary, as PyTorch's CPU allocator gives its tensors. malloc's
 // large blocks start 16 bytes past a page, and then every 64-byte vector load of a row
-// spans two cache lines: from such buffers `layernorm` read 0.68-0.74 of copy and
-// `softmax_32768` 0.62-0.63, against 0.81-0.86 and 0.72-0.75 from aligned ones (three
-// alternating pairs of runs).
+// spans two cache lines, and row kernels read well below their aligned speed
+// (docs/benchmarks.md, "The run before: aligned buffers").
 class AlignedBytes {
  public:
   explicit AlignedBytes(size_t n, uint8_t fill = 0)
@@ -156,13 +157,16 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
     KILN_ASSIGN_OR_RETURN(p->cu, runtime::cuda::driver());
     for (auto& [name, bytes] : p->inputs) {
       CUdeviceptr d = 0;
-      if (p->cu->mem_alloc(&d, bytes.size()) != CUDA_SUCCESS) return make_error("cannot allocate the input %" + name + " on the GPU");
+      if (p->cu->mem_alloc(&d, bytes.size()) != CUDA_SUCCESS)
+        return make_error("cannot allocate the input %" + name + " on the GPU");
       p->device_inputs[name] = d;
-      if (p->cu->memcpy_htod(d, bytes.data(), bytes.size()) != CUDA_SUCCESS) return make_error("cannot copy the input %" + name + " to the GPU");
+      if (p->cu->memcpy_htod(d, bytes.data(), bytes.size()) != CUDA_SUCCESS)
+        return make_error("cannot copy the input %" + name + " to the GPU");
     }
     for (const runtime::TensorInfo& info : p->model->outputs()) {
       CUdeviceptr d = 0;
-      if (p->cu->mem_alloc(&d, static_cast<size_t>(info.bytes())) != CUDA_SUCCESS) return make_error("cannot allocate the output %" + info.name + " on the GPU");
+      if (p->cu->mem_alloc(&d, static_cast<size_t>(info.bytes())) != CUDA_SUCCESS)
+        return make_error("cannot allocate the output %" + info.name + " on the GPU");
       p->device_outputs[info.name] = d;
     }
   }
@@ -199,13 +203,16 @@ struct Copy {
   AlignedBytes from, to;
   runtime::ThreadPool& pool;
   int threads;
-  Copy(int64_t bytes, runtime::ThreadPool& p, int t) : from(static_cast<size_t>(bytes), 1), to(static_cast<size_t>(bytes)), pool(p), threads(t) {}
+  Copy(int64_t bytes, runtime::ThreadPool& p, int t)
+      : from(static_cast<size_t>(bytes), 1), to(static_cast<size_t>(bytes)), pool(p), threads(t) {}
   void run() {
     // One chunk per thread, as large as can be: glibc's memcpy picks its fastest method
     // (non-temporal stores) only above a size threshold.
     int64_t n = static_cast<int64_t>(from.size());
     pool.parallel_for(n, std::max<int64_t>(int64_t{1} << 16, (n + threads - 1) / threads),
-                      [&](int64_t begin, int64_t end) { std::memcpy(to.data() + begin, from.data() + begin, static_cast<size_t>(end - begin)); });
+                      [&](int64_t begin, int64_t end) {
+                        std::memcpy(to.data() + begin, from.data() + begin, static_cast<size_t>(end - begin));
+                      });
   }
 };
 
@@ -223,18 +230,21 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     cu = *driver;
     CUdevice device = 0;
     char name[256] = {};
-    if (cu->device_get(&device, 0) == CUDA_SUCCESS && cu->device_get_name(name, sizeof name, device) == CUDA_SUCCESS) gpu = name;
+    if (cu->device_get(&device, 0) == CUDA_SUCCESS && cu->device_get_name(name, sizeof name, device) == CUDA_SUCCESS)
+      gpu = name;
   }
   // std::regex compiles and matches by recursion: a deeply nested pattern would overflow
   // the stack. Row names are short; so is any filter that picks among them.
   constexpr size_t kMaxFilter = 256;
   if (options.filter.size() > kMaxFilter)
-    return make_error(fmt::format("bench: --filter is {} characters, more than the {} a filter may have", options.filter.size(), kMaxFilter));
+    return make_error(fmt::format("bench: --filter is {} characters, more than the {} a filter may have",
+                                  options.filter.size(), kMaxFilter));
   std::regex filter;
   try {
     filter = std::regex(options.filter.empty() ? std::string(".") : options.filter);
   } catch (const std::regex_error& e) {
-    return make_error(fmt::format("bench: --filter '{}' is not a valid regular expression: {}", options.filter, e.what()));
+    return make_error(
+        fmt::format("bench: --filter '{}' is not a valid regular expression: {}", options.filter, e.what()));
   }
   if (options.repeat < 1) return make_error(fmt::format("bench: --repeat must be at least 1, got {}", options.repeat));
   KILN_ASSIGN_OR_RETURN(std::vector<SuiteRow> rows, suite_rows(options.suite, options.quick));
@@ -244,7 +254,9 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     names += (names.empty() ? "" : ", ") + row.name;
     if (std::regex_search(row.name, filter)) chosen.push_back(std::move(row));
   }
-  if (chosen.empty()) return make_error(fmt::format("bench: no row of the {} suite matches --filter '{}' (rows: {})", options.suite, options.filter, names));
+  if (chosen.empty())
+    return make_error(fmt::format("bench: no row of the {} suite matches --filter '{}' (rows: {})", options.suite,
+                                  options.filter, names));
 
   SuiteResult result;
   result.cpu = cpu_model_name();
@@ -281,7 +293,8 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     std::unique_ptr<DeviceCopy> device_copy;
     if (cu) {
       device_copy = std::make_unique<DeviceCopy>(cu, copied);
-      if (!device_copy->ok()) return make_error(fmt::format("bench: {}: cannot allocate the device-to-device copy's buffers", row.name));
+      if (!device_copy->ok())
+        return make_error(fmt::format("bench: {}: cannot allocate the device-to-device copy's buffers", row.name));
     } else {
       host_copy = std::make_unique<Copy>(copied, pool, result.threads);
     }
@@ -306,8 +319,8 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     r.fraction_of_copy = t.median_ratio(2, 0);
     result.rows.push_back(std::move(r));
   }
-  // A copy timed on its own, before the rows, measured a half to a fifth of the same copy
-  // timed between kernel runs on the development VM; the rows' copies are the steadier.
+  // A copy timed on its own, before the rows, read far below the same copy timed between
+  // kernel runs on the development VM; the rows' copies are the steadier.
   std::vector<double> copies;
   for (const RowResult& r : result.rows) copies.push_back(r.copy_gbps);
   std::sort(copies.begin(), copies.end());

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "compiler/compile.h"
 #include "bench/timing.h"
+#include "compiler/compile.h"
 
 namespace kiln::bench {
 
@@ -55,8 +55,8 @@ struct RowResult {
 
 /// A whole run.
 struct SuiteResult {
-  std::string cpu;  ///< the CPU's model name
-  int cores = 0;    ///< hardware threads
+  std::string cpu;   ///< the CPU's model name
+  int cores = 0;     ///< hardware threads
   std::string blas;  ///< the BLAS library the runtime's matmuls call, with the kernels it chose
   std::optional<std::string> gpu;
   std::string target, suite, date;

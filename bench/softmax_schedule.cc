@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "compiler/compile.h"
 #include "bench/timing.h"
+#include "compiler/compile.h"
 #include "ir/parser.h"
 #include "runtime/model.h"
 
@@ -86,7 +86,8 @@ void softmax_rows(const float* x, float* y, int64_t rows, Parts parts) {
       if (more) {
         _mm_prefetch(reinterpret_cast<const char*>(ahead + j), _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(ahead + j + 16), _MM_HINT_T1);
-        __m512 e0 = _mm512_sub_ps(_mm512_load_ps(in + j), in_max), e1 = _mm512_sub_ps(_mm512_load_ps(in + j + 16), in_max);
+        __m512 e0 = _mm512_sub_ps(_mm512_load_ps(in + j), in_max),
+               e1 = _mm512_sub_ps(_mm512_load_ps(in + j + 16), in_max);
         if (parts.exp) e0 = exp16(e0), e1 = exp16(e1);
         if (parts.buffer) {
           _mm512_store_ps(stored + j, e0);
@@ -97,7 +98,8 @@ void softmax_rows(const float* x, float* y, int64_t rows, Parts parts) {
       }
       if (!write) continue;
       __m512 o0 = _mm512_load_ps(written_from + j), o1 = _mm512_load_ps(written_from + j + 16);
-      if (!parts.buffer && parts.exp_twice) o0 = exp16(_mm512_sub_ps(o0, written_max)), o1 = exp16(_mm512_sub_ps(o1, written_max));
+      if (!parts.buffer && parts.exp_twice)
+        o0 = exp16(_mm512_sub_ps(o0, written_max)), o1 = exp16(_mm512_sub_ps(o1, written_max));
       _mm512_stream_ps(out + j, _mm512_mul_ps(o0, inverse));
       _mm512_stream_ps(out + j + 16, _mm512_mul_ps(o1, inverse));
     }
@@ -133,7 +135,11 @@ int main() {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
     x.p.get()[i] = static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2 - 1;  // as kiln bench fills inputs
   }
-  auto graph = kiln::ir::parse(fmt::format("graph @softmax(%x: f32[{0},{1}]) {{\n  %y: f32[{0},{1}] = softmax(%x) {{axis=-1}}\n  return %y\n}}\n", kRows, kLength), "softmax.kir");
+  auto graph = kiln::ir::parse(
+      fmt::format(
+          "graph @softmax(%x: f32[{0},{1}]) {{\n  %y: f32[{0},{1}] = softmax(%x) {{axis=-1}}\n  return %y\n}}\n", kRows,
+          kLength),
+      "softmax.kir");
   if (!graph.ok()) return fmt::print(stderr, "{}\n", graph.error().message), 1;
   auto artifact = kiln::compile_to_artifact(*graph, {});
   if (!artifact.ok()) return fmt::print(stderr, "{}\n", artifact.error().message), 1;
@@ -147,10 +153,19 @@ int main() {
     std::function<void()> run;
   };
   auto model_run = [&](Parts parts) {
-    return [&, parts] { on_threads(threads, kRows, [&](int64_t a, int64_t b) { softmax_rows(x.p.get() + a * kLength, y.p.get() + a * kLength, b - a, parts); }); };
+    return [&, parts] {
+      on_threads(threads, kRows, [&](int64_t a, int64_t b) {
+        softmax_rows(x.p.get() + a * kLength, y.p.get() + a * kLength, b - a, parts);
+      });
+    };
   };
   std::vector<Candidate> candidates = {
-      {"memcpy", [&] { on_threads(threads, kRows, [&](int64_t a, int64_t b) { std::memcpy(copy.p.get() + a * kLength, x.p.get() + a * kLength, (b - a) * kLength * 4); }); }},
+      {"memcpy",
+       [&] {
+         on_threads(threads, kRows, [&](int64_t a, int64_t b) {
+           std::memcpy(copy.p.get() + a * kLength, x.p.get() + a * kLength, (b - a) * kLength * 4);
+         });
+       }},
       {"kiln's softmax kernel", [&] { (void)(*model)->run(in, out); }},
       {"model of the schedule", model_run({})},
       {"  without exp", model_run({.exp = false})},
@@ -165,7 +180,8 @@ int main() {
   std::memcpy(from_kiln.data(), y.p.get(), bytes);
   candidates[2].run();
   double worst = 0;
-  for (int64_t i = 0; i < kRows * kLength; ++i) worst = std::max(worst, std::abs(double{y.p.get()[i]} - from_kiln[i]) / from_kiln[i]);
+  for (int64_t i = 0; i < kRows * kLength; ++i)
+    worst = std::max(worst, std::abs(double{y.p.get()[i]} - from_kiln[i]) / from_kiln[i]);
   fmt::print("the model's softmax against kiln's: largest relative difference {:.2g}\n", worst);
   std::vector<std::function<void()>> runs;
   for (const Candidate& c : candidates) runs.push_back(c.run);

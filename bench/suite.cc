@@ -28,13 +28,17 @@ Result<SuiteRow> chain(int n, int64_t elements) {
     prev = next;
   }
   text += "  return %y\n}\n";
-  return from_text(fmt::format("chain{}", n), fmt::format("{} elementwise ops (add, mul, sub, mul, ...), x: f32[{}]", n, elements), text);
+  return from_text(fmt::format("chain{}", n),
+                   fmt::format("{} elementwise ops (add, mul, sub, mul, ...), x: f32[{}]", n, elements), text);
 }
 
 Result<SuiteRow> softmax(int64_t row, int64_t elements) {
   int64_t rows = std::max<int64_t>(1, elements / row);
-  return from_text(fmt::format("softmax_{}", row), fmt::format("softmax over rows, x: f32[{},{}]", rows, row),
-                   fmt::format("graph @softmax(%x: f32[{0},{1}]) {{\n  %y: f32[{0},{1}] = softmax(%x) {{axis=-1}}\n  return %y\n}}\n", rows, row));
+  return from_text(
+      fmt::format("softmax_{}", row), fmt::format("softmax over rows, x: f32[{},{}]", rows, row),
+      fmt::format(
+          "graph @softmax(%x: f32[{0},{1}]) {{\n  %y: f32[{0},{1}] = softmax(%x) {{axis=-1}}\n  return %y\n}}\n", rows,
+          row));
 }
 
 Result<SuiteRow> mlp(bool train, int64_t batch) {
@@ -46,12 +50,19 @@ Result<SuiteRow> mlp(bool train, int64_t batch) {
   if (!train) {
     m.output(logits, "logits");
     KILN_ASSIGN_OR_RETURN(ir::Graph g, m.build());
-    return SuiteRow{"mlp_forward", fmt::format("MLP 784-512-512-10 with relu, forward, x: f32[{},784]", batch), std::move(g), m.initial_values(), {}};
+    return SuiteRow{"mlp_forward",
+                    fmt::format("MLP 784-512-512-10 with relu, forward, x: f32[{},784]", batch),
+                    std::move(g),
+                    m.initial_values(),
+                    {}};
   }
   Tensor labels = m.input("labels", {batch}, ir::DType::I32);
   m.output(cross_entropy(logits, labels), "loss");
   KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam{}));
-  return SuiteRow{"mlp_train_step", "MLP 784-512-512-10 with relu, cross-entropy, one Adam step, " + sizes, std::move(step.graph), {},
+  return SuiteRow{"mlp_train_step",
+                  "MLP 784-512-512-10 with relu, cross-entropy, one Adam step, " + sizes,
+                  std::move(step.graph),
+                  {},
                   std::move(step.initial_state)};
 }
 
@@ -65,24 +76,29 @@ Result<std::vector<SuiteRow>> suite_rows(const std::string& suite, bool quick) {
   const int64_t elements = quick ? int64_t{1} << 16 : int64_t{1} << 26;
   const int64_t rows_4096 = elements / 4096;
   std::vector<Result<SuiteRow>> rows;
-  rows.push_back(from_text("coscos", fmt::format("cos(cos(x)), x: f32[{}]", elements),
-                           fmt::format("graph @coscos(%x: f32[{0}]) {{\n  %a: f32[{0}] = cos(%x)\n  %y: f32[{0}] = cos(%a)\n  return %y\n}}\n", elements)));
+  rows.push_back(from_text(
+      "coscos", fmt::format("cos(cos(x)), x: f32[{}]", elements),
+      fmt::format(
+          "graph @coscos(%x: f32[{0}]) {{\n  %a: f32[{0}] = cos(%x)\n  %y: f32[{0}] = cos(%a)\n  return %y\n}}\n",
+          elements)));
   for (int n : {2, 4, 8, 16}) rows.push_back(chain(n, elements));
-  rows.push_back(from_text(
-      "bias_gelu", fmt::format("gelu(x + b) (erf form), x: f32[{},4096], b: f32[4096]", rows_4096),
-      fmt::format("graph @bias_gelu(%x: f32[{0},4096], %b: f32[4096]) {{\n  %bb: f32[{0},4096] = broadcast(%b) {{shape=[{0},4096], dims=[1]}}\n"
-                  "  %h: f32[{0},4096] = add(%x, %bb)\n  %y: f32[{0},4096] = gelu(%h)\n  return %y\n}}\n",
-                  rows_4096)));
+  rows.push_back(
+      from_text("bias_gelu", fmt::format("gelu(x + b) (erf form), x: f32[{},4096], b: f32[4096]", rows_4096),
+                fmt::format("graph @bias_gelu(%x: f32[{0},4096], %b: f32[4096]) {{\n  %bb: f32[{0},4096] = "
+                            "broadcast(%b) {{shape=[{0},4096], dims=[1]}}\n"
+                            "  %h: f32[{0},4096] = add(%x, %bb)\n  %y: f32[{0},4096] = gelu(%h)\n  return %y\n}}\n",
+                            rows_4096)));
   for (int64_t row : {256, 4096, 32768}) rows.push_back(softmax(row, elements));
-  rows.push_back(from_text(
-      "layernorm", fmt::format("layer_norm over rows, x: f32[{},4096], scale and bias: f32[4096]", rows_4096),
-      fmt::format("graph @layernorm(%x: f32[{0},4096], %s: f32[4096], %b: f32[4096]) {{\n"
-                  "  %y: f32[{0},4096] = layer_norm(%x, %s, %b) {{axis=-1, eps=1e-5}}\n  return %y\n}}\n",
-                  rows_4096)));
+  rows.push_back(
+      from_text("layernorm", fmt::format("layer_norm over rows, x: f32[{},4096], scale and bias: f32[4096]", rows_4096),
+                fmt::format("graph @layernorm(%x: f32[{0},4096], %s: f32[4096], %b: f32[4096]) {{\n"
+                            "  %y: f32[{0},4096] = layer_norm(%x, %s, %b) {{axis=-1, eps=1e-5}}\n  return %y\n}}\n",
+                            rows_4096)));
   rows.push_back(from_text(
       "residual_layernorm", fmt::format("h = x + r; layer_norm(h), returning both, x, r: f32[{},4096]", rows_4096),
       fmt::format("graph @residual_layernorm(%x: f32[{0},4096], %r: f32[{0},4096], %s: f32[4096], %b: f32[4096]) {{\n"
-                  "  %h: f32[{0},4096] = add(%x, %r)\n  %y: f32[{0},4096] = layer_norm(%h, %s, %b) {{axis=-1, eps=1e-5}}\n  return %h, %y\n}}\n",
+                  "  %h: f32[{0},4096] = add(%x, %r)\n  %y: f32[{0},4096] = layer_norm(%h, %s, %b) {{axis=-1, "
+                  "eps=1e-5}}\n  return %h, %y\n}}\n",
                   rows_4096)));
   const int64_t batch = quick ? 32 : 256;
   rows.push_back(mlp(false, batch));

@@ -1,7 +1,7 @@
 #include "compiler/artifact_contents.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "ir/row_class.h"
 #include "runtime/format/target.h"
@@ -19,7 +19,8 @@ KILN_SAME_DTYPE(I32)
 KILN_SAME_DTYPE(I64)
 KILN_SAME_DTYPE(Bool)
 #undef KILN_SAME_DTYPE
-static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ir::DType::Bool), "an element type the artifact lacks");
+static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ir::DType::Bool),
+              "an element type the artifact lacks");
 
 format::DType to_format(ir::DType d) { return static_cast<format::DType>(d); }
 
@@ -59,7 +60,8 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   MatmulCall call;
   auto source = [&](ir::ValueId v, bool& trans) {
     int p = producer[v];
-    if (p >= 0 && g.nodes[p].op == ir::Op::Transpose && std::find(step.nodes.begin(), step.nodes.end(), p) != step.nodes.end()) {
+    if (p >= 0 && g.nodes[p].op == ir::Op::Transpose &&
+        std::find(step.nodes.begin(), step.nodes.end(), p) != step.nodes.end()) {
       trans = true;
       return g.nodes[p].operands[0];
     }
@@ -68,13 +70,15 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   };
   call.a = source(mm->operands[0], call.params.trans_a);
   call.b = source(mm->operands[1], call.params.trans_b);
-  const ir::Shape &as = g.type(mm->operands[0]).shape, &bs = g.type(mm->operands[1]).shape, &cs = g.type(mm->result).shape;
+  const ir::Shape &as = g.type(mm->operands[0]).shape, &bs = g.type(mm->operands[1]).shape,
+                  &cs = g.type(mm->result).shape;
   call.params.m = as[as.size() - 2];
   call.params.k = as.back();
   call.params.n = bs.back();
   // Batch dims, aligned from the right; strides over the stored (source) operands, whose
   // batch dims are those of the matmul operands.
-  std::vector<int64_t> a_st = ir::row_major_strides(g.type(call.a).shape), b_st = ir::row_major_strides(g.type(call.b).shape), c_st = ir::row_major_strides(cs);
+  std::vector<int64_t> a_st = ir::row_major_strides(g.type(call.a).shape),
+                       b_st = ir::row_major_strides(g.type(call.b).shape), c_st = ir::row_major_strides(cs);
   size_t batch = cs.size() - 2;
   for (size_t i = 0; i < batch; ++i) {
     auto stride_of = [&](const ir::Shape& s, const std::vector<int64_t>& st) -> int64_t {
@@ -94,7 +98,8 @@ std::string compiler_version() { return "kiln " + std::string(kVersion); }
 
 Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights,
                                                    const std::string& target, const std::string& ir_text) {
-  if (!g.program || !g.memory) return make_error("artifact: the graph has no program and memory plan; run the default pipeline first");
+  if (!g.program || !g.memory)
+    return make_error("artifact: the graph has no program and memory plan; run the default pipeline first");
   format::ArtifactContents c;
   c.compiler_version = compiler_version();
   c.target = target;
@@ -119,8 +124,8 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       auto it = weights.find(g.value_name(a.value));
       if (it != weights.end()) {
         if (it->second.type != g.type(a.value))
-          return make_error(fmt::format("state %{} is {}, but its initial value is {}", g.value_name(a.value), g.type(a.value).to_string(),
-                                        it->second.type.to_string()));
+          return make_error(fmt::format("state %{} is {}, but its initial value is {}", g.value_name(a.value),
+                                        g.type(a.value).to_string(), it->second.type.to_string()));
         arg.weight = static_cast<int32_t>(c.weights.size());
         c.weights.push_back(ir::tensor_to_bytes(it->second));
       }
@@ -129,10 +134,12 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       const std::string& name = g.value_name(a.value);
       auto it = weights.find(name);
       if (it == weights.end())
-        return make_error(fmt::format("param %{}: {} has no value; give it in the weights (a safetensors file with a tensor named \"{}\")",
-                                      name, g.type(a.value).to_string(), name));
+        return make_error(fmt::format(
+            "param %{}: {} has no value; give it in the weights (a safetensors file with a tensor named \"{}\")", name,
+            g.type(a.value).to_string(), name));
       if (it->second.type != g.type(a.value))
-        return make_error(fmt::format("param %{} is {}, but its weights are {}", name, g.type(a.value).to_string(), it->second.type.to_string()));
+        return make_error(fmt::format("param %{} is {}, but its weights are {}", name, g.type(a.value).to_string(),
+                                      it->second.type.to_string()));
       arg.kind = format::ArgKind::Param;
       arg.weight = static_cast<int32_t>(c.weights.size());
       c.weights.push_back(ir::tensor_to_bytes(it->second));
@@ -157,8 +164,9 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   }
   for (ir::ValueId v : g.results) c.results.push_back(value(v));
   for (const ir::Buffer& b : g.memory->buffers)
-    c.buffers.push_back({value(b.value), to_format(b.home), static_cast<uint64_t>(b.offset), static_cast<uint64_t>(b.bytes),
-                         b.first_step, b.last_step, b.in_place_of >= 0 ? static_cast<int32_t>(value(b.in_place_of)) : -1,
+    c.buffers.push_back({value(b.value), to_format(b.home), static_cast<uint64_t>(b.offset),
+                         static_cast<uint64_t>(b.bytes), b.first_step, b.last_step,
+                         b.in_place_of >= 0 ? static_cast<int32_t>(value(b.in_place_of)) : -1,
                          b.state >= 0 ? static_cast<int32_t>(value(b.state)) : -1});
   for (auto [state, v] : g.memory->state_copies) c.state_copies.emplace_back(value(state), value(v));
   return c;

@@ -22,7 +22,8 @@ std::string compiler_version();
 /// compiler/weights.h matches them), and `ir_text`. Code objects are the code
 /// generator's to add. A param with no value is an error naming it; state without one
 /// starts at zero.
-Result<format::ArtifactContents> artifact_contents(const ir::Graph& planned, const std::map<std::string, ir::Tensor>& weights,
+Result<format::ArtifactContents> artifact_contents(const ir::Graph& planned,
+                                                   const std::map<std::string, ir::Tensor>& weights,
                                                    const std::string& target, const std::string& ir_text);
 
 }  // namespace kiln

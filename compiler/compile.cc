@@ -1,7 +1,7 @@
 #include "compiler/compile.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/cpu_target.h"
@@ -34,7 +34,9 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
 
 // The lowest architecture: the least a GPU needs to run the artifact's cubin.
 std::string lowest_arch(const std::vector<std::string>& archs) {
-  return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return format::cuda_arch_number(a) < format::cuda_arch_number(b); });
+  return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) {
+    return format::cuda_arch_number(a) < format::cuda_arch_number(b);
+  });
 }
 
 Result<std::string> cuda_artifact_target(const CompileOptions& options) {
@@ -57,7 +59,8 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
   nvrtc.archs = options.cuda_archs;
   nvrtc.use_cache = options.use_compile_cache;
   nvrtc.verbose = options.verbose;
-  KILN_ASSIGN_OR_RETURN(std::vector<codegen::cuda::CodeObject> objects, codegen::cuda::compile_program(program.kernels, nvrtc));
+  KILN_ASSIGN_OR_RETURN(std::vector<codegen::cuda::CodeObject> objects,
+                        codegen::cuda::compile_program(program.kernels, nvrtc));
   for (auto& o : objects) contents.code.push_back({o.kind, o.arch, std::move(o.bytes), {}, {}});
   std::string archs;
   for (const std::string& a : options.cuda_archs) archs += (archs.empty() ? "" : ",") + a;
@@ -140,7 +143,8 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
   KILN_ASSIGN_OR_RETURN(const CompileTarget* compile_target, find_target(options.target));
   KILN_ASSIGN_OR_RETURN(std::string target, compile_target->artifact_target(options));
-  KILN_ASSIGN_OR_RETURN(auto weights, match_weights(graph, options.weights, {options.convert_weight_dtypes, options.allow_unused_weights}));
+  KILN_ASSIGN_OR_RETURN(auto weights, match_weights(graph, options.weights,
+                                                    {options.convert_weight_dtypes, options.allow_unused_weights}));
   KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, weights, target, ir::print(graph)));
   KILN_RETURN_IF_ERROR(compile_target->add_code(g, options, contents));
   if (!options.fuse) contents.flags.push_back("--no-fusion");

@@ -1,7 +1,7 @@
 #include "compiler/model.h"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 #include "ir/builder.h"
 #include "ir/verifier.h"
@@ -100,13 +100,16 @@ void Model::fail(std::string message) {
   if (!state_->error) state_->error = make_error(fmt::format("model @{}: {}", state_->graph.name, message));
 }
 
-Tensor Model::add_arg(const std::string& name, ir::Shape shape, ir::DType dtype, ir::ArgKind kind, std::optional<Init> init) {
+Tensor Model::add_arg(const std::string& name, ir::Shape shape, ir::DType dtype, ir::ArgKind kind,
+                      std::optional<Init> init) {
   if (state_->graph.find_arg(name)) {
     fail(fmt::format("argument %{} is declared twice", name));
     return {};
   }
   ir::TensorType type{dtype, std::move(shape)};
-  if (init) state_->initial_values[name] = ir::Tensor::from_doubles(type, initial_data(*init, type.shape, hash_name(state_->seed, name)));
+  if (init)
+    state_->initial_values[name] =
+        ir::Tensor::from_doubles(type, initial_data(*init, type.shape, hash_name(state_->seed, name)));
   return Tensor(this, ir::GraphBuilder(state_->graph).arg(name, std::move(type), kind));
 }
 
@@ -192,16 +195,19 @@ Tensor Model::iota(ir::Shape shape, int64_t axis, ir::DType dtype) {
   return record(ir::GraphBuilder(state_->graph).add(ir::Op::Iota, {}, std::move(attrs), dtype));
 }
 
-Result<ir::Graph> Model::build_function(const std::string& name, const std::vector<ir::TensorType>& args,
-                                        const std::function<std::vector<Tensor>(Model&, const std::vector<Tensor>&)>& body) {
+Result<ir::Graph> Model::build_function(
+    const std::string& name, const std::vector<ir::TensorType>& args,
+    const std::function<std::vector<Tensor>(Model&, const std::vector<Tensor>&)>& body) {
   Model fn(name, state_->seed);
   fn.state_->graph.functions = state_->graph.functions;  // a body may call functions defined before it
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < args.size(); ++i) inputs.push_back(fn.input(fmt::format("in{}", i), args[i].shape, args[i].dtype));
+  for (size_t i = 0; i < args.size(); ++i)
+    inputs.push_back(fn.input(fmt::format("in{}", i), args[i].shape, args[i].dtype));
   for (Tensor out : body(fn, inputs)) fn.output(out);
   KILN_ASSIGN_OR_RETURN(ir::Graph graph, fn.build());
   // Functions the body defined join this model's; a function holds none of its own.
-  for (size_t i = state_->graph.functions.size(); i < graph.functions.size(); ++i) state_->graph.functions.push_back(graph.functions[i]);
+  for (size_t i = state_->graph.functions.size(); i < graph.functions.size(); ++i)
+    state_->graph.functions.push_back(graph.functions[i]);
   graph.functions.clear();
   return graph;
 }
@@ -215,7 +221,8 @@ Tensor Model::function(const std::string& name, const std::vector<Tensor>& input
   }
   std::string backward_name = name + ".backward";
   if (!state_->graph.find_function(name)) {
-    auto forward = build_function(name, types, [&](Model& fn, const std::vector<Tensor>& in) { return std::vector<Tensor>{body(fn, in)}; });
+    auto forward = build_function(
+        name, types, [&](Model& fn, const std::vector<Tensor>& in) { return std::vector<Tensor>{body(fn, in)}; });
     if (!forward.ok()) {
       fail(fmt::format("function @{}: {}", name, forward.error().message));
       return {};
@@ -243,7 +250,8 @@ Tensor Model::function(const std::string& name, const std::vector<Tensor>& input
 
 Result<ir::Graph> Model::build() const {
   if (state_->error) return *state_->error;
-  if (state_->graph.results.empty()) return make_error(fmt::format("model @{}: no outputs; call output() first", state_->graph.name));
+  if (state_->graph.results.empty())
+    return make_error(fmt::format("model @{}: no outputs; call output() first", state_->graph.name));
   KILN_RETURN_IF_ERROR(ir::verify(state_->graph));
   return state_->graph;
 }

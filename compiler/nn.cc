@@ -4,10 +4,12 @@
 
 namespace kiln::nn {
 
-Linear::Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, bool has_bias, Init init)
+Linear::Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, bool has_bias,
+               Init init)
     : Linear(model, name, in_features, out_features, LinearOptions{has_bias, init, WeightLayout::InOut}) {}
 
-Linear::Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, const LinearOptions& options)
+Linear::Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features,
+               const LinearOptions& options)
     : layout_(options.layout) {
   Init init = options.init;
   init.out_in = options.layout == WeightLayout::OutIn;

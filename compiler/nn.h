@@ -36,7 +36,8 @@ class Linear : public Module {
  public:
   Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, bool bias = true,
          Init init = Init::kaiming_uniform());
-  Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features, const LinearOptions& options);
+  Linear(Model& model, const std::string& name, int64_t in_features, int64_t out_features,
+         const LinearOptions& options);
   Tensor operator()(Tensor x) override;
   Tensor weight, bias;  ///< bias is invalid when constructed without one
 
@@ -78,7 +79,9 @@ class Sequential : public Module {
   /// Appends a module; returns *this for chaining.
   Sequential& add(std::unique_ptr<Module> module);
   template <class M, class... Args>
-  Sequential& emplace(Args&&... args) { return add(std::make_unique<M>(std::forward<Args>(args)...)); }
+  Sequential& emplace(Args&&... args) {
+    return add(std::make_unique<M>(std::forward<Args>(args)...));
+  }
   Tensor operator()(Tensor x) override;
   size_t size() const { return modules_.size(); }
 

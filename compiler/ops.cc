@@ -149,9 +149,15 @@ Tensor operator-(double a, Tensor b) { return with_scalar(Op::Sub, b, a, true); 
 Tensor operator*(double a, Tensor b) { return with_scalar(Op::Mul, b, a, true); }
 Tensor operator/(double a, Tensor b) { return with_scalar(Op::Div, b, a, true); }
 
-Tensor reduce_sum(Tensor x, std::vector<int64_t> axes, bool keepdims) { return reduction(Op::ReduceSum, x, std::move(axes), keepdims); }
-Tensor reduce_max(Tensor x, std::vector<int64_t> axes, bool keepdims) { return reduction(Op::ReduceMax, x, std::move(axes), keepdims); }
-Tensor reduce_min(Tensor x, std::vector<int64_t> axes, bool keepdims) { return reduction(Op::ReduceMin, x, std::move(axes), keepdims); }
+Tensor reduce_sum(Tensor x, std::vector<int64_t> axes, bool keepdims) {
+  return reduction(Op::ReduceSum, x, std::move(axes), keepdims);
+}
+Tensor reduce_max(Tensor x, std::vector<int64_t> axes, bool keepdims) {
+  return reduction(Op::ReduceMax, x, std::move(axes), keepdims);
+}
+Tensor reduce_min(Tensor x, std::vector<int64_t> axes, bool keepdims) {
+  return reduction(Op::ReduceMin, x, std::move(axes), keepdims);
+}
 
 Tensor mean(Tensor x, std::vector<int64_t> axes, bool keepdims) {
   if (!x.valid()) return x;
@@ -166,7 +172,9 @@ Tensor mean(Tensor x, std::vector<int64_t> axes, bool keepdims) {
 
 Tensor argmax(Tensor x, int64_t axis) { return with_attr(Op::Argmax, {x}, attr("axis", axis)); }
 Tensor reshape(Tensor x, ir::Shape shape) { return with_attr(Op::Reshape, {x}, attr("shape", std::move(shape))); }
-Tensor transpose(Tensor x, std::vector<int64_t> perm) { return with_attr(Op::Transpose, {x}, attr("perm", std::move(perm))); }
+Tensor transpose(Tensor x, std::vector<int64_t> perm) {
+  return with_attr(Op::Transpose, {x}, attr("perm", std::move(perm)));
+}
 
 Tensor slice(Tensor x, std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> strides) {
   ir::Attrs attrs;
@@ -181,7 +189,9 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
   return with_attr(Op::Concat, parts, attr("axis", axis));
 }
 
-Tensor gather(Tensor table, Tensor indices, int64_t axis) { return with_attr(Op::Gather, {table, indices}, attr("axis", axis)); }
+Tensor gather(Tensor table, Tensor indices, int64_t axis) {
+  return with_attr(Op::Gather, {table, indices}, attr("axis", axis));
+}
 Tensor scatter_add(Tensor base, Tensor indices, Tensor updates, int64_t axis) {
   return with_attr(Op::ScatterAdd, {base, indices, updates}, attr("axis", axis));
 }

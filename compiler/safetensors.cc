@@ -19,13 +19,15 @@ std::optional<ir::DType> dtype_of(const std::string& s) {
 
 }  // namespace
 
-Result<std::map<std::string, ir::Tensor>> tensors_from_safetensors(const std::vector<format::SafetensorsTensor>& tensors, std::string_view source) {
+Result<std::map<std::string, ir::Tensor>> tensors_from_safetensors(
+    const std::vector<format::SafetensorsTensor>& tensors, std::string_view source) {
   std::map<std::string, ir::Tensor> out;
   for (const format::SafetensorsTensor& t : tensors) {
     auto dtype = dtype_of(t.dtype);
     if (!dtype)
-      return make_error(fmt::format("{}: tensor \"{}\" has dtype {}, which kiln does not read (F32, F64, F16, BF16, I32, I64, BOOL)", source,
-                                    t.name, t.dtype));
+      return make_error(
+          fmt::format("{}: tensor \"{}\" has dtype {}, which kiln does not read (F32, F64, F16, BF16, I32, I64, BOOL)",
+                      source, t.name, t.dtype));
     out[t.name] = ir::tensor_from_bytes({*dtype, t.shape}, t.data.data());
   }
   return out;

@@ -14,7 +14,8 @@ namespace kiln {
 
 /// The tensors of a safetensors file as interpreter tensors, by name. A dtype kiln has
 /// no element type for (I8, U8, F8_E4M3, ...) is an error naming the tensor.
-Result<std::map<std::string, ir::Tensor>> tensors_from_safetensors(const std::vector<format::SafetensorsTensor>& tensors, std::string_view source);
+Result<std::map<std::string, ir::Tensor>> tensors_from_safetensors(
+    const std::vector<format::SafetensorsTensor>& tensors, std::string_view source);
 
 /// Parses safetensors bytes into tensors by name (format/safetensors.h validates them);
 /// `source` names the file in errors.

@@ -92,14 +92,18 @@ Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimize
   std::vector<std::string> weights;
   for (const ir::Arg& a : g.args) {
     if (a.kind == ir::ArgKind::State)
-      return make_error(fmt::format("training step of @{}: the model already has state %{}; declare trained weights with "
-                                    "param, and the step makes them state", g.name, g.value_name(a.value)));
+      return make_error(
+          fmt::format("training step of @{}: the model already has state %{}; declare trained weights with "
+                      "param, and the step makes them state",
+                      g.name, g.value_name(a.value)));
     if (a.kind == ir::ArgKind::Param && ir::is_float(g.type(a.value).dtype)) weights.push_back(g.value_name(a.value));
   }
-  if (weights.empty()) return make_error(fmt::format("training step of @{}: the model has no floating-point params to train", g.name));
+  if (weights.empty())
+    return make_error(fmt::format("training step of @{}: the model has no floating-point params to train", g.name));
   size_t outputs = g.results.size();
   auto differentiated = passes::AutodiffPass(weights).run(g);
-  if (!differentiated.ok()) return make_error(fmt::format("training step of @{}: {}", g.name, differentiated.error().message));
+  if (!differentiated.ok())
+    return make_error(fmt::format("training step of @{}: {}", g.name, differentiated.error().message));
 
   TrainStep step;
   std::vector<Trained> params;

@@ -26,7 +26,8 @@ struct WeightsOptions {
 /// exactly its argument's type (converted where asked). Shapes must match; a tensor
 /// named for a plain input, or for nothing, is an error unless `allow_unused`. Params
 /// without a tensor are left for the caller to refuse; state without one starts at zero.
-Result<std::map<std::string, ir::Tensor>> match_weights(const ir::Graph& graph, const std::map<std::string, ir::Tensor>& weights,
+Result<std::map<std::string, ir::Tensor>> match_weights(const ir::Graph& graph,
+                                                        const std::map<std::string, ir::Tensor>& weights,
                                                         const WeightsOptions& options);
 
 }  // namespace kiln

@@ -31,12 +31,13 @@ int main(int argc, char** argv) {
     std::vector<float> values;
     for (float v; numbers >> v;) values.push_back(v);
     if (static_cast<int64_t>(values.size()) != info.elements()) {
-      std::printf("error: expected %lld numbers for %%%s: %s\n", static_cast<long long>(info.elements()), info.name.c_str(),
-                  info.type_string().c_str());
+      std::printf("error: expected %lld numbers for %%%s: %s\n", static_cast<long long>(info.elements()),
+                  info.name.c_str(), info.type_string().c_str());
       continue;
     }
-    kiln::runtime::HostTensor input{info, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(values.data()),
-                                                               reinterpret_cast<uint8_t*>(values.data() + values.size()))};
+    kiln::runtime::HostTensor input{info,
+                                    std::vector<uint8_t>(reinterpret_cast<uint8_t*>(values.data()),
+                                                         reinterpret_cast<uint8_t*>(values.data() + values.size()))};
     auto outputs = (*model)->run({{info.name, input}});
     if (!outputs.ok()) {
       std::printf("error: %s\n", outputs.error().message.c_str());

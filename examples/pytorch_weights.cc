@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
   float input[8];
   for (int i = 0; i < 8; ++i) input[i] = static_cast<float>(i) / 8;
   float y[6];
-  kiln::Status ran = (*loaded)->run({{"x", std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(input), sizeof input)}},
-                                    {{"y", std::span<uint8_t>(reinterpret_cast<uint8_t*>(y), sizeof y)}});
+  kiln::Status ran =
+      (*loaded)->run({{"x", std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(input), sizeof input)}},
+                     {{"y", std::span<uint8_t>(reinterpret_cast<uint8_t*>(y), sizeof y)}});
   if (!ran.ok()) {
     std::fprintf(stderr, "pytorch_weights: %s\n", ran.error().message.c_str());
     return 1;

@@ -1,11 +1,11 @@
 // kiln quickstart: build a small MLP with the model-definition API, print its IR,
 // compile it to an artifact, load that with the runtime and run it, and check it
 // against the reference interpreter.
+#include <fmt/format.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 
 #include "compiler/compile.h"
@@ -55,7 +55,8 @@ int main() {
     return 1;
   }
   const char* path = "quickstart_mlp.kiln";
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(artifact->data()), static_cast<std::streamsize>(artifact->size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(artifact->data()), static_cast<std::streamsize>(artifact->size()));
   fmt::print("== compiled to {} ({} bytes) ==\n\n", path, artifact->size());
 
   // 4. Load it with the runtime (no compiler needed in a service) and run it on a
@@ -77,7 +78,8 @@ int main() {
   const auto& probs = (*outputs)[0];
   const float* p = reinterpret_cast<const float*>(probs.data.data());
   fmt::print("== class probabilities ({}), from the runtime ==\n", probs.info.type_string());
-  for (int row = 0; row < 4; ++row) fmt::print("  row {}: {:.4f} {:.4f} {:.4f}\n", row, p[row * 3], p[row * 3 + 1], p[row * 3 + 2]);
+  for (int row = 0; row < 4; ++row)
+    fmt::print("  row {}: {:.4f} {:.4f} {:.4f}\n", row, p[row * 3], p[row * 3 + 1], p[row * 3 + 2]);
 
   // 5. The reference interpreter agrees.
   std::map<std::string, kiln::ir::Tensor> inputs = model.initial_values();

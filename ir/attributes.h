@@ -29,8 +29,7 @@ struct Literal {
 };
 
 /// One attribute value; the alternative matches AttrKind's order.
-using AttrValue =
-    std::variant<int64_t, std::vector<int64_t>, double, bool, std::string, DType, Literal>;
+using AttrValue = std::variant<int64_t, std::vector<int64_t>, double, bool, std::string, DType, Literal>;
 
 /// The AttrKind an AttrValue holds.
 AttrKind attr_value_kind(const AttrValue& value);

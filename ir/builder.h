@@ -5,8 +5,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "ir/graph.h"
 #include "base/result.h"
+#include "ir/graph.h"
 
 namespace kiln::ir {
 

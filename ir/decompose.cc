@@ -30,7 +30,8 @@ ValueId softmax(GraphBuilder& b, const Node& n) {
   Shape shape = b.type(x).shape;
   int64_t axis = *normalize_axis(n.attrs.get_int("axis", -1), static_cast<int64_t>(shape.size()));
   ValueId e = b.unary(Op::Exp, b.binary(Op::Sub, x, row_max(b, x, axis)));
-  ValueId s = b.broadcast(b.reduce(Op::ReduceSum, e, {axis}), shape, all_dims_except(static_cast<int64_t>(shape.size()), axis));
+  ValueId s =
+      b.broadcast(b.reduce(Op::ReduceSum, e, {axis}), shape, all_dims_except(static_cast<int64_t>(shape.size()), axis));
   return b.binary(Op::Div, e, s);
 }
 
@@ -38,7 +39,8 @@ ValueId log_softmax_of(GraphBuilder& b, ValueId x, int64_t axis) {
   Shape shape = b.type(x).shape;
   ValueId z = b.binary(Op::Sub, x, row_max(b, x, axis));
   ValueId s = b.reduce(Op::ReduceSum, b.unary(Op::Exp, z), {axis});
-  return b.binary(Op::Sub, z, b.broadcast(b.unary(Op::Log, s), shape, all_dims_except(static_cast<int64_t>(shape.size()), axis)));
+  return b.binary(Op::Sub, z,
+                  b.broadcast(b.unary(Op::Log, s), shape, all_dims_except(static_cast<int64_t>(shape.size()), axis)));
 }
 
 ValueId log_softmax(GraphBuilder& b, const Node& n) {

@@ -37,7 +37,8 @@ std::string to_dot(const Graph& g) {
       for (int n : step.nodes) ++uses[n];
     for (size_t s = 0; s < g.program->steps.size(); ++s) {
       const Step& step = g.program->steps[s];
-      out += fmt::format("  subgraph cluster_{} {{\n    label=\"{} ({})\";\n", s, escape(step.name), step_kind_name(step.kind));
+      out += fmt::format("  subgraph cluster_{} {{\n    label=\"{} ({})\";\n", s, escape(step.name),
+                         step_kind_name(step.kind));
       for (int n : step.nodes)
         if (uses[n] == 1) out += "    " + node_label(g.nodes[n]);
       out += "  }\n";

@@ -86,7 +86,8 @@ class ElementWalker {
   Index unflatten(V flat, const Shape& shape) {
     Index idx;
     std::vector<int64_t> st = row_major_strides(shape);
-    for (size_t d = 0; d < shape.size(); ++d) idx.dims.push_back(backend().unflatten_dim(flat, st[d], shape[d], d == 0));
+    for (size_t d = 0; d < shape.size(); ++d)
+      idx.dims.push_back(backend().unflatten_dim(flat, st[d], shape[d], d == 0));
     return idx;
   }
 
@@ -114,7 +115,9 @@ class ElementWalker {
     if (std::optional<V> special = backend().special_value(v, key)) {
       result = *special;
     } else if (!computed_here(v)) {
-      if (slot_[v] < 0) return make_error(fmt::format("{}: step {} reads a value it does not list as an input", backend().codegen_name(), step_.name));
+      if (slot_[v] < 0)
+        return make_error(fmt::format("{}: step {} reads a value it does not list as an input",
+                                      backend().codegen_name(), step_.name));
       V flat = flat_of(type(v).shape, idx);
       result = backend().load(v, flat);
     } else {
@@ -142,7 +145,8 @@ class ElementWalker {
       case OpKind::Movement: return movement(n, dims_of(rt.shape, idx));
       default: break;
     }
-    return make_error(fmt::format("{}: {} cannot be computed per element in step {}", backend().codegen_name(), op_name(n.op), step_.name));
+    return make_error(fmt::format("{}: {} cannot be computed per element in step {}", backend().codegen_name(),
+                                  op_name(n.op), step_.name));
   }
 
   Result<V> source(const Node& n, const Index& idx) {
@@ -163,7 +167,8 @@ class ElementWalker {
     const Shape& xs = type(x).shape;
     auto zero = [&] { return backend().index_constant(0); };
     auto affine = [&](const V& i, int64_t start, int64_t step) { return backend().affine(i, start, step); };
-    if (auto source = movement_source(n, xs, out.dims, zero, affine)) return value_at(x, Index{V{}, std::move(*source)});
+    if (auto source = movement_source(n, xs, out.dims, zero, affine))
+      return value_at(x, Index{V{}, std::move(*source)});
     switch (n.op) {
       case Op::Reshape: return value_at(x, unflatten(flat_of(rt.shape, out), xs));
       case Op::Gather: {

@@ -1,8 +1,8 @@
 #include "ir/interpreter.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <optional>
 
@@ -34,14 +34,21 @@ void for_each_strided(const Shape& shape, const std::vector<int64_t>& strides, i
 // out[k] = in[src(k)] for a movement op described by strides over the output shape.
 Tensor move_strided(const Tensor& in, const TensorType& out_type, const std::vector<int64_t>& strides, int64_t base) {
   Tensor out = Tensor::zeros(out_type);
-  if (in.holds_floats()) for_each_strided(out_type.shape, strides, base, [&](int64_t k, int64_t s) { out.floats[k] = in.floats[s]; });
+  if (in.holds_floats())
+    for_each_strided(out_type.shape, strides, base, [&](int64_t k, int64_t s) { out.floats[k] = in.floats[s]; });
   else for_each_strided(out_type.shape, strides, base, [&](int64_t k, int64_t s) { out.ints[k] = in.ints[s]; });
   return out;
 }
 
-int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrap_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
 
 int64_t int_pow(int64_t base, int64_t exp) {
   if (exp < 0) return base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
@@ -107,7 +114,12 @@ std::optional<double> float_binary(Op op, double a, double b) {
     case Op::Pow: return std::pow(a, b);
     case Op::Maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
     case Op::Minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return compare(op, a, b);
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge: return compare(op, a, b);
     default: return std::nullopt;
   }
 }
@@ -121,7 +133,12 @@ std::optional<int64_t> int_binary(Op op, int64_t a, int64_t b) {
     case Op::Pow: return int_pow(a, b);
     case Op::Maximum: return std::max(a, b);
     case Op::Minimum: return std::min(a, b);
-    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return compare(op, a, b);
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge: return compare(op, a, b);
     case Op::And: return a && b;
     case Op::Or: return a || b;
     default: return std::nullopt;
@@ -161,7 +178,9 @@ Result<Tensor> elementwise(Op op, std::span<const Tensor* const> in, const Tenso
     return out;
   }
   const Tensor& a = *in[0];
-  auto missing = [&](const char* what) { return make_error(fmt::format("interpreter: {} has no {} case", op_name(op), what)); };
+  auto missing = [&](const char* what) {
+    return make_error(fmt::format("interpreter: {} has no {} case", op_name(op), what));
+  };
   if (in.size() == 1) {
     for (int64_t k = 0; k < n; ++k) {
       if (a.holds_floats()) {
@@ -217,11 +236,15 @@ Tensor reduce(Op op, const Tensor& x, const Attrs& attrs, const TensorType& rt) 
     });
     for (int64_t k = 0; k < n; ++k) out.floats[k] = round_to_dtype(rt.dtype, acc[k]);
   } else {
-    int64_t init = op == Op::ReduceSum ? 0 : op == Op::ReduceMax ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    int64_t init = op == Op::ReduceSum   ? 0
+                   : op == Op::ReduceMax ? std::numeric_limits<int64_t>::min()
+                                         : std::numeric_limits<int64_t>::max();
     std::vector<int64_t> acc(static_cast<size_t>(n), init);
     for_each_strided(x.type.shape, strides, 0, [&](int64_t k, int64_t o) {
       int64_t v = x.ints[k];
-      acc[o] = op == Op::ReduceSum ? wrap_add(acc[o], v) : op == Op::ReduceMax ? std::max(acc[o], v) : std::min(acc[o], v);
+      acc[o] = op == Op::ReduceSum   ? wrap_add(acc[o], v)
+               : op == Op::ReduceMax ? std::max(acc[o], v)
+                                     : std::min(acc[o], v);
     });
     for (int64_t k = 0; k < n; ++k) out.ints[k] = wrap_to_dtype(rt.dtype, acc[k]);
   }
@@ -308,7 +331,8 @@ Status for_each_indexed(Op op, const Shape& table_shape, const Tensor& idx, cons
   for (int64_t i = 0; i < count; ++i) {
     int64_t j = idx.ints[i];
     if (j < -s.extent || j >= s.extent)
-      return make_error(fmt::format("{}: index {} is out of range for axis {} of size {}", op_name(op), j, axis, s.extent));
+      return make_error(
+          fmt::format("{}: index {} is out of range for axis {} of size {}", op_name(op), j, axis, s.extent));
     if (j < 0) j += s.extent;
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t in = 0; in < s.inner; ++in) f((o * count + i) * s.inner + in, (o * s.extent + j) * s.inner + in);
@@ -370,7 +394,8 @@ Tensor movement(Op op, const Tensor& x, const Attrs& attrs, const TensorType& rt
       if (x.type.shape[i] != 1) strides[dims[i]] = in_strides[i];
   } else {  // slice
     const auto& starts = attrs.get_ints("starts");
-    std::vector<int64_t> steps = attrs.has("strides") ? attrs.get_ints("strides") : std::vector<int64_t>(strides.size(), 1);
+    std::vector<int64_t> steps =
+        attrs.has("strides") ? attrs.get_ints("strides") : std::vector<int64_t>(strides.size(), 1);
     for (size_t d = 0; d < strides.size(); ++d) {
       strides[d] = in_strides[d] * steps[d];
       base += starts[d] * in_strides[d];
@@ -414,7 +439,8 @@ Status check_inputs(const Graph& g, const std::map<std::string, Tensor>& inputs)
     auto it = inputs.find(name);
     if (it == inputs.end()) return make_error(fmt::format("missing input %{}: {}", name, g.type(a.value).to_string()));
     if (it->second.type != g.type(a.value))
-      return make_error(fmt::format("input %{} must be {}, got {}", name, g.type(a.value).to_string(), it->second.type.to_string()));
+      return make_error(
+          fmt::format("input %{} must be {}, got {}", name, g.type(a.value).to_string(), it->second.type.to_string()));
   }
   for (const auto& [name, tensor] : inputs)
     if (!g.find_arg(name)) return make_error(fmt::format("@{} has no argument %{}", g.name, name));
@@ -425,7 +451,10 @@ Result<Tensor> evaluate_node(const Graph& g, const Node& n, std::span<const Tens
   // Values are held as 8-byte doubles or int64s, whatever their element type.
   const TensorType& type = g.type(n.result);
   const uint64_t bytes = static_cast<uint64_t>(type.num_elements()) * 8;
-  auto what = [&] { return fmt::format("%{} = {}: {} in the interpreter (8 bytes an element)", display_names(g)[n.result], op_name(n.op), type.to_string()); };
+  auto what = [&] {
+    return fmt::format("%{} = {}: {} in the interpreter (8 bytes an element)", display_names(g)[n.result],
+                       op_name(n.op), type.to_string());
+  };
   if (bytes > memory_limit_bytes()) return check_allocation(bytes, what()).error();
   try {
     return evaluate_op(n.op, operands, n.attrs, type);
@@ -437,7 +466,8 @@ Result<Tensor> evaluate_node(const Graph& g, const Node& n, std::span<const Tens
 Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
   Graph decomposed;
   const Graph* g = &graph;
-  if (std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& n) { return op_kind(n.op) == OpKind::Composite; })) {
+  if (std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                  [](const Node& n) { return op_kind(n.op) == OpKind::Composite; })) {
     decomposed = graph;
     decompose_composites(decomposed);
     g = &decomposed;

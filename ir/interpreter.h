@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/graph.h"
 #include "base/result.h"
+#include "ir/graph.h"
 #include "ir/tensor.h"
 
 namespace kiln::ir {

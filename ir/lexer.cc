@@ -1,9 +1,9 @@
 #include "ir/lexer.h"
 
+#include <fmt/format.h>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 
 namespace kiln::ir::lex {
 namespace {
@@ -43,7 +43,11 @@ Token Lexer::next() {
   t.loc = {line_, col_};
   if (pos_ >= text_.size()) return t;
   char c = text_[pos_];
-  auto single = [&](Tok k) { advance(); t.kind = k; return t; };
+  auto single = [&](Tok k) {
+    advance();
+    t.kind = k;
+    return t;
+  };
   switch (c) {
     case '(': return single(Tok::LParen);
     case ')': return single(Tok::RParen);
@@ -82,12 +86,18 @@ Token Lexer::next() {
     return t;
   }
   unsigned char u = static_cast<unsigned char>(c);
-  if (u < 0x20 || u >= 0x7f) throw ParseError{t.loc, fmt::format("unexpected byte 0x{:02x}; a .kir file is ASCII text", u)};
+  if (u < 0x20 || u >= 0x7f)
+    throw ParseError{t.loc, fmt::format("unexpected byte 0x{:02x}; a .kir file is ASCII text", u)};
   throw ParseError{t.loc, fmt::format("unexpected character '{}'", c)};
 }
 
 void Lexer::advance() {
-  if (text_[pos_] == '\n') { ++line_; col_ = 1; } else { ++col_; }
+  if (text_[pos_] == '\n') {
+    ++line_;
+    col_ = 1;
+  } else {
+    ++col_;
+  }
   ++pos_;
 }
 
@@ -108,7 +118,8 @@ std::string_view Lexer::name_chars(Location loc) {
   size_t start = pos_;
   while (pos_ < text_.size() && is_name_char(text_[pos_])) advance();
   if (pos_ - start > limits_.max_identifier)
-    throw ParseError{loc, fmt::format("name is {} characters long, more than the limit of {}", pos_ - start, limits_.max_identifier)};
+    throw ParseError{loc, fmt::format("name is {} characters long, more than the limit of {}", pos_ - start,
+                                      limits_.max_identifier)};
   return text_.substr(start, pos_ - start);
 }
 
@@ -143,7 +154,8 @@ Token Lexer::number(Token& t) {
   const char* last = digits.data() + digits.size();
   if (!is_float) {
     auto [ptr, ec] = std::from_chars(first, last, t.int_value);
-    if (ec == std::errc::result_out_of_range) throw ParseError{t.loc, fmt::format("integer {} does not fit in 64 bits", t.text)};
+    if (ec == std::errc::result_out_of_range)
+      throw ParseError{t.loc, fmt::format("integer {} does not fit in 64 bits", t.text)};
     if (ec != std::errc() || ptr != last) throw ParseError{t.loc, fmt::format("malformed number '{}'", t.text)};
     t.kind = Tok::Int;
     return t;
@@ -167,11 +179,17 @@ Token Lexer::string_token(Token& t) {
     char c = text_[pos_];
     advance();
     if (c == '"') return t;
-    if (c != '\\') { t.str += c; continue; }
+    if (c != '\\') {
+      t.str += c;
+      continue;
+    }
     if (pos_ >= text_.size()) throw ParseError{t.loc, "unterminated string"};
     char e = text_[pos_];
     advance();
-    if (e == '"' || e == '\\') { t.str += e; continue; }
+    if (e == '"' || e == '\\') {
+      t.str += e;
+      continue;
+    }
     if (e == 'x' && pos_ + 2 <= text_.size()) {
       unsigned value = 0;
       auto [ptr, ec] = std::from_chars(text_.data() + pos_, text_.data() + pos_ + 2, value, 16);

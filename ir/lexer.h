@@ -11,7 +11,25 @@
 namespace kiln::ir::lex {
 
 /// Token kinds.
-enum class Tok { End, Percent, At, Ident, Int, Float, String, LParen, RParen, LBrace, RBrace, LBracket, RBracket, Comma, Colon, Equal, Arrow };
+enum class Tok {
+  End,
+  Percent,
+  At,
+  Ident,
+  Int,
+  Float,
+  String,
+  LParen,
+  RParen,
+  LBrace,
+  RBrace,
+  LBracket,
+  RBracket,
+  Comma,
+  Colon,
+  Equal,
+  Arrow
+};
 
 /// What a token kind is, for "expected X" messages.
 std::string_view tok_name(Tok t);

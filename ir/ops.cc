@@ -35,9 +35,8 @@ constexpr size_t kNumOps = std::size(kOps);
 
 AttrKind parse_kind(std::string_view s) {
   constexpr std::pair<std::string_view, AttrKind> kinds[] = {
-      {"int", AttrKind::Int},     {"ints", AttrKind::Ints},     {"float", AttrKind::Float},
-      {"bool", AttrKind::Bool},   {"string", AttrKind::String}, {"dtype", AttrKind::DType},
-      {"literal", AttrKind::Literal}};
+      {"int", AttrKind::Int},       {"ints", AttrKind::Ints},   {"float", AttrKind::Float},    {"bool", AttrKind::Bool},
+      {"string", AttrKind::String}, {"dtype", AttrKind::DType}, {"literal", AttrKind::Literal}};
   for (auto [name, kind] : kinds)
     if (name == s) return kind;
   assert(false && "bad attribute kind in ir/ops.def");
@@ -113,7 +112,8 @@ std::string_view operand_types_text(OperandTypes types) {
     case OperandTypes::Float: return "a floating-point";
     case OperandTypes::Numeric: return "a numeric";
     case OperandTypes::Bool: return "a bool";
-    case OperandTypes::Compared: case OperandTypes::Any: return "any";
+    case OperandTypes::Compared:
+    case OperandTypes::Any: return "any";
   }
   return "?";
 }

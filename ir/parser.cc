@@ -1,8 +1,8 @@
 #include "ir/parser.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <unordered_map>
 
 #include "ir/lexer.h"
@@ -14,8 +14,8 @@ namespace {
 using lex::Lexer;
 using lex::ParseError;
 using lex::Tok;
-using lex::Token;
 using lex::tok_name;
+using lex::Token;
 
 // An attribute value as written, before the op's schema gives it a kind.
 struct RawAttr {
@@ -38,7 +38,8 @@ class Parser {
         if (name.kind == Tok::At && f.name == name.text) fail(fmt::format("function @{} is defined twice", f.name));
       functions.push_back(parse_body());
     }
-    if (tok_.kind != Tok::Ident || tok_.text != "graph") fail(fmt::format("expected 'graph' or 'func', got {}", describe(tok_)));
+    if (tok_.kind != Tok::Ident || tok_.text != "graph")
+      fail(fmt::format("expected 'graph' or 'func', got {}", describe(tok_)));
     next();
     Graph g = parse_body();
     if (tok_.kind != Tok::End) fail(fmt::format("expected end of file after the graph, got {}", describe(tok_)));
@@ -55,7 +56,8 @@ class Parser {
     g_.name = std::string(name.text);
     expect(Tok::LParen);
     if (tok_.kind != Tok::RParen) {
-      do parse_arg(); while (accept(Tok::Comma));
+      do parse_arg();
+      while (accept(Tok::Comma));
     }
     expect(Tok::RParen);
     expect(Tok::LBrace);
@@ -64,11 +66,13 @@ class Parser {
         parse_step();
         continue;
       }
-      if (tok_.kind != Tok::Percent) fail(fmt::format("expected a value definition like '%x: f32[2] = ...' or 'return', got {}", describe(tok_)));
+      if (tok_.kind != Tok::Percent)
+        fail(fmt::format("expected a value definition like '%x: f32[2] = ...' or 'return', got {}", describe(tok_)));
       parse_node();
     }
     next();
-    do g_.results.push_back(use(expect(Tok::Percent))); while (accept(Tok::Comma));
+    do g_.results.push_back(use(expect(Tok::Percent)));
+    while (accept(Tok::Comma));
     expect(Tok::RBrace);
     return std::move(g_);
   }
@@ -79,7 +83,9 @@ class Parser {
     switch (t.kind) {
       case Tok::Percent: return fmt::format("'%{}'", t.text);
       case Tok::At: return fmt::format("'@{}'", t.text);
-      case Tok::Ident: case Tok::Int: case Tok::Float: return fmt::format("'{}'", t.text);
+      case Tok::Ident:
+      case Tok::Int:
+      case Tok::Float: return fmt::format("'{}'", t.text);
       default: return std::string(tok_name(t.kind));
     }
   }
@@ -116,14 +122,16 @@ class Parser {
     expect(Tok::At);
     expect(Tok::LParen);
     if (tok_.kind != Tok::RParen) {
-      do use(expect(Tok::Percent)); while (accept(Tok::Comma));
+      do use(expect(Tok::Percent));
+      while (accept(Tok::Comma));
     }
     expect(Tok::RParen);
     expect(Tok::Arrow);
     expect(Tok::LParen);
     std::vector<Token> outputs;
     if (tok_.kind != Tok::RParen) {
-      do outputs.push_back(expect(Tok::Percent)); while (accept(Tok::Comma));
+      do outputs.push_back(expect(Tok::Percent));
+      while (accept(Tok::Comma));
     }
     expect(Tok::RParen);
     expect(Tok::LBrace);
@@ -135,7 +143,8 @@ class Parser {
   TensorType parse_type() {
     if (tok_.kind != Tok::Ident) fail(fmt::format("expected a type like f32[2,3], got {}", describe(tok_)));
     auto dtype = parse_dtype(tok_.text);
-    if (!dtype) fail(fmt::format("expected an element type (f32, f64, f16, bf16, i32, i64, bool), got '{}'", tok_.text));
+    if (!dtype)
+      fail(fmt::format("expected an element type (f32, f64, f16, bf16, i32, i64, bool), got '{}'", tok_.text));
     const Location start = tok_.loc;
     next();
     TensorType t{*dtype, {}};
@@ -143,21 +152,24 @@ class Parser {
     if (tok_.kind != Tok::RBracket) {
       do {
         Token d = tok_;
-        if (d.kind != Tok::Int || d.int_value < 0) fail(fmt::format("expected a dimension (an integer >= 0), got {}", describe(d)));
+        if (d.kind != Tok::Int || d.int_value < 0)
+          fail(fmt::format("expected a dimension (an integer >= 0), got {}", describe(d)));
         if (t.shape.size() == 16) fail("a type has at most 16 dimensions");
         t.shape.push_back(d.int_value);
         next();
       } while (accept(Tok::Comma));
     }
     expect(Tok::RBracket);
-    if (!dims_within_limit(t.shape)) throw ParseError{start, fmt::format("type {} {}", t.to_string(), dims_limit_error(t.shape))};
+    if (!dims_within_limit(t.shape))
+      throw ParseError{start, fmt::format("type {} {}", t.to_string(), dims_limit_error(t.shape))};
     return t;
   }
 
   ValueId define(const Token& name, TensorType type) {
     auto [it, inserted] = defs_.emplace(std::string(name.text), Def{kNoValue, name.loc});
     if (!inserted)
-      throw ParseError{name.loc, fmt::format("redefinition of %{} (first defined at {}:{})", name.text, it->second.loc.line, it->second.loc.col)};
+      throw ParseError{name.loc, fmt::format("redefinition of %{} (first defined at {}:{})", name.text,
+                                             it->second.loc.line, it->second.loc.col)};
     it->second.id = g_.add_value(std::move(type), std::string(name.text));
     return it->second.id;
   }
@@ -175,7 +187,8 @@ class Parser {
       kind = tok_.text == "param" ? ArgKind::Param : ArgKind::State;
       next();
     }
-    if (tok_.kind != Tok::Percent) fail(fmt::format("expected an argument like '%x: f32[2]' or 'param %w: f32[2]', got {}", describe(tok_)));
+    if (tok_.kind != Tok::Percent)
+      fail(fmt::format("expected an argument like '%x: f32[2]' or 'param %w: f32[2]', got {}", describe(tok_)));
     Token name = expect(Tok::Percent);
     expect(Tok::Colon);
     TensorType type = parse_type();
@@ -194,13 +207,15 @@ class Parser {
     next();
     if (accept(Tok::LParen)) {
       if (tok_.kind != Tok::RParen) {
-        do node.operands.push_back(use(expect(Tok::Percent))); while (accept(Tok::Comma));
+        do node.operands.push_back(use(expect(Tok::Percent)));
+        while (accept(Tok::Comma));
       }
       expect(Tok::RParen);
     }
     if (accept(Tok::LBrace)) {
       if (tok_.kind != Tok::RBrace) {
-        do parse_attr(node); while (accept(Tok::Comma));
+        do parse_attr(node);
+        while (accept(Tok::Comma));
       }
       expect(Tok::RBrace);
     }
@@ -212,11 +227,13 @@ class Parser {
     RawAttr raw;
     raw.token = tok_;
     if (tok_.kind == Tok::LBracket) {
-      if (depth >= limits_.max_nesting) fail(fmt::format("lists nest deeper than the limit of {}", limits_.max_nesting));
+      if (depth >= limits_.max_nesting)
+        fail(fmt::format("lists nest deeper than the limit of {}", limits_.max_nesting));
       raw.is_list = true;
       next();
       if (tok_.kind != Tok::RBracket) {
-        do raw.items.push_back(parse_raw(depth + 1)); while (accept(Tok::Comma));
+        do raw.items.push_back(parse_raw(depth + 1));
+        while (accept(Tok::Comma));
       }
       expect(Tok::RBracket);
       return raw;
@@ -225,7 +242,8 @@ class Parser {
       fail(fmt::format("expected an attribute value, got {}", describe(tok_)));
     // One budget for the whole file bounds the memory raw attribute trees take.
     if (++attr_elements_ > limits_.max_attr_elements)
-      fail(fmt::format("attributes hold more than {} values in all; pass large tensors as params", limits_.max_attr_elements));
+      fail(fmt::format("attributes hold more than {} values in all; pass large tensors as params",
+                       limits_.max_attr_elements));
     next();
     return raw;
   }
@@ -254,7 +272,8 @@ class Parser {
     }
     if (node.attrs.has(name.text)) throw ParseError{name.loc, fmt::format("attribute '{}' is given twice", name.text)};
     auto mistyped = [&](std::string_view want) {
-      return ParseError{raw.token.loc, fmt::format("{}: attribute '{}' must be {}, got {}", op_name(node.op), name.text, want, raw_kind(raw))};
+      return ParseError{raw.token.loc, fmt::format("{}: attribute '{}' must be {}, got {}", op_name(node.op), name.text,
+                                                   want, raw_kind(raw))};
     };
     const Token& t = raw.token;
     AttrValue value;
@@ -278,7 +297,8 @@ class Parser {
         value = t.kind == Tok::Int ? static_cast<double>(t.int_value) : t.float_value;
         break;
       case AttrKind::Bool:
-        if (raw.is_list || t.kind != Tok::Ident || (t.text != "true" && t.text != "false")) throw mistyped("true or false");
+        if (raw.is_list || t.kind != Tok::Ident || (t.text != "true" && t.text != "false"))
+          throw mistyped("true or false");
         value = t.text == "true";
         break;
       case AttrKind::String:
@@ -302,7 +322,8 @@ class Parser {
         // The shape comes from the first element at each depth; a ragged literal whose
         // claimed size overflows is caught here before flattening checks each list.
         int64_t count = 1;
-        for (int64_t d : lit.shape) count = d == 0 ? 0 : (count > limits_.max_attr_elements / d ? limits_.max_attr_elements + 1 : count * d);
+        for (int64_t d : lit.shape)
+          count = d == 0 ? 0 : (count > limits_.max_attr_elements / d ? limits_.max_attr_elements + 1 : count * d);
         if (count > limits_.max_attr_elements)
           throw ParseError{t.loc, fmt::format("literal has more than {} elements", limits_.max_attr_elements)};
         flatten_literal(raw, lit, 0);
@@ -335,7 +356,8 @@ class Parser {
       return;
     }
     if (!raw.is_list || static_cast<int64_t>(raw.items.size()) != lit.shape[dim])
-      throw ParseError{raw.token.loc, fmt::format("literal is ragged: expected a list of {} elements at depth {}", lit.shape[dim], dim)};
+      throw ParseError{raw.token.loc, fmt::format("literal is ragged: expected a list of {} elements at depth {}",
+                                                  lit.shape[dim], dim)};
     for (const RawAttr& item : raw.items) flatten_literal(item, lit, dim + 1);
   }
 
@@ -356,7 +378,8 @@ class Parser {
 
 Result<Graph> parse(std::string_view text, std::string_view filename, const ParseLimits& limits) {
   if (text.size() > limits.max_bytes)
-    return make_error(fmt::format("{}: error: input is {} bytes, more than the limit of {} bytes", filename, text.size(), limits.max_bytes));
+    return make_error(fmt::format("{}: error: input is {} bytes, more than the limit of {} bytes", filename,
+                                  text.size(), limits.max_bytes));
   Graph g;
   try {
     Parser parser(text, limits);

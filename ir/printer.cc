@@ -1,7 +1,7 @@
 #include "ir/printer.h"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 #include <unordered_set>
 
 namespace kiln::ir {

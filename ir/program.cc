@@ -1,7 +1,7 @@
 #include "ir/program.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "base/memory_check.h"
 #include "ir/graph.h"
@@ -60,13 +60,15 @@ Status verify_program(const Graph& g) {
       for (ValueId v : g.nodes[n].operands) {
         if (inside(v)) continue;
         if (std::find(step.inputs.begin(), step.inputs.end(), v) == step.inputs.end())
-          return program_error(g, fmt::format("step {} reads %{} but does not list it as an input", step.name, names[v]));
+          return program_error(g,
+                               fmt::format("step {} reads %{} but does not list it as an input", step.name, names[v]));
         if (available[v] == -2)
           return program_error(g, fmt::format("step {} reads %{} before any step produces it", step.name, names[v]));
       }
     }
     for (ValueId v : step.outputs) {
-      if (!inside(v)) return program_error(g, fmt::format("step {} outputs %{}, which it does not compute", step.name, names[v]));
+      if (!inside(v))
+        return program_error(g, fmt::format("step {} outputs %{}, which it does not compute", step.name, names[v]));
       available[v] = static_cast<int>(s);
     }
   }
@@ -74,7 +76,8 @@ Status verify_program(const Graph& g) {
     if (!is_source(g.nodes[n].op) && step_of[n] < 0)
       return program_error(g, fmt::format("%{} is in no step", names[g.nodes[n].result]));
   for (ValueId v : g.results)
-    if (available[v] == -2) return program_error(g, fmt::format("the result %{} is not an output of any step", names[v]));
+    if (available[v] == -2)
+      return program_error(g, fmt::format("the result %{} is not an output of any step", names[v]));
   return Status::Ok();
 }
 
@@ -90,15 +93,19 @@ Status verify_memory_plan(const Graph& g) {
       const Buffer* b = plan.find(v);
       if (!b) return program_error(g, fmt::format("memory: %{} (output of {}) has no buffer", names[v], step.name));
       int64_t bytes = g.type(v).num_elements() * dtype_size(g.type(v).dtype);
-      if (b->bytes != bytes) return program_error(g, fmt::format("memory: %{} needs {} bytes, its buffer has {}", names[v], bytes, b->bytes));
+      if (b->bytes != bytes)
+        return program_error(g,
+                             fmt::format("memory: %{} needs {} bytes, its buffer has {}", names[v], bytes, b->bytes));
       if (b->first_step != static_cast<int>(s))
-        return program_error(g, fmt::format("memory: %{} is produced at step {} but its buffer starts at {}", names[v], s, b->first_step));
+        return program_error(g, fmt::format("memory: %{} is produced at step {} but its buffer starts at {}", names[v],
+                                            s, b->first_step));
     }
     for (ValueId v : step.inputs) {
       const Buffer* b = plan.find(v);
       if (!b) return program_error(g, fmt::format("memory: %{} (input of {}) has no buffer", names[v], step.name));
       if (b->last_step < static_cast<int>(s))
-        return program_error(g, fmt::format("memory: %{} is read at step {} after its buffer dies at {}", names[v], s, b->last_step));
+        return program_error(
+            g, fmt::format("memory: %{} is read at step {} after its buffer dies at {}", names[v], s, b->last_step));
     }
   }
   std::vector<ArenaBuffer> arena;

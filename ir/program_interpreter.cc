@@ -1,14 +1,15 @@
 // Runs a fused, planned program step by step through a real byte arena, so that fusion
 // and memory planning are checked for correctness before any code generation exists.
-#include <cstring>
 #include <fmt/format.h>
+#include <cstring>
 
 #include "base/allocation.h"
 #include "ir/interpreter.h"
 
 namespace kiln::ir {
 
-Result<std::vector<Tensor>> evaluate_program(const Graph& g, const std::map<std::string, Tensor>& inputs, const StepRunner& runner) {
+Result<std::vector<Tensor>> evaluate_program(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                             const StepRunner& runner) {
   if (!g.program || !g.memory) return make_error("evaluate_program: the graph has no program and memory plan");
   const MemoryPlan& plan = *g.memory;
   KILN_RETURN_IF_ERROR(check_inputs(g, inputs));

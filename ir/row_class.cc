@@ -18,7 +18,9 @@ Shape RowClass::keepdims_shape() const {
   return s;
 }
 
-bool RowClass::is_reduced(size_t dim) const { return std::binary_search(reduced.begin(), reduced.end(), static_cast<int64_t>(dim)); }
+bool RowClass::is_reduced(size_t dim) const {
+  return std::binary_search(reduced.begin(), reduced.end(), static_cast<int64_t>(dim));
+}
 
 bool flat_iteration(const Graph& g, const Step& step) {
   const Shape& shape = g.type(step.outputs[0]).shape;
@@ -41,7 +43,8 @@ std::vector<ValueId> invariant_scalars(const Graph& g, const Step& step) {
     for (ValueId x : node.operands) v = v || varies[x];
     varies[node.result] = v;
     if (v || g.type(node.result).rank() != 0) continue;
-    if (std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId x) { return g.type(x).rank() == 0; })) scalars.push_back(node.result);
+    if (std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId x) { return g.type(x).rank() == 0; }))
+      scalars.push_back(node.result);
   }
   for (ValueId x : step.inputs)
     if (g.type(x).rank() == 0) scalars.push_back(x);

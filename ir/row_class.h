@@ -34,7 +34,8 @@ struct RowClass {
   template <class I>
   std::vector<I> full_index(const std::vector<I>& kept_index, const std::vector<I>& reduced_index) const {
     std::vector<I> full;
-    for (size_t d = 0, k = 0, q = 0; d < this->full.size(); ++d) full.push_back(is_reduced(d) ? reduced_index[q++] : kept_index[k++]);
+    for (size_t d = 0, k = 0, q = 0; d < this->full.size(); ++d)
+      full.push_back(is_reduced(d) ? reduced_index[q++] : kept_index[k++]);
     return full;
   }
   /// An index over keepdims_shape() from one over the kept dims (`zero` at reduced dims).

@@ -1,16 +1,14 @@
 #include "ir/shape_inference.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <cmath>
 #include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 namespace kiln::ir {
 namespace {
 
-Error op_error(Op op, std::string_view message) {
-  return make_error(fmt::format("{}: {}", op_name(op), message));
-}
+Error op_error(Op op, std::string_view message) { return make_error(fmt::format("{}: {}", op_name(op), message)); }
 
 std::string types_string(std::span<const TensorType> types) {
   std::string s;
@@ -22,15 +20,18 @@ Status check_shape_values(Op op, const Shape& shape, std::string_view what) {
   if (shape.size() > 16) return op_error(op, fmt::format("{} has rank {}, more than 16", what, shape.size()));
   for (int64_t d : shape)
     if (d < 0) return op_error(op, fmt::format("{} {} has a negative dimension", what, shape_string(shape)));
-  if (!dims_within_limit(shape)) return op_error(op, fmt::format("{} {} {}", what, shape_string(shape), dims_limit_error(shape)));
+  if (!dims_within_limit(shape))
+    return op_error(op, fmt::format("{} {} {}", what, shape_string(shape), dims_limit_error(shape)));
   return Status::Ok();
 }
 
 // The element types ir/ops.def says the op takes.
 Status check_operand_types(Op op, const TensorType& t) {
   const OperandTypes types = op_operand_types(op);
-  const bool ok = types == OperandTypes::Any || types == OperandTypes::Compared || (types == OperandTypes::Numeric && t.dtype != DType::Bool) ||
-                  (types == OperandTypes::Float && is_float(t.dtype)) || (types == OperandTypes::Bool && t.dtype == DType::Bool);
+  const bool ok = types == OperandTypes::Any || types == OperandTypes::Compared ||
+                  (types == OperandTypes::Numeric && t.dtype != DType::Bool) ||
+                  (types == OperandTypes::Float && is_float(t.dtype)) ||
+                  (types == OperandTypes::Bool && t.dtype == DType::Bool);
   if (ok) return Status::Ok();
   return op_error(op, fmt::format("expected {} operand, got {}", operand_types_text(types), t.to_string()));
 }
@@ -42,8 +43,8 @@ Result<Shape> elementwise_shape(Op op, std::span<const TensorType> in) {
   for (const TensorType& t : in) {
     if (t.rank() == 0) continue;
     if (shape && *shape != t.shape)
-      return op_error(op, fmt::format("operand shapes differ: {} (broadcast explicitly with 'broadcast')",
-                                      types_string(in)));
+      return op_error(
+          op, fmt::format("operand shapes differ: {} (broadcast explicitly with 'broadcast')", types_string(in)));
     shape = &t.shape;
   }
   return shape ? *shape : Shape{};
@@ -92,8 +93,10 @@ Result<TensorType> infer_reduce(Op op, const TensorType& x, const Attrs& attrs) 
 Result<TensorType> infer_argmax(const TensorType& x, const Attrs& attrs) {
   KILN_RETURN_IF_ERROR(check_operand_types(Op::Argmax, x));
   auto axis = normalize_axis(attrs.get_int("axis"), x.rank());
-  if (!axis) return op_error(Op::Argmax, fmt::format("axis {} is out of range for {}", attrs.get_int("axis"), x.to_string()));
-  if (x.shape[*axis] == 0) return op_error(Op::Argmax, fmt::format("cannot take argmax over the empty axis {} of {}", *axis, x.to_string()));
+  if (!axis)
+    return op_error(Op::Argmax, fmt::format("axis {} is out of range for {}", attrs.get_int("axis"), x.to_string()));
+  if (x.shape[*axis] == 0)
+    return op_error(Op::Argmax, fmt::format("cannot take argmax over the empty axis {} of {}", *axis, x.to_string()));
   TensorType out{DType::I64, x.shape};
   out.shape.erase(out.shape.begin() + *axis);
   return out;
@@ -103,7 +106,8 @@ Result<TensorType> infer_argmax(const TensorType& x, const Attrs& attrs) {
 Result<TensorType> gathered_type(Op op, const TensorType& table, const TensorType& idx, const Attrs& attrs) {
   if (!is_int(idx.dtype)) return op_error(op, fmt::format("indices must be i32 or i64, got {}", idx.to_string()));
   auto axis = normalize_axis(attrs.get_int("axis", 0), table.rank());
-  if (!axis) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", 0), table.to_string()));
+  if (!axis)
+    return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", 0), table.to_string()));
   TensorType out{table.dtype, Shape(table.shape.begin(), table.shape.begin() + *axis)};
   out.shape.insert(out.shape.end(), idx.shape.begin(), idx.shape.end());
   out.shape.insert(out.shape.end(), table.shape.begin() + *axis + 1, table.shape.end());
@@ -126,7 +130,8 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
       const auto& perm = attrs.get_ints("perm");
       std::vector<bool> seen(x.shape.size(), false);
       if (perm.size() != x.shape.size())
-        return op_error(op, fmt::format("perm {} has {} entries for {}", shape_string(perm), perm.size(), x.to_string()));
+        return op_error(op,
+                        fmt::format("perm {} has {} entries for {}", shape_string(perm), perm.size(), x.to_string()));
       TensorType out{x.dtype, {}};
       for (int64_t p : perm) {
         if (p < 0 || p >= x.rank() || seen[p])
@@ -141,12 +146,14 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
       const auto& dims = attrs.get_ints("dims");
       KILN_RETURN_IF_ERROR(check_shape_values(op, shape, "shape"));
       if (dims.size() != x.shape.size())
-        return op_error(op, fmt::format("dims {} must have one entry per operand dim of {}", shape_string(dims), x.to_string()));
+        return op_error(
+            op, fmt::format("dims {} must have one entry per operand dim of {}", shape_string(dims), x.to_string()));
       std::vector<bool> used(shape.size(), false);
       for (size_t i = 0; i < dims.size(); ++i) {
         int64_t d = dims[i];
         if (d < 0 || d >= static_cast<int64_t>(shape.size()) || used[d])
-          return op_error(op, fmt::format("dims {} are not distinct dims of the result {}", shape_string(dims), shape_string(shape)));
+          return op_error(op, fmt::format("dims {} are not distinct dims of the result {}", shape_string(dims),
+                                          shape_string(shape)));
         used[d] = true;
         if (x.shape[i] != shape[d] && x.shape[i] != 1)
           return op_error(op, fmt::format("operand dim {} of {} cannot broadcast to result dim {} of {}", i,
@@ -157,14 +164,17 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
     case Op::Slice: {
       const auto& starts = attrs.get_ints("starts");
       const auto& ends = attrs.get_ints("ends");
-      std::vector<int64_t> strides = attrs.has("strides") ? attrs.get_ints("strides") : std::vector<int64_t>(x.shape.size(), 1);
+      std::vector<int64_t> strides =
+          attrs.has("strides") ? attrs.get_ints("strides") : std::vector<int64_t>(x.shape.size(), 1);
       if (starts.size() != x.shape.size() || ends.size() != x.shape.size() || strides.size() != x.shape.size())
         return op_error(op, fmt::format("starts, ends and strides need one entry per dim of {}", x.to_string()));
       TensorType out{x.dtype, {}};
       for (size_t d = 0; d < x.shape.size(); ++d) {
         if (starts[d] < 0 || starts[d] > ends[d] || ends[d] > x.shape[d] || strides[d] < 1)
-          return op_error(op, fmt::format("dim {}: start {}, end {}, stride {} do not fit {} (need 0 <= start <= end <= {}, stride >= 1)",
-                                          d, starts[d], ends[d], strides[d], x.to_string(), x.shape[d]));
+          return op_error(
+              op, fmt::format(
+                      "dim {}: start {}, end {}, stride {} do not fit {} (need 0 <= start <= end <= {}, stride >= 1)",
+                      d, starts[d], ends[d], strides[d], x.to_string(), x.shape[d]));
         // ceil((end - start) / stride), written so that a huge stride cannot overflow.
         const int64_t span = ends[d] - starts[d];
         out.shape.push_back(span / strides[d] + (span % strides[d] != 0 ? 1 : 0));
@@ -173,12 +183,14 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
     }
     case Op::Concat: {
       auto axis = normalize_axis(attrs.get_int("axis"), x.rank());
-      if (!axis) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis"), x.to_string()));
+      if (!axis)
+        return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis"), x.to_string()));
       TensorType out = x;
       for (size_t i = 1; i < in.size(); ++i) {
         bool same = in[i].dtype == x.dtype && in[i].rank() == x.rank();
         for (int64_t d = 0; same && d < x.rank(); ++d) same = d == *axis || in[i].shape[d] == x.shape[d];
-        if (!same) return op_error(op, fmt::format("operands must agree except on axis {}: {}", *axis, types_string(in)));
+        if (!same)
+          return op_error(op, fmt::format("operands must agree except on axis {}: {}", *axis, types_string(in)));
         out.shape[*axis] += in[i].shape[*axis];
       }
       KILN_RETURN_IF_ERROR(check_shape_values(op, out.shape, "result"));
@@ -188,18 +200,20 @@ Result<TensorType> infer_movement(Op op, std::span<const TensorType> in, const A
       KILN_ASSIGN_OR_RETURN(TensorType out, gathered_type(op, x, in[1], attrs));
       // With indices to take and none that could be valid, every index is out of range.
       if (x.shape[*normalize_axis(attrs.get_int("axis", 0), x.rank())] == 0 && in[1].num_elements() > 0)
-        return op_error(op, fmt::format("cannot take from the empty axis {} of {}", *normalize_axis(attrs.get_int("axis", 0), x.rank()), x.to_string()));
+        return op_error(op, fmt::format("cannot take from the empty axis {} of {}",
+                                        *normalize_axis(attrs.get_int("axis", 0), x.rank()), x.to_string()));
       return out;
     }
     case Op::ScatterAdd: {
       KILN_ASSIGN_OR_RETURN(TensorType expected, gathered_type(op, x, in[1], attrs));
       if (in[2] != expected)
-        return op_error(op, fmt::format("updates must be {} for base {} and indices {} on axis {}, got {}", expected.to_string(),
-                                        x.to_string(), in[1].to_string(), *normalize_axis(attrs.get_int("axis", 0), x.rank()),
-                                        in[2].to_string()));
+        return op_error(op, fmt::format("updates must be {} for base {} and indices {} on axis {}, got {}",
+                                        expected.to_string(), x.to_string(), in[1].to_string(),
+                                        *normalize_axis(attrs.get_int("axis", 0), x.rank()), in[2].to_string()));
       KILN_RETURN_IF_ERROR(check_operand_types(op, x));
       if (x.shape[*normalize_axis(attrs.get_int("axis", 0), x.rank())] == 0 && in[1].num_elements() > 0)
-        return op_error(op, fmt::format("cannot add into the empty axis {} of {}", *normalize_axis(attrs.get_int("axis", 0), x.rank()), x.to_string()));
+        return op_error(op, fmt::format("cannot add into the empty axis {} of {}",
+                                        *normalize_axis(attrs.get_int("axis", 0), x.rank()), x.to_string()));
       return x;
     }
     default: return op_error(op, "not a movement op");
@@ -210,7 +224,8 @@ Result<TensorType> infer_matmul(const TensorType& a, const TensorType& b) {
   Op op = Op::Matmul;
   if (a.rank() < 2 || b.rank() < 2)
     return op_error(op, fmt::format("operands need rank >= 2: {} x {}", a.to_string(), b.to_string()));
-  if (a.dtype != b.dtype) return op_error(op, fmt::format("operand element types differ: {} x {}", a.to_string(), b.to_string()));
+  if (a.dtype != b.dtype)
+    return op_error(op, fmt::format("operand element types differ: {} x {}", a.to_string(), b.to_string()));
   KILN_RETURN_IF_ERROR(check_operand_types(op, a));
   if (a.shape.back() != b.shape[b.shape.size() - 2])
     return op_error(op, fmt::format("contracting dims differ: {} x {}", a.to_string(), b.to_string()));
@@ -240,9 +255,11 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
     case Op::Softmax:
     case Op::LogSoftmax: {
       auto axis = normalize_axis(attrs.get_int("axis", -1), x.rank());
-      if (!axis || x.rank() == 0) return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", -1), x.to_string()));
+      if (!axis || x.rank() == 0)
+        return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", -1), x.to_string()));
       // Its decomposition takes the maximum over the axis, which an empty axis has not.
-      if (x.shape[*axis] == 0) return op_error(op, fmt::format("cannot normalize over the empty axis {} of {}", *axis, x.to_string()));
+      if (x.shape[*axis] == 0)
+        return op_error(op, fmt::format("cannot normalize over the empty axis {} of {}", *axis, x.to_string()));
       return x;
     }
     case Op::Gelu: {
@@ -266,7 +283,8 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
       const TensorType &w = in[1], &b = in[2];
       if (x.rank() < 2 || w.rank() != 2 || b.rank() != 1 || w.shape[0] != x.shape.back() || b.shape[0] != w.shape[1] ||
           w.dtype != x.dtype || b.dtype != x.dtype)
-        return op_error(op, fmt::format("expected x[...,in], w[in,out], b[out] of one dtype, got {}", types_string(in)));
+        return op_error(op,
+                        fmt::format("expected x[...,in], w[in,out], b[out] of one dtype, got {}", types_string(in)));
       TensorType out = x;
       out.shape.back() = w.shape[1];
       return out;
@@ -323,7 +341,8 @@ Result<TensorType> infer_call(std::span<const Graph> functions, std::span<const 
   std::vector<TensorType> params;
   for (const Arg& a : callee->args) params.push_back(callee->type(a.value));
   if (params.size() != in.size() || !std::equal(params.begin(), params.end(), in.begin()))
-    return op_error(Op::Call, fmt::format("@{} takes ({}), got ({})", callee_name, types_string(params), types_string(in)));
+    return op_error(Op::Call,
+                    fmt::format("@{} takes ({}), got ({})", callee_name, types_string(params), types_string(in)));
   int64_t index = attrs.get_int("result", 0);
   if (index < 0 || index >= static_cast<int64_t>(callee->results.size()))
     return op_error(Op::Call, fmt::format("result {} is out of range: @{} returns {} value{}", index, callee_name,
@@ -332,7 +351,8 @@ Result<TensorType> infer_call(std::span<const Graph> functions, std::span<const 
   if (!attrs.has("backward")) return out;
   std::string backward_name = attrs.get_string("backward");
   const Graph* backward = find(backward_name);
-  if (!backward) return op_error(Op::Call, fmt::format("no backward function @{} is defined before this call", backward_name));
+  if (!backward)
+    return op_error(Op::Call, fmt::format("no backward function @{} is defined before this call", backward_name));
   std::vector<TensorType> want_args = params, want_results, got_args, got_results;
   want_args.push_back(out);
   for (const TensorType& t : params)
@@ -340,10 +360,12 @@ Result<TensorType> infer_call(std::span<const Graph> functions, std::span<const 
   for (const Arg& a : backward->args) got_args.push_back(backward->type(a.value));
   for (ValueId v : backward->results) got_results.push_back(backward->type(v));
   if (got_args != want_args || got_results != want_results)
-    return op_error(Op::Call, fmt::format("backward @{} must take ({}) and return ({}): the arguments of @{}, the gradient of "
-                                          "its result, and one gradient per floating-point argument; it takes ({}) and returns ({})",
-                                          backward_name, types_string(want_args), types_string(want_results), callee_name,
-                                          types_string(got_args), types_string(got_results)));
+    return op_error(
+        Op::Call,
+        fmt::format("backward @{} must take ({}) and return ({}): the arguments of @{}, the gradient of "
+                    "its result, and one gradient per floating-point argument; it takes ({}) and returns ({})",
+                    backward_name, types_string(want_args), types_string(want_results), callee_name,
+                    types_string(got_args), types_string(got_results)));
   return out;
 }
 
@@ -361,7 +383,8 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
         const Shape& shape = attrs.get_ints("shape");
         KILN_RETURN_IF_ERROR(check_shape_values(op, shape, "shape"));
         if (!normalize_axis(attrs.get_int("axis"), static_cast<int64_t>(shape.size())) || shape.empty())
-          return op_error(op, fmt::format("axis {} is out of range for shape {}", attrs.get_int("axis"), shape_string(shape)));
+          return op_error(
+              op, fmt::format("axis {} is out of range for shape {}", attrs.get_int("axis"), shape_string(shape)));
         if (dtype == DType::Bool) return op_error(op, "iota needs a numeric element type, got bool");
         return TensorType{dtype, shape};
       }
@@ -380,14 +403,15 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case OpKind::Elementwise:
       if (op == Op::Cast) return TensorType{attrs.get_dtype("to"), in[0].shape};
       if (op == Op::Select) {
-        if (in[0].dtype != DType::Bool) return op_error(op, fmt::format("condition must be bool, got {}", in[0].to_string()));
-        if (in[1].dtype != in[2].dtype) return op_error(op, fmt::format("operand element types differ: {}", types_string(in)));
+        if (in[0].dtype != DType::Bool)
+          return op_error(op, fmt::format("condition must be bool, got {}", in[0].to_string()));
+        if (in[1].dtype != in[2].dtype)
+          return op_error(op, fmt::format("operand element types differ: {}", types_string(in)));
         KILN_ASSIGN_OR_RETURN(Shape shape, elementwise_shape(op, in));
         return TensorType{in[1].dtype, shape};
       }
       return in.size() == 1 ? infer_unary(op, in[0]) : infer_binary(op, in);
-    case OpKind::Reduction:
-      return op == Op::Argmax ? infer_argmax(in[0], attrs) : infer_reduce(op, in[0], attrs);
+    case OpKind::Reduction: return op == Op::Argmax ? infer_argmax(in[0], attrs) : infer_reduce(op, in[0], attrs);
     case OpKind::Movement: return infer_movement(op, in, attrs);
     case OpKind::Library: return infer_matmul(in[0], in[1]);
     case OpKind::Composite: return infer_composite(op, in, attrs);

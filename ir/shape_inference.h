@@ -4,10 +4,10 @@
 #include <optional>
 #include <span>
 
+#include "base/result.h"
 #include "ir/attributes.h"
 #include "ir/graph.h"
 #include "ir/ops.h"
-#include "base/result.h"
 #include "ir/types.h"
 
 namespace kiln::ir {

@@ -1,8 +1,8 @@
 #include "ir/types.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace kiln::ir {
 namespace {
@@ -20,7 +20,6 @@ double round_binary(double x, int digits, int min_exp, double max_finite) {
 }
 
 }  // namespace
-
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
@@ -43,17 +42,18 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 int dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::F64: case DType::I64: return 8;
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: return 2;
+    case DType::F64:
+    case DType::I64: return 8;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
     case DType::Bool: return 1;
   }
   return 0;
 }
 
-bool is_float(DType d) {
-  return d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16;
-}
+bool is_float(DType d) { return d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16; }
 
 bool is_int(DType d) { return d == DType::I32 || d == DType::I64; }
 
@@ -71,7 +71,6 @@ std::vector<int64_t> row_major_strides(const Shape& shape) {
 
 std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
-
 double round_to_dtype(DType dtype, double v) {
   switch (dtype) {
     case DType::F64: return v;
@@ -88,8 +87,6 @@ int64_t wrap_to_dtype(DType dtype, int64_t v) {
   return v;
 }
 
-std::string TensorType::to_string() const {
-  return fmt::format("{}{}", dtype_name(dtype), shape_string(shape));
-}
+std::string TensorType::to_string() const { return fmt::format("{}{}", dtype_name(dtype), shape_string(shape)); }
 
 }  // namespace kiln::ir

@@ -38,7 +38,6 @@ int64_t wrap_to_dtype(DType dtype, int64_t value);
 /// A static shape: one extent per dimension, rank 0 for scalars.
 using Shape = std::vector<int64_t>;
 
-
 /// Number of elements of a shape (1 for rank 0). Callers verify shapes first.
 int64_t num_elements(const Shape& shape);
 /// The element stride of each dim of a C-order (row-major) array of this shape.

@@ -1,7 +1,7 @@
 #include "ir/verifier.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <unordered_map>
 
 #include "ir/shape_inference.h"
@@ -25,7 +25,8 @@ Status verify(const Graph& g) {
     const Graph& f = g.functions[i];
     if (!f.functions.empty()) return located_error(f, {}, "a function cannot define functions of its own");
     for (size_t j = 0; j < i; ++j)
-      if (g.functions[j].name == f.name) return located_error(f, {}, fmt::format("function @{} is defined twice", f.name));
+      if (g.functions[j].name == f.name)
+        return located_error(f, {}, fmt::format("function @{} is defined twice", f.name));
     KILN_RETURN_IF_ERROR(verify_body(f, std::span<const Graph>(g.functions).first(i)));
   }
   KILN_RETURN_IF_ERROR(verify_body(g, g.functions));
@@ -49,8 +50,8 @@ Status verify_body(const Graph& g, std::span<const Graph> functions) {
     if (!name.empty()) {
       auto [it, inserted] = names.emplace(name, loc);
       if (!inserted)
-        return located_error(g, loc, fmt::format("redefinition of %{} (first defined at {}:{})", name,
-                                                 it->second.line, it->second.col));
+        return located_error(
+            g, loc, fmt::format("redefinition of %{} (first defined at {}:{})", name, it->second.line, it->second.col));
     }
     return Status::Ok();
   };
@@ -58,15 +59,17 @@ Status verify_body(const Graph& g, std::span<const Graph> functions) {
     KILN_RETURN_IF_ERROR(define(a.value, a.loc));
     const TensorType& t = g.type(a.value);
     if (t.shape.size() > 16 || std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; }))
-      return located_error(g, a.loc, fmt::format("argument %{} has an invalid shape {}", g.value_name(a.value), t.to_string()));
+      return located_error(g, a.loc,
+                           fmt::format("argument %{} has an invalid shape {}", g.value_name(a.value), t.to_string()));
   }
   std::vector<TensorType> operand_types;
   for (const Node& n : g.nodes) {
     operand_types.clear();
     for (ValueId v : n.operands) {
       if (v < 0 || static_cast<size_t>(v) >= n_values || !defined[v])
-        return located_error(g, n.loc, fmt::format("{}: operand %{} is used before it is defined", op_name(n.op),
-                                                   v >= 0 && static_cast<size_t>(v) < n_values ? g.value_name(v) : "?"));
+        return located_error(g, n.loc,
+                             fmt::format("{}: operand %{} is used before it is defined", op_name(n.op),
+                                         v >= 0 && static_cast<size_t>(v) < n_values ? g.value_name(v) : "?"));
       operand_types.push_back(g.type(v));
     }
     KILN_RETURN_IF_ERROR(define(n.result, n.loc));
@@ -77,9 +80,10 @@ Status verify_body(const Graph& g, std::span<const Graph> functions) {
                                      : infer_type(n.op, operand_types, n.attrs, declared.dtype);
     if (!inferred.ok()) return located_error(g, n.loc, inferred.error().message);
     if (*inferred != declared)
-      return located_error(g, n.loc, fmt::format("declared type {} of %{} does not match {} inferred for {}",
-                                                 declared.to_string(), g.value_name(n.result),
-                                                 inferred->to_string(), op_name(n.op)));
+      return located_error(
+          g, n.loc,
+          fmt::format("declared type {} of %{} does not match {} inferred for {}", declared.to_string(),
+                      g.value_name(n.result), inferred->to_string(), op_name(n.op)));
   }
   if (g.results.empty()) return located_error(g, {}, "graph returns nothing");
   for (ValueId v : g.results)

@@ -1,8 +1,8 @@
 // Graph verification: structure, attributes and types.
 #pragma once
 
-#include "ir/graph.h"
 #include "base/result.h"
+#include "ir/graph.h"
 
 namespace kiln::ir {
 

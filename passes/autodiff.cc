@@ -44,7 +44,8 @@ Result<bool> AutodiffPass::run(ir::Graph& g) {
     }
     const ir::TensorType& t = g.type(arg->value);
     if (!ir::is_float(t.dtype))
-      return make_error(fmt::format("autodiff: argument %{} is {}; only floating-point values have gradients", name, t.to_string()));
+      return make_error(
+          fmt::format("autodiff: argument %{} is {}; only floating-point values have gradients", name, t.to_string()));
     if (std::find(wrt.begin(), wrt.end(), arg->value) != wrt.end())
       return make_error(fmt::format("autodiff: --wrt names %{} twice", name));
     for (const ir::Value& v : g.values)
@@ -94,8 +95,9 @@ Result<bool> AutodiffPass::run(ir::Graph& g) {
         std::vector<std::string> names = ir::display_names(g);
         int p = producer[x];
         std::string through = p >= 0 ? describe_node(names, g.nodes[p]) : "%" + names[x];
-        return not_differentiable(wrt[active[x] - 1], through,
-                                  fmt::format("its result %{} is {}, which has no gradient", names[x], g.type(x).to_string()));
+        return not_differentiable(
+            wrt[active[x] - 1], through,
+            fmt::format("its result %{} is {}, which has no gradient", names[x], g.type(x).to_string()));
       }
       grad[x] = grad[x] == ir::kNoValue ? grads[k] : b.binary(Op::Add, grad[x], grads[k]);
       grad.resize(g.values.size(), ir::kNoValue);

@@ -95,8 +95,7 @@ class Canonicalizer {
         if (is_identity_perm(n.attrs.get_ints("perm"))) return ops[0];
         break;
       case Op::Reshape:
-      case Op::Cast:
-        return same_type(ops[0]);
+      case Op::Cast: return same_type(ops[0]);
       case Op::Broadcast:
         if (is_identity_perm(n.attrs.get_ints("dims"))) return same_type(ops[0]);
         break;

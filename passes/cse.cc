@@ -18,7 +18,8 @@ Result<bool> CsePass::run(ir::Graph& g) {
       if (replacement[v] != ir::kNoValue) v = replacement[v];
     const ir::TensorType& t = g.type(n.result);
     std::string key = fmt::format("{}|{}|{}", ir::op_name(n.op), t.to_string(), fmt::join(n.operands, ","));
-    for (const auto& [name, value] : n.attrs.entries()) key += fmt::format("|{}={}", name, ir::format_attr(value, t.dtype));
+    for (const auto& [name, value] : n.attrs.entries())
+      key += fmt::format("|{}={}", name, ir::format_attr(value, t.dtype));
     auto [it, inserted] = seen.emplace(std::move(key), n.result);
     if (inserted) {
       kept.push_back(std::move(n));

@@ -1,7 +1,7 @@
 #include "passes/fusion.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -19,11 +19,11 @@ using ir::ValueId;
 
 struct Group {
   StepKind kind = StepKind::Loop;
-  Shape full;                     // Reduction: the reduced shape S
-  std::vector<int64_t> reduced;   // Reduction: the axes R, sorted
-  std::vector<int> members;       // node indices (sources added at the end); members[0] is the root
-  int ops = 0;                    // members that are not sources
-  int outputs = 1;                // the root, and extra outputs
+  Shape full;                    // Reduction: the reduced shape S
+  std::vector<int64_t> reduced;  // Reduction: the axes R, sorted
+  std::vector<int> members;      // node indices (sources added at the end); members[0] is the root
+  int ops = 0;                   // members that are not sources
+  int outputs = 1;               // the root, and extra outputs
 };
 
 bool is_source(Op op) { return ir::op_kind(op) == OpKind::Source; }
@@ -35,8 +35,8 @@ bool is_loop_op(Op op) {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, bool fuse) : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()),
-                                               is_result_(g.values.size(), 0) {
+  Partitioner(const ir::Graph& g, bool fuse)
+      : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
     for (ValueId v : g.results) is_result_[v] = 1;
@@ -105,7 +105,8 @@ class Partitioner {
     if (users.empty()) return -1;
     std::vector<int> user_groups;
     for (int u : users)
-      if (std::find(user_groups.begin(), user_groups.end(), group_of_[u]) == user_groups.end()) user_groups.push_back(group_of_[u]);
+      if (std::find(user_groups.begin(), user_groups.end(), group_of_[u]) == user_groups.end())
+        user_groups.push_back(group_of_[u]);
     // A matrix transpose feeding only a matmul is folded into the library call (BLAS
     // reads the operand transposed), so it is never copied.
     if (user_groups.size() == 1 && groups_[user_groups[0]].kind == StepKind::Library)
@@ -133,11 +134,13 @@ class Partitioner {
   // An extra output is written once per element of the kernel's iteration space (or once
   // per row), so its shape must be that space's; and no other group reading it may lead
   // back into the kernel.
-  bool extra_output_fits(const Node& n, const Group& grp, int target, const std::vector<int>& user_groups, int node) const {
+  bool extra_output_fits(const Node& n, const Group& grp, int target, const std::vector<int>& user_groups,
+                         int node) const {
     if (grp.outputs + 1 > FusionPass::kMaxOutputs) return false;
     const Shape& s = type(n.result).shape;
     if (grp.kind == StepKind::Loop && s != type(g_.nodes[grp.members[0]].result).shape) return false;
-    if (grp.kind == StepKind::Reduction && s != grp.full && !(row_valued(grp, s) && (!s.empty() || kept_shape(grp, false).empty())))
+    if (grp.kind == StepKind::Reduction && s != grp.full &&
+        !(row_valued(grp, s) && (!s.empty() || kept_shape(grp, false).empty())))
       return false;
     for (int h : user_groups)
       if (h != target && reaches(h, target, node)) return false;
@@ -394,7 +397,9 @@ Result<bool> FusionPass::run(ir::Graph& g) {
       if (!is_source(g.nodes[m].op) || grp.members.size() == 1) last = std::max(last, m);
     return last;
   };
-  auto contains = [&](size_t i, int node) { return std::binary_search(groups[i].members.begin(), groups[i].members.end(), node); };
+  auto contains = [&](size_t i, int node) {
+    return std::binary_search(groups[i].members.begin(), groups[i].members.end(), node);
+  };
   std::vector<int> owner(g.nodes.size(), -1);  // the step that writes a node's value
   for (size_t i = 0; i < groups.size(); ++i)
     for (int m : groups[i].members)
@@ -407,7 +412,8 @@ Result<bool> FusionPass::run(ir::Graph& g) {
         int p = producer[v];
         if (p < 0 || contains(i, p)) continue;
         int from = owner[p];
-        if (from >= 0 && from != static_cast<int>(i) && successors[from].insert(static_cast<int>(i)).second) ++indegree[i];
+        if (from >= 0 && from != static_cast<int>(i) && successors[from].insert(static_cast<int>(i)).second)
+          ++indegree[i];
       }
   std::set<std::pair<int, int>> ready;  // (last op, group)
   for (size_t i = 0; i < groups.size(); ++i)
@@ -420,7 +426,8 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     for (int next : successors[i])
       if (--indegree[next] == 0) ready.insert({last_op(groups[next]), next});
   }
-  if (ordered.size() != groups.size()) return make_error("fusion: internal error: the steps depend on each other in a cycle");
+  if (ordered.size() != groups.size())
+    return make_error("fusion: internal error: the steps depend on each other in a cycle");
   groups = std::move(ordered);
 
   ir::Program program;
@@ -449,7 +456,8 @@ Result<bool> FusionPass::run(ir::Graph& g) {
       ValueId v = g.nodes[m].result;
       bool shared_source = is_source(g.nodes[m].op) && step.nodes.size() > 1;
       if (shared_source) continue;
-      bool read_elsewhere = std::any_of(readers[v].begin(), readers[v].end(), [&](int r) { return r != static_cast<int>(s); });
+      bool read_elsewhere =
+          std::any_of(readers[v].begin(), readers[v].end(), [&](int r) { return r != static_cast<int>(s); });
       if (read_elsewhere || is_result[v]) step.outputs.push_back(v);
     }
   }

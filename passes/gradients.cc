@@ -40,7 +40,8 @@ std::vector<int64_t> iota_axes(int64_t from, int64_t to) {
 
 // An elementwise gradient goes to a rank-0 operand summed over all dims.
 ValueId to_operand(GraphBuilder& b, ValueId g, ValueId operand) {
-  if (b.type(operand).rank() == 0 && b.type(g).rank() != 0) return b.reduce(Op::ReduceSum, g, iota_axes(0, b.type(g).rank()));
+  if (b.type(operand).rank() == 0 && b.type(g).rank() != 0)
+    return b.reduce(Op::ReduceSum, g, iota_axes(0, b.type(g).rank()));
   return g;
 }
 
@@ -185,7 +186,8 @@ Grads minimum(GraphBuilder& b, const Node& n, ValueId g) {
 Grads select(GraphBuilder& b, const Node& n, ValueId g) {
   Emit e{b};
   ValueId c = n.operands[0];
-  return {kNoGradient, to_operand(b, e.where(c, g), n.operands[1]), to_operand(b, e.select(c, e.c(0, g), g), n.operands[2])};
+  return {kNoGradient, to_operand(b, e.where(c, g), n.operands[1]),
+          to_operand(b, e.select(c, e.c(0, g), g), n.operands[2])};
 }
 Grads cast(GraphBuilder& b, const Node& n, ValueId g) {
   ir::DType from = b.type(n.operands[0]).dtype;
@@ -244,7 +246,8 @@ Grads slice(GraphBuilder& b, const Node& n, ValueId g) {
   // element to every s-th place by appending s-1 zeros behind it.
   const ir::Shape x_shape = b.type(n.operands[0]).shape;
   const auto& starts = n.attrs.get_ints("starts");
-  std::vector<int64_t> strides = n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(x_shape.size(), 1);
+  std::vector<int64_t> strides =
+      n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(x_shape.size(), 1);
   ValueId v = g;
   for (int64_t d = 0; d < static_cast<int64_t>(x_shape.size()); ++d) {
     int64_t count = b.type(v).shape[d], s = strides[d];
@@ -380,25 +383,43 @@ struct Entry {
 // The table. Ops absent from it are not differentiable, or are differentiated through
 // their decomposition.
 constexpr Entry kRules[] = {
-    {Op::Abs, abs},           {Op::Add, add},
-    {Op::Broadcast, broadcast}, {Op::Call, call},
+    {Op::Abs, abs},
+    {Op::Add, add},
+    {Op::Broadcast, broadcast},
+    {Op::Call, call},
     {Op::Cast, cast},
-    {Op::Concat, concat},     {Op::Cos, cos},
-    {Op::Div, div},           {Op::Erf, erf},
-    {Op::Exp, exp},           {Op::Gather, gather},
-    {Op::Gelu, gelu},         {Op::LayerNorm, layer_norm},
-    {Op::Log, log},           {Op::LogSoftmax, log_softmax},
-    {Op::Matmul, matmul},     {Op::Maximum, maximum},
-    {Op::Minimum, minimum},   {Op::Mul, mul},
-    {Op::Neg, neg},           {Op::Pow, pow},
-    {Op::ReduceMax, reduce_extremum}, {Op::ReduceMin, reduce_extremum},
-    {Op::ReduceSum, reduce_sum}, {Op::Relu, relu},
-    {Op::Reshape, reshape_rule}, {Op::Rsqrt, rsqrt},
-    {Op::ScatterAdd, scatter_add}, {Op::Select, select},
-    {Op::Sigmoid, sigmoid},   {Op::Sin, sin},
-    {Op::Slice, slice},       {Op::Softmax, softmax},
-    {Op::Sqrt, sqrt},         {Op::Sub, sub},
-    {Op::Tanh, tanh},         {Op::Transpose, transpose},
+    {Op::Concat, concat},
+    {Op::Cos, cos},
+    {Op::Div, div},
+    {Op::Erf, erf},
+    {Op::Exp, exp},
+    {Op::Gather, gather},
+    {Op::Gelu, gelu},
+    {Op::LayerNorm, layer_norm},
+    {Op::Log, log},
+    {Op::LogSoftmax, log_softmax},
+    {Op::Matmul, matmul},
+    {Op::Maximum, maximum},
+    {Op::Minimum, minimum},
+    {Op::Mul, mul},
+    {Op::Neg, neg},
+    {Op::Pow, pow},
+    {Op::ReduceMax, reduce_extremum},
+    {Op::ReduceMin, reduce_extremum},
+    {Op::ReduceSum, reduce_sum},
+    {Op::Relu, relu},
+    {Op::Reshape, reshape_rule},
+    {Op::Rsqrt, rsqrt},
+    {Op::ScatterAdd, scatter_add},
+    {Op::Select, select},
+    {Op::Sigmoid, sigmoid},
+    {Op::Sin, sin},
+    {Op::Slice, slice},
+    {Op::Softmax, softmax},
+    {Op::Sqrt, sqrt},
+    {Op::Sub, sub},
+    {Op::Tanh, tanh},
+    {Op::Transpose, transpose},
 };
 
 }  // namespace
@@ -420,7 +441,8 @@ ValueId sum_to_shape(GraphBuilder& b, ValueId v, const ir::Shape& shape) {
   if (extra > 0) v = b.reduce(Op::ReduceSum, v, iota_axes(0, extra));
   std::vector<int64_t> expanded;
   for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] == 1 && from[d + static_cast<size_t>(std::max<int64_t>(extra, 0))] != 1) expanded.push_back(static_cast<int64_t>(d));
+    if (shape[d] == 1 && from[d + static_cast<size_t>(std::max<int64_t>(extra, 0))] != 1)
+      expanded.push_back(static_cast<int64_t>(d));
   if (!expanded.empty()) v = b.reduce(Op::ReduceSum, v, expanded, /*keepdims=*/true);
   return v;
 }

@@ -1,7 +1,7 @@
 #include "passes/memory_plan.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 namespace kiln::passes {
 namespace {
@@ -12,7 +12,9 @@ using ir::Node;
 using ir::Op;
 using ir::ValueId;
 
-int64_t align(int64_t bytes) { return (bytes + MemoryPlanPass::kAlignment - 1) / MemoryPlanPass::kAlignment * MemoryPlanPass::kAlignment; }
+int64_t align(int64_t bytes) {
+  return (bytes + MemoryPlanPass::kAlignment - 1) / MemoryPlanPass::kAlignment * MemoryPlanPass::kAlignment;
+}
 
 int64_t bytes_of(const ir::Graph& g, ValueId v) { return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype); }
 
@@ -74,7 +76,8 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
   // State updates: %S.next goes straight into %S when nothing reads %S afterwards.
   for (ValueId v : g.results) {
     const std::string& name = g.value_name(v);
-    if (name.size() <= 5 || !name.ends_with(".next") || buffer_of[v] < 0 || buffers[buffer_of[v]].home != Home::Arena) continue;
+    if (name.size() <= 5 || !name.ends_with(".next") || buffer_of[v] < 0 || buffers[buffer_of[v]].home != Home::Arena)
+      continue;
     const ir::Arg* state = g.find_arg(name.substr(0, name.size() - 5));
     if (!state || state->kind != ir::ArgKind::State || g.type(state->value) != g.type(v)) continue;
     int s = produced[v];
@@ -99,7 +102,9 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
     const ir::Step& step = program.steps[b.first_step];
     for (ValueId in : step.inputs) {
       int ib = buffer_of[in];
-      if (ib < 0 || buffers[ib].home != Home::Arena || buffers[ib].last_step != b.first_step || buffers[ib].bytes != b.bytes) continue;
+      if (ib < 0 || buffers[ib].home != Home::Arena || buffers[ib].last_step != b.first_step ||
+          buffers[ib].bytes != b.bytes)
+        continue;
       int a = allocation_of[in];
       if (allocations[a].last != b.first_step || allocations[a].values.back() != in) continue;  // already taken over
       if (!reads_elementwise(g, step, in, g.type(b.value))) continue;

@@ -3,8 +3,8 @@
 
 #include <string_view>
 
-#include "ir/graph.h"
 #include "base/result.h"
+#include "ir/graph.h"
 
 namespace kiln::passes {
 

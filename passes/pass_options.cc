@@ -1,7 +1,7 @@
 #include "passes/pass_options.h"
 
-#include <cctype>
 #include <fmt/format.h>
+#include <cctype>
 
 namespace kiln::passes {
 namespace {
@@ -42,22 +42,26 @@ Result<std::vector<PassSpec>> parse_pipeline_text(std::string_view text) {
     size_t name_end = at;
     while (name_end < text.size() && name_char(text[name_end])) ++name_end;
     PassSpec spec{std::string(text.substr(at, name_end - at)), {}};
-    if (spec.name.empty()) return make_error(fmt::format("pipeline '{}': expected a pass name at '{}'", text, text.substr(at)));
+    if (spec.name.empty())
+      return make_error(fmt::format("pipeline '{}': expected a pass name at '{}'", text, text.substr(at)));
     at = name_end;
     if (at < text.size() && text[at] == '{') {
       size_t close = text.find('}', at);
-      if (close == std::string_view::npos) return make_error(fmt::format("pipeline '{}': the '{{' after '{}' is not closed", text, spec.name));
+      if (close == std::string_view::npos)
+        return make_error(fmt::format("pipeline '{}': the '{{' after '{}' is not closed", text, spec.name));
       KILN_RETURN_IF_ERROR(parse_options(spec.name, text.substr(at + 1, close - at - 1), spec.options));
       at = close + 1;
     }
     if (at < text.size() && text[at] != ',')
-      return make_error(fmt::format("pipeline '{}': expected ',' or '{{' after '{}', not '{}'", text, spec.name, text.substr(at, 1)));
+      return make_error(
+          fmt::format("pipeline '{}': expected ',' or '{{' after '{}', not '{}'", text, spec.name, text.substr(at, 1)));
     specs.push_back(std::move(spec));
   }
   return specs;
 }
 
-void set_option_default(std::vector<PassSpec>& specs, std::string_view pass, const std::string& key, const std::string& value) {
+void set_option_default(std::vector<PassSpec>& specs, std::string_view pass, const std::string& key,
+                        const std::string& value) {
   for (PassSpec& spec : specs)
     if (spec.name == pass) spec.options.try_emplace(key, value);
 }
@@ -89,7 +93,8 @@ Status PassOptionReader::done() const {
   for (const auto& [key, value] : spec_.options) {
     if (known_.count(key)) continue;
     if (known_.empty()) return make_error(fmt::format("pass '{}' takes no options (given: {})", spec_.name, key));
-    return make_error(fmt::format("pass '{}' has no option '{}' (its options: {})", spec_.name, key, fmt::join(known_, ", ")));
+    return make_error(
+        fmt::format("pass '{}' has no option '{}' (its options: {})", spec_.name, key, fmt::join(known_, ", ")));
   }
   return Status::Ok();
 }

@@ -25,7 +25,8 @@ Result<std::vector<PassSpec>> parse_pipeline_text(std::string_view text);
 
 /// Gives `key` the value `value` in every pass named `pass` that does not set it (how the
 /// CLI's --wrt and --no-fusion reach autodiff and fusion).
-void set_option_default(std::vector<PassSpec>& specs, std::string_view pass, const std::string& key, const std::string& value);
+void set_option_default(std::vector<PassSpec>& specs, std::string_view pass, const std::string& key,
+                        const std::string& value);
 
 /// A pass's options, read by the pass's factory: each read names the option it takes,
 /// and done() rejects any option the pass did not read.

@@ -1,9 +1,9 @@
 #include "passes/pipeline.h"
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 
 #include "base/file.h"
@@ -13,9 +13,9 @@
 #include "passes/canonicalize.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/decompose.h"
 #include "passes/fusion.h"
 #include "passes/memory_plan.h"
-#include "passes/decompose.h"
 
 namespace kiln::passes {
 namespace {
@@ -23,7 +23,7 @@ namespace {
 // Each pass's factory reads the options it takes (reader.done() rejects the others).
 struct Registration {
   std::string_view name;
-  std::string_view options;  // for pass_usage(): "{wrt=NAME,...}", or empty
+  std::string_view options;  // for pass_usages(): "{wrt=NAME,...}", or empty
   Result<std::unique_ptr<Pass>> (*create)(PassOptionReader& reader);
 };
 
@@ -43,7 +43,9 @@ Result<std::unique_ptr<Pass>> make_autodiff(PassOptionReader& reader) {
     if (name.starts_with('%')) name.erase(0, 1);  // wrt=%w names %w, as --input %w=... does
   KILN_RETURN_IF_ERROR(reader.done());
   if (wrt.empty())
-    return make_error("pass 'autodiff' needs the arguments to differentiate with respect to (autodiff{wrt=NAME,...}, or --wrt=NAME,...)");
+    return make_error(
+        "pass 'autodiff' needs the arguments to differentiate with respect to (autodiff{wrt=NAME,...}, or "
+        "--wrt=NAME,...)");
   return std::unique_ptr<Pass>(std::make_unique<AutodiffPass>(std::move(wrt)));
 }
 
@@ -111,10 +113,10 @@ std::vector<std::string> pass_names() {
   return names;
 }
 
-std::string pass_usage() {
-  std::string usage;
-  for (const Registration& r : kPasses) usage += fmt::format("  {}{}\n", r.name, r.options);
-  return usage;
+std::vector<std::string> pass_usages() {
+  std::vector<std::string> usages;
+  for (const Registration& r : kPasses) usages.push_back(fmt::format("{}{}", r.name, r.options));
+  return usages;
 }
 
 Result<Pipeline> pipeline_from_specs(const std::vector<PassSpec>& specs) {

@@ -51,8 +51,8 @@ Result<std::string> pipeline_passes(std::string_view name);
 Result<std::unique_ptr<Pass>> create_pass(const PassSpec& spec);
 /// Every registered pass name.
 std::vector<std::string> pass_names();
-/// Every registered pass with its options, one per line ("autodiff{wrt=NAME,...}").
-std::string pass_usage();
+/// Every registered pass with its options ("autodiff{wrt=NAME,...}", "cse").
+std::vector<std::string> pass_usages();
 /// A pipeline of the given passes.
 Result<Pipeline> pipeline_from_specs(const std::vector<PassSpec>& specs);
 /// A pipeline from its text (passes/pass_options.h): "decompose,cse,fusion{fuse=false}".

@@ -48,7 +48,8 @@ class Executor {
 struct TargetRuntime {
   std::string_view name;  ///< "cpu-x86_64", "cuda-sm_XX": as errors name it
   bool (*runs)(std::string_view artifact_target);
-  Result<std::unique_ptr<Executor>> (*load)(const format::ArtifactView& view, Signature signature, const Options& options);
+  Result<std::unique_ptr<Executor>> (*load)(const format::ArtifactView& view, Signature signature,
+                                            const Options& options);
 };
 
 /// Every target of this runtime, in the order errors list them.

@@ -13,13 +13,15 @@ namespace kiln::runtime {
 std::string_view runtime_version() { return kVersion; }
 
 std::string artifact_format_versions() {
-  return std::to_string(format::kFormatMajor) + ".0 to " + std::to_string(format::kFormatMajor) + "." + std::to_string(format::kFormatMinor);
+  return std::to_string(format::kFormatMajor) + ".0 to " + std::to_string(format::kFormatMajor) + "." +
+         std::to_string(format::kFormatMinor);
 }
 
 Result<std::string> cuda_driver_version() {
   KILN_ASSIGN_OR_RETURN(const cuda::Driver* cu, cuda::driver());
   int version = 0;
-  if (CUresult r = cu->driver_get_version(&version); r != CUDA_SUCCESS) return make_error("cuDriverGetVersion: " + cu->describe(r));
+  if (CUresult r = cu->driver_get_version(&version); r != CUDA_SUCCESS)
+    return make_error("cuDriverGetVersion: " + cu->describe(r));
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
@@ -41,14 +43,16 @@ Status read_signature(ModelImpl& m) {
   const format::Artifact& a = m.view.metadata();
   Signature& sig = m.signature;
   for (const format::Value* v : *a.values()) {
-    sig.values.push_back({v->name() ? v->name()->str() : "", static_cast<ElementType>(v->dtype()),
-                          v->shape() ? std::vector<int64_t>(v->shape()->begin(), v->shape()->end()) : std::vector<int64_t>()});
+    sig.values.push_back(
+        {v->name() ? v->name()->str() : "", static_cast<ElementType>(v->dtype()),
+         v->shape() ? std::vector<int64_t>(v->shape()->begin(), v->shape()->end()) : std::vector<int64_t>()});
     sig.value_bytes.push_back(sig.values.back().bytes());
   }
   sig.weights.assign(sig.values.size(), nullptr);
   for (const format::Argument* arg : *a.args()) {
     const uint32_t v = arg->value();
-    const uint8_t* weights = arg->weight() >= 0 ? m.view.section(*a.weights()->Get(static_cast<uint32_t>(arg->weight()))).data() : nullptr;
+    const uint8_t* weights =
+        arg->weight() >= 0 ? m.view.section(*a.weights()->Get(static_cast<uint32_t>(arg->weight()))).data() : nullptr;
     if (arg->kind() == format::ArgKind::Input) {
       m.inputs.push_back(sig.values[v]);
       sig.input_values.push_back(v);
@@ -74,7 +78,8 @@ Model::~Model() = default;
 
 Result<std::shared_ptr<Model>> Model::load_file(const std::string& path, const Options& options) {
   auto bytes = format::read_artifact_file(path);
-  if (!bytes.ok()) return make_error((bytes.error().code ? path + ": " : std::string("runtime: ")) + bytes.error().message);
+  if (!bytes.ok())
+    return make_error((bytes.error().code ? path + ": " : std::string("runtime: ")) + bytes.error().message);
   auto model = load_bytes(std::move(*bytes), options);
   if (!model.ok()) return make_error(path + ": " + model.error().message);
   return model;
@@ -82,8 +87,8 @@ Result<std::shared_ptr<Model>> Model::load_file(const std::string& path, const O
 
 Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, const Options& options) {
   if (options.threads < 0 || options.threads > kMaxThreads)
-    return make_error("runtime: threads must be from 1 to " + std::to_string(kMaxThreads) + ", or 0 for one per hardware thread; got " +
-                      std::to_string(options.threads));
+    return make_error("runtime: threads must be from 1 to " + std::to_string(kMaxThreads) +
+                      ", or 0 for one per hardware thread; got " + std::to_string(options.threads));
   auto impl = std::make_unique<ModelImpl>();
   impl->bytes = std::move(bytes);
   KILN_ASSIGN_OR_RETURN(impl->view, format::read_artifact(impl->bytes));
@@ -114,18 +119,21 @@ bool names(const std::vector<TensorInfo>& infos, const std::string& name) {
 
 // An error for the first name in `given` that is not one of the model's plain inputs.
 template <class Buffer>
-Status no_unknown_inputs(const std::vector<TensorInfo>& inputs, const std::vector<TensorInfo>& state, const std::map<std::string, Buffer>& given) {
+Status no_unknown_inputs(const std::vector<TensorInfo>& inputs, const std::vector<TensorInfo>& state,
+                         const std::map<std::string, Buffer>& given) {
   for (const auto& [name, buffer] : given) {
     if (names(inputs, name)) continue;
     if (names(state, name))
-      return make_error("run: the model has no input %" + name + "; %" + name + " is state, which the model keeps: set it with write_state (kiln run: --state-in)");
+      return make_error("run: the model has no input %" + name + "; %" + name +
+                        " is state, which the model keeps: set it with write_state (kiln run: --state-in)");
     return make_error("run: the model has no input %" + name);
   }
   return Status::Ok();
 }
 
 // The data of each input in order, each checked for its type, shape and size.
-Result<std::vector<const uint8_t*>> input_data(const std::vector<TensorInfo>& inputs, const std::vector<TensorInfo>& state,
+Result<std::vector<const uint8_t*>> input_data(const std::vector<TensorInfo>& inputs,
+                                               const std::vector<TensorInfo>& state,
                                                const std::map<std::string, HostTensor>& given) {
   std::vector<const uint8_t*> data;
   for (const TensorInfo& want : inputs) {
@@ -133,9 +141,11 @@ Result<std::vector<const uint8_t*>> input_data(const std::vector<TensorInfo>& in
     if (it == given.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
     const HostTensor& t = it->second;
     if (t.info.type != want.type || t.info.shape != want.shape)
-      return make_error("run: input %" + want.name + " must be " + want.type_string() + ", got " + t.info.type_string());
+      return make_error("run: input %" + want.name + " must be " + want.type_string() + ", got " +
+                        t.info.type_string());
     if (static_cast<int64_t>(t.data.size()) != want.bytes())
-      return make_error("run: input %" + want.name + " holds " + std::to_string(t.data.size()) + " bytes, not " + std::to_string(want.bytes()));
+      return make_error("run: input %" + want.name + " holds " + std::to_string(t.data.size()) + " bytes, not " +
+                        std::to_string(want.bytes()));
     data.push_back(t.data.data());
   }
   KILN_RETURN_IF_ERROR(no_unknown_inputs(inputs, state, given));
@@ -150,7 +160,8 @@ Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTenso
   std::vector<uint8_t*> buffers;
   for (const TensorInfo& info : impl_->outputs) {
     results.push_back({info, {}});
-    KILN_RETURN_IF_ERROR(resize_or_error(results.back().data, static_cast<uint64_t>(info.bytes()), "output %" + info.name));
+    KILN_RETURN_IF_ERROR(
+        resize_or_error(results.back().data, static_cast<uint64_t>(info.bytes()), "output %" + info.name));
   }
   for (HostTensor& t : results) buffers.push_back(t.data.data());
   KILN_RETURN_IF_ERROR(run_into(in, buffers));
@@ -163,30 +174,33 @@ Result<std::vector<uint8_t*>> Model::output_buffers(const std::map<std::string, 
     auto it = outputs.find(info.name);
     if (it == outputs.end()) return make_error("run: no buffer for output %" + info.name + ": " + info.type_string());
     if (static_cast<int64_t>(it->second.size()) != info.bytes())
-      return make_error("run: the buffer for output %" + info.name + " has " + std::to_string(it->second.size()) + " bytes, not " +
-                        std::to_string(info.bytes()));
+      return make_error("run: the buffer for output %" + info.name + " has " + std::to_string(it->second.size()) +
+                        " bytes, not " + std::to_string(info.bytes()));
     buffers.push_back(it->second.data());
   }
   for (const auto& [name, buffer] : outputs)
-    if (std::none_of(impl_->outputs.begin(), impl_->outputs.end(), [&](const TensorInfo& info) { return info.name == name; }))
+    if (std::none_of(impl_->outputs.begin(), impl_->outputs.end(),
+                     [&](const TensorInfo& info) { return info.name == name; }))
       return make_error("run: the model has no output %" + name);
   return buffers;
 }
 
-Status Model::run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const {
+Status Model::run(const std::map<std::string, HostTensor>& inputs,
+                  const std::map<std::string, std::span<uint8_t>>& outputs) const {
   KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_data(impl_->inputs, impl_->state, inputs));
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t*> out, output_buffers(outputs));
   return run_into(in, out);
 }
 
-Status Model::run(const std::map<std::string, std::span<const uint8_t>>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const {
+Status Model::run(const std::map<std::string, std::span<const uint8_t>>& inputs,
+                  const std::map<std::string, std::span<uint8_t>>& outputs) const {
   std::vector<const uint8_t*> in;
   for (const TensorInfo& want : impl_->inputs) {
     auto it = inputs.find(want.name);
     if (it == inputs.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
     if (static_cast<int64_t>(it->second.size()) != want.bytes())
-      return make_error("run: the buffer for input %" + want.name + " has " + std::to_string(it->second.size()) + " bytes, not " +
-                        std::to_string(want.bytes()) + " (" + want.type_string() + ")");
+      return make_error("run: the buffer for input %" + want.name + " has " + std::to_string(it->second.size()) +
+                        " bytes, not " + std::to_string(want.bytes()) + " (" + want.type_string() + ")");
     in.push_back(it->second.data());
   }
   KILN_RETURN_IF_ERROR(no_unknown_inputs(impl_->inputs, impl_->state, inputs));
@@ -198,13 +212,17 @@ Status Model::run_into(const std::vector<const uint8_t*>& inputs, const std::vec
   return impl_->executor->run_host(inputs, outputs);
 }
 
-Status Model::run_device(const std::map<std::string, uint64_t>& inputs, const std::map<std::string, uint64_t>& outputs) const {
+Status Model::run_device(const std::map<std::string, uint64_t>& inputs,
+                         const std::map<std::string, uint64_t>& outputs) const {
   const ModelImpl& m = *impl_;
-  auto in_order = [](const std::vector<TensorInfo>& infos, const std::map<std::string, uint64_t>& given, const char* what) -> Result<std::vector<uint64_t>> {
+  auto in_order = [](const std::vector<TensorInfo>& infos, const std::map<std::string, uint64_t>& given,
+                     const char* what) -> Result<std::vector<uint64_t>> {
     std::vector<uint64_t> ptrs;
     for (const TensorInfo& info : infos) {
       auto it = given.find(info.name);
-      if (it == given.end()) return make_error(std::string("run: no device pointer for ") + what + " %" + info.name + ": " + info.type_string());
+      if (it == given.end())
+        return make_error(std::string("run: no device pointer for ") + what + " %" + info.name + ": " +
+                          info.type_string());
       ptrs.push_back(it->second);
     }
     for (const auto& [name, ptr] : given)
@@ -241,7 +259,8 @@ Result<HostTensor> Model::read_state(const std::string& name) const {
 Status Model::write_state(const std::string& name, const HostTensor& value) {
   KILN_ASSIGN_OR_RETURN(size_t i, state_index(impl_->state, name));
   const TensorInfo& want = impl_->state[i];
-  if (value.info.type != want.type || value.info.shape != want.shape || static_cast<int64_t>(value.data.size()) != want.bytes())
+  if (value.info.type != want.type || value.info.shape != want.shape ||
+      static_cast<int64_t>(value.data.size()) != want.bytes())
     return make_error("runtime: state %" + name + " is " + want.type_string() + ", got " + value.info.type_string());
   return impl_->executor->write_state(i, value.data.data());
 }

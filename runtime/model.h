@@ -45,16 +45,19 @@ class Model {
   /// Runs once, writing each output straight into the caller's buffer (no copy):
   /// `outputs` maps every output's name to a buffer of exactly its size (an output the
   /// graph returns twice, under one name, fills one buffer).
-  Status run(const std::map<std::string, HostTensor>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const;
+  Status run(const std::map<std::string, HostTensor>& inputs,
+             const std::map<std::string, std::span<uint8_t>>& outputs) const;
   /// Runs once on the caller's memory in both directions, with no copies: `inputs` maps
   /// every plain input's name to exactly its bytes (its signature's element type and
   /// shape, row-major), `outputs` as above. Kernels read and write rows fastest in
   /// 64-byte-aligned buffers.
-  Status run(const std::map<std::string, std::span<const uint8_t>>& inputs, const std::map<std::string, std::span<uint8_t>>& outputs) const;
+  Status run(const std::map<std::string, std::span<const uint8_t>>& inputs,
+             const std::map<std::string, std::span<uint8_t>>& outputs) const;
   /// CUDA artifacts: runs once on device memory the caller owns, with no host copies.
   /// Each map gives every input (or output) name a device pointer (a CUdeviceptr) to
   /// exactly its size.
-  Status run_device(const std::map<std::string, uint64_t>& inputs, const std::map<std::string, uint64_t>& outputs) const;
+  Status run_device(const std::map<std::string, uint64_t>& inputs,
+                    const std::map<std::string, uint64_t>& outputs) const;
   /// The artifact's target: "cpu-x86_64" or "cuda-sm_XX".
   std::string target() const;
   /// Reads a state tensor (for example trained weights).

@@ -19,7 +19,7 @@ struct Descr {
 };
 
 constexpr Descr kDescrs[] = {
-    {"<f4", "f32", 4}, {"<f8", "f64", 8}, {"<f2", "f16", 2}, {"|V2", "bf16", 2},
+    {"<f4", "f32", 4}, {"<f8", "f64", 8}, {"<f2", "f16", 2},  {"|V2", "bf16", 2},
     {"<i4", "i32", 4}, {"<i8", "i64", 8}, {"|b1", "bool", 1},
 };
 
@@ -36,7 +36,8 @@ class HeaderReader {
   /// Why the shape was refused, when it was ("" for any other refusal).
   const std::string& shape_error() const { return shape_error_; }
 
-  bool parse(std::string& descr, bool& fortran, std::vector<int64_t>& shape, bool& has_descr, bool& has_fortran, bool& has_shape) {
+  bool parse(std::string& descr, bool& fortran, std::vector<int64_t>& shape, bool& has_descr, bool& has_fortran,
+             bool& has_shape) {
     skip();
     if (!eat('{')) return false;
     while (true) {
@@ -51,9 +52,13 @@ class HeaderReader {
         if (!string(descr)) return false;
         has_descr = true;
       } else if (key == "fortran_order") {
-        if (s_.substr(pos_, 4) == "True") { fortran = true; pos_ += 4; }
-        else if (s_.substr(pos_, 5) == "False") { fortran = false; pos_ += 5; }
-        else return false;
+        if (s_.substr(pos_, 4) == "True") {
+          fortran = true;
+          pos_ += 4;
+        } else if (s_.substr(pos_, 5) == "False") {
+          fortran = false;
+          pos_ += 5;
+        } else return false;
         has_fortran = true;
       } else if (key == "shape") {
         if (!tuple(shape)) return false;
@@ -70,9 +75,14 @@ class HeaderReader {
   }
 
  private:
-  void skip() { while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n')) ++pos_; }
+  void skip() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n')) ++pos_;
+  }
   bool eat(char c) {
-    if (pos_ < s_.size() && s_[pos_] == c) { ++pos_; return true; }
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
     return false;
   }
   bool string(std::string& out) {
@@ -142,7 +152,8 @@ struct NpyHeader {
 size_t prefix_bytes(std::string_view bytes) {
   if (bytes.size() < 10 || bytes.substr(0, 6) != kMagic) return 0;
   int major = static_cast<unsigned char>(bytes[6]);
-  if (major == 1) return 10 + (static_cast<unsigned char>(bytes[8]) | static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+  if (major == 1)
+    return 10 + (static_cast<unsigned char>(bytes[8]) | static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
   if ((major == 2 || major == 3) && bytes.size() >= 12) {
     size_t header_len = 0;
     for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
@@ -153,7 +164,8 @@ size_t prefix_bytes(std::string_view bytes) {
 
 // Parses the header from a prefix of the file that holds at least the header.
 Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) {
-  if (bytes.size() < 10 || bytes.substr(0, 6) != kMagic) return npy_error(source, "it does not start with the .npy magic \\x93NUMPY");
+  if (bytes.size() < 10 || bytes.substr(0, 6) != kMagic)
+    return npy_error(source, "it does not start with the .npy magic \\x93NUMPY");
   int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len, header_start;
   if (major == 1) {
@@ -172,8 +184,11 @@ Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) 
   bool fortran = false, has_descr = false, has_fortran = false, has_shape = false;
   NpyHeader header;
   HeaderReader reader(bytes.substr(header_start, header_len));
-  if (!reader.parse(descr, fortran, header.array.shape, has_descr, has_fortran, has_shape) || !has_descr || !has_fortran || !has_shape)
-    return npy_error(source, reader.shape_error().empty() ? "the header is not a dict with 'descr', 'fortran_order' and 'shape'" : reader.shape_error());
+  if (!reader.parse(descr, fortran, header.array.shape, has_descr, has_fortran, has_shape) || !has_descr ||
+      !has_fortran || !has_shape)
+    return npy_error(source, reader.shape_error().empty()
+                                 ? "the header is not a dict with 'descr', 'fortran_order' and 'shape'"
+                                 : reader.shape_error());
   if (fortran) return npy_error(source, "it is in Fortran order; save it in C order (np.ascontiguousarray)");
   if (descr == "<V2") descr = "|V2";
   if (descr == "<b1") descr = "|b1";
@@ -181,10 +196,13 @@ Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) 
   for (const Descr& d : kDescrs)
     if (d.npy == descr) found = &d;
   if (!found)
-    return npy_error(source, "dtype '" + descr +
-                                 "' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 '<i8', bool '|b1')");
+    return npy_error(
+        source,
+        "dtype '" + descr +
+            "' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 '<i8', bool '|b1')");
   header.array.dtype = std::string(found->kiln);
-  if (!dims_within_limit(header.array.shape)) return npy_error(source, "the shape " + dims_limit_error(header.array.shape));
+  if (!dims_within_limit(header.array.shape))
+    return npy_error(source, "the shape " + dims_limit_error(header.array.shape));
   int64_t count = 1;
   for (int64_t d : header.array.shape) count *= d;
   header.data_start = header_start + header_len;
@@ -196,9 +214,11 @@ Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) 
 // trailing bytes.
 Status check_data_size(uint64_t have, uint64_t want, std::string_view source) {
   if (have < want)
-    return npy_error(source, "it is truncated: it holds " + std::to_string(have) + " data bytes, the header says " + std::to_string(want));
+    return npy_error(source, "it is truncated: it holds " + std::to_string(have) + " data bytes, the header says " +
+                                 std::to_string(want));
   if (have > want)
-    return npy_error(source, "it has trailing bytes: " + std::to_string(have) + " data bytes, where the header says " + std::to_string(want));
+    return npy_error(source, "it has trailing bytes: " + std::to_string(have) + " data bytes, where the header says " +
+                                 std::to_string(want));
   return Status::Ok();
 }
 
@@ -246,12 +266,14 @@ Result<NpyArray> read_npy_file(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(NpyHeader header, parse_header(prefix, path));
   NpyArray array = std::move(header.array);
   array.data.assign(prefix.begin() + static_cast<std::ptrdiff_t>(header.data_start), prefix.end());
-  if (array.data.size() < header.data_bytes) KILN_RETURN_IF_ERROR(file.read(array.data, header.data_bytes - array.data.size()));
+  if (array.data.size() < header.data_bytes)
+    KILN_RETURN_IF_ERROR(file.read(array.data, header.data_bytes - array.data.size()));
   KILN_RETURN_IF_ERROR(check_data_size(array.data.size(), header.data_bytes, path));
   KILN_ASSIGN_OR_RETURN(bool end, file.at_end());
   if (!end) {
     uint64_t total = file.reported_size().value_or(0);
-    return npy_error(path, "it has trailing bytes: more data than the " + std::to_string(header.data_bytes) + " bytes its header says" +
+    return npy_error(path, "it has trailing bytes: more data than the " + std::to_string(header.data_bytes) +
+                               " bytes its header says" +
                                (total ? " (the file is " + std::to_string(total) + " bytes)" : ""));
   }
   return array;

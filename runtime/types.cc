@@ -5,7 +5,8 @@
 namespace kiln::runtime {
 
 // The runtime's element types are the artifact's, in the same order.
-#define KILN_SAME_DTYPE(name) static_assert(static_cast<int>(ElementType::name) == static_cast<int>(format::DType::name));
+#define KILN_SAME_DTYPE(name) \
+  static_assert(static_cast<int>(ElementType::name) == static_cast<int>(format::DType::name));
 KILN_SAME_DTYPE(F32)
 KILN_SAME_DTYPE(F64)
 KILN_SAME_DTYPE(F16)
@@ -14,7 +15,8 @@ KILN_SAME_DTYPE(I32)
 KILN_SAME_DTYPE(I64)
 KILN_SAME_DTYPE(Bool)
 #undef KILN_SAME_DTYPE
-static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ElementType::Bool), "an element type the runtime lacks");
+static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ElementType::Bool),
+              "an element type the runtime lacks");
 
 std::string_view element_type_name(ElementType t) {
   constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "i32", "i64", "bool"};

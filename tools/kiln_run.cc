@@ -4,5 +4,7 @@
 
 int main(int argc, char** argv) {
   kiln::cli::enter_user_directory();
-  return kiln::cli::run_guarded("kiln-run", [&] { return kiln::cli::run_artifact("kiln-run", std::span<char* const>(argv + 1, static_cast<size_t>(argc - 1))); });
+  return kiln::cli::run_guarded("kiln-run", [&] {
+    return kiln::cli::run_artifact("kiln-run", std::span<char* const>(argv + 1, static_cast<size_t>(argc - 1)));
+  });
 }

@@ -1,8 +1,6 @@
 #include "codegen/cpu/compile.h"
 
-#include <cstdlib>
 #include <fmt/format.h>
-#include <fstream>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
@@ -18,9 +16,11 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
-#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "base/file.h"
 #include "codegen/cpu/cpu_target.h"
@@ -44,8 +44,19 @@ Result<std::vector<uint8_t>> read_bytes(const std::string& path) {
 
 // Runs the linker without a shell (no quoting of paths), capturing its messages.
 Status link(const std::string& linker, const std::string& object, const std::string& output) {
-  std::vector<std::string> argv = {linker, "-shared", "--hash-style=gnu", "-O2", "-o", output, object,
-                                   "-L/usr/lib/x86_64-linux-gnu", "-L/lib/x86_64-linux-gnu", "--as-needed", "-lmvec", "-lm", "-lc"};
+  std::vector<std::string> argv = {linker,
+                                   "-shared",
+                                   "--hash-style=gnu",
+                                   "-O2",
+                                   "-o",
+                                   output,
+                                   object,
+                                   "-L/usr/lib/x86_64-linux-gnu",
+                                   "-L/lib/x86_64-linux-gnu",
+                                   "--as-needed",
+                                   "-lmvec",
+                                   "-lm",
+                                   "-lc"};
   std::string log = output + ".log";
   pid_t pid = fork();
   if (pid < 0) return make_error("cpu codegen: cannot start the linker");
@@ -64,7 +75,8 @@ Status link(const std::string& linker, const std::string& object, const std::str
   std::ifstream in(log);
   std::stringstream messages;
   messages << in.rdbuf();
-  return make_error(fmt::format("cpu codegen: linking with {} failed{}{}", linker, WIFEXITED(status) && WEXITSTATUS(status) == 127 ? " (is lld-19 installed?)" : "",
+  return make_error(fmt::format("cpu codegen: linking with {} failed{}{}", linker,
+                                WIFEXITED(status) && WEXITSTATUS(status) == 127 ? " (is lld-19 installed?)" : "",
                                 messages.str().empty() ? "" : ":\n" + messages.str()));
 }
 
@@ -73,7 +85,8 @@ Status link(const std::string& linker, const std::string& object, const std::str
 Status check_subtarget(const llvm::MCSubtargetInfo& sti, const CpuTarget& cpu) {
   for (const std::string& f : cpu.required)
     if (!sti.checkFeatures("+" + f))
-      return make_error(fmt::format("cpu codegen: internal error: LLVM turned off '{}' for {} (features: {})", f, cpu.name, cpu.llvm_features));
+      return make_error(fmt::format("cpu codegen: internal error: LLVM turned off '{}' for {} (features: {})", f,
+                                    cpu.name, cpu.llvm_features));
   return Status::Ok();
 }
 
@@ -108,14 +121,15 @@ Result<KernelLibrary> compile_kernels(const ir::Graph& g, const CompileOptions& 
   if (!target) return make_error("cpu codegen: " + error);
   KILN_ASSIGN_OR_RETURN(CpuTarget cpu, resolve_cpu(options.cpu));
   llvm::TargetOptions target_options;
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(triple, cpu.llvm_cpu, cpu.llvm_features, target_options,
-                                                                           llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  std::unique_ptr<llvm::TargetMachine> machine(
+      target->createTargetMachine(triple, cpu.llvm_cpu, cpu.llvm_features, target_options, llvm::Reloc::PIC_,
+                                  std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (!machine) return make_error(fmt::format("cpu codegen: no target machine for {} ({})", triple, cpu.llvm_cpu));
   KILN_RETURN_IF_ERROR(check_subtarget(*machine->getMCSubtargetInfo(), cpu));
   // LLVM prefers 256-bit vectors even where AVX-512 exists, because older Xeons lower
   // their clock for 512-bit code. kiln asks for 512 bits there in compute-bound kernels
-  // (wide_vectors_pay in kernel_emitter.cc): softmax rows in cache run 1.2x faster with
-  // them on a Sapphire Rapids (docs/benchmarks.md).
+  // (wide_vectors_pay in kernel_emitter.cc), where they pay (docs/cpu.md has the
+  // measurements).
   const int vector_bytes = machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 64 : 32;
   KILN_RETURN_IF_ERROR(emit_kernels(g, *module, options.streaming_store_bytes, vector_bytes));
   std::string verify_messages;

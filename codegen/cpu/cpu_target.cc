@@ -1,12 +1,12 @@
 #include "codegen/cpu/cpu_target.h"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/X86TargetParser.h>
+#include <algorithm>
 
 #include "runtime/format/cpu_features.h"
 
@@ -41,10 +41,12 @@ Result<CpuTarget> resolve_cpu(std::string_view name) {
   } else {
     if (llvm::X86::parseArchX86(name, /*Only64Bit=*/true) == llvm::X86::CK_None) {
       if (llvm::X86::parseArchX86(name, /*Only64Bit=*/false) != llvm::X86::CK_None)
-        return make_error(fmt::format("cpu codegen: '{}' is a 32-bit CPU; kiln compiles 64-bit code (x86-64 or newer)", name));
-      return make_error(fmt::format("cpu codegen: unknown CPU '{}' (expected native, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, or an x86-64 CPU "
-                                    "LLVM knows, such as skylake-avx512 or znver4; 'kiln compile --cpu=help' lists them)",
-                                    name));
+        return make_error(
+            fmt::format("cpu codegen: '{}' is a 32-bit CPU; kiln compiles 64-bit code (x86-64 or newer)", name));
+      return make_error(fmt::format(
+          "cpu codegen: unknown CPU '{}' (expected native, x86-64, x86-64-v2, x86-64-v3, x86-64-v4, or an x86-64 CPU "
+          "LLVM knows, such as skylake-avx512 or znver4; 'kiln compile --cpu=help' lists them)",
+          name));
     }
     target.llvm_cpu = std::string(name);
     llvm::SmallVector<llvm::StringRef, 64> enabled;

@@ -19,9 +19,12 @@ llvm::Value* KernelEmitter::clamp_index(llvm::Value* j, int64_t extent_value) {
   return b_.CreateSelect(b_.CreateICmpSGE(j, extent), b_.CreateSub(extent, i64(1)), j);
 }
 
-llvm::Value* KernelEmitter::load(ValueId v, llvm::Value* flat) { return load_element(b_, type(v).dtype, bases_[slot_[v]], flat); }
+llvm::Value* KernelEmitter::load(ValueId v, llvm::Value* flat) {
+  return load_element(b_, type(v).dtype, bases_[slot_[v]], flat);
+}
 
-Result<llvm::Value*> KernelEmitter::elementwise(const Node& n, std::span<llvm::Value* const> operands, std::span<const ir::DType> dtypes) {
+Result<llvm::Value*> KernelEmitter::elementwise(const Node& n, std::span<llvm::Value* const> operands,
+                                                std::span<const ir::DType> dtypes) {
   return cpu::elementwise(b_, m_, n.op, n.attrs, operands, dtypes, type(n.result).dtype);
 }
 
@@ -30,7 +33,9 @@ Result<llvm::Value*> KernelEmitter::iota(llvm::Value* index, ir::DType dtype) {
   return ir::is_float(dtype) ? round_to(b_, dtype, b_.CreateSIToFP(index, t)) : b_.CreateSExtOrTrunc(index, t);
 }
 
-llvm::Value* KernelEmitter::scalar_constant(ir::DType dtype, double value, int64_t int_value) { return constant(b_, dtype, value, int_value); }
+llvm::Value* KernelEmitter::scalar_constant(ir::DType dtype, double value, int64_t int_value) {
+  return constant(b_, dtype, value, int_value);
+}
 
 // A dense constant: a private global array in the compute type.
 llvm::Value* KernelEmitter::dense_constant(const ir::Literal& literal, ir::DType dtype, llvm::Value* flat) {

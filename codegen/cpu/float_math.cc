@@ -43,8 +43,9 @@ llvm::Value* exp_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
   // e^r on [-ln 2 / 2, ln 2 / 2], degree 6. The coefficients were fitted for least maximum
   // relative error, then nudged in their last bits for the least ulp error once evaluated
   // in float (tools/fit_exp_poly.py); e^x is then within 1 ulp over its whole range.
-  llvm::Value* p = horner(b, r, {1.0, 1.0, 0.49999988079071045, 0.1666644662618637, 0.04166800528764725, 0.008374195545911789,
-                                 0.0013843596680089831});
+  llvm::Value* p = horner(b, r,
+                          {1.0, 1.0, 0.49999988079071045, 0.1666644662618637, 0.04166800528764725, 0.008374195545911789,
+                           0.0013843596680089831});
   // 2^n as two factors 2^floor(n/2) and 2^ceil(n/2), each a normal float, so that the
   // product under- and overflows gradually. Shifting (n/2 + 127) into the exponent field
   // drops t's upper bits.
@@ -66,11 +67,13 @@ llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
     c.push_back((k % 2 ? -1.0 : 1.0) / (factorial * (2 * k + 1)) * 2.0 / std::sqrt(M_PI));
   }
   llvm::Value* x2 = b.CreateFMul(x, x);
-  llvm::Value* small = b.CreateFMul(x, horner(b, x2, {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]}));
+  llvm::Value* small =
+      b.CreateFMul(x, horner(b, x2, {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]}));
   // |x| >= 1: Abramowitz and Stegun 7.1.26, erf(x) = 1 - t P(t) e^(-x^2) with
   // t = 1 / (1 + p x), absolute error at most 1.5e-7 (Handbook of Mathematical Functions, 1964).
   llvm::Value* t = b.CreateFDiv(f(b, 1.0), fma(b, ax, f(b, 0.3275911), f(b, 1.0)));
-  llvm::Value* poly = b.CreateFMul(t, horner(b, t, {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429}));
+  llvm::Value* poly =
+      b.CreateFMul(t, horner(b, t, {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429}));
   llvm::Value* large = b.CreateFSub(f(b, 1.0), b.CreateFMul(poly, exp_f32(b, b.CreateFNeg(x2))));
   large = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()}, {large, x});
   // NaN fails the comparison and takes the second branch, where it propagates.

@@ -1,8 +1,8 @@
 #include "codegen/cpu/kernel_emitter.h"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicsX86.h>
+#include <algorithm>
 
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
@@ -14,9 +14,8 @@ namespace detail {
 namespace {
 
 // 512-bit vectors (where the CPU has them) pay in compute-bound kernels: row reductions
-// and the inlined exp and erf polynomials (softmax rows in cache: 1.2x). A memory-bound
-// loop streams a little slower with them (y = x*2 + 1: 0.85-0.90 of memcpy against
-// 0.89-0.92), and libmvec's 512-bit cos is no faster than its 256-bit one.
+// and the inlined exp and erf polynomials. A memory-bound loop streams a little slower
+// with them, and libmvec's 512-bit cos is no faster than its 256-bit one (docs/cpu.md).
 bool wide_vectors_pay(const ir::Graph& g, const ir::Step& step) {
   if (step.kind == ir::StepKind::Reduction) return true;
   for (int n : step.nodes)
@@ -33,7 +32,8 @@ int math_library_calls(const ir::Graph& g, const ir::Step& step) {
 
 }  // namespace
 
-KernelEmitter::KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes)
+KernelEmitter::KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes,
+                             int vector_bytes)
     : ElementWalker(g, step),
       streaming_bytes_(streaming_bytes),
       vector_bytes_(vector_bytes >= 64 && wide_vectors_pay(g, step) ? 64 : 32),
@@ -72,8 +72,8 @@ Status KernelEmitter::emit() {
   return Status::Ok();
 }
 
-Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll,
-                           int interleave) {
+Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body,
+                           Unroll unroll, int interleave) {
   const bool exact = unroll == Unroll::kVectorOnly || unroll == Unroll::kWhole;
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
@@ -91,18 +91,21 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   llvm::BranchInst* back = b_.CreateBr(header);
   auto flag = [&](const char* name) { return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}); };
   std::vector<llvm::Metadata*> hints{nullptr};
-  if (unroll == Unroll::kRolled || (unroll == Unroll::kDefault && rolled_loops_ && instructions_from(inner) < kRolledBodyLimit))
+  if (unroll == Unroll::kRolled ||
+      (unroll == Unroll::kDefault && rolled_loops_ && instructions_from(inner) < kRolledBodyLimit))
     hints.push_back(flag("llvm.loop.unroll.disable"));
   if (unroll == Unroll::kWhole) hints.push_back(flag("llvm.loop.unroll.full"));
   if (unroll == Unroll::kVectorOnly) {
     // Once vectorized, the loop may be unrolled whole: its stores to the stack buffer
     // then forward straight to the streaming stores.
-    llvm::Metadata* followup[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.followup_vectorized"), flag("llvm.loop.unroll.full")};
+    llvm::Metadata* followup[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.followup_vectorized"),
+                                  flag("llvm.loop.unroll.full")};
     hints.push_back(flag("llvm.loop.unroll.disable"));
     hints.push_back(llvm::MDNode::get(ctx_, followup));
   }
   if (interleave > 0)
-    hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"), llvm::ConstantAsMetadata::get(b_.getInt32(interleave))}));
+    hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
+                                             llvm::ConstantAsMetadata::get(b_.getInt32(interleave))}));
   if (hints.size() > 1) {
     llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, hints);
     self->replaceOperandWith(0, self);
@@ -128,12 +131,13 @@ Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const st
                                   const std::function<void(llvm::Value*, int64_t)>& per_block) {
   auto one_at_a_time = [&](llvm::Value* i) -> Status {
     KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(i));
-    for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, bases_[slot_[outs[k]]], flat_at(i), v[k]);
+    for (size_t k = 0; k < outs.size(); ++k)
+      store_element(b_, type(outs[k]).dtype, bases_[slot_[outs[k]]], flat_at(i), v[k]);
     return Status::Ok();
   };
   if (!stream) return loop(begin, end, one_at_a_time, Unroll::kDefault, call_interleave_);
-  // One line per block: longer blocks separate the loads from the stores and lose a
-  // quarter of the bandwidth (measured: 16 f32 0.95-1.02 of memcpy, 512 0.6-0.7). Where
+  // One line per block: longer blocks separate the loads from the stores and lose much
+  // of the bandwidth (docs/cpu.md). Where
   // the loop calls the math library it is compute-bound, and a block holds the vectors
   // interleaved.
   int64_t block = 1;
@@ -160,8 +164,7 @@ Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const st
     return stream_block(outs, start, block, flat_at(start), values);
   };
   // Two streams: block n of each half of the blocks in turn. The memory system serves
-  // two sequential streams per thread faster than one (y = x*2 + 1: 0.90-0.93 of
-  // memcpy with one, 1.05-1.12 with two).
+  // two sequential streams per thread faster than one (docs/cpu.md).
   llvm::Value* half = b_.CreateSDiv(blocks, i64(2));
   KILN_RETURN_IF_ERROR(loop(i64(0), half, [&](llvm::Value* n) -> Status {
     KILN_RETURN_IF_ERROR(one_block(n));
@@ -170,20 +173,25 @@ Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const st
   return loop(b_.CreateMul(half, i64(2)), blocks, one_block);
 }
 
-Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value* start, int64_t count, llvm::Value* flat_start,
+Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value* start, int64_t count,
+                                   llvm::Value* flat_start,
                                    const std::function<Result<std::vector<llvm::Value*>>(llvm::Value*)>& values) {
   llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   std::vector<llvm::Value*> staging;
   for (ValueId o : outs) {
-    llvm::AllocaInst* buffer = entry.CreateAlloca(llvm::ArrayType::get(storage_type(ctx_, type(o).dtype), static_cast<uint64_t>(count)));
+    llvm::AllocaInst* buffer =
+        entry.CreateAlloca(llvm::ArrayType::get(storage_type(ctx_, type(o).dtype), static_cast<uint64_t>(count)));
     buffer->setAlignment(llvm::Align(64));
     staging.push_back(buffer);
   }
-  KILN_RETURN_IF_ERROR(loop(i64(0), i64(count), [&](llvm::Value* j) -> Status {
-    KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(b_.CreateAdd(start, j)));
-    for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, staging[k], j, v[k]);
-    return Status::Ok();
-  }, Unroll::kVectorOnly, call_interleave_));
+  KILN_RETURN_IF_ERROR(loop(
+      i64(0), i64(count),
+      [&](llvm::Value* j) -> Status {
+        KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, values(b_.CreateAdd(start, j)));
+        for (size_t k = 0; k < outs.size(); ++k) store_element(b_, type(outs[k]).dtype, staging[k], j, v[k]);
+        return Status::Ok();
+      },
+      Unroll::kVectorOnly, call_interleave_));
   // Chunks of the vector width: what the vectorized loop stores, so each load forwards
   // from one store.
   const int64_t chunk = vector_bytes_;
@@ -192,26 +200,35 @@ Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value
   for (size_t k = 0; k < outs.size(); ++k) {
     int64_t size = ir::dtype_size(type(outs[k]).dtype);
     llvm::Value* to = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[outs[k]]], b_.CreateMul(flat_start, i64(size)));
-    KILN_RETURN_IF_ERROR(loop(i64(0), i64(count * size / chunk), [&](llvm::Value* c) -> Status {
-      llvm::Value* offset = b_.CreateMul(c, i64(chunk));
-      llvm::Value* line = b_.CreateAlignedLoad(chunk_type, b_.CreateGEP(b_.getInt8Ty(), staging[k], offset), llvm::Align(chunk));
-      llvm::StoreInst* store = b_.CreateAlignedStore(line, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(chunk));
-      store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
-      return Status::Ok();
-    }, Unroll::kWhole));  // rolled, each line went through the stack buffer
+    KILN_RETURN_IF_ERROR(loop(
+        i64(0), i64(count * size / chunk),
+        [&](llvm::Value* c) -> Status {
+          llvm::Value* offset = b_.CreateMul(c, i64(chunk));
+          llvm::Value* line =
+              b_.CreateAlignedLoad(chunk_type, b_.CreateGEP(b_.getInt8Ty(), staging[k], offset), llvm::Align(chunk));
+          llvm::StoreInst* store =
+              b_.CreateAlignedStore(line, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(chunk));
+          store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
+          return Status::Ok();
+        },
+        Unroll::kWhole));  // rolled, each line went through the stack buffer
   }
   streamed_ = true;
   return Status::Ok();
 }
 
-std::pair<llvm::Value*, llvm::Value*> KernelEmitter::to_line_boundary(const std::vector<ValueId>& outs, llvm::Value* at) {
+std::pair<llvm::Value*, llvm::Value*> KernelEmitter::to_line_boundary(const std::vector<ValueId>& outs,
+                                                                      llvm::Value* at) {
   auto address = [&](ValueId o, llvm::Value* i) {
-    return b_.CreateAdd(b_.CreatePtrToInt(bases_[slot_[o]], b_.getInt64Ty()), b_.CreateMul(i, i64(ir::dtype_size(type(o).dtype))));
+    return b_.CreateAdd(b_.CreatePtrToInt(bases_[slot_[o]], b_.getInt64Ty()),
+                        b_.CreateMul(i, i64(ir::dtype_size(type(o).dtype))));
   };
-  llvm::Value* skip = b_.CreateUDiv(b_.CreateAnd(b_.CreateNeg(address(outs[0], at)), i64(63)), i64(ir::dtype_size(type(outs[0]).dtype)));
+  llvm::Value* skip = b_.CreateUDiv(b_.CreateAnd(b_.CreateNeg(address(outs[0], at)), i64(63)),
+                                    i64(ir::dtype_size(type(outs[0]).dtype)));
   llvm::Value* there = b_.CreateAdd(at, skip);
   llvm::Value* all_on_lines = b_.getTrue();
-  for (ValueId o : outs) all_on_lines = b_.CreateAnd(all_on_lines, b_.CreateICmpEQ(b_.CreateAnd(address(o, there), i64(63)), i64(0)));
+  for (ValueId o : outs)
+    all_on_lines = b_.CreateAnd(all_on_lines, b_.CreateICmpEQ(b_.CreateAnd(address(o, there), i64(63)), i64(0)));
   return {skip, all_on_lines};
 }
 
@@ -221,7 +238,8 @@ void KernelEmitter::prefetch_lines(const std::vector<ValueId>& inputs, llvm::Val
     llvm::Value* first = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[x]], b_.CreateMul(at, i64(size)));
     for (int64_t offset = 0; offset < count * size; offset += 64) {
       llvm::Value* address = b_.CreateConstGEP1_64(b_.getInt8Ty(), first, static_cast<uint64_t>(offset));
-      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()}, {address, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {address->getType()},
+                         {address, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
     }
   }
 }
@@ -252,16 +270,22 @@ Status KernelEmitter::emit_loop() {
   };
   auto identity = [](llvm::Value* i) { return i; };
   // Inputs of the output's shape are read at the output's flat index. Each streamed block
-  // asks for theirs kPrefetchBlocks blocks ahead (y = x*2 + 1 with two streams: 1.05-1.12
-  // of memcpy without, 1.13-1.18 with).
+  // asks for theirs kPrefetchBlocks blocks ahead, which pays with two streams
+  // (docs/cpu.md).
   std::vector<ValueId> same_shape;
   for (ValueId x : step_.inputs)
     if (type(x).shape == shape) same_shape.push_back(x);
-  auto prefetch_ahead = [&](llvm::Value* i, int64_t count) { prefetch_lines(same_shape, b_.CreateAdd(i, i64(kPrefetchBlocks * count)), count); };
+  auto prefetch_ahead = [&](llvm::Value* i, int64_t count) {
+    prefetch_lines(same_shape, b_.CreateAdd(i, i64(kPrefetchBlocks * count)), count);
+  };
   const int64_t last = shape.empty() ? 1 : shape.back();
   if (flat || shape.size() < 2 || last < 16) {
-    return store_range(fn_->getArg(1), fn_->getArg(2), step_.outputs, worth_streaming(step_.outputs, 0), identity,
-                       [&](llvm::Value* i) { return outputs_at(flat ? Index{i, {}} : unflatten(i, shape)); }, prefetch_ahead);
+    return store_range(
+        fn_->getArg(1), fn_->getArg(2), step_.outputs, worth_streaming(step_.outputs, 0), identity,
+        [&](llvm::Value* i) {
+          return outputs_at(flat ? Index{i, {}} : unflatten(i, shape));
+        },
+        prefetch_ahead);
   }
   // Otherwise the work range is walked a row (of the last dim) at a time. Within a row the
   // last index is the loop index itself, so a broadcast operand's elements are
@@ -279,11 +303,14 @@ Status KernelEmitter::emit_loop() {
     llvm::Value* row_end = b_.CreateAdd(row_start, i64(last));
     llvm::Value* to = b_.CreateSelect(b_.CreateICmpSLT(end, row_end), end, row_end);
     Index row = unflatten(r, leading);
-    return store_range(from, to, step_.outputs, stream, identity, [&](llvm::Value* i) {
-      Index idx = row;
-      idx.dims.push_back(b_.CreateSub(i, row_start));
-      return outputs_at(idx);
-    }, prefetch_ahead);
+    return store_range(
+        from, to, step_.outputs, stream, identity,
+        [&](llvm::Value* i) {
+          Index idx = row;
+          idx.dims.push_back(b_.CreateSub(i, row_start));
+          return outputs_at(idx);
+        },
+        prefetch_ahead);
   });
 }
 
@@ -300,7 +327,8 @@ Status KernelEmitter::emit_scatter() {
   for (int n : step_.nodes)
     if (g_.nodes[n].op == Op::ScatterAdd) scatter = &g_.nodes[n];
   if (!scatter) return make_error(fmt::format("cpu codegen: step {} has no scatter_add", step_.name));
-  ValueId out = scatter->result, base = scatter->operands[0], indices = scatter->operands[1], updates = scatter->operands[2];
+  ValueId out = scatter->result, base = scatter->operands[0], indices = scatter->operands[1],
+          updates = scatter->operands[2];
   const Shape &shape = type(out).shape, &ushape = type(updates).shape;
   int64_t axis = *ir::normalize_axis(scatter->attrs.get_int("axis", 0), static_cast<int64_t>(shape.size()));
   ir::DType dt = type(out).dtype;
@@ -347,7 +375,8 @@ void emit_signature(const ir::Graph& g, const ir::Step& step, llvm::Module& m) {
       words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(t.num_elements() * ir::dtype_size(t.dtype))));
     }
   auto* type = llvm::ArrayType::get(i64, words.size());
-  new llvm::GlobalVariable(m, type, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage, llvm::ConstantArray::get(type, words),
+  new llvm::GlobalVariable(m, type, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(type, words),
                            format::kernel_signature_symbol(format::kernel_symbol(step.name)));
 }
 

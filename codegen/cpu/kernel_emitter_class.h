@@ -3,9 +3,9 @@
 // element_values.cc (a value at an index) and row_kernels.cc (reductions over rows).
 #pragma once
 
-#include <functional>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -44,7 +44,7 @@ struct RowKernel {
 struct RowToWrite {
   Index kept;
   llvm::Value* row_start = nullptr;
-  Memo memo;                                 // its row values
+  Memo memo;                                  // its row values
   std::map<ValueId, llvm::Value*> row_cache;  // its row buffers
 };
 
@@ -74,8 +74,8 @@ class KernelEmitter : public ElementWalker {
 
   // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop. With
   // `interleave`, the vectorizer interleaves that many vectors (else it chooses).
-  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body, Unroll unroll = Unroll::kDefault,
-              int interleave = 0);
+  Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body,
+              Unroll unroll = Unroll::kDefault, int interleave = 0);
 
   // The instructions in `first` and every block created after it (a loop body, with the
   // loops nested in it).
@@ -135,11 +135,14 @@ class KernelEmitter : public ElementWalker {
   llvm::Value* index_mul(llvm::Value* a, int64_t c) { return b_.CreateMul(a, i64(c)); }
   llvm::Value* index_finish(llvm::Value* flat) { return flat; }
   llvm::Value* unflatten_dim(llvm::Value* flat, int64_t stride, int64_t extent, bool outermost);
-  llvm::Value* affine(llvm::Value* i, int64_t start, int64_t step) { return b_.CreateAdd(i64(start), b_.CreateMul(i, i64(step))); }
+  llvm::Value* affine(llvm::Value* i, int64_t start, int64_t step) {
+    return b_.CreateAdd(i64(start), b_.CreateMul(i, i64(step)));
+  }
   llvm::Value* clamp_index(llvm::Value* j, int64_t extent);
   std::optional<llvm::Value*> special_value(ValueId, const ElementWalker::Key&) { return std::nullopt; }
   llvm::Value* load(ValueId v, llvm::Value* flat);
-  Result<llvm::Value*> elementwise(const Node& n, std::span<llvm::Value* const> operands, std::span<const ir::DType> dtypes);
+  Result<llvm::Value*> elementwise(const Node& n, std::span<llvm::Value* const> operands,
+                                   std::span<const ir::DType> dtypes);
   Result<llvm::Value*> iota(llvm::Value* index, ir::DType dtype);
   llvm::Value* scalar_constant(ir::DType dtype, double value, int64_t int_value);
   llvm::Value* dense_constant(const ir::Literal& literal, ir::DType dtype, llvm::Value* flat);
@@ -168,15 +171,17 @@ class KernelEmitter : public ElementWalker {
   // The index over the full shape of row position j in that row.
   Index full_row_index(const RowKernel& k, const Index& kept, llvm::Value* j);
   // Where row r's half of a pipelined kernel's row buffers starts.
-  llvm::Value* row_half(const RowKernel& k, llvm::Value* r) { return b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(k.row_length)); }
+  llvm::Value* row_half(const RowKernel& k, llvm::Value* r) {
+    return b_.CreateMul(b_.CreateAnd(r, i64(1)), i64(k.row_length));
+  }
   // Whether the reduction n over rows of this length is a float sum in chunks of kSumLanes.
   bool chunked_sum(const Node& n, int64_t row_length) const;
   // Emits the loop of one reduction over a row and records its result for the row.
-  Status reduce(const Node& n, int64_t row_length, const Shape& full_shape, const std::function<Index(llvm::Value*)>& full_index,
-                const Index& at, llvm::IRBuilder<>& entry);
+  Status reduce(const Node& n, int64_t row_length, const Shape& full_shape,
+                const std::function<Index(llvm::Value*)>& full_index, const Index& at, llvm::IRBuilder<>& entry);
 
   static constexpr int64_t kRowCacheBytes = 256 << 10;  // per cached value; fits in L2
-  static constexpr int64_t kPrefetchBlocks = 32;          // how far ahead a loop kernel prefetches
+  static constexpr int64_t kPrefetchBlocks = 32;        // how far ahead a loop kernel prefetches
 
   // Float sums add blocks of kSumBlock elements in float, each block into the double
   // total. Within a block, kSumLanes partial sums (a few vectors' worth) take chunks of
@@ -191,7 +196,7 @@ class KernelEmitter : public ElementWalker {
   // holds row_buffers_ rows (two when pipelined: the row reduced and the row written).
   std::map<ValueId, llvm::AllocaInst*> keep_buffers_;
   int row_buffers_ = 1;
-  llvm::Value* row_offset_ = nullptr;  // where the current row's half starts (pipelined)
+  llvm::Value* row_offset_ = nullptr;             // where the current row's half starts (pipelined)
   std::map<ValueId, llvm::AllocaInst*> carried_;  // row values of a pipelined kernel's row, for the next
   const int64_t streaming_bytes_;
   const int vector_bytes_;  // this kernel's vector width: 64 where wide_vectors_pay, else 32
@@ -199,18 +204,18 @@ class KernelEmitter : public ElementWalker {
   // them makes more than one call to the math library (0: the vectorizer chooses). The
   // vectorizer orders an interleaved body op by op across its vectors, so in cos(cos(x))
   // four first calls run before the four second calls that wait on them. One vector at a
-  // time, each second call waited on the call just before it, and the fused loop ran at
-  // 0.85-0.89 of the unfused pair's speed. A kernel with one call keeps the vectorizer's
-  // choice.
+  // time, each second call waited on the call just before it, and the fused loop ran
+  // slower than the unfused pair (docs/cpu.md). A kernel with one call keeps the
+  // vectorizer's choice.
   const int call_interleave_;
   static constexpr int kCallInterleave = 4;
   bool streamed_ = false;  // whether any stream_block used non-temporal stores
   // Whether loops with a light body (under kRolledBodyLimit IR instructions) are kept
   // rolled; the vectorizer still interleaves them. Unrolled whole over a row of constant
   // length, layer_norm's sum passes became thousands of instructions, and GVN kept the
-  // row's loads live from one pass to the next, spilled to the stack: rolled, `layernorm`
-  // went from 0.54-0.60 to 0.66-0.69 of copy. Softmax's max pass runs slightly faster
-  // unrolled, and its exp pass is not light, so only sum passes are rolled.
+  // row's loads live from one pass to the next, spilled to the stack (docs/cpu.md).
+  // Softmax's max pass runs slightly faster unrolled, and its exp pass is not light, so
+  // only sum passes are rolled.
   bool rolled_loops_ = false;
   static constexpr size_t kRolledBodyLimit = 24;
   llvm::Module& m_;

@@ -23,8 +23,8 @@ Index KernelEmitter::full_row_index(const RowKernel& k, const Index& kept, llvm:
 }
 
 bool KernelEmitter::chunked_sum(const Node& n, int64_t row_length) const {
-  return n.op == Op::ReduceSum && ir::is_float(type(n.operands[0]).dtype) && compute_type(ctx_, type(n.operands[0]).dtype)->isFloatTy() &&
-         row_length > kSumBlock;
+  return n.op == Op::ReduceSum && ir::is_float(type(n.operands[0]).dtype) &&
+         compute_type(ctx_, type(n.operands[0]).dtype)->isFloatTy() && row_length > kSumBlock;
 }
 
 Status KernelEmitter::emit_reduction() {
@@ -67,8 +67,9 @@ Status KernelEmitter::emit_reduction() {
     return emit_row(k, r, &before);
   }));
   RowToWrite last = pending_row(k, b_.CreateSub(end, i64(1)));
-  KILN_RETURN_IF_ERROR(store_range(i64(0), i64(k.row_length), k.full_outputs, true, [&](llvm::Value* j) { return b_.CreateAdd(last.row_start, j); },
-                                   [&](llvm::Value* j) { return row_outputs(k, last, j); }));
+  KILN_RETURN_IF_ERROR(store_range(
+      i64(0), i64(k.row_length), k.full_outputs, true, [&](llvm::Value* j) { return b_.CreateAdd(last.row_start, j); },
+      [&](llvm::Value* j) { return row_outputs(k, last, j); }));
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
   return Status::Ok();
@@ -77,15 +78,15 @@ Status KernelEmitter::emit_reduction() {
 // Whether the kernel's rows are software-pipelined: the full-shape outputs of row r are
 // written, with streaming stores, inside the last reduction pass over row r + 1, and the
 // row after that is prefetched there too. Otherwise the core computes while memory idles
-// (the exp pass of softmax) and memory works while the core waits (the output pass):
-// `softmax_4096` ran at 0.50-0.57 of copy that way. This needs that last pass to be a
-// chunked float sum (kSumLanes elements at a time) covering whole rows of whole lines,
-// with a transcendental function in its terms: with light terms (layer_norm's variance)
-// there is too little to overlap; pipelined, `layernorm` was no faster (0.61-0.66 of copy
-// against 0.62-0.67) and `residual_layernorm` slower (0.75-0.77 against 0.78-0.79).
+// (the exp pass of softmax) and memory works while the core waits (the output pass).
+// This needs that last pass to be a chunked float sum (kSumLanes elements at a time)
+// covering whole rows of whole lines, with a transcendental function in its terms: with
+// light terms (layer_norm's variance) there is too little to overlap, and pipelined
+// layer norms were no faster or slower (docs/cpu.md).
 bool KernelEmitter::pipelines(const RowKernel& k) const {
   const int64_t length = k.row_length;
-  if (!k.rc.contiguous() || k.full_outputs.empty() || k.last_reduction < 0 || !worth_streaming(k.full_outputs, length)) return false;
+  if (!k.rc.contiguous() || k.full_outputs.empty() || k.last_reduction < 0 || !worth_streaming(k.full_outputs, length))
+    return false;
   const Node& last = g_.nodes[k.last_reduction];
   if (!chunked_sum(last, length) || length % kSumLanes != 0 || !transcendental_in(last.operands[0])) return false;
   for (ValueId o : k.full_outputs)
@@ -120,7 +121,9 @@ Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const RowToWr
   auto row_index = [&](const Shape& s) { return row_value_index(k, kept, s); };
   auto full_index = [&](llvm::Value* j) { return full_row_index(k, kept, j); };
   llvm::Value* row_start = b_.CreateMul(r, i64(length));
-  auto prefetch_next_row = [&](llvm::Value* j, int64_t count) { prefetch_lines(k.row_inputs, b_.CreateAdd(b_.CreateAdd(row_start, i64(length)), j), count); };
+  auto prefetch_next_row = [&](llvm::Value* j, int64_t count) {
+    prefetch_lines(k.row_inputs, b_.CreateAdd(b_.CreateAdd(row_start, i64(length)), j), count);
+  };
   llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   row_cache_.clear();
   row_offset_ = k.pipelined ? row_half(k, r) : nullptr;
@@ -152,9 +155,12 @@ Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const RowToWr
     }
   } else if (!k.full_outputs.empty()) {
     RowToWrite row{kept, row_start, memo_, row_cache_};
-    auto flat_at = [&](llvm::Value* j) { return k.rc.contiguous() ? b_.CreateAdd(row_start, j) : flat_of(k.rc.full, full_index(j)); };
-    KILN_RETURN_IF_ERROR(store_range(i64(0), i64(length), k.full_outputs, k.rc.contiguous() && worth_streaming(k.full_outputs, length), flat_at,
-                                     [&](llvm::Value* j) { return row_outputs(k, row, j); }, prefetch_next_row));
+    auto flat_at = [&](llvm::Value* j) {
+      return k.rc.contiguous() ? b_.CreateAdd(row_start, j) : flat_of(k.rc.full, full_index(j));
+    };
+    KILN_RETURN_IF_ERROR(store_range(
+        i64(0), i64(length), k.full_outputs, k.rc.contiguous() && worth_streaming(k.full_outputs, length), flat_at,
+        [&](llvm::Value* j) { return row_outputs(k, row, j); }, prefetch_next_row));
   }
   for (ValueId o : step_.outputs) {
     if (type(o).shape == k.rc.full) continue;
@@ -178,10 +184,12 @@ RowToWrite KernelEmitter::pending_row(const RowKernel& k, llvm::Value* r) {
     const Shape& shape = type(v).shape;
     if (shape == k.rc.full) continue;
     llvm::AllocaInst* slot = carried_.at(v);
-    p.memo[{v, key_of(canonical(v, row_value_index(k, p.kept, shape)))}] = b_.CreateLoad(slot->getAllocatedType(), slot);
+    p.memo[{v, key_of(canonical(v, row_value_index(k, p.kept, shape)))}] =
+        b_.CreateLoad(slot->getAllocatedType(), slot);
   }
   llvm::Value* offset = row_half(k, r);
-  for (auto [v, buffer] : keep_buffers_) p.row_cache[v] = b_.CreateGEP(buffer->getAllocatedType()->getArrayElementType(), buffer, offset);
+  for (auto [v, buffer] : keep_buffers_)
+    p.row_cache[v] = b_.CreateGEP(buffer->getAllocatedType()->getArrayElementType(), buffer, offset);
   return p;
 }
 
@@ -209,7 +217,8 @@ Status KernelEmitter::write_pending(const RowKernel& k, const RowToWrite& p, llv
 }
 
 // The full-shape outputs of `row` at row position j. The builder's memo is as before.
-Result<std::vector<llvm::Value*>> KernelEmitter::row_outputs(const RowKernel& k, const RowToWrite& row, llvm::Value* j) {
+Result<std::vector<llvm::Value*>> KernelEmitter::row_outputs(const RowKernel& k, const RowToWrite& row,
+                                                             llvm::Value* j) {
   auto saved = memo_;
   memo_ = row.memo;
   Index full = full_row_index(k, row.kept, j);
@@ -228,7 +237,8 @@ Result<std::vector<llvm::Value*>> KernelEmitter::row_outputs(const RowKernel& k,
 }
 
 Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& full_shape,
-                             const std::function<Index(llvm::Value*)>& full_index, const Index& at, llvm::IRBuilder<>& entry) {
+                             const std::function<Index(llvm::Value*)>& full_index, const Index& at,
+                             llvm::IRBuilder<>& entry) {
   ValueId x = n.operands[0];
   ir::DType dt = type(x).dtype;
   bool fp = ir::is_float(dt);
@@ -242,15 +252,19 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   if (saw_nan) b_.CreateStore(b_.getFalse(), saw_nan);
   llvm::Value* init;
   if (n.op == Op::ReduceSum) init = llvm::Constant::getNullValue(acc_type);
-  else if (n.op == Op::ReduceMin) init = fp ? llvm::ConstantFP::getInfinity(acc_type) : llvm::ConstantInt::get(acc_type, INT64_MAX);
-  else init = fp ? llvm::ConstantFP::getInfinity(acc_type, true) : llvm::ConstantInt::get(acc_type, static_cast<uint64_t>(INT64_MIN));
+  else if (n.op == Op::ReduceMin)
+    init = fp ? llvm::ConstantFP::getInfinity(acc_type) : llvm::ConstantInt::get(acc_type, INT64_MAX);
+  else
+    init = fp ? llvm::ConstantFP::getInfinity(acc_type, true)
+              : llvm::ConstantInt::get(acc_type, static_cast<uint64_t>(INT64_MIN));
   b_.CreateStore(init, acc);
   if (best) b_.CreateStore(i64(0), best);
   // An operand computed here that other nodes of the step also read is kept in a row
   // buffer, so later loops over the row load it instead of computing it again (softmax's
   // exp, layer_norm's x - mean).
   llvm::Value* keep = nullptr;
-  if (computed_here(x) && fp && type(x).shape == full_shape && !row_cache_.count(x) && row_length * 4 <= kRowCacheBytes) {
+  if (computed_here(x) && fp && type(x).shape == full_shape && !row_cache_.count(x) &&
+      row_length * 4 <= kRowCacheBytes) {
     if (ir::uses_in_step(g_, step_, x) > 1) {
       llvm::AllocaInst*& buffer = keep_buffers_[x];
       if (!buffer) {
@@ -310,8 +324,9 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
         break;
       }
       default: {  // argmax: the first maximum; the first NaN wins
-        llvm::Value* better = fp ? b_.CreateAnd(b_.CreateFCmpORD(a, a), b_.CreateOr(b_.CreateFCmpOGT(v, a), b_.CreateFCmpUNO(v, v)))
-                                 : b_.CreateICmpSGT(v, a);
+        llvm::Value* better =
+            fp ? b_.CreateAnd(b_.CreateFCmpORD(a, a), b_.CreateOr(b_.CreateFCmpOGT(v, a), b_.CreateFCmpUNO(v, v)))
+               : b_.CreateICmpSGT(v, a);
         better = b_.CreateOr(better, b_.CreateICmpEQ(j, i64(0)));
         b_.CreateStore(b_.CreateSelect(better, j, b_.CreateLoad(b_.getInt64Ty(), best)), best);
         next = b_.CreateSelect(better, v, a);
@@ -334,24 +349,34 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
       b_.CreateStore(llvm::ConstantFP::get(ct, 0.0), block_acc);
       b_.CreateStore(llvm::ConstantAggregateZero::get(lanes->getAllocatedType()), lanes);
       llvm::Value* chunks = b_.CreateSDiv(b_.CreateSub(end, begin), i64(kSumLanes));
-      KILN_RETURN_IF_ERROR(loop(i64(0), chunks, [&](llvm::Value* c) -> Status {
-        llvm::Value* start = b_.CreateAdd(begin, b_.CreateMul(c, i64(kSumLanes)));
-        // Over row positions, not 0..kSumLanes plus `start`: InstCombine makes that sum an
-        // `or` (start is a multiple of kSumLanes), and the loads through it became gathers.
-        KILN_RETURN_IF_ERROR(loop(start, b_.CreateAdd(start, i64(kSumLanes)), [&](llvm::Value* j) -> Status {
-          sum_into = b_.CreateGEP(ct, lanes, b_.CreateSub(j, start));
-          return element(j);
-        }, Unroll::kVectorOnly));
-        return per_chunk_ ? per_chunk_(start, kSumLanes) : Status::Ok();
-      }, Unroll::kRolled));  // unrolled, the lanes went through the stack between chunks
+      KILN_RETURN_IF_ERROR(loop(
+          i64(0), chunks,
+          [&](llvm::Value* c) -> Status {
+            llvm::Value* start = b_.CreateAdd(begin, b_.CreateMul(c, i64(kSumLanes)));
+            // Over row positions, not 0..kSumLanes plus `start`: InstCombine makes that sum an
+            // `or` (start is a multiple of kSumLanes), and the loads through it became gathers.
+            KILN_RETURN_IF_ERROR(loop(
+                start, b_.CreateAdd(start, i64(kSumLanes)),
+                [&](llvm::Value* j) -> Status {
+                  sum_into = b_.CreateGEP(ct, lanes, b_.CreateSub(j, start));
+                  return element(j);
+                },
+                Unroll::kVectorOnly));
+            return per_chunk_ ? per_chunk_(start, kSumLanes) : Status::Ok();
+          },
+          Unroll::kRolled));  // unrolled, the lanes went through the stack between chunks
       sum_into = block_acc;
       KILN_RETURN_IF_ERROR(loop(b_.CreateAdd(begin, b_.CreateMul(chunks, i64(kSumLanes))), end, element));
-      KILN_RETURN_IF_ERROR(loop(i64(0), i64(kSumLanes), [&](llvm::Value* k) -> Status {
-        auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(b_.CreateLoad(ct, block_acc), b_.CreateLoad(ct, b_.CreateGEP(ct, lanes, k))));
-        sum->setHasAllowReassoc(true);
-        b_.CreateStore(sum, block_acc);
-        return Status::Ok();
-      }, Unroll::kVectorOnly));
+      KILN_RETURN_IF_ERROR(loop(
+          i64(0), i64(kSumLanes),
+          [&](llvm::Value* k) -> Status {
+            auto* sum = llvm::cast<llvm::Instruction>(
+                b_.CreateFAdd(b_.CreateLoad(ct, block_acc), b_.CreateLoad(ct, b_.CreateGEP(ct, lanes, k))));
+            sum->setHasAllowReassoc(true);
+            b_.CreateStore(sum, block_acc);
+            return Status::Ok();
+          },
+          Unroll::kVectorOnly));
       auto* total = llvm::cast<llvm::Instruction>(
           b_.CreateFAdd(b_.CreateLoad(acc_type, acc), b_.CreateFPExt(b_.CreateLoad(ct, block_acc), acc_type)));
       b_.CreateStore(total, acc);
@@ -365,7 +390,8 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   if (n.op == Op::Argmax) result = b_.CreateLoad(b_.getInt64Ty(), best);
   else {
     result = b_.CreateLoad(acc_type, acc);
-    if (saw_nan) result = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), saw_nan), llvm::ConstantFP::getNaN(acc_type), result);
+    if (saw_nan)
+      result = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), saw_nan), llvm::ConstantFP::getNaN(acc_type), result);
     if (fp) result = round_to(b_, rt.dtype, b_.CreateFPCast(result, compute_type(ctx_, rt.dtype)));
     else result = b_.CreateTrunc(result, compute_type(ctx_, rt.dtype));
   }

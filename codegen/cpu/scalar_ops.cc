@@ -59,7 +59,9 @@ llvm::Type* storage_type(llvm::LLVMContext& ctx, DType d) {
 
 llvm::Type* compute_type(llvm::LLVMContext& ctx, DType d) {
   switch (d) {
-    case DType::F32: case DType::F16: case DType::BF16: return llvm::Type::getFloatTy(ctx);
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return llvm::Type::getFloatTy(ctx);
     case DType::F64: return llvm::Type::getDoubleTy(ctx);
     case DType::I32: return llvm::Type::getInt32Ty(ctx);
     case DType::I64: return llvm::Type::getInt64Ty(ctx);
@@ -121,18 +123,23 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
   auto zero = [&](llvm::Value* like) { return llvm::Constant::getNullValue(like->getType()); };
   auto fpr = [&](llvm::Value* v) { return round_to(b, rt, v); };  // f16/bf16 round after each op
   // Floats get an inlined exp that vectorizes without calls; doubles keep libm's (libmvec's).
-  auto exp = [&](llvm::Value* v) { return v->getType()->isFloatTy() ? exp_f32(b, v) : call_intrinsic(b, llvm::Intrinsic::exp, {v}); };
+  auto exp = [&](llvm::Value* v) {
+    return v->getType()->isFloatTy() ? exp_f32(b, v) : call_intrinsic(b, llvm::Intrinsic::exp, {v});
+  };
   switch (op) {
     case Op::Neg: return fp ? fpr(b.CreateFNeg(x)) : b.CreateSub(zero(x), x);
     case Op::Abs:
-      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::fabs, {x})) : b.CreateSelect(b.CreateICmpSLT(x, zero(x)), b.CreateSub(zero(x), x), x);
+      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::fabs, {x}))
+                : b.CreateSelect(b.CreateICmpSLT(x, zero(x)), b.CreateSub(zero(x), x), x);
     case Op::Relu:
       // NaN stays NaN, as in the interpreter (x > 0 or unordered).
-      return fp ? b.CreateSelect(b.CreateFCmpUGT(x, zero(x)), x, zero(x)) : b.CreateSelect(b.CreateICmpSGT(x, zero(x)), x, zero(x));
+      return fp ? b.CreateSelect(b.CreateFCmpUGT(x, zero(x)), x, zero(x))
+                : b.CreateSelect(b.CreateICmpSGT(x, zero(x)), x, zero(x));
     case Op::Exp: return fpr(exp(x));
     case Op::Log: return fpr(call_intrinsic(b, llvm::Intrinsic::log, {x}));
     case Op::Sqrt: return fpr(call_intrinsic(b, llvm::Intrinsic::sqrt, {x}));
-    case Op::Rsqrt: return fpr(b.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), call_intrinsic(b, llvm::Intrinsic::sqrt, {x})));
+    case Op::Rsqrt:
+      return fpr(b.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), call_intrinsic(b, llvm::Intrinsic::sqrt, {x})));
     case Op::Sin: return fpr(call_intrinsic(b, llvm::Intrinsic::sin, {x}));
     case Op::Cos: return fpr(call_intrinsic(b, llvm::Intrinsic::cos, {x}));
     case Op::Tanh: return fpr(call_libm(b, m, "tanh", x));
@@ -150,25 +157,33 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
     case Op::Div: {
       if (fp) return fpr(b.CreateFDiv(x, y));
       // x / 0 is 0 and x / -1 is -x (wrapping), without trapping.
-      llvm::Value* safe = b.CreateSelect(b.CreateOr(b.CreateICmpEQ(y, zero(y)), b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1))),
-                                         llvm::ConstantInt::get(y->getType(), 1), y);
+      llvm::Value* safe = b.CreateSelect(
+          b.CreateOr(b.CreateICmpEQ(y, zero(y)), b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1))),
+          llvm::ConstantInt::get(y->getType(), 1), y);
       llvm::Value* q = b.CreateSDiv(x, safe);
       llvm::Value* neg = b.CreateSub(zero(x), x);
-      return b.CreateSelect(b.CreateICmpEQ(y, zero(y)), zero(x), b.CreateSelect(b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1)), neg, q));
+      return b.CreateSelect(b.CreateICmpEQ(y, zero(y)), zero(x),
+                            b.CreateSelect(b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1)), neg, q));
     }
     case Op::Pow:
       if (!fp) return make_error("cpu codegen: pow on integers is not supported yet");
       return fpr(call_intrinsic(b, llvm::Intrinsic::pow, {x, y}));
     case Op::Maximum:
-      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::maximum, {x, y})) : b.CreateSelect(b.CreateICmpSGE(x, y), x, y);
+      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::maximum, {x, y}))
+                : b.CreateSelect(b.CreateICmpSGE(x, y), x, y);
     case Op::Minimum:
-      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::minimum, {x, y})) : b.CreateSelect(b.CreateICmpSLE(x, y), x, y);
+      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::minimum, {x, y}))
+                : b.CreateSelect(b.CreateICmpSLE(x, y), x, y);
     case Op::Eq: return fp ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);
     case Op::Ne: return fp ? b.CreateFCmpUNE(x, y) : b.CreateICmpNE(x, y);
-    case Op::Lt: return fp ? b.CreateFCmpOLT(x, y) : (dt == DType::Bool ? b.CreateICmpULT(x, y) : b.CreateICmpSLT(x, y));
-    case Op::Le: return fp ? b.CreateFCmpOLE(x, y) : (dt == DType::Bool ? b.CreateICmpULE(x, y) : b.CreateICmpSLE(x, y));
-    case Op::Gt: return fp ? b.CreateFCmpOGT(x, y) : (dt == DType::Bool ? b.CreateICmpUGT(x, y) : b.CreateICmpSGT(x, y));
-    case Op::Ge: return fp ? b.CreateFCmpOGE(x, y) : (dt == DType::Bool ? b.CreateICmpUGE(x, y) : b.CreateICmpSGE(x, y));
+    case Op::Lt:
+      return fp ? b.CreateFCmpOLT(x, y) : (dt == DType::Bool ? b.CreateICmpULT(x, y) : b.CreateICmpSLT(x, y));
+    case Op::Le:
+      return fp ? b.CreateFCmpOLE(x, y) : (dt == DType::Bool ? b.CreateICmpULE(x, y) : b.CreateICmpSLE(x, y));
+    case Op::Gt:
+      return fp ? b.CreateFCmpOGT(x, y) : (dt == DType::Bool ? b.CreateICmpUGT(x, y) : b.CreateICmpSGT(x, y));
+    case Op::Ge:
+      return fp ? b.CreateFCmpOGE(x, y) : (dt == DType::Bool ? b.CreateICmpUGE(x, y) : b.CreateICmpSGE(x, y));
     case Op::And: return b.CreateAnd(x, y);
     case Op::Or: return b.CreateOr(x, y);
     case Op::Select: return b.CreateSelect(in[0], in[1], in[2]);
@@ -184,8 +199,9 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
     }
     default: break;
   }
-  return make_error(fmt::format("cpu codegen: {} {} (codegen/cpu/scalar_ops.cc has no case for it)", ir::op_name(op),
-                                ir::op_kind(op) == ir::OpKind::Elementwise ? "cannot be computed here" : "is not an elementwise op"));
+  return make_error(
+      fmt::format("cpu codegen: {} {} (codegen/cpu/scalar_ops.cc has no case for it)", ir::op_name(op),
+                  ir::op_kind(op) == ir::OpKind::Elementwise ? "cannot be computed here" : "is not an elementwise op"));
 }
 
 }  // namespace kiln::codegen::cpu

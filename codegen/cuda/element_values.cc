@@ -1,5 +1,5 @@
-#include <bit>
 #include <fmt/format.h>
+#include <bit>
 
 #include "codegen/cuda/kernel_emitter_class.h"
 #include "ir/shape_inference.h"
@@ -23,7 +23,8 @@ std::string KernelEmitter::clamp_index(const std::string& j, int64_t extent) {
 }
 
 std::optional<std::string> KernelEmitter::special_value(ValueId v, const ElementWalker::Key& key) {
-  if (auto cached = row_cache_.find(v); cached != row_cache_.end() && !item_.empty() && key == key_of(canonical(v, item_index_)))
+  if (auto cached = row_cache_.find(v);
+      cached != row_cache_.end() && !item_.empty() && key == key_of(canonical(v, item_index_)))
     return fmt::format("{}[{}]", cached->second, item_);
   if (auto lane = lane_loads_.find(v); lane != lane_loads_.end() && key == lane_key_)
     return let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}.v[{}]", lane->second, lane_)));
@@ -34,18 +35,22 @@ std::string KernelEmitter::load(ValueId v, const std::string& flat) {
   return let(compute_type(type(v).dtype), from_storage(type(v).dtype, fmt::format("{}[{}]", param(v), flat)));
 }
 
-Result<std::string> KernelEmitter::elementwise(const Node& n, std::span<const std::string> operands, std::span<const DType> dtypes) {
+Result<std::string> KernelEmitter::elementwise(const Node& n, std::span<const std::string> operands,
+                                               std::span<const DType> dtypes) {
   DType result = type(n.result).dtype;
   KILN_ASSIGN_OR_RETURN(std::string e, cuda::elementwise(n.op, n.attrs, operands, dtypes, result));
   return let(compute_type(result), e);
 }
 
 Result<std::string> KernelEmitter::iota(const std::string& index, DType dtype) {
-  KILN_ASSIGN_OR_RETURN(std::string e, cuda::elementwise(Op::Cast, attrs_to(dtype), {&index, 1}, {std::array{DType::I64}}, dtype));
+  KILN_ASSIGN_OR_RETURN(std::string e,
+                        cuda::elementwise(Op::Cast, attrs_to(dtype), {&index, 1}, {std::array{DType::I64}}, dtype));
   return let(compute_type(dtype), e);
 }
 
-std::string KernelEmitter::scalar_constant(DType dtype, double value, int64_t int_value) const { return constant(dtype, value, int_value); }
+std::string KernelEmitter::scalar_constant(DType dtype, double value, int64_t int_value) const {
+  return constant(dtype, value, int_value);
+}
 
 std::string KernelEmitter::dense_constant(const ir::Literal& literal, DType dtype, const std::string& flat) {
   // A dense constant: an array in device memory. Floats are kept as their bits, since a
@@ -62,7 +67,8 @@ std::string KernelEmitter::dense_constant(const ir::Literal& literal, DType dtyp
   }
   if (dtype == DType::F64) element_type = "kiln_u64", read = "__longlong_as_double((long long){}[{}])";
   else if (ir::is_float(dtype)) element_type = "unsigned", read = "__uint_as_float({}[{}])";
-  globals_ += fmt::format("__device__ const {} {}[{}] = {{{}}};\n", element_type, name, literal.floats.size(), elements);
+  globals_ +=
+      fmt::format("__device__ const {} {}[{}] = {{{}}};\n", element_type, name, literal.floats.size(), elements);
   return let(compute_type(dtype), fmt::format(fmt::runtime(read), name, flat));
 }
 
@@ -76,7 +82,9 @@ Result<std::string> KernelEmitter::concat(const Node& n, const Index& out) {
     ValueId x = n.operands[k];
     int64_t extent = type(x).shape[static_cast<size_t>(axis)];
     bool last = k + 1 == n.operands.size();
-    open(k == 0 ? fmt::format("if ({} < {}LL)", at, offset + extent) : last ? "else" : fmt::format("else if ({} < {}LL)", at, offset + extent));
+    open(k == 0 ? fmt::format("if ({} < {}LL)", at, offset + extent)
+         : last ? "else"
+                : fmt::format("else if ({} < {}LL)", at, offset + extent));
     Index src = out;
     src.dims[static_cast<size_t>(axis)] = index_let(fmt::format("{} - {}LL", at, offset));
     auto saved = memo_;  // values computed in this branch are not defined outside it

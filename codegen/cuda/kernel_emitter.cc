@@ -32,13 +32,15 @@ Status KernelEmitter::loop_kernel(Launch& launch) {
     std::vector<ValueId> vectors = loaded;
     vectors.insert(vectors.end(), step_.outputs.begin(), step_.outputs.end());
     std::string aligned = "true";
-    for (ValueId v : vectors) aligned += fmt::format(" && ((kiln_u64){} % {}) == 0", param(v), 4 * ir::dtype_size(type(v).dtype));
+    for (ValueId v : vectors)
+      aligned += fmt::format(" && ((kiln_u64){} % {}) == 0", param(v), 4 * ir::dtype_size(type(v).dtype));
     line(fmt::format("const long long vector_end = {}LL;", n / 4 * 4));
     line(fmt::format("const bool aligned = {};", aligned));
     open(fmt::format("if (aligned) for (long long q = first; q < {}LL; q += stride)", n / 4));
     for (ValueId v : loaded) {
       std::string name = fmt::format("in{}", slot_[v]);
-      line(fmt::format("const kiln_vec4<{0}> {1} = *reinterpret_cast<const kiln_vec4<{0}>*>({2} + q * 4);", storage_type(type(v).dtype), name, param(v)));
+      line(fmt::format("const kiln_vec4<{0}> {1} = *reinterpret_cast<const kiln_vec4<{0}>*>({2} + q * 4);",
+                       storage_type(type(v).dtype), name, param(v)));
       lane_loads_[v] = name;
     }
     for (ValueId o : step_.outputs) line(fmt::format("kiln_vec4<{}> out{};", storage_type(type(o).dtype), slot_[o]));
@@ -55,7 +57,8 @@ Status KernelEmitter::loop_kernel(Launch& launch) {
       }
     }
     for (ValueId o : step_.outputs)
-      line(fmt::format("*reinterpret_cast<kiln_vec4<{0}>*>({1} + q * 4) = out{2};", storage_type(type(o).dtype), param(o), slot_[o]));
+      line(fmt::format("*reinterpret_cast<kiln_vec4<{0}>*>({1} + q * 4) = out{2};", storage_type(type(o).dtype),
+                       param(o), slot_[o]));
     close();
     lane_loads_.clear();
     memo_ = invariant_;
@@ -75,7 +78,8 @@ Status KernelEmitter::scatter_kernel(Launch& launch) {
   for (int i : step_.nodes)
     if (g_.nodes[i].op == Op::ScatterAdd) scatter = &g_.nodes[i];
   if (!scatter) return make_error(fmt::format("cuda codegen: step {} has no scatter_add", step_.name));
-  ValueId out = scatter->result, base = scatter->operands[0], indices = scatter->operands[1], updates = scatter->operands[2];
+  ValueId out = scatter->result, base = scatter->operands[0], indices = scatter->operands[1],
+          updates = scatter->operands[2];
   const Shape &shape = type(out).shape, &ushape = type(updates).shape;
   int64_t axis = *ir::normalize_axis(scatter->attrs.get_int("axis", 0), static_cast<int64_t>(shape.size()));
   DType dt = type(out).dtype;
@@ -114,7 +118,8 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
       program.launches.push_back({});
       continue;
     }
-    KILN_ASSIGN_OR_RETURN(Launch launch, detail::KernelEmitter(g, step, std::string(symbol_prefix) + step.name).write(program.kernels));
+    KILN_ASSIGN_OR_RETURN(
+        Launch launch, detail::KernelEmitter(g, step, std::string(symbol_prefix) + step.name).write(program.kernels));
     program.launches.push_back(launch);
   }
   return program;

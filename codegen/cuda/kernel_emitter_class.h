@@ -3,9 +3,9 @@
 // an index) and row_kernels.cc (reductions over rows).
 #pragma once
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cstdint>
-#include <fmt/format.h>
 #include <functional>
 #include <map>
 #include <optional>
@@ -35,8 +35,12 @@ using ElementWalker = ir::ElementWalker<KernelEmitter, std::string>;
 // An index into a value, as C++ expressions (ir/element_walker.h).
 using Index = ir::ElementIndex<std::string>;
 
-inline std::string mul(const std::string& a, int64_t c) { return c == 1 ? a : a == "0" ? "0" : fmt::format("{} * {}LL", a, c); }
-inline std::string add(const std::string& a, const std::string& b) { return a == "0" ? b : b == "0" ? a : a + " + " + b; }
+inline std::string mul(const std::string& a, int64_t c) {
+  return c == 1 ? a : a == "0" ? "0" : fmt::format("{} * {}LL", a, c);
+}
+inline std::string add(const std::string& a, const std::string& b) {
+  return a == "0" ? b : b == "0" ? a : a + " + " + b;
+}
 
 inline constexpr int kLoopThreads = 256;
 inline constexpr int kWarpRowMax = 1024;  // rows up to this long get one warp each
@@ -47,7 +51,8 @@ inline constexpr int kBlockItems = 16;    // elements per thread kept in registe
 // by element come from the element walker it derives from, over C++ expressions.
 class KernelEmitter : public ElementWalker {
  public:
-  KernelEmitter(const ir::Graph& g, const ir::Step& step, std::string symbol) : ElementWalker(g, step), symbol_(std::move(symbol)) {}
+  KernelEmitter(const ir::Graph& g, const ir::Step& step, std::string symbol)
+      : ElementWalker(g, step), symbol_(std::move(symbol)) {}
 
   // Appends the kernel (and any constant arrays it reads) to `out`.
   Result<Launch> write(std::string& out) {
@@ -57,7 +62,8 @@ class KernelEmitter : public ElementWalker {
                                                           : scatter_kernel(launch);
     KILN_RETURN_IF_ERROR(body);
     out += globals_;
-    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", launch.block_threads, symbol_, parameters());
+    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", launch.block_threads, symbol_,
+                       parameters());
     out += code_;
     out += "}\n\n";
     launch.grid_blocks = std::max<int64_t>(1, launch.grid_blocks);
@@ -98,7 +104,9 @@ class KernelEmitter : public ElementWalker {
   }
   // A named constant for a non-trivial expression.
   std::string let(std::string_view type, const std::string& expr) {
-    bool simple = !expr.empty() && std::all_of(expr.begin(), expr.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    bool simple = !expr.empty() && std::all_of(expr.begin(), expr.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
     if (simple) return expr;
     std::string name = fmt::format("v{}", next_++);
     line(fmt::format("const {} {} = {};", type, name, expr));
@@ -148,16 +156,18 @@ class KernelEmitter : public ElementWalker {
       values.push_back(v);
     }
     for (size_t k = 0; k < outs.size(); ++k)
-      line(fmt::format("{}[{}] = {};", param(outs[k]), flat_of(shape, idx), to_storage(type(outs[k]).dtype, values[k])));
+      line(
+          fmt::format("{}[{}] = {};", param(outs[k]), flat_of(shape, idx), to_storage(type(outs[k]).dtype, values[k])));
     return Status::Ok();
   }
 
   Status loop_kernel(Launch& launch);
   Status reduction_kernel(Launch& launch);
-  Status reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index, const Index& at);
+  Status reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index,
+                const Index& at);
   int online_sum_of(const Node& max, const ir::RowClass& rc) const;
-  Status online_softmax(const Node& max, const Node& sum, const std::function<Index(const std::string&)>& full_index, const Index& max_at,
-                        const Index& sum_at);
+  Status online_softmax(const Node& max, const Node& sum, const std::function<Index(const std::string&)>& full_index,
+                        const Index& max_at, const Index& sum_at);
   // Records a row reduction's result (an expression of its result type) for the row at `at`.
   void remember_row_value(const Node& n, const std::string& result, const Index& at);
   // Emits a loop over a row's elements (`body` gets the element's position j).

@@ -1,16 +1,16 @@
 #include "codegen/cuda/nvrtc_compile.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <fmt/format.h>
-#include <cstring>
-#include <future>
-#include <optional>
 #include <nvrtc.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <optional>
 
 #include "base/file.h"
 #include "runtime/format/target.h"
@@ -53,7 +53,8 @@ std::string write_cached(const std::string& dir, const std::string& path, const 
 }
 
 // One NVRTC compile for a real architecture: its cubin and its PTX.
-Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> nvrtc(const std::string& source, const std::string& arch) {
+Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> nvrtc(const std::string& source,
+                                                                    const std::string& arch) {
   nvrtcProgram program;
   if (nvrtcResult r = nvrtcCreateProgram(&program, source.c_str(), "kiln.cu", 0, nullptr, nullptr); r != NVRTC_SUCCESS)
     return make_error(fmt::format("cuda codegen: NVRTC cannot create a program: {}", nvrtcGetErrorString(r)));
@@ -68,7 +69,8 @@ Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> nvrtc(const std::s
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   if (compiled != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&program);
-    return make_error(fmt::format("cuda codegen: NVRTC could not compile the program for {} ({}):\n{}", arch, nvrtcGetErrorString(compiled), log));
+    return make_error(fmt::format("cuda codegen: NVRTC could not compile the program for {} ({}):\n{}", arch,
+                                  nvrtcGetErrorString(compiled), log));
   }
   size_t cubin_size = 0, ptx_size = 0;
   nvrtcGetCUBINSize(program, &cubin_size);
@@ -105,21 +107,28 @@ Status check_archs(const std::vector<std::string>& archs) {
   for (int a : supported) names += fmt::format("{}sm_{}", names.empty() ? "" : " ", a);
   for (size_t i = 0; i < archs.size(); ++i) {
     const std::string& arch = archs[i];
-    if (std::find(archs.begin(), archs.begin() + static_cast<std::ptrdiff_t>(i), arch) != archs.begin() + static_cast<std::ptrdiff_t>(i))
+    if (std::find(archs.begin(), archs.begin() + static_cast<std::ptrdiff_t>(i), arch) !=
+        archs.begin() + static_cast<std::ptrdiff_t>(i))
       return make_error(fmt::format("cuda codegen: --cuda-arch names {} twice", arch));
     bool well_formed = arch.size() > 3 && arch.starts_with("sm_") &&
                        std::all_of(arch.begin() + 3, arch.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!well_formed) return make_error(fmt::format("cuda codegen: '{}' is not a GPU architecture (expected sm_NN, such as sm_90)", arch));
+    if (!well_formed)
+      return make_error(
+          fmt::format("cuda codegen: '{}' is not a GPU architecture (expected sm_NN, such as sm_90)", arch));
     if (std::find(supported.begin(), supported.end(), format::cuda_arch_number(arch)) == supported.end())
-      return make_error(fmt::format("cuda codegen: NVRTC {} cannot compile for {} (it supports: {})", nvrtc_version(), arch, names));
+      return make_error(
+          fmt::format("cuda codegen: NVRTC {} cannot compile for {} (it supports: {})", nvrtc_version(), arch, names));
   }
   return Status::Ok();
 }
 
-Result<std::vector<CodeObject>> compile_program(const std::string& source, const NvrtcOptions& options, NvrtcStats* stats) {
+Result<std::vector<CodeObject>> compile_program(const std::string& source, const NvrtcOptions& options,
+                                                NvrtcStats* stats) {
   KILN_RETURN_IF_ERROR(check_archs(options.archs));
   const std::vector<std::string>& archs = options.archs;
-  const std::string newest = *std::max_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) { return format::cuda_arch_number(a) < format::cuda_arch_number(b); });
+  const std::string newest = *std::max_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) {
+    return format::cuda_arch_number(a) < format::cuda_arch_number(b);
+  });
   const std::string dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
   struct Compiled {
     Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> code = Error{};
@@ -170,9 +179,9 @@ Result<std::vector<CodeObject>> compile_program(const std::string& source, const
       local.nvrtc_ms += c.ms;
       if (options.verbose)
         fmt::print(stderr, "nvrtc: {}: compiled in {:.0f} ms ({})\n", archs[i], c.ms,
-                   !options.use_cache          ? "cache off"
+                   !options.use_cache     ? "cache off"
                    : c.not_stored.empty() ? "cache miss, stored as " + c.cubin_path
-                                               : "cache miss, not stored: " + c.not_stored);
+                                          : "cache miss, not stored: " + c.not_stored);
     }
     objects.push_back({"cubin", archs[i], std::move(c.code->first)});
     if (archs[i] == newest) newest_ptx = std::move(c.code->second);

@@ -49,6 +49,7 @@ Status check_archs(const std::vector<std::string>& archs);
 /// architecture (in the order given) and then the PTX of the newest. Each compile is
 /// cached under a key of the source, the options and NVRTC's version; a cache that cannot
 /// be read or written only costs time. Errors carry NVRTC's log.
-Result<std::vector<CodeObject>> compile_program(const std::string& source, const NvrtcOptions& options, NvrtcStats* stats = nullptr);
+Result<std::vector<CodeObject>> compile_program(const std::string& source, const NvrtcOptions& options,
+                                                NvrtcStats* stats = nullptr);
 
 }  // namespace kiln::codegen::cuda

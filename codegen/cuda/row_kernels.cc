@@ -56,13 +56,16 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
   line("(void)scratch;");
   KILN_RETURN_IF_ERROR(hoist_scalars());
   line(fmt::format("const int lane = threadIdx.x % {};", row_threads_));
-  open(fmt::format("for (long long r = (long long)blockIdx.x * {0} + threadIdx.x / {1}; r < {2}LL; r += (long long)gridDim.x * {0})",
-                   rows_per_block, row_threads_, rows));
+  open(fmt::format(
+      "for (long long r = (long long)blockIdx.x * {0} + threadIdx.x / {1}; r < {2}LL; r += (long long)gridDim.x * {0})",
+      rows_per_block, row_threads_, rows));
   Index kept = unflatten("r", rc.kept_shape);
   const Shape keepdims = rc.keepdims_shape();
   Index row_idx = kept, keep_idx{"", rc.keepdims_index(kept.dims, std::string("0"))};
   auto row_index = [&](const Shape& s) { return s == keepdims && s != rc.kept_shape ? keep_idx : row_idx; };
-  auto full_index = [&](const std::string& j) { return Index{"", rc.full_index(kept.dims, unflatten(j, rc.reduced_shape).dims)}; };
+  auto full_index = [&](const std::string& j) {
+    return Index{"", rc.full_index(kept.dims, unflatten(j, rc.reduced_shape).dims)};
+  };
   // Rows kept in registers: each input of the full shape is loaded once per row.
   if (items_ > 0) {
     std::vector<ValueId> loaded;
@@ -91,7 +94,8 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
       int sum = items_ == 0 ? online_sum_of(node, rc) : -1;
       if (sum >= 0) {
         const Node& sum_node = g_.nodes[static_cast<size_t>(sum)];
-        KILN_RETURN_IF_ERROR(online_softmax(node, sum_node, full_index, row_index(t.shape), row_index(type(sum_node.result).shape)));
+        KILN_RETURN_IF_ERROR(
+            online_softmax(node, sum_node, full_index, row_index(t.shape), row_index(type(sum_node.result).shape)));
         computed_online.insert(sum);
       } else {
         KILN_RETURN_IF_ERROR(reduce(node, rc, full_index, row_index(t.shape)));
@@ -121,7 +125,8 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
   return Status::Ok();
 }
 
-Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index, const Index& at) {
+Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc,
+                             const std::function<Index(const std::string&)>& full_index, const Index& at) {
   ValueId x = n.operands[0];
   DType dt = type(x).dtype;
   const bool fp = ir::is_float(dt);
@@ -130,8 +135,12 @@ Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc, const std::f
   const std::string acc = fmt::format("acc{}", next_++);
   std::string init, op;
   switch (n.op) {
-    case Op::ReduceSum: init = fp ? constant(dt, 0, 0) : "0LL", op = fp ? "kiln_sum_op()" : "kiln_wrapping_sum_op()"; break;
-    case Op::ReduceMax: init = fp ? constant(dt, -INFINITY, 0) : "(-9223372036854775807LL - 1)", op = "kiln_max_op()"; break;
+    case Op::ReduceSum:
+      init = fp ? constant(dt, 0, 0) : "0LL", op = fp ? "kiln_sum_op()" : "kiln_wrapping_sum_op()";
+      break;
+    case Op::ReduceMax:
+      init = fp ? constant(dt, -INFINITY, 0) : "(-9223372036854775807LL - 1)", op = "kiln_max_op()";
+      break;
     case Op::ReduceMin: init = fp ? constant(dt, INFINITY, 0) : "9223372036854775807LL", op = "kiln_min_op()"; break;
     default: init = fp ? constant(dt, -INFINITY, 0) : "(-9223372036854775807LL - 1)";  // argmax
   }
@@ -168,7 +177,10 @@ Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc, const std::f
     line(fmt::format("{}_at = 9223372036854775807LL;", acc));
     close();
     if (block)
-      line(fmt::format("kiln_block_argmax({0}, {0}_at, reinterpret_cast<{1}*>(scratch), reinterpret_cast<long long*>(scratch + 32));", acc, acc_type));
+      line(
+          fmt::format("kiln_block_argmax({0}, {0}_at, reinterpret_cast<{1}*>(scratch), reinterpret_cast<long "
+                      "long*>(scratch + 32));",
+                      acc, acc_type));
     else line(fmt::format("kiln_warp_argmax({0}, {0}_at);", acc));
   } else if (block) {
     line(fmt::format("{0} = kiln_block_reduce({0}, {1}, reinterpret_cast<{2}*>(scratch));", acc, op, acc_type));
@@ -180,7 +192,8 @@ Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc, const std::f
   if (n.op == Op::Argmax) {
     result = let(compute_type(rt.dtype), fmt::format("({}){}_at", compute_type(rt.dtype), acc));
   } else if (fp) {
-    KILN_ASSIGN_OR_RETURN(std::string rounded, cuda::elementwise(Op::Cast, attrs_to(rt.dtype), {&acc, 1}, {std::array{dt}}, rt.dtype));
+    KILN_ASSIGN_OR_RETURN(std::string rounded,
+                          cuda::elementwise(Op::Cast, attrs_to(rt.dtype), {&acc, 1}, {std::array{dt}}, rt.dtype));
     result = let(compute_type(rt.dtype), rounded);
   } else {
     result = let(compute_type(rt.dtype), fmt::format("({}){}", compute_type(rt.dtype), acc));
@@ -204,16 +217,20 @@ void KernelEmitter::remember_row_value(const Node& n, const std::string& result,
 int KernelEmitter::online_sum_of(const Node& max, const ir::RowClass& rc) const {
   ValueId a = max.operands[0];
   DType dt = type(a).dtype;
-  if (max.op != Op::ReduceMax || (dt != DType::F32 && dt != DType::F64) || type(a).shape != rc.full || ir::reduction_axes(g_, max) != rc.reduced)
+  if (max.op != Op::ReduceMax || (dt != DType::F32 && dt != DType::F64) || type(a).shape != rc.full ||
+      ir::reduction_axes(g_, max) != rc.reduced)
     return -1;
-  auto made_here = [&](ValueId v, Op op) { return computed_here(v) && g_.nodes[producer_[v]].op == op ? &g_.nodes[producer_[v]] : nullptr; };
+  auto made_here = [&](ValueId v, Op op) {
+    return computed_here(v) && g_.nodes[producer_[v]].op == op ? &g_.nodes[producer_[v]] : nullptr;
+  };
   // The broadcast must give each element its own row's maximum.
   auto spreads_over_rows = [&](const Node& b) {
     const Shape& from = type(b.operands[0]).shape;
     const auto& dims = b.attrs.get_ints("dims");
     std::vector<int64_t> identity(rc.full.size());
     for (size_t d = 0; d < identity.size(); ++d) identity[d] = static_cast<int64_t>(d);
-    return type(b.result).shape == rc.full && ((from == rc.kept_shape && dims == rc.kept) || (from == rc.keepdims_shape() && dims == identity));
+    return type(b.result).shape == rc.full &&
+           ((from == rc.kept_shape && dims == rc.kept) || (from == rc.keepdims_shape() && dims == identity));
   };
   for (int i : step_.nodes) {
     const Node& sum = g_.nodes[i];
@@ -226,8 +243,9 @@ int KernelEmitter::online_sum_of(const Node& max, const ir::RowClass& rc) const 
   return -1;
 }
 
-Status KernelEmitter::online_softmax(const Node& max, const Node& sum, const std::function<Index(const std::string&)>& full_index,
-                                    const Index& max_at, const Index& sum_at) {
+Status KernelEmitter::online_softmax(const Node& max, const Node& sum,
+                                     const std::function<Index(const std::string&)>& full_index, const Index& max_at,
+                                     const Index& sum_at) {
   ValueId a = max.operands[0];
   DType dt = type(a).dtype;
   const std::string t(compute_type(dt)), m = fmt::format("acc{}", next_++), s = fmt::format("acc{}", next_++);
@@ -238,7 +256,10 @@ Status KernelEmitter::online_softmax(const Node& max, const Node& sum, const std
     line(fmt::format("kiln_online_merge({}, {}, {}, {});", m, s, x, constant(dt, 1, 1)));
     return Status::Ok();
   }));
-  if (row_threads_ > 32) line(fmt::format("kiln_block_online({0}, {1}, reinterpret_cast<{2}*>(scratch), reinterpret_cast<{2}*>(scratch + 32));", m, s, t));
+  if (row_threads_ > 32)
+    line(fmt::format(
+        "kiln_block_online({0}, {1}, reinterpret_cast<{2}*>(scratch), reinterpret_cast<{2}*>(scratch + 32));", m, s,
+        t));
   else line(fmt::format("kiln_warp_online({}, {});", m, s));
   remember_row_value(max, let(t, m), max_at);
   remember_row_value(sum, let(t, fmt::format("kiln_online_sum({}, {})", m, s)), sum_at);

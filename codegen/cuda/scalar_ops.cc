@@ -1,8 +1,8 @@
 #include "codegen/cuda/scalar_ops.h"
 
+#include <fmt/format.h>
 #include <bit>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace kiln::codegen::cuda {
 
@@ -11,7 +11,9 @@ using ir::Op;
 
 std::string_view compute_type(DType d) {
   switch (d) {
-    case DType::F32: case DType::F16: case DType::BF16: return "float";
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return "float";
     case DType::F64: return "double";
     case DType::I32: return "int";
     case DType::I64: return "long long";
@@ -24,7 +26,8 @@ std::string_view storage_type(DType d) {
   switch (d) {
     case DType::F32: return "float";
     case DType::F64: return "double";
-    case DType::F16: case DType::BF16: return "unsigned short";
+    case DType::F16:
+    case DType::BF16: return "unsigned short";
     case DType::I32: return "int";
     case DType::I64: return "long long";
     case DType::Bool: return "unsigned char";
@@ -90,7 +93,8 @@ std::string constant(DType d, double value, int64_t int_value) {
   return s.starts_with('-') ? "(" + s + ")" : s;
 }
 
-Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const std::string> in, std::span<const DType> in_types, DType rt) {
+Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const std::string> in,
+                                std::span<const DType> in_types, DType rt) {
   DType dt = in_types.empty() ? rt : in_types[0];
   const bool fp = ir::is_float(dt);
   const std::string x = in.empty() ? "" : in[0];
@@ -143,8 +147,9 @@ Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const s
     }
     default: break;
   }
-  return make_error(fmt::format("cuda codegen: {} {} (codegen/cuda/scalar_ops.cc has no case for it)", ir::op_name(op),
-                                ir::op_kind(op) == ir::OpKind::Elementwise ? "cannot be computed here" : "is not an elementwise op"));
+  return make_error(
+      fmt::format("cuda codegen: {} {} (codegen/cuda/scalar_ops.cc has no case for it)", ir::op_name(op),
+                  ir::op_kind(op) == ir::OpKind::Elementwise ? "cannot be computed here" : "is not an elementwise op"));
 }
 
 }  // namespace kiln::codegen::cuda

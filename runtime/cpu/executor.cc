@@ -83,13 +83,15 @@ class CpuExecutor final : public Executor {
     for (size_t i = 0; i < sig_.state_values.size(); ++i) {
       const uint32_t v = sig_.state_values[i];
       std::vector<uint8_t>& bytes = state_[v];
-      KILN_RETURN_IF_ERROR(resize_or_error(bytes, static_cast<uint64_t>(sig_.value_bytes[v]), "state %" + sig_.values[v].name));
+      KILN_RETURN_IF_ERROR(
+          resize_or_error(bytes, static_cast<uint64_t>(sig_.value_bytes[v]), "state %" + sig_.values[v].name));
       if (sig_.state_initial[i]) std::memcpy(bytes.data(), sig_.state_initial[i], bytes.size());
     }
     buffer_of_.assign(sig_.values.size(), -1);
     for (uint32_t i = 0; i < a_.buffers()->size(); ++i) buffer_of_[a_.buffers()->Get(i)->value()] = static_cast<int>(i);
     KILN_ASSIGN_OR_RETURN(ArenaPool::Lease first, arenas_.take());  // given back at once: the first run's
-    const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads =
+        options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     try {
       pool_ = std::make_unique<ThreadPool>(threads - 1);
     } catch (const std::system_error& e) {
@@ -131,7 +133,8 @@ class CpuExecutor final : public Executor {
 
 Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
   std::vector<uint8_t*> where(sig_.values.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i) where[sig_.input_values[i]] = const_cast<uint8_t*>(inputs[i]);  // kernels only read inputs
+  for (size_t i = 0; i < inputs.size(); ++i)
+    where[sig_.input_values[i]] = const_cast<uint8_t*>(inputs[i]);  // kernels only read inputs
   std::unique_lock<std::mutex> state_lock(state_mutex_, std::defer_lock);
   if (!sig_.state_values.empty()) state_lock.lock();
   KILN_ASSIGN_OR_RETURN(ArenaPool::Lease lease, arenas_.take());
@@ -143,7 +146,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     if (b < 0) continue;
     const format::Buffer* buffer = a_.buffers()->Get(static_cast<uint32_t>(b));
     if (buffer->home() == format::Home::Arena) where[v] = arena + buffer->offset();
-    if (buffer->home() == format::Home::State && buffer->state() >= 0) where[v] = state_[static_cast<uint32_t>(buffer->state())].data();
+    if (buffer->home() == format::Home::State && buffer->state() >= 0)
+      where[v] = state_[static_cast<uint32_t>(buffer->state())].data();
   }
   // Results in the arena are written straight into the caller's buffers: they live to
   // the end, so no other arena value uses their bytes. (A value returned twice, an
@@ -186,7 +190,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
 
 }  // namespace
 
-Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature, const Options& options) {
+Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature,
+                                                const Options& options) {
   KILN_ASSIGN_OR_RETURN(KernelLibrary kernels, KernelLibrary::load(view, signature));
   auto executor = std::make_unique<CpuExecutor>(view, std::move(signature), std::move(kernels));
   KILN_RETURN_IF_ERROR(executor->init(options));

@@ -11,6 +11,7 @@ namespace kiln::runtime::cpu {
 /// Loads a verified cpu-x86_64 artifact: its kernels (refusing code this CPU cannot run),
 /// the first arena (refusing one larger than memory), the state, and `options.threads`
 /// threads.
-Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature, const Options& options);
+Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature,
+                                                const Options& options);
 
 }  // namespace kiln::runtime::cpu

@@ -1,10 +1,10 @@
 #include "runtime/cpu/kernel_library.h"
 
-#include <cerrno>
-#include <cstring>
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 
 #include "runtime/cpu/host_cpu.h"
 #include "runtime/format/target.h"
@@ -38,8 +38,8 @@ Result<const format::CodeObject*> runnable_elf(const format::Artifact& a) {
   if (!any) return make_error("runtime: the artifact has no CPU code (an 'elf' code object)");
   std::string names;
   for (const std::string& f : fewest_missing) names += (names.empty() ? "" : ", ") + f;
-  return Error{"artifact: missing CPU features: its kernels were compiled for --cpu=" + fewest_cpu + " and need " + names +
-                   ", which this CPU lacks; compile for this machine with --cpu=x86-64-v3 or --cpu=native",
+  return Error{"artifact: missing CPU features: its kernels were compiled for --cpu=" + fewest_cpu + " and need " +
+                   names + ", which this CPU lacks; compile for this machine with --cpu=x86-64-v3 or --cpu=native",
                static_cast<int>(format::ArtifactErrorKind::MissingCpuFeatures)};
 }
 
@@ -57,11 +57,13 @@ Status check_signature(void* library, const format::Step& step, const Signature&
   for (uint32_t v : *step.outputs()) args.push_back(v);
   if (!words) return refuse("its kernel " + symbol + " has no signature");
   if (words[0] != static_cast<int64_t>(args.size()))
-    return refuse("its kernel takes " + std::to_string(words[0]) + " arguments, the metadata gives it " + std::to_string(args.size()));
+    return refuse("its kernel takes " + std::to_string(words[0]) + " arguments, the metadata gives it " +
+                  std::to_string(args.size()));
   for (size_t i = 0; i < args.size(); ++i)
     if (words[i + 1] != sig.value_bytes[args[i]])
-      return refuse("argument " + std::to_string(i) + " of its kernel is " + std::to_string(words[i + 1]) + " bytes, the metadata's %" +
-                    sig.values[args[i]].name + " " + std::to_string(sig.value_bytes[args[i]]));
+      return refuse("argument " + std::to_string(i) + " of its kernel is " + std::to_string(words[i + 1]) +
+                    " bytes, the metadata's %" + sig.values[args[i]].name + " " +
+                    std::to_string(sig.value_bytes[args[i]]));
   return Status::Ok();
 }
 

@@ -46,21 +46,21 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr) 
     switch (t) {
       case ElementType::F32:
         cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
-                    reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f, reinterpret_cast<float*>(c),
-                    static_cast<int>(n));
+                    reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f,
+                    reinterpret_cast<float*>(c), static_cast<int>(n));
         break;
       case ElementType::F64:
         cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,
-                    reinterpret_cast<const double*>(a), lda, reinterpret_cast<const double*>(b), ldb, 0.0, reinterpret_cast<double*>(c),
-                    static_cast<int>(n));
+                    reinterpret_cast<const double*>(a), lda, reinterpret_cast<const double*>(b), ldb, 0.0,
+                    reinterpret_cast<double*>(c), static_cast<int>(n));
         break;
       case ElementType::I32:
-        matmul_loop<int32_t, int64_t>(reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), m, n, k,
-                                      mm.trans_a(), mm.trans_b());
+        matmul_loop<int32_t, int64_t>(reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b),
+                                      reinterpret_cast<int32_t*>(c), m, n, k, mm.trans_a(), mm.trans_b());
         break;
       case ElementType::I64:
-        matmul_loop<int64_t, int64_t>(reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), m, n, k,
-                                      mm.trans_a(), mm.trans_b());
+        matmul_loop<int64_t, int64_t>(reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b),
+                                      reinterpret_cast<int64_t*>(c), m, n, k, mm.trans_a(), mm.trans_b());
         break;
       default: return make_error("runtime: matmul on " + std::string(element_type_name(t)) + " is not supported");
     }

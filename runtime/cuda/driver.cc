@@ -1,7 +1,7 @@
 #include "runtime/cuda/driver.h"
 
-#include <cstdlib>
 #include <dlfcn.h>
+#include <cstdlib>
 #include <mutex>
 
 namespace kiln::runtime::cuda {
@@ -62,7 +62,8 @@ Result<const Driver*> open_driver() {
   KILN_BIND(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor);
 #undef KILN_BIND
   if (!missing.empty()) return make_error("the NVIDIA driver in " + file + " is too old: it lacks " + missing);
-  if (CUresult r = d.init(0); r != CUDA_SUCCESS) return make_error("the NVIDIA driver found no usable GPU (cuInit: " + d.describe(r) + ")");
+  if (CUresult r = d.init(0); r != CUDA_SUCCESS)
+    return make_error("the NVIDIA driver found no usable GPU (cuInit: " + d.describe(r) + ")");
   return &d;
 }
 

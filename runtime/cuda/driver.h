@@ -67,10 +67,11 @@ struct Blas {
   Status (*destroy)(Handle);
   Status (*set_stream)(Handle, CUstream);
   Status (*set_workspace)(Handle, void*, size_t);
-  Status (*sgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const float*, const float*, int, long long, const float*, int,
-                                  long long, const float*, float*, int, long long, int);
-  Status (*dgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const double*, const double*, int, long long, const double*,
-                                  int, long long, const double*, double*, int, long long, int);
+  Status (*sgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const float*, const float*, int,
+                                  long long, const float*, int, long long, const float*, float*, int, long long, int);
+  Status (*dgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const double*, const double*, int,
+                                  long long, const double*, int, long long, const double*, double*, int, long long,
+                                  int);
   const char* (*status_string)(Status);
 };
 

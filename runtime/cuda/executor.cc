@@ -72,8 +72,8 @@ struct Impl {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
       size_t free = 0, total = 0;
       cu->mem_get_info(&free, &total);
-      return make_error("runtime: out of GPU memory: " + what + " needs " + std::to_string(bytes) + " bytes, and " + mib(free) + " of " +
-                        mib(total) + " are free");
+      return make_error("runtime: out of GPU memory: " + what + " needs " + std::to_string(bytes) + " bytes, and " +
+                        mib(free) + " of " + mib(total) + " are free");
     }
     KILN_RETURN_IF_ERROR(check(r, "cuMemAlloc for " + what));
     return p;
@@ -123,7 +123,9 @@ struct Impl {
       else if (kind == "ptx" && a <= cc) score = 1000 + a;
       if (score > best_score) best = c, best_score = score;
     }
-    if (!best) return make_error("runtime: this artifact has code for " + offered + ", which this GPU (" + description + ") cannot run");
+    if (!best)
+      return make_error("runtime: this artifact has code for " + offered + ", which this GPU (" + description +
+                        ") cannot run");
     std::span<const uint8_t> code = view.section(*best->section());
     std::string image(code.begin(), code.end());
     image.push_back('\0');  // PTX is text; the driver reads it to its end
@@ -132,8 +134,8 @@ struct Impl {
     void* values[] = {log, reinterpret_cast<void*>(sizeof log)};
     CUresult r = cu->module_load_data_ex(&module, image.data(), 2, keys, values);
     if (r != CUDA_SUCCESS)
-      return make_error("runtime: cannot load the artifact's " + best->kind()->str() + " for " + best->arch()->str() + " on " + description + ": " +
-                        cu->describe(r) + (log[0] ? std::string("\n") + log : ""));
+      return make_error("runtime: cannot load the artifact's " + best->kind()->str() + " for " + best->arch()->str() +
+                        " on " + description + ": " + cu->describe(r) + (log[0] ? std::string("\n") + log : ""));
     return Status::Ok();
   }
 
@@ -141,11 +143,11 @@ struct Impl {
   // in one wave, each block looping over its share. A larger one leaves a second wave:
   // layernorm's kernel (40 registers a thread) fits 3 blocks of 512 on an SM, not the 4
   // that threads alone allow, and the grid sized for 4 ran its last quarter of blocks one
-  // to an SM (0.81 of copy on an H100, where softmax over the same rows, at 31
-  // registers, reached 0.92).
+  // to an SM, well below softmax over the same rows (docs/cuda.md).
   int64_t resident_blocks(CUfunction function, int64_t block_threads) const {
     int per_sm = 0;
-    if (cu->occupancy_max_active_blocks(&per_sm, function, static_cast<int>(block_threads), 0) != CUDA_SUCCESS || per_sm < 1)
+    if (cu->occupancy_max_active_blocks(&per_sm, function, static_cast<int>(block_threads), 0) != CUDA_SUCCESS ||
+        per_sm < 1)
       per_sm = static_cast<int>(std::max<int64_t>(1, threads_per_sm / block_threads));
     return int64_t{sms} * per_sm;
   }
@@ -162,15 +164,18 @@ struct Impl {
         step.matmul = s->matmul();
         const format::Value* a = artifact->values()->Get(step.args[0]);
         if (a->dtype() != format::DType::F32 && a->dtype() != format::DType::F64)
-          return make_error("runtime: step " + step.name + ": matmul on " + format::EnumNameDType(a->dtype()) + " is not supported on CUDA");
+          return make_error("runtime: step " + step.name + ": matmul on " + format::EnumNameDType(a->dtype()) +
+                            " is not supported on CUDA");
         step.f64 = a->dtype() == format::DType::F64;
         if (!blas) {
           KILN_ASSIGN_OR_RETURN(blas, cuda::blas());
         }
       } else {
-        KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.function, module, s->symbol()->c_str()), "cuModuleGetFunction " + s->symbol()->str()));
+        KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.function, module, s->symbol()->c_str()),
+                                   "cuModuleGetFunction " + s->symbol()->str()));
         step.block = static_cast<unsigned>(s->block_threads());
-        step.grid = static_cast<unsigned>(std::min<int64_t>(s->grid_blocks(), resident_blocks(step.function, s->block_threads())));
+        step.grid = static_cast<unsigned>(
+            std::min<int64_t>(s->grid_blocks(), resident_blocks(step.function, s->block_threads())));
       }
       steps.push_back(std::move(step));
       ++index;
@@ -185,13 +190,15 @@ struct Impl {
     for (size_t v = 0; v < sig.weights.size(); ++v) {
       if (!sig.weights[v]) continue;
       KILN_ASSIGN_OR_RETURN(weights[v], allocate(static_cast<uint64_t>(sig.value_bytes[v]), "a weight"));
-      KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(weights[v], sig.weights[v], static_cast<size_t>(sig.value_bytes[v])), "uploading the weights"));
+      KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(weights[v], sig.weights[v], static_cast<size_t>(sig.value_bytes[v])),
+                                 "uploading the weights"));
     }
     for (size_t i = 0; i < sig.state_values.size(); ++i) {
       const size_t bytes = static_cast<size_t>(sig.value_bytes[sig.state_values[i]]);
       KILN_ASSIGN_OR_RETURN(CUdeviceptr p, allocate(bytes, "a state tensor"));
       state.push_back(p);
-      if (sig.state_initial[i]) KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(p, sig.state_initial[i], bytes), "uploading the initial state"));
+      if (sig.state_initial[i])
+        KILN_RETURN_IF_ERROR(check(cu->memcpy_htod(p, sig.state_initial[i], bytes), "uploading the initial state"));
       else KILN_RETURN_IF_ERROR(check(cu->memset_d8(p, 0, bytes), "clearing the state"));
     }
     return Status::Ok();
@@ -211,7 +218,8 @@ struct Impl {
       destroy(*s);
       return e;
     };
-    if (Status st = check(cu->stream_create(&s->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); !st.ok()) return fail(st.error());
+    if (Status st = check(cu->stream_create(&s->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); !st.ok())
+      return fail(st.error());
     auto arena = allocate(artifact->arena_bytes(), "the arena");
     if (!arena.ok()) return fail(arena.error());
     s->arena = *arena;
@@ -224,7 +232,8 @@ struct Impl {
       auto w = allocate(kBlasWorkspaceBytes, "cuBLAS's workspace");
       if (!w.ok()) return fail(w.error());
       s->workspace = *w;
-      if (Blas::Status b = blas->create(&s->blas); b != 0) return fail(make_error(std::string("runtime: cublasCreate failed: ") + blas->status_string(b)));
+      if (Blas::Status b = blas->create(&s->blas); b != 0)
+        return fail(make_error(std::string("runtime: cublasCreate failed: ") + blas->status_string(b)));
       blas->set_stream(s->blas, s->stream);
       blas->set_workspace(s->blas, reinterpret_cast<void*>(s->workspace), kBlasWorkspaceBytes);
     }
@@ -245,7 +254,8 @@ struct Impl {
     for (size_t i = 0; i < sig.state_values.size(); ++i) where[sig.state_values[i]] = state[i];
     for (const format::Buffer* b : *artifact->buffers()) {
       if (b->home() == format::Home::Arena) where[b->value()] = s.arena + b->offset();
-      if (b->home() == format::Home::State && b->state() >= 0) where[b->value()] = where[static_cast<uint32_t>(b->state())];
+      if (b->home() == format::Home::State && b->state() >= 0)
+        where[b->value()] = where[static_cast<uint32_t>(b->state())];
     }
     return where;
   }
@@ -254,7 +264,8 @@ struct Impl {
     const format::Matmul& mm = *step.matmul;
     const int m = static_cast<int>(mm.m()), n = static_cast<int>(mm.n()), k = static_cast<int>(mm.k());
     const int lda = mm.trans_a() ? m : k, ldb = mm.trans_b() ? k : n;
-    const Blas::Operation ta = mm.trans_a() ? Blas::kTranspose : Blas::kNoTranspose, tb = mm.trans_b() ? Blas::kTranspose : Blas::kNoTranspose;
+    const Blas::Operation ta = mm.trans_a() ? Blas::kTranspose : Blas::kNoTranspose,
+                          tb = mm.trans_b() ? Blas::kTranspose : Blas::kNoTranspose;
     std::vector<const format::BatchDim*> dims;
     if (mm.batch())
       for (const format::BatchDim* d : *mm.batch()) dims.push_back(d);
@@ -267,20 +278,25 @@ struct Impl {
     std::vector<int64_t> at(dims.size(), 0);
     for (int64_t p = 0; p < outer; ++p) {
       int64_t ao = 0, bo = 0, co = 0;
-      for (size_t i = 0; i < dims.size(); ++i) ao += at[i] * dims[i]->a_stride(), bo += at[i] * dims[i]->b_stride(), co += at[i] * dims[i]->c_stride();
-      CUdeviceptr a = where[step.args[0]] + ao * size, b = where[step.args[1]] + bo * size, c = where[step.args[2]] + co * size;
+      for (size_t i = 0; i < dims.size(); ++i)
+        ao += at[i] * dims[i]->a_stride(), bo += at[i] * dims[i]->b_stride(), co += at[i] * dims[i]->c_stride();
+      CUdeviceptr a = where[step.args[0]] + ao * size, b = where[step.args[1]] + bo * size,
+                  c = where[step.args[2]] + co * size;
       const int count = inner ? static_cast<int>(inner->count()) : 1;
-      const long long sa = inner ? inner->a_stride() : 0, sb = inner ? inner->b_stride() : 0, sc = inner ? inner->c_stride() : 0;
+      const long long sa = inner ? inner->a_stride() : 0, sb = inner ? inner->b_stride() : 0,
+                      sc = inner ? inner->c_stride() : 0;
       // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first.
       Blas::Status r;
       if (step.f64) {
         const double one = 1, zero = 0;
-        r = blas->dgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const double*>(b), ldb, sb, reinterpret_cast<const double*>(a), lda,
-                                        sa, &zero, reinterpret_cast<double*>(c), n, sc, count);
+        r = blas->dgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const double*>(b), ldb, sb,
+                                        reinterpret_cast<const double*>(a), lda, sa, &zero,
+                                        reinterpret_cast<double*>(c), n, sc, count);
       } else {
         const float one = 1, zero = 0;
-        r = blas->sgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const float*>(b), ldb, sb, reinterpret_cast<const float*>(a), lda,
-                                        sa, &zero, reinterpret_cast<float*>(c), n, sc, count);
+        r = blas->sgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const float*>(b), ldb, sb,
+                                        reinterpret_cast<const float*>(a), lda, sa, &zero, reinterpret_cast<float*>(c),
+                                        n, sc, count);
       }
       if (r != 0) return make_error("runtime: cuBLAS error in step " + step.name + ": " + blas->status_string(r));
       for (size_t i = dims.size(); i-- > 0;) {
@@ -304,8 +320,9 @@ struct Impl {
       params.clear();
       for (uint32_t v : step.args) args.push_back(where[v]);
       for (CUdeviceptr& a : args) params.push_back(&a);
-      KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
-                                 "step " + step.name + " (cuLaunchKernel)"));
+      KILN_RETURN_IF_ERROR(check(
+          cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
+          "step " + step.name + " (cuLaunchKernel)"));
     }
     return Status::Ok();
   }
@@ -315,7 +332,8 @@ struct Impl {
   Status update_state(const Session& s, const std::vector<CUdeviceptr>& where) const {
     for (size_t i = 0; i < state_copies.size(); ++i) {
       auto [state_value, value] = state_copies[i];
-      KILN_RETURN_IF_ERROR(check(cu->memcpy_dtod_async(where[state_value], where[value], static_cast<size_t>(sig.value_bytes[value]), s.stream),
+      KILN_RETURN_IF_ERROR(check(cu->memcpy_dtod_async(where[state_value], where[value],
+                                                       static_cast<size_t>(sig.value_bytes[value]), s.stream),
                                  "the state update of value " + std::to_string(state_value)));
     }
     return Status::Ok();
@@ -327,7 +345,8 @@ struct Impl {
     if (!s.graph || s.graph_where != where) {
       if (s.graph) cu->graph_exec_destroy(s.graph);
       s.graph = nullptr;
-      KILN_RETURN_IF_ERROR(check(cu->stream_begin_capture(s.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
+      KILN_RETURN_IF_ERROR(
+          check(cu->stream_begin_capture(s.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
       Status enqueued = enqueue(s, where);
       CUgraph graph = nullptr;
       CUresult ended = cu->stream_end_capture(s.stream, &graph);
@@ -343,7 +362,8 @@ struct Impl {
 
   // One run on a session; `copy_in` and `copy_out` enqueue the caller's transfers.
   template <class In, class Out>
-  Status run(const std::vector<CUdeviceptr>* caller_inputs, const std::vector<CUdeviceptr>* caller_outputs, In copy_in, Out copy_out) const {
+  Status run(const std::vector<CUdeviceptr>* caller_inputs, const std::vector<CUdeviceptr>* caller_outputs, In copy_in,
+             Out copy_out) const {
     KILN_RETURN_IF_ERROR(check(cu->ctx_set_current(context), "cuCtxSetCurrent"));
     std::unique_lock<std::mutex> state_lock(state_mutex, std::defer_lock);
     if (!sig.state_values.empty()) state_lock.lock();
@@ -388,7 +408,8 @@ class CudaExecutor final : public Executor {
 
 }  // namespace
 
-Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature, const Options& load_options) {
+Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature,
+                                                const Options& load_options) {
   const ExecutorOptions options{load_options.cuda_device, load_options.cuda_graphs};
   const std::string target = view.metadata().target()->str();
   const std::string arch = target.substr(target.find('-') + 1);
@@ -402,9 +423,11 @@ Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view
   int devices = 0;
   (*cu)->device_get_count(&devices);
   if (options.device < 0 || options.device >= devices)
-    return make_error("runtime: there is no CUDA device " + std::to_string(options.device) + " (this machine has " + std::to_string(devices) + ")");
+    return make_error("runtime: there is no CUDA device " + std::to_string(options.device) + " (this machine has " +
+                      std::to_string(devices) + ")");
   KILN_RETURN_IF_ERROR(impl->check((*cu)->device_get(&impl->device, options.device), "cuDeviceGet"));
-  KILN_RETURN_IF_ERROR(impl->check((*cu)->primary_ctx_retain(&impl->context, impl->device), "cuDevicePrimaryCtxRetain"));
+  KILN_RETURN_IF_ERROR(
+      impl->check((*cu)->primary_ctx_retain(&impl->context, impl->device), "cuDevicePrimaryCtxRetain"));
   KILN_RETURN_IF_ERROR(impl->check((*cu)->ctx_set_current(impl->context), "cuCtxSetCurrent"));
   KILN_RETURN_IF_ERROR(impl->load_module(view));
   KILN_RETURN_IF_ERROR(impl->load_steps());
@@ -416,15 +439,18 @@ Status CudaExecutor::run_host(const std::vector<const uint8_t*>& inputs, const s
   const Impl& m = *impl_;
   auto copy_in = [&](const Session& s) -> Status {
     for (size_t i = 0; i < inputs.size(); ++i)
-      KILN_RETURN_IF_ERROR(m.check(m.cu->memcpy_htod_async(s.inputs[i], inputs[i], static_cast<size_t>(m.sig.value_bytes[m.sig.input_values[i]]), s.stream),
-                                   "copying the inputs to the GPU"));
+      KILN_RETURN_IF_ERROR(
+          m.check(m.cu->memcpy_htod_async(s.inputs[i], inputs[i],
+                                          static_cast<size_t>(m.sig.value_bytes[m.sig.input_values[i]]), s.stream),
+                  "copying the inputs to the GPU"));
     return Status::Ok();
   };
   auto copy_out = [&](const Session& s, const std::vector<CUdeviceptr>& where) -> Status {
     for (size_t i = 0; i < outputs.size(); ++i) {
       uint32_t v = m.sig.output_values[i];
-      KILN_RETURN_IF_ERROR(m.check(m.cu->memcpy_dtoh_async(outputs[i], where[v], static_cast<size_t>(m.sig.value_bytes[v]), s.stream),
-                                   "copying the outputs from the GPU"));
+      KILN_RETURN_IF_ERROR(
+          m.check(m.cu->memcpy_dtoh_async(outputs[i], where[v], static_cast<size_t>(m.sig.value_bytes[v]), s.stream),
+                  "copying the outputs from the GPU"));
     }
     return Status::Ok();
   };
@@ -439,7 +465,9 @@ Status CudaExecutor::run_device(const std::vector<uint64_t>& inputs, const std::
     for (size_t i = 0; i < out.size(); ++i) {
       uint32_t v = m.sig.output_values[i];
       if (where[v] == out[i]) continue;  // written in place
-      KILN_RETURN_IF_ERROR(m.check(m.cu->memcpy_dtod_async(out[i], where[v], static_cast<size_t>(m.sig.value_bytes[v]), s.stream), "copying an output"));
+      KILN_RETURN_IF_ERROR(
+          m.check(m.cu->memcpy_dtod_async(out[i], where[v], static_cast<size_t>(m.sig.value_bytes[v]), s.stream),
+                  "copying an output"));
     }
     return Status::Ok();
   };
@@ -450,14 +478,18 @@ Status CudaExecutor::read_state(size_t index, uint8_t* to) const {
   const Impl& m = *impl_;
   KILN_RETURN_IF_ERROR(m.check(m.cu->ctx_set_current(m.context), "cuCtxSetCurrent"));
   std::lock_guard<std::mutex> lock(m.state_mutex);
-  return m.check(m.cu->memcpy_dtoh(to, m.state[index], static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])), "reading a state tensor");
+  return m.check(
+      m.cu->memcpy_dtoh(to, m.state[index], static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])),
+      "reading a state tensor");
 }
 
 Status CudaExecutor::write_state(size_t index, const uint8_t* from) {
   Impl& m = *impl_;
   KILN_RETURN_IF_ERROR(m.check(m.cu->ctx_set_current(m.context), "cuCtxSetCurrent"));
   std::lock_guard<std::mutex> lock(m.state_mutex);
-  return m.check(m.cu->memcpy_htod(m.state[index], from, static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])), "writing a state tensor");
+  return m.check(
+      m.cu->memcpy_htod(m.state[index], from, static_cast<size_t>(m.sig.value_bytes[m.sig.state_values[index]])),
+      "writing a state tensor");
 }
 
 }  // namespace kiln::runtime::cuda

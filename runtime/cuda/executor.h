@@ -12,6 +12,7 @@ namespace kiln::runtime::cuda {
 
 /// Loads a verified cuda-sm_XX artifact onto GPU `options.cuda_device`. Without a driver, a
 /// GPU, or code this GPU runs, the error says which.
-Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature, const Options& options);
+Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view, Signature signature,
+                                                const Options& options);
 
 }  // namespace kiln::runtime::cuda

@@ -68,8 +68,8 @@ struct ArtifactContents {
     StepKind kind = StepKind::Loop;
     std::string name, symbol;
     std::vector<uint32_t> inputs, outputs;
-    MatmulInfo matmul;  ///< for library steps
-    int64_t work_items = 0;  ///< for kernel steps
+    MatmulInfo matmul;          ///< for library steps
+    int64_t work_items = 0;     ///< for kernel steps
     int32_t block_threads = 0;  ///< for CUDA kernel steps
     int64_t grid_blocks = 0;    ///< for CUDA kernel steps
   };

@@ -19,7 +19,8 @@ Result<std::vector<uint8_t>> read_artifact_file(const std::string& path) {
   if (bytes.size() < declared) return bytes;  // truncated: read_artifact words it
   KILN_ASSIGN_OR_RETURN(bool end, file.at_end());
   if (!end) {
-    const std::string size = file.reported_size() ? std::to_string(*file.reported_size()) + " bytes" : "longer than that";
+    const std::string size =
+        file.reported_size() ? std::to_string(*file.reported_size()) + " bytes" : "longer than that";
     return Error{"artifact: trailing bytes: the file is " + size + ", its header says " + std::to_string(declared),
                  static_cast<int>(ArtifactErrorKind::TrailingBytes)};
   }

@@ -1,9 +1,9 @@
+#include <xxhash.h>
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
-#include <xxhash.h>
 
 #include "base/memory_check.h"
 #include "base/shape_limit.h"
@@ -27,9 +27,12 @@ T load(std::span<const uint8_t> bytes, size_t at) {
 
 int element_bytes(DType d) {
   switch (d) {
-    case DType::F64: case DType::I64: return 8;
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: return 2;
+    case DType::F64:
+    case DType::I64: return 8;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
     case DType::Bool: return 1;
   }
   return 0;
@@ -39,22 +42,29 @@ std::string n(uint64_t v) { return std::to_string(v); }
 
 // A byte range of the file: inside it (overflow-checked), aligned, and matching its hash.
 Status check_section(std::span<const uint8_t> file, const Section& s, const std::string& what) {
-  if (s.offset() % kSectionAlignment != 0) return fail(Kind::OutOfRange, what + " starts at " + n(s.offset()) + ", not 64-byte aligned");
+  if (s.offset() % kSectionAlignment != 0)
+    return fail(Kind::OutOfRange, what + " starts at " + n(s.offset()) + ", not 64-byte aligned");
   if (s.offset() < kHeaderBytes || s.offset() > file.size() || s.size() > file.size() - s.offset())
-    return fail(Kind::Truncated, what + " [" + n(s.offset()) + ", +" + n(s.size()) + ") lies outside the " + n(file.size()) + "-byte file");
+    return fail(Kind::Truncated, what + " [" + n(s.offset()) + ", +" + n(s.size()) + ") lies outside the " +
+                                     n(file.size()) + "-byte file");
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
   // (Fuzz builds skip this, so that mutations reach the structural checks behind it.)
-  if (XXH64(file.data() + s.offset(), s.size(), 0) != s.xxh64()) return fail(Kind::ChecksumMismatch, what + " does not match its xxh64");
+  if (XXH64(file.data() + s.offset(), s.size(), 0) != s.xxh64())
+    return fail(Kind::ChecksumMismatch, what + " does not match its xxh64");
 #endif
   return Status::Ok();
 }
 
 template <class T>
-uint32_t count(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
+uint32_t count(const flatbuffers::Vector<T>* v) {
+  return v ? v->size() : 0;
+}
 
 // The elements of a vector that may be absent.
 template <class T>
-std::vector<T> items(const flatbuffers::Vector<T>* v) { return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>(); }
+std::vector<T> items(const flatbuffers::Vector<T>* v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+}
 
 // Every byte outside the header and the sections must be zero, and sections must not
 // overlap, so that no byte of the file goes unchecked.
@@ -82,17 +92,22 @@ Status check_work_items(const Step& step, int s, const std::vector<uint64_t>& va
   if (step.kind() == StepKind::Library) return Status::Ok();
   if (count(step.outputs()) == 0) return fail(Kind::MalformedMetadata, "kernel step " + n(s) + " has no outputs");
   const uint64_t items = static_cast<uint64_t>(step.work_items());
-  auto elements = [&](uint32_t v) { return value_bytes[v] / static_cast<uint64_t>(element_bytes(a.values()->Get(v)->dtype())); };
+  auto elements = [&](uint32_t v) {
+    return value_bytes[v] / static_cast<uint64_t>(element_bytes(a.values()->Get(v)->dtype()));
+  };
   bool fits = true;
   switch (step.kind()) {
     case StepKind::Loop: fits = items == elements(step.outputs()->Get(0)); break;
     case StepKind::Scatter: fits = items == 1; break;
     case StepKind::Reduction:
-      for (uint32_t v : *step.outputs()) fits = fits && (elements(v) == 0 || (items > 0 && items <= elements(v) && elements(v) % items == 0));
+      for (uint32_t v : *step.outputs())
+        fits = fits && (elements(v) == 0 || (items > 0 && items <= elements(v) && elements(v) % items == 0));
       break;
     case StepKind::Library: break;
   }
-  if (!fits) return fail(Kind::ShapeMismatch, "step " + n(s) + " has " + n(items) + " work items, which its outputs do not hold");
+  if (!fits)
+    return fail(Kind::ShapeMismatch,
+                "step " + n(s) + " has " + n(items) + " work items, which its outputs do not hold");
   return Status::Ok();
 }
 
@@ -117,34 +132,42 @@ std::string_view artifact_error_name(ArtifactErrorKind kind) {
 }
 
 Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_view expected_target) {
-  if (file.size() < 8 || std::memcmp(file.data(), kMagic, 8) != 0) return fail(Kind::BadMagic, "this is not a .kiln artifact");
-  if (file.size() < kHeaderBytes) return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, shorter than its header");
+  if (file.size() < 8 || std::memcmp(file.data(), kMagic, 8) != 0)
+    return fail(Kind::BadMagic, "this is not a .kiln artifact");
+  if (file.size() < kHeaderBytes)
+    return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, shorter than its header");
   ArtifactView view;
   view.major_ = load<uint16_t>(file, 8);
   view.minor_ = load<uint16_t>(file, 10);
   if (view.major_ != kFormatMajor || view.minor_ > kFormatMinor)
     return fail(Kind::UnsupportedVersion, "format " + n(view.major_) + "." + n(view.minor_) + " (this runtime reads " +
-                                              n(kFormatMajor) + ".0 to " + n(kFormatMajor) + "." + n(kFormatMinor) + ")");
+                                              n(kFormatMajor) + ".0 to " + n(kFormatMajor) + "." + n(kFormatMinor) +
+                                              ")");
   if (load<uint32_t>(file, 12) != kHeaderBytes) return fail(Kind::MalformedMetadata, "the header size is not 64");
   uint64_t declared = load<uint64_t>(file, 16);
-  if (declared > file.size()) return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
-  if (declared < file.size()) return fail(Kind::TrailingBytes, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
+  if (declared > file.size())
+    return fail(Kind::Truncated, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
+  if (declared < file.size())
+    return fail(Kind::TrailingBytes, "the file is " + n(file.size()) + " bytes, its header says " + n(declared));
   Section meta(load<uint64_t>(file, 24), load<uint64_t>(file, 32), load<uint64_t>(file, 40));
   KILN_RETURN_IF_ERROR(check_section(file, meta, "the metadata"));
   if (reinterpret_cast<uintptr_t>(file.data()) % 8 != 0)
-    return fail(Kind::OutOfRange, "the artifact's bytes are not 8-byte aligned in memory; load it into an aligned buffer");
+    return fail(Kind::OutOfRange,
+                "the artifact's bytes are not 8-byte aligned in memory; load it into an aligned buffer");
   flatbuffers::Verifier::Options options;
   options.max_depth = 16;
   options.max_tables = 1u << 20;
   flatbuffers::Verifier verifier(file.data() + meta.offset(), meta.size(), options);
-  if (!VerifyArtifactBuffer(verifier)) return fail(Kind::MalformedMetadata, "the FlatBuffers verifier refused the metadata");
+  if (!VerifyArtifactBuffer(verifier))
+    return fail(Kind::MalformedMetadata, "the FlatBuffers verifier refused the metadata");
   const Artifact& a = *GetArtifact(file.data() + meta.offset());
   view.bytes_ = file;
   view.metadata_ = &a;
 
   if (!a.target()) return fail(Kind::MalformedMetadata, "no target");
   if (!expected_target.empty() && a.target()->string_view() != expected_target)
-    return fail(Kind::WrongTarget, "compiled for " + a.target()->str() + ", but this runtime runs " + std::string(expected_target));
+    return fail(Kind::WrongTarget,
+                "compiled for " + a.target()->str() + ", but this runtime runs " + std::string(expected_target));
   const bool cuda = a.target()->string_view().starts_with("cuda-");
 
   // FlatBuffers' verifier checks vector alignment only to 4 bytes; non-empty vectors of
@@ -160,8 +183,10 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   std::vector<uint64_t> value_bytes(values);
   for (uint32_t i = 0; i < values; ++i) {
     const Value* v = a.values()->Get(i);
-    if (static_cast<int>(v->dtype()) > static_cast<int>(DType::MAX)) return fail(Kind::OutOfRange, "value " + n(i) + " has an unknown element type");
-    if (count(v->shape()) > 16) return fail(Kind::OutOfRange, "value " + n(i) + " has rank " + n(count(v->shape())) + ", more than 16");
+    if (static_cast<int>(v->dtype()) > static_cast<int>(DType::MAX))
+      return fail(Kind::OutOfRange, "value " + n(i) + " has an unknown element type");
+    if (count(v->shape()) > 16)
+      return fail(Kind::OutOfRange, "value " + n(i) + " has rank " + n(count(v->shape())) + ", more than 16");
     const std::vector<int64_t> shape = items(v->shape());
     for (int64_t d : shape)
       if (d < 0) return fail(Kind::ShapeMismatch, "value " + n(i) + " has a negative dimension");
@@ -178,12 +203,16 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (!c->section()) return fail(Kind::MalformedMetadata, "code object " + n(i) + " has no section");
     KILN_RETURN_IF_ERROR(check_section(file, *c->section(), "code object " + n(i)));
   }
-  for (uint32_t i = 0; i < count(a.weights()); ++i) KILN_RETURN_IF_ERROR(check_section(file, *a.weights()->Get(i), "weights section " + n(i)));
+  for (uint32_t i = 0; i < count(a.weights()); ++i)
+    KILN_RETURN_IF_ERROR(check_section(file, *a.weights()->Get(i), "weights section " + n(i)));
   if (!a.ir()) return fail(Kind::MalformedMetadata, "no IR section");
   KILN_RETURN_IF_ERROR(check_section(file, *a.ir(), "the IR section"));
-  std::vector<std::pair<uint64_t, uint64_t>> ranges = {{meta.offset(), meta.size()}, {a.ir()->offset(), a.ir()->size()}};
-  for (uint32_t i = 0; i < count(a.code()); ++i) ranges.emplace_back(a.code()->Get(i)->section()->offset(), a.code()->Get(i)->section()->size());
-  for (uint32_t i = 0; i < count(a.weights()); ++i) ranges.emplace_back(a.weights()->Get(i)->offset(), a.weights()->Get(i)->size());
+  std::vector<std::pair<uint64_t, uint64_t>> ranges = {{meta.offset(), meta.size()},
+                                                       {a.ir()->offset(), a.ir()->size()}};
+  for (uint32_t i = 0; i < count(a.code()); ++i)
+    ranges.emplace_back(a.code()->Get(i)->section()->offset(), a.code()->Get(i)->section()->size());
+  for (uint32_t i = 0; i < count(a.weights()); ++i)
+    ranges.emplace_back(a.weights()->Get(i)->offset(), a.weights()->Get(i)->size());
   KILN_RETURN_IF_ERROR(check_coverage(file, std::move(ranges)));
 
   // Signature.
@@ -194,13 +223,15 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (!value_ok(arg->value()) || static_cast<int>(arg->kind()) > static_cast<int>(ArgKind::MAX))
       return fail(Kind::OutOfRange, "argument " + n(i) + " names value " + n(arg->value()) + " of " + n(values));
     const bool has_weights = arg->kind() == ArgKind::Param || (arg->kind() == ArgKind::State && arg->weight() != -1);
-    if (arg->kind() == ArgKind::Input && arg->weight() != -1) return fail(Kind::OutOfRange, "input " + n(i) + " names a weights section");
+    if (arg->kind() == ArgKind::Input && arg->weight() != -1)
+      return fail(Kind::OutOfRange, "input " + n(i) + " names a weights section");
     if (has_weights) {
       const char* what = arg->kind() == ArgKind::Param ? "param " : "state ";
       if (arg->weight() < 0 || static_cast<uint32_t>(arg->weight()) >= count(a.weights()))
         return fail(Kind::OutOfRange, what + n(i) + " names weights section " + std::to_string(arg->weight()));
       if (a.weights()->Get(arg->weight())->size() != value_bytes[arg->value()])
-        return fail(Kind::ShapeMismatch, what + n(i) + " needs " + n(value_bytes[arg->value()]) + " bytes of weights, its section has " +
+        return fail(Kind::ShapeMismatch, what + n(i) + " needs " + n(value_bytes[arg->value()]) +
+                                             " bytes of weights, its section has " +
                                              n(a.weights()->Get(arg->weight())->size()));
     }
     if (arg_kind[arg->value()] >= 0) return fail(Kind::OutOfRange, "value " + n(arg->value()) + " is two arguments");
@@ -219,7 +250,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (!value_ok(b->value()) || static_cast<int>(b->home()) > static_cast<int>(Home::MAX))
       return fail(Kind::OutOfRange, "buffer " + n(i) + " names value " + n(b->value()) + " of " + n(values));
     if (b->bytes() != value_bytes[b->value()])
-      return fail(Kind::ShapeMismatch, "buffer " + n(i) + " has " + n(b->bytes()) + " bytes for a value of " + n(value_bytes[b->value()]));
+      return fail(Kind::ShapeMismatch,
+                  "buffer " + n(i) + " has " + n(b->bytes()) + " bytes for a value of " + n(value_bytes[b->value()]));
     if (b->first_step() < -1 || b->last_step() > steps || b->first_step() > b->last_step() || b->first_step() >= steps)
       return fail(Kind::OutOfRange, "buffer " + n(i) + " lives over steps " + std::to_string(b->first_step()) + ".." +
                                         std::to_string(b->last_step()) + " of " + std::to_string(steps));
@@ -229,24 +261,29 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (buffer_of[b->value()] >= 0) return fail(Kind::BadMemoryPlan, "value " + n(b->value()) + " has two buffers");
     buffer_of[b->value()] = static_cast<int>(i);
     // Buffers outside the arena are arguments' own bytes, or a state's in an update in place.
-    if ((b->home() == Home::Input && !is_arg(b->value(), ArgKind::Input)) || (b->home() == Home::Param && !is_arg(b->value(), ArgKind::Param)))
-      return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is homed in an argument that value " + n(b->value()) + " is not");
+    if ((b->home() == Home::Input && !is_arg(b->value(), ArgKind::Input)) ||
+        (b->home() == Home::Param && !is_arg(b->value(), ArgKind::Param)))
+      return fail(Kind::BadMemoryPlan,
+                  "buffer " + n(i) + " is homed in an argument that value " + n(b->value()) + " is not");
     if (b->home() == Home::State) {
       const uint32_t state = b->state() >= 0 ? static_cast<uint32_t>(b->state()) : b->value();
       if (!is_arg(state, ArgKind::State) || value_bytes[state] != value_bytes[b->value()])
-        return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is homed in value " + n(state) + ", which is no state argument of its size");
+        return fail(Kind::BadMemoryPlan,
+                    "buffer " + n(i) + " is homed in value " + n(state) + ", which is no state argument of its size");
     }
     if (b->home() != Home::Arena) continue;
     if (b->offset() > std::numeric_limits<int64_t>::max() || b->bytes() > std::numeric_limits<int64_t>::max())
       return fail(Kind::OutOfRange, "buffer " + n(i) + " has an offset or size beyond 2^63");
     arena_index[i] = static_cast<int>(arena.size());
-    arena.push_back({"buffer " + n(i), static_cast<int64_t>(b->offset()), static_cast<int64_t>(b->bytes()), b->first_step(), b->last_step(), -1});
+    arena.push_back({"buffer " + n(i), static_cast<int64_t>(b->offset()), static_cast<int64_t>(b->bytes()),
+                     b->first_step(), b->last_step(), -1});
   }
   for (uint32_t i = 0; i < count(a.buffers()); ++i) {
     const Buffer* b = a.buffers()->Get(i);
     if (arena_index[i] < 0 || b->in_place_of() < 0) continue;
     int from = buffer_of[b->in_place_of()];
-    if (from < 0 || arena_index[from] < 0) return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is in place of a value outside the arena");
+    if (from < 0 || arena_index[from] < 0)
+      return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is in place of a value outside the arena");
     arena[arena_index[i]].in_place_of = arena_index[from];
   }
   if (a.alignment() == 0 || (a.alignment() & (a.alignment() - 1)) != 0 || a.arena_bytes() > (uint64_t{1} << 48))
@@ -257,18 +294,21 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   // Steps: every input produced before use and still live; every output has its buffer.
   for (int s = 0; s < steps; ++s) {
     const Step* step = a.steps()->Get(s);
-    if (static_cast<int>(step->kind()) > static_cast<int>(StepKind::MAX)) return fail(Kind::OutOfRange, "step " + n(s) + " has an unknown kind");
-    if (!step->symbol() || step->symbol()->size() == 0) return fail(Kind::MalformedMetadata, "step " + n(s) + " has no entry point");
+    if (static_cast<int>(step->kind()) > static_cast<int>(StepKind::MAX))
+      return fail(Kind::OutOfRange, "step " + n(s) + " has an unknown kind");
+    if (!step->symbol() || step->symbol()->size() == 0)
+      return fail(Kind::MalformedMetadata, "step " + n(s) + " has no entry point");
     if (step->work_items() < 0 || step->work_items() > (int64_t{1} << 40))
       return fail(Kind::OutOfRange, "step " + n(s) + " has " + std::to_string(step->work_items()) + " work items");
     if (cuda && step->kind() != StepKind::Library &&
-        (step->block_threads() < 32 || step->block_threads() > 1024 || step->block_threads() % 32 != 0 || step->grid_blocks() < 1 ||
-         step->grid_blocks() > INT32_MAX))
-      return fail(Kind::OutOfRange, "step " + n(s) + " launches " + std::to_string(step->block_threads()) + " threads per block in " +
-                                        std::to_string(step->grid_blocks()) + " blocks");
+        (step->block_threads() < 32 || step->block_threads() > 1024 || step->block_threads() % 32 != 0 ||
+         step->grid_blocks() < 1 || step->grid_blocks() > INT32_MAX))
+      return fail(Kind::OutOfRange, "step " + n(s) + " launches " + std::to_string(step->block_threads()) +
+                                        " threads per block in " + std::to_string(step->grid_blocks()) + " blocks");
     for (uint32_t v : items(step->inputs())) {
       if (!value_ok(v)) return fail(Kind::OutOfRange, "step " + n(s) + " reads value " + n(v) + " of " + n(values));
-      if (available[v] == -2) return fail(Kind::UseBeforeProduce, "step " + n(s) + " reads value " + n(v) + " before any step produces it");
+      if (available[v] == -2)
+        return fail(Kind::UseBeforeProduce, "step " + n(s) + " reads value " + n(v) + " before any step produces it");
       int b = buffer_of[v];
       if (b < 0 || a.buffers()->Get(b)->last_step() < s)
         return fail(Kind::BadMemoryPlan, "step " + n(s) + " reads value " + n(v) + " after its buffer is gone");
@@ -277,7 +317,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       if (!value_ok(v)) return fail(Kind::OutOfRange, "step " + n(s) + " writes value " + n(v) + " of " + n(values));
       int b = buffer_of[v];
       if (b < 0 || a.buffers()->Get(b)->first_step() != s)
-        return fail(Kind::BadMemoryPlan, "step " + n(s) + " writes value " + n(v) + ", which has no buffer born at that step");
+        return fail(Kind::BadMemoryPlan,
+                    "step " + n(s) + " writes value " + n(v) + ", which has no buffer born at that step");
       available[v] = s;
     }
     KILN_RETURN_IF_ERROR(check_work_items(*step, s, value_bytes, a));
@@ -288,7 +329,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (step->kind() != StepKind::Library) continue;
     const Matmul* mm = step->matmul();
     if (!mm || count(step->inputs()) != 2 || count(step->outputs()) != 1)
-      return fail(Kind::MalformedMetadata, "library step " + n(s) + " needs matmul parameters, two inputs and one output");
+      return fail(Kind::MalformedMetadata,
+                  "library step " + n(s) + " needs matmul parameters, two inputs and one output");
     if (mm->batch() && reinterpret_cast<uintptr_t>(mm->batch()->data()) % 8 != 0 && mm->batch()->size() > 0)
       return fail(Kind::MalformedMetadata, "the batch dims of step " + n(s) + " are misaligned");
     const int64_t limit = int64_t{1} << 40;
@@ -321,12 +363,14 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   }
   for (uint32_t i = 0; i < count(a.state_copies()); ++i) {
     const StateCopy* c = a.state_copies()->Get(i);
-    if (!value_ok(c->state()) || !value_ok(c->value())) return fail(Kind::OutOfRange, "state copy " + n(i) + " names a value out of range");
+    if (!value_ok(c->state()) || !value_ok(c->value()))
+      return fail(Kind::OutOfRange, "state copy " + n(i) + " names a value out of range");
     if (!is_arg(c->state(), ArgKind::State) || value_bytes[c->state()] != value_bytes[c->value()])
-      return fail(Kind::BadMemoryPlan, "state copy " + n(i) + " copies value " + n(c->value()) + " into value " + n(c->state()) +
-                                           ", which is no state argument of its size");
+      return fail(Kind::BadMemoryPlan, "state copy " + n(i) + " copies value " + n(c->value()) + " into value " +
+                                           n(c->state()) + ", which is no state argument of its size");
     if (available[c->value()] == -2 || buffer_of[c->value()] < 0)
-      return fail(Kind::UseBeforeProduce, "state copy " + n(i) + " copies value " + n(c->value()) + ", which no step produces");
+      return fail(Kind::UseBeforeProduce,
+                  "state copy " + n(i) + " copies value " + n(c->value()) + ", which no step produces");
   }
   return view;
 }

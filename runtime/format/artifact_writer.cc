@@ -1,12 +1,14 @@
-#include <cstring>
 #include <xxhash.h>
+#include <cstring>
 
 #include "runtime/format/artifact.h"
 
 namespace kiln::format {
 namespace {
 
-void put(std::vector<uint8_t>& out, size_t at, const void* data, size_t size) { std::memcpy(out.data() + at, data, size); }
+void put(std::vector<uint8_t>& out, size_t at, const void* data, size_t size) {
+  std::memcpy(out.data() + at, data, size);
+}
 
 // Appends a blob at the next 64-byte boundary and describes it.
 Section append_section(std::vector<uint8_t>& out, std::span<const uint8_t> blob) {
@@ -31,19 +33,23 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   std::vector<flatbuffers::Offset<flatbuffers::String>> flags;
   for (const auto& f : c.flags) flags.push_back(fb.CreateString(f));
   std::vector<flatbuffers::Offset<Value>> values;
-  for (const auto& v : c.values) values.push_back(CreateValue(fb, fb.CreateString(v.name), v.dtype, fb.CreateVector(v.shape)));
+  for (const auto& v : c.values)
+    values.push_back(CreateValue(fb, fb.CreateString(v.name), v.dtype, fb.CreateVector(v.shape)));
   std::vector<flatbuffers::Offset<Argument>> args;
   for (const auto& a : c.args) args.push_back(CreateArgument(fb, a.value, a.kind, a.weight));
   std::vector<flatbuffers::Offset<Buffer>> buffers;
   for (const auto& b : c.buffers)
-    buffers.push_back(CreateBuffer(fb, b.value, b.home, b.offset, b.bytes, b.first_step, b.last_step, b.in_place_of, b.state));
+    buffers.push_back(
+        CreateBuffer(fb, b.value, b.home, b.offset, b.bytes, b.first_step, b.last_step, b.in_place_of, b.state));
   std::vector<flatbuffers::Offset<Step>> steps;
   for (const auto& s : c.steps) {
     flatbuffers::Offset<Matmul> matmul = 0;
     if (s.kind == StepKind::Library)
-      matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b, fb.CreateVectorOfStructs(s.matmul.batch));
-    steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol), fb.CreateVector(s.inputs),
-                               fb.CreateVector(s.outputs), matmul, s.work_items, s.block_threads, s.grid_blocks));
+      matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b,
+                            fb.CreateVectorOfStructs(s.matmul.batch));
+    steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol),
+                               fb.CreateVector(s.inputs), fb.CreateVector(s.outputs), matmul, s.work_items,
+                               s.block_threads, s.grid_blocks));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));
@@ -53,9 +59,9 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                                        obj->kind == "elf" ? fb.CreateVectorOfStrings(obj->cpu_features) : 0,
                                        obj->cpu.empty() ? 0 : fb.CreateString(obj->cpu)));
   auto root = CreateArtifact(fb, fb.CreateString(c.compiler_version), fb.CreateVector(flags), fb.CreateString(c.target),
-                             fb.CreateVector(values), fb.CreateVector(args), fb.CreateVector(c.results), fb.CreateVector(buffers),
-                             c.arena_bytes, c.alignment, fb.CreateVector(steps), fb.CreateVector(copies),
-                             fb.CreateVector(objects), fb.CreateVectorOfStructs(weights), &ir);
+                             fb.CreateVector(values), fb.CreateVector(args), fb.CreateVector(c.results),
+                             fb.CreateVector(buffers), c.arena_bytes, c.alignment, fb.CreateVector(steps),
+                             fb.CreateVector(copies), fb.CreateVector(objects), fb.CreateVectorOfStructs(weights), &ir);
   FinishArtifactBuffer(fb, root);
   Section metadata = append_section(out, std::span(fb.GetBufferPointer(), fb.GetSize()));
 

@@ -24,7 +24,8 @@ struct CpuFeatureBit {
 };
 
 /// Features every x86-64 CPU has: never recorded, never checked.
-inline constexpr std::string_view kBaselineCpuFeatures[] = {"64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2", "x87"};
+inline constexpr std::string_view kBaselineCpuFeatures[] = {"64bit", "cmov", "cx8",  "fxsr",
+                                                            "mmx",   "sse",  "sse2", "x87"};
 
 /// The features code may use, sorted by name. Sources: the Intel SDM, vol. 2A, CPUID
 /// (leaf 1, leaf 7 subleaves 0 and 1, leaf 0x80000001), and AMD's APM vol. 3, appendix E.

@@ -54,11 +54,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
-  constexpr kiln::cli::FlagSpec specs[] = {{"threads", true}, {"repeat", true}, {"input", true, true}, {"output", true}, {"quick"}};
+  constexpr kiln::cli::FlagSpec specs[] = {
+      {"threads", true}, {"repeat", true}, {"input", true, true}, {"output", true}, {"quick"}};
   auto args = kiln::cli::parse_args("kiln fuzz", argv, specs);
   for (const std::string& w : words) check_integer(w);
   if (!args.ok()) {
-    require(args.error().message.starts_with("kiln fuzz: error: "), "an error without the command", args.error().message);
+    require(args.error().message.starts_with("kiln fuzz: error: "), "an error without the command",
+            args.error().message);
     return 0;
   }
   for (const char* flag : {"threads", "repeat"}) {
@@ -67,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto named = kiln::cli::named_values(*args, "input", "NAME=PATH");
   if (named.ok())
-    for (const auto& v : *named) require(!v.name.empty() && !v.value.empty(), "an empty name or value", v.name + "=" + v.value);
+    for (const auto& v : *named)
+      require(!v.name.empty() && !v.value.empty(), "an empty name or value", v.name + "=" + v.value);
   return 0;
 }

@@ -25,7 +25,8 @@ bool write_seed(const std::string& path, kiln::Model& m, const std::string& targ
     return false;
   }
   const std::vector<uint8_t>& bytes = *artifact;
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return true;
 }
 
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   kiln::Tensor s = c.state("s", {4}, kiln::Init::ones());
   c.output(kiln::reduce_sum(s * c.param("w", {4}, kiln::Init::normal()), {0}), "loss");
   c.output(s * 0.5, "s.next");
-  bool ok = write_seed(dir + "/seed-elementwise", a) && write_seed(dir + "/seed-mlp", b) && write_seed(dir + "/seed-state", c) &&
-            write_seed(dir + "/seed-mlp-cuda", b, "cuda");
+  bool ok = write_seed(dir + "/seed-elementwise", a) && write_seed(dir + "/seed-mlp", b) &&
+            write_seed(dir + "/seed-state", c) && write_seed(dir + "/seed-mlp-cuda", b, "cuda");
   return ok ? 0 : 1;
 }

@@ -2,8 +2,8 @@
 // error, never crash, hang or trip ASan/UBSan; whatever parses must print and parse back
 // to the same text, and verify.
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 #include "ir/parser.h"

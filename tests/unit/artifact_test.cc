@@ -78,7 +78,8 @@ TEST_CASE("every truncation of an artifact is refused with a typed error", "[art
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
     Error e = refusal(cut);
     INFO("size " << size << ": " << e.message);
-    CHECK((e.code == static_cast<int>(ArtifactErrorKind::Truncated) || e.code == static_cast<int>(ArtifactErrorKind::BadMagic)));
+    CHECK((e.code == static_cast<int>(ArtifactErrorKind::Truncated) ||
+           e.code == static_cast<int>(ArtifactErrorKind::BadMagic)));
   }
 }
 
@@ -107,7 +108,8 @@ TEST_CASE("semantic checks refuse inconsistent metadata", "[artifact][errors]") 
     c.steps[1].inputs.push_back(static_cast<uint32_t>(c.values.size() + 5));
     Error e = refused(c);
     CHECK(e.code == static_cast<int>(ArtifactErrorKind::OutOfRange));
-    CHECK(e.message == fmt::format("artifact: out of range: step 1 reads value {} of {}", c.values.size() + 5, c.values.size()));
+    CHECK(e.message ==
+          fmt::format("artifact: out of range: step 1 reads value {} of {}", c.values.size() + 5, c.values.size()));
   }
   {
     auto c = good;
@@ -192,7 +194,8 @@ TEST_CASE("work items, state homes and state copies must fit the values they nam
 
 TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors]") {
   std::vector<uint8_t> bytes = format::write_artifact(small_artifact());
-  CHECK(refusal(bytes, "cuda-sm_90").message == "artifact: wrong target: compiled for cpu-x86_64, but this runtime runs cuda-sm_90");
+  CHECK(refusal(bytes, "cuda-sm_90").message ==
+        "artifact: wrong target: compiled for cpu-x86_64, but this runtime runs cuda-sm_90");
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
@@ -204,15 +207,18 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   CHECK(e.code == static_cast<int>(ArtifactErrorKind::ChecksumMismatch));
   CHECK(e.message.rfind("artifact: checksum mismatch: ", 0) == 0);
   std::vector<uint8_t> shorter(bytes.begin(), bytes.end() - 1);
-  CHECK(refusal(shorter).message == fmt::format("artifact: truncated: the file is {} bytes, its header says {}", bytes.size() - 1, bytes.size()));
+  CHECK(refusal(shorter).message ==
+        fmt::format("artifact: truncated: the file is {} bytes, its header says {}", bytes.size() - 1, bytes.size()));
   std::vector<uint8_t> longer = bytes;
   longer.resize(bytes.size() + 64, 0);
-  CHECK(refusal(longer).message == fmt::format("artifact: trailing bytes: the file is {} bytes, its header says {}", bytes.size() + 64, bytes.size()));
+  CHECK(refusal(longer).message == fmt::format("artifact: trailing bytes: the file is {} bytes, its header says {}",
+                                               bytes.size() + 64, bytes.size()));
 }
 
 TEST_CASE("a state's initial value is a weights section of its size; an input has none", "[artifact][errors]") {
   format::ArtifactContents c = small_artifact();
-  auto state = std::find_if(c.args.begin(), c.args.end(), [](const auto& a) { return a.kind == format::ArgKind::State; });
+  auto state =
+      std::find_if(c.args.begin(), c.args.end(), [](const auto& a) { return a.kind == format::ArgKind::State; });
   REQUIRE(state != c.args.end());
   REQUIRE(state->weight == 4);
   CHECK(c.weights[4].size() == 4);  // f32[] steps, zero
@@ -221,19 +227,22 @@ TEST_CASE("a state's initial value is a weights section of its size; an input ha
   CHECK(e.code == static_cast<int>(ArtifactErrorKind::ShapeMismatch));
   CHECK(e.message.find(" needs 4 bytes of weights, its section has 5") != std::string::npos);
   c = small_artifact();
-  auto input = std::find_if(c.args.begin(), c.args.end(), [](const auto& a) { return a.kind == format::ArgKind::Input; });
+  auto input =
+      std::find_if(c.args.begin(), c.args.end(), [](const auto& a) { return a.kind == format::ArgKind::Input; });
   input->weight = 0;
   CHECK(refusal(format::write_artifact(c)).code == static_cast<int>(ArtifactErrorKind::OutOfRange));
 }
 
 TEST_CASE("a param without weights is an error naming it", "[artifact][errors]") {
-  ir::Graph g = kiln::testing::parse_ok("graph @g(%x: f32[2], param %w: f32[2]) {\n  %y: f32[2] = mul(%x, %w)\n  return %y\n}\n");
+  ir::Graph g =
+      kiln::testing::parse_ok("graph @g(%x: f32[2], param %w: f32[2]) {\n  %y: f32[2] = mul(%x, %w)\n  return %y\n}\n");
   auto p = passes::pipeline_from_text("fusion,memory-plan");
   REQUIRE(p.ok());
   REQUIRE(p->run(g).ok());
   auto c = artifact_contents(g, {}, "cpu-x86_64", "");
   REQUIRE(!c.ok());
-  CHECK(c.error().message == "param %w: f32[2] has no value; give it in the weights (a safetensors file with a tensor named \"w\")");
+  CHECK(c.error().message ==
+        "param %w: f32[2] has no value; give it in the weights (a safetensors file with a tensor named \"w\")");
   auto wrong = artifact_contents(g, {{"w", kiln::testing::tensor(ir::DType::F32, {3}, {1, 2, 3})}}, "cpu-x86_64", "");
   REQUIRE(!wrong.ok());
   CHECK(wrong.error().message == "param %w is f32[2], but its weights are f32[3]");

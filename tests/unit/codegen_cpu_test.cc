@@ -3,10 +3,10 @@
 // rtol 1e-5 / atol 1e-6 elementwise, 1e-4 with reductions and matmul).
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <fstream>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
+#include <fstream>
 #include <set>
 
 #include "codegen/cpu/compile.h"
@@ -27,24 +27,29 @@ using kiln::testing::planned;
 // the compiled code, library steps (matmul, OpenBLAS in the runtime) the interpreter.
 // With `chunk` > 0, each kernel runs over its work items in pieces of that many, as the
 // runtime's threads do.
-Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<std::string, ir::Tensor>& inputs, const std::string& tag,
-                                             int64_t chunk = 0, int64_t streaming_bytes = int64_t{16} << 20) {
+Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<std::string, ir::Tensor>& inputs,
+                                             const std::string& tag, int64_t chunk = 0,
+                                             int64_t streaming_bytes = int64_t{16} << 20) {
   codegen::cpu::CompileOptions options;
   options.streaming_store_bytes = streaming_bytes;
   KILN_ASSIGN_OR_RETURN(codegen::cpu::KernelLibrary library, codegen::cpu::compile_kernels(g, options));
   const std::vector<uint8_t>& so = library.elf;
-  std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/kernels-" + tag + ".so";
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(so.data()), static_cast<std::streamsize>(so.size()));
+  std::string path =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/kernels-" + tag + ".so";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(so.data()), static_cast<std::streamsize>(so.size()));
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return make_error(std::string("dlopen: ") + dlerror());
-  auto result = ir::evaluate_program(g, inputs, [&](const ir::Step& step, std::span<uint8_t* const> buffers) -> Result<bool> {
-    if (step.kind == ir::StepKind::Library) return false;
-    auto kernel = reinterpret_cast<Kernel>(dlsym(handle, ("kiln_" + step.name).c_str()));
-    if (!kernel) return make_error("no kernel kiln_" + step.name);
-    const int64_t items = ir::work_items(g, step);
-    for (int64_t begin = 0; begin < items; begin += chunk > 0 ? chunk : items) kernel(buffers.data(), begin, chunk > 0 ? std::min(items, begin + chunk) : items);
-    return true;
-  });
+  auto result =
+      ir::evaluate_program(g, inputs, [&](const ir::Step& step, std::span<uint8_t* const> buffers) -> Result<bool> {
+        if (step.kind == ir::StepKind::Library) return false;
+        auto kernel = reinterpret_cast<Kernel>(dlsym(handle, ("kiln_" + step.name).c_str()));
+        if (!kernel) return make_error("no kernel kiln_" + step.name);
+        const int64_t items = ir::work_items(g, step);
+        for (int64_t begin = 0; begin<items; begin += chunk> 0 ? chunk : items)
+          kernel(buffers.data(), begin, chunk > 0 ? std::min(items, begin + chunk) : items);
+        return true;
+      });
   dlclose(handle);
   return result;
 }
@@ -106,7 +111,9 @@ std::vector<llvm::MDNode*> loop_hints(llvm::Function& f, llvm::StringRef name) {
     if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop))
       for (const llvm::MDOperand& op : loop->operands())
         if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
-          if (auto* hint = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get()); hint && hint->getString() == name) hints.push_back(node);
+          if (auto* hint = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get());
+              hint && hint->getString() == name)
+            hints.push_back(node);
   return hints;
 }
 
@@ -123,7 +130,8 @@ TEST_CASE("outputs at or above the streaming size are written with non-temporal 
     for_each_kernel(g, threshold, 32, [&](llvm::Function& f) {
       for (llvm::BasicBlock& block : f)
         for (llvm::Instruction& i : block)
-          if (llvm::isa<llvm::StoreInst>(i) && i.getMetadata(llvm::LLVMContext::MD_nontemporal)) streamed.insert(f.getName().str());
+          if (llvm::isa<llvm::StoreInst>(i) && i.getMetadata(llvm::LLVMContext::MD_nontemporal))
+            streamed.insert(f.getName().str());
     });
     return streamed;
   };
@@ -163,29 +171,34 @@ TEST_CASE("512-bit vectors go to row kernels and exp loops only; light sum passe
   CHECK(row_kernels == 1);
 }
 
-TEST_CASE("streamed rows whose last pass sums exps are pipelined; layer_norm's and short rows are not", "[codegen][cpu][streaming]") {
-  ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64,4096], %s: f32[4096], %b: f32[4096], %q: f32[64,100]) {
+TEST_CASE("streamed rows whose last pass sums exps are pipelined; layer_norm's and short rows are not",
+          "[codegen][cpu][streaming]") {
+  ir::Graph g =
+      planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64,4096], %s: f32[4096], %b: f32[4096], %q: f32[64,100]) {
   %y: f32[64,4096] = layer_norm(%x, %s, %b) {axis=-1, eps=1e-5}
   %t: f32[64,4096] = softmax(%x) {axis=-1}
   %u: f32[64,100] = softmax(%q) {axis=-1}
   return %y, %t, %u
 }
 )"),
-                        true);
+              true);
   auto pipelined = [&](int64_t streaming_bytes) {
     std::map<std::string, bool> kernels;
     for_each_kernel(g, streaming_bytes, 32, [&](llvm::Function& f) {
-      kernels[f.getName().str()] = std::any_of(f.begin(), f.end(), [](llvm::BasicBlock& b) { return b.getName().starts_with("rows.pipelined"); });
+      kernels[f.getName().str()] = std::any_of(
+          f.begin(), f.end(), [](llvm::BasicBlock& b) { return b.getName().starts_with("rows.pipelined"); });
     });
     return kernels;
   };
   auto streamed = pipelined(1), not_streamed = pipelined(int64_t{16} << 20);
   REQUIRE(streamed.size() == 3);
-  CHECK(std::count_if(streamed.begin(), streamed.end(), [](auto& k) { return k.second; }) == 1);  // the softmax over rows of 4096
+  CHECK(std::count_if(streamed.begin(), streamed.end(), [](auto& k) { return k.second; }) ==
+        1);  // the softmax over rows of 4096
   CHECK(std::none_of(not_streamed.begin(), not_streamed.end(), [](auto& k) { return k.second; }));
 }
 
-TEST_CASE("loops that make more than one math library call interleave four vectors, and agree over split work ranges", "[codegen][cpu][streaming]") {
+TEST_CASE("loops that make more than one math library call interleave four vectors, and agree over split work ranges",
+          "[codegen][cpu][streaming]") {
   ir::Graph parsed = kiln::testing::parse_ok(R"(graph @g(%x: f32[5000], %w: f64[3000], %v: f32[700]) {
   %a: f32[5000] = cos(%x)
   %y: f32[5000] = sin(%a)
@@ -206,7 +219,8 @@ TEST_CASE("loops that make more than one math library call interleave four vecto
       interleaved.push_back(four);
     });
     REQUIRE(interleaved.size() == 3);
-    CHECK(std::count_if(interleaved.begin(), interleaved.end(), [](int n) { return n > 0; }) == 2);  // cos then sin, f32 and f64; not tanh
+    CHECK(std::count_if(interleaved.begin(), interleaved.end(), [](int n) { return n > 0; }) ==
+          2);  // cos then sin, f32 and f64; not tanh
   }
   auto inputs = kiln::testing::seeded_arguments(parsed, 7);
   auto expected = kiln::testing::eval_ok(parsed, inputs);
@@ -224,7 +238,8 @@ TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special valu
   // 200001 points over [-110, 95], past both ends of exp's range, plus the specials.
   std::vector<double> xs;
   for (int i = 0; i <= 200000; ++i) xs.push_back(-110.0 + 205.0 * i / 200000);
-  for (double v : {0.0, -0.0, 1e-30, -1e-30, 0.99999994, 1.0, -1.0, 88.72, 88.73, -87.3, -103.9, 1e30, -1e30}) xs.push_back(v);
+  for (double v : {0.0, -0.0, 1e-30, -1e-30, 0.99999994, 1.0, -1.0, 88.72, 88.73, -87.3, -103.9, 1e30, -1e30})
+    xs.push_back(v);
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   for (double v : {inf, -inf, nan}) xs.push_back(v);
   const auto n = static_cast<int64_t>(xs.size());
@@ -233,7 +248,9 @@ TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special valu
   %r: f32[{0}] = erf(%x)
   return %e, %r
 }}
-)", n)), true);
+)",
+                                                            n)),
+                        true);
   ir::Tensor x = ir::Tensor::from_doubles(ir::TensorType{ir::DType::F32, {n}}, xs);
   auto got = run_compiled(g, {{"x", x}}, "math");
   REQUIRE(got.ok());
@@ -243,7 +260,8 @@ TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special valu
     if (got_value == w) return 0.0;
     if (std::isinf(w) || std::isinf(got_value)) return 1e9;
     // An ulp of the wanted value, with denormals' ulp as the floor.
-    double ulp = std::max(std::nextafter(std::fabs(w), INFINITY) - std::fabs(w), std::numeric_limits<float>::denorm_min());
+    double ulp =
+        std::max(std::nextafter(std::fabs(w), INFINITY) - std::fabs(w), std::numeric_limits<float>::denorm_min());
     return std::fabs(got_value - want) / ulp;
   };
   double worst_exp = 0, worst_erf_abs = 0;
@@ -261,10 +279,12 @@ TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special valu
   WARN("worst exp error " << worst_exp << " ulp; worst erf error " << worst_erf_abs);
 }
 
-TEST_CASE("elementwise kernels with broadcasts, walked row by row, agree over work ranges that split rows", "[codegen][cpu]") {
+TEST_CASE("elementwise kernels with broadcasts, walked row by row, agree over work ranges that split rows",
+          "[codegen][cpu]") {
   // Rows of 37 (not a multiple of any vector width) and of 1000 (streamed below 16 KiB).
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 37}, {7, 1000}}) {
-    ir::Graph parsed = kiln::testing::parse_ok(fmt::format(R"(graph @g(%x: f32[{0},{1}], %b: f32[{1}], %c: f32[{0},1]) {{
+    ir::Graph parsed =
+        kiln::testing::parse_ok(fmt::format(R"(graph @g(%x: f32[{0},{1}], %b: f32[{1}], %c: f32[{0},1]) {{
   %bb: f32[{0},{1}] = broadcast(%b) {{shape=[{0},{1}], dims=[1]}}
   %cc: f32[{0},{1}] = broadcast(%c) {{shape=[{0},{1}], dims=[0,1]}}
   %h: f32[{0},{1}] = add(%x, %bb)
@@ -272,7 +292,8 @@ TEST_CASE("elementwise kernels with broadcasts, walked row by row, agree over wo
   %y: f32[{0},{1}] = gelu(%m)
   return %y
 }}
-)", rows, cols));
+)",
+                                            rows, cols));
     auto inputs = kiln::testing::seeded_arguments(parsed, static_cast<uint64_t>(cols), 3);
     auto expected = kiln::testing::eval_ok(parsed, inputs);
     ir::Graph g = planned(parsed, true);

@@ -2,8 +2,8 @@
 // text-test model and 30 random graphs (fused and unfused) is emitted as CUDA C++ and
 // compiled by NVRTC for sm_80 and sm_90; the compile cache and NVRTC's errors are
 // checked as text. Running the kernels is the GPU tier's job (cuda_gpu_test).
-#include <filesystem>
 #include <fmt/format.h>
+#include <filesystem>
 
 #include "codegen/cuda/kernel_emitter.h"
 #include "codegen/cuda/nvrtc_compile.h"
@@ -30,9 +30,11 @@ std::vector<std::pair<std::string, ir::Graph>> all_test_graphs() {
     graphs.emplace_back("all ops " + how, planned(kiln::testing::all_ops_graph().first, fuse));
     graphs.emplace_back("dtypes " + how, planned(kiln::testing::dtypes_graph(), fuse));
     graphs.emplace_back("long rows " + how, planned(kiln::testing::long_rows_graph().first, fuse));
-    for (const auto& [path, g] : kiln::testing::text_test_models()) graphs.emplace_back(path + " " + how, planned(g, fuse));
+    for (const auto& [path, g] : kiln::testing::text_test_models())
+      graphs.emplace_back(path + " " + how, planned(g, fuse));
     for (uint64_t seed = 1; seed <= 30; ++seed)
-      graphs.emplace_back(fmt::format("random graph {} {}", seed, how), planned(kiln::testing::random_graph(seed).graph, fuse));
+      graphs.emplace_back(fmt::format("random graph {} {}", seed, how),
+                          planned(kiln::testing::random_graph(seed).graph, fuse));
   }
   return graphs;
 }
@@ -87,7 +89,8 @@ TEST_CASE("every generated kernel compiles with NVRTC for sm_80 and sm_90", "[co
 }
 
 TEST_CASE("the NVRTC cache: a miss, then a hit with the same bytes; --no-cache bypasses it", "[codegen][cuda][cache]") {
-  std::string source = std::string(codegen::cuda::prelude()) + "extern \"C\" __global__ void k(float* a) { a[threadIdx.x] = 1.0f; }\n";
+  std::string source =
+      std::string(codegen::cuda::prelude()) + "extern \"C\" __global__ void k(float* a) { a[threadIdx.x] = 1.0f; }\n";
   codegen::cuda::NvrtcOptions options;
   options.cache_dir = temp_dir("nvrtc-cache");
   codegen::cuda::NvrtcStats first, second, bypass;
@@ -119,7 +122,10 @@ TEST_CASE("NVRTC errors and bad architectures are reported as text", "[codegen][
   options.use_cache = false;
   auto bad = codegen::cuda::compile_program("extern \"C\" __global__ void k() { undeclared = 1; }\n", options);
   REQUIRE(!bad.ok());
-  CHECK(bad.error().message.rfind("cuda codegen: NVRTC could not compile the program for sm_90 (NVRTC_ERROR_COMPILATION):\nkiln.cu(1): error: identifier \"undeclared\" is undefined", 0) == 0);
+  CHECK(
+      bad.error().message.rfind("cuda codegen: NVRTC could not compile the program for sm_90 "
+                                "(NVRTC_ERROR_COMPILATION):\nkiln.cu(1): error: identifier \"undeclared\" is undefined",
+                                0) == 0);
   options.archs = {"sm90"};
   auto malformed = codegen::cuda::compile_program("", options);
   REQUIRE(!malformed.ok());
@@ -127,7 +133,9 @@ TEST_CASE("NVRTC errors and bad architectures are reported as text", "[codegen][
   options.archs = {"sm_20"};
   auto old = codegen::cuda::compile_program("", options);
   REQUIRE(!old.ok());
-  CHECK(old.error().message.rfind("cuda codegen: NVRTC " + codegen::cuda::nvrtc_version() + " cannot compile for sm_20 (it supports: ", 0) == 0);
+  CHECK(old.error().message.rfind(
+            "cuda codegen: NVRTC " + codegen::cuda::nvrtc_version() + " cannot compile for sm_20 (it supports: ", 0) ==
+        0);
   options.archs = {};
   auto none = codegen::cuda::compile_program("", options);
   REQUIRE(!none.ok());

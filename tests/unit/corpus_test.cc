@@ -1,8 +1,8 @@
 // Checks over files in the repository: every test .kir round-trips, and docs/ir.md
 // documents every op of the op table.
+#include <fmt/format.h>
 #include <filesystem>
 #include <fstream>
-#include <fmt/format.h>
 #include <sstream>
 
 #include "passes/pipeline.h"

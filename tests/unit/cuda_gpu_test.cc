@@ -129,9 +129,11 @@ TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller devic
 // Random graph 30 returns its state %s beside %s.next: the first GPU run (H100,
 // 2026-11-22) returned the updated state for both, since the state update ran before the
 // outputs were copied.
-TEST_CASE("CUDA: a result that is a state returns it from before the run, run after run, with and without graphs", "[gpu][cuda]") {
+TEST_CASE("CUDA: a result that is a state returns it from before the run, run after run, with and without graphs",
+          "[gpu][cuda]") {
   if (!have_gpu()) return;
-  auto g = ir::parse("graph @accumulate(%x: f32[4], state %s: f32[4]) {\n  %s.next: f32[4] = add(%s, %x)\n  return %s, %s.next\n}\n");
+  auto g = ir::parse(
+      "graph @accumulate(%x: f32[4], state %s: f32[4]) {\n  %s.next: f32[4] = add(%s, %x)\n  return %s, %s.next\n}\n");
   REQUIRE(g.ok());
   auto artifact = compile_to_artifact(*g, cuda_options(true));
   if (!artifact.ok()) FAIL(artifact.error().message);

@@ -2,13 +2,13 @@
 // the right length: a directory, a FIFO, an endless device, an empty file, a file longer
 // or shorter than its header says. Each is an error that names the file, never a crash or
 // a hang.
+#include <sys/stat.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "base/allocation.h"
 #include "base/file.h"
@@ -29,9 +29,7 @@ std::string temp_dir(const std::string& name) {
   return dir.string();
 }
 
-void write(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 std::string npy_bytes() {
   std::vector<uint8_t> data(12, 0);
@@ -93,7 +91,8 @@ TEST_CASE("allocations larger than the machine are errors that name the bytes", 
   std::vector<double> v;
   Status s = resize_or_error(v, uint64_t{1} << 50, "the test");
   REQUIRE(!s.ok());
-  CHECK(s.error().message.rfind("cannot allocate 9007199254740992 bytes (8.0 PiB) for the test: this machine has ", 0) == 0);
+  CHECK(s.error().message.rfind("cannot allocate 9007199254740992 bytes (8.0 PiB) for the test: this machine has ",
+                                0) == 0);
   CHECK(format_bytes(512) == "512 bytes");
   CHECK(format_bytes(3 << 20) == "3.0 MiB");
 }
@@ -111,12 +110,15 @@ TEST_CASE("read_npy_file: directories, devices, short and long files", "[file][n
   write(dir + "/long.npy", npy_bytes() + "xyz");
   auto trailing = runtime::read_npy_file(dir + "/long.npy");
   REQUIRE(!trailing.ok());
-  CHECK(trailing.error().message == dir + "/long.npy: not a usable .npy file: it has trailing bytes: more data than the 12 bytes its header says (the file is " +
+  CHECK(trailing.error().message == dir +
+                                        "/long.npy: not a usable .npy file: it has trailing bytes: more data than the "
+                                        "12 bytes its header says (the file is " +
                                         std::to_string(npy_bytes().size() + 3) + " bytes)");
   write(dir + "/short.npy", npy_bytes().substr(0, npy_bytes().size() - 1));
   auto truncated = runtime::read_npy_file(dir + "/short.npy");
   REQUIRE(!truncated.ok());
-  CHECK(truncated.error().message == dir + "/short.npy: not a usable .npy file: it is truncated: it holds 11 data bytes, the header says 12");
+  CHECK(truncated.error().message ==
+        dir + "/short.npy: not a usable .npy file: it is truncated: it holds 11 data bytes, the header says 12");
   // A header that claims 2^40 elements in a small file: memory grows with what is read,
   // not with what the header claims.
   std::string huge = npy_bytes();
@@ -124,13 +126,15 @@ TEST_CASE("read_npy_file: directories, devices, short and long files", "[file][n
   write(dir + "/huge.npy", huge);
   auto claimed = runtime::read_npy_file(dir + "/huge.npy");
   REQUIRE(!claimed.ok());
-  CHECK(claimed.error().message.find("huge.npy: not a usable .npy file: it is truncated: it holds ") != std::string::npos);
+  CHECK(claimed.error().message.find("huge.npy: not a usable .npy file: it is truncated: it holds ") !=
+        std::string::npos);
   CHECK(claimed.error().message.ends_with(" data bytes, the header says 4398046511104"));
 }
 
 TEST_CASE("safetensors files: round trip, devices, short and long files", "[file][safetensors]") {
   std::string dir = temp_dir("safetensors");
-  std::vector<format::SafetensorsTensor> tensors = {{"w", "F32", {2}, std::vector<uint8_t>(8, 1)}, {"n", "I64", {}, std::vector<uint8_t>(8, 2)}};
+  std::vector<format::SafetensorsTensor> tensors = {{"w", "F32", {2}, std::vector<uint8_t>(8, 1)},
+                                                    {"n", "I64", {}, std::vector<uint8_t>(8, 2)}};
   REQUIRE(format::write_safetensors_file(dir + "/w.safetensors", tensors).ok());
   auto back = format::read_safetensors_file(dir + "/w.safetensors");
   REQUIRE(back.ok());
@@ -153,12 +157,18 @@ TEST_CASE("safetensors files: round trip, devices, short and long files", "[file
   write(dir + "/long.safetensors", bytes + "!");
   auto trailing = format::read_safetensors_file(dir + "/long.safetensors");
   REQUIRE(!trailing.ok());
-  CHECK(trailing.error().message == dir + "/long.safetensors: not a usable safetensors file: it has trailing bytes: more data follows the last tensor");
-  CHECK(format::parse_safetensors(bytes + "!", "x").error().message == "x: not a usable safetensors file: it has trailing bytes: 1 data bytes follow the last tensor");
+  CHECK(
+      trailing.error().message ==
+      dir +
+          "/long.safetensors: not a usable safetensors file: it has trailing bytes: more data follows the last tensor");
+  CHECK(format::parse_safetensors(bytes + "!", "x").error().message ==
+        "x: not a usable safetensors file: it has trailing bytes: 1 data bytes follow the last tensor");
   write(dir + "/short.safetensors", bytes.substr(0, bytes.size() - 1));
   auto truncated = format::read_safetensors_file(dir + "/short.safetensors");
   REQUIRE(!truncated.ok());
-  CHECK(truncated.error().message == dir + "/short.safetensors: not a usable safetensors file: it is truncated: its tensors need 16 data bytes, it holds 15");
+  CHECK(truncated.error().message == dir +
+                                         "/short.safetensors: not a usable safetensors file: it is truncated: its "
+                                         "tensors need 16 data bytes, it holds 15");
   // JSON nested a million deep: an error, not a stack overflow.
   std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
   std::string nested(8, '\0');
@@ -186,12 +196,13 @@ TEST_CASE("artifact files: directories, devices, and files longer than their hea
   auto trailing = format::read_artifact_file(dir + "/long.kiln");
   REQUIRE(!trailing.ok());
   CHECK(trailing.error().code == static_cast<int>(format::ArtifactErrorKind::TrailingBytes));
-  CHECK(trailing.error().message == "artifact: trailing bytes: the file is " + std::to_string(artifact.size() + 64) + " bytes, its header says " +
-                                        std::to_string(artifact.size()));
+  CHECK(trailing.error().message == "artifact: trailing bytes: the file is " + std::to_string(artifact.size() + 64) +
+                                        " bytes, its header says " + std::to_string(artifact.size()));
   std::vector<uint8_t> longer = artifact;
   longer.resize(artifact.size() + 64, 0);
-  CHECK(format::read_artifact(longer).error().message == "artifact: trailing bytes: the file is " + std::to_string(longer.size()) +
-                                                             " bytes, its header says " + std::to_string(artifact.size()));
+  CHECK(format::read_artifact(longer).error().message ==
+        "artifact: trailing bytes: the file is " + std::to_string(longer.size()) + " bytes, its header says " +
+            std::to_string(artifact.size()));
   write(dir + "/short.kiln", std::string(artifact.begin(), artifact.end() - 1));
   auto shorter = format::read_artifact_file(dir + "/short.kiln");
   REQUIRE(shorter.ok());

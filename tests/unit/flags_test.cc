@@ -27,8 +27,8 @@ TEST_CASE("parse_integer takes decimal integers and nothing else", "[flags]") {
   CHECK(parse_integer("007") == 7);
   CHECK(parse_integer("9223372036854775807") == INT64_MAX);
   CHECK(parse_integer("-9223372036854775808") == INT64_MIN);
-  for (const char* bad : {"", "-", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "12abc", "abc", "9223372036854775808", "-9223372036854775809",
-                          "99999999999999999999", "--1"})
+  for (const char* bad : {"", "-", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "12abc", "abc", "9223372036854775808",
+                          "-9223372036854775809", "99999999999999999999", "--1"})
     CHECK_FALSE(parse_integer(bad).has_value());
 }
 
@@ -37,12 +37,14 @@ TEST_CASE("integer flags: strict, bounded, with the flag's name in the error", "
   REQUIRE(args.ok());
   CHECK(*cli::integer_flag(*args, "threads", 0, 1, 1024) == 4);
   CHECK(*cli::integer_flag(*args, "absent", 9, 1, 1024) == 9);
-  for (const char* bad : {"--threads=0", "--threads=-1", "--threads=1025", "--threads=abc", "--threads=", "--threads=1000000"}) {
+  for (const char* bad :
+       {"--threads=0", "--threads=-1", "--threads=1025", "--threads=abc", "--threads=", "--threads=1000000"}) {
     auto a = parse({bad});
     REQUIRE(a.ok());
     auto n = cli::integer_flag(*a, "threads", 0, 1, 1024);
     REQUIRE(!n.ok());
-    CHECK(n.error().message == "--threads must be an integer from 1 to 1024, got '" + std::string(bad).substr(10) + "'");
+    CHECK(n.error().message ==
+          "--threads must be an integer from 1 to 1024, got '" + std::string(bad).substr(10) + "'");
   }
 }
 

@@ -18,7 +18,8 @@ TEST_CASE("an MLP built with nn prints as text IR and evaluates", "[model]") {
   REQUIRE(g.ok());
   std::string text = ir::print(*g);
   CHECK(text.rfind("graph @mlp(%x: f32[2,4], param %fc.0.weight: f32[4,8], param %fc.0.bias: f32[8], "
-                   "param %fc.1.weight: f32[8,3], param %fc.1.bias: f32[3]) {\n", 0) == 0);
+                   "param %fc.1.weight: f32[8,3], param %fc.1.bias: f32[3]) {\n",
+                   0) == 0);
   CHECK(text.find("= linear(%x, %fc.0.weight, %fc.0.bias)") != std::string::npos);
   CHECK(text.find("= relu(") != std::string::npos);
   CHECK(text.find("%probs: f32[2,3] = softmax(") != std::string::npos);
@@ -135,7 +136,8 @@ TEST_CASE("functions print as func blocks, run through calls, and carry their ba
   Model bad("bad");
   Tensor b = bad.input("b", {2, 3});
   bad.output(bad.function("f", {b}, [](Model&, const std::vector<Tensor>& in) { return matmul(in[0], in[0]); }));
-  CHECK(bad.build().error().message == "model @bad: function @f: model @f: matmul: contracting dims differ: f32[2,3] x f32[2,3]");
+  CHECK(bad.build().error().message ==
+        "model @bad: function @f: model @f: matmul: contracting dims differ: f32[2,3] x f32[2,3]");
 }
 
 TEST_CASE("a Model moves, and the Tensors made before the move follow it", "[model]") {

@@ -44,11 +44,13 @@ TEST_CASE("the header is written as numpy writes it", "[npy]") {
   runtime::NpyArray s{"i64", {}, std::vector<uint8_t>(8, 0)};
   CHECK(runtime::serialize_npy(s).find("'shape': (), }") != std::string::npos);
   runtime::NpyArray m{"bool", {2, 3}, std::vector<uint8_t>(6, 0)};
-  CHECK(runtime::serialize_npy(m).find("{'descr': '|b1', 'fortran_order': False, 'shape': (2, 3), }") != std::string::npos);
+  CHECK(runtime::serialize_npy(m).find("{'descr': '|b1', 'fortran_order': False, 'shape': (2, 3), }") !=
+        std::string::npos);
 }
 
 TEST_CASE("numpy-written headers parse, including version 2", "[npy]") {
-  auto a = runtime::parse_npy(header_file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\1')), "a.npy");
+  auto a = runtime::parse_npy(
+      header_file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\1')), "a.npy");
   REQUIRE(a.ok());
   CHECK(a->dtype == "i32");
   CHECK(a->shape == std::vector<int64_t>{2});
@@ -72,7 +74,8 @@ TEST_CASE("unusable .npy files are refused with the reason", "[npy][errors]") {
       {header_file("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", std::string(8, '\0')),
        "x.npy: not a usable .npy file: it is in Fortran order; save it in C order (np.ascontiguousarray)"},
       {header_file("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0')),
-       "x.npy: not a usable .npy file: dtype '>f4' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 '<i8', bool '|b1')"},
+       "x.npy: not a usable .npy file: dtype '>f4' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 "
+       "'<i4', i64 '<i8', bool '|b1')"},
       {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", std::string(8, '\0')),
        "x.npy: not a usable .npy file: it is truncated: it holds 8 data bytes, the header says 12"},
       {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0')),
@@ -80,7 +83,8 @@ TEST_CASE("unusable .npy files are refused with the reason", "[npy][errors]") {
       {header_file("{'descr': '<f4', 'shape': (3,), 'fortran_order': False, 'extra': 1}", ""),
        "x.npy: not a usable .npy file: the header is not a dict with 'descr', 'fortran_order' and 'shape'"},
       {std::string("\x93NUMPY\x01\x00\xff\x00{", 11), "x.npy: not a usable .npy file: the header is truncated"},
-      {std::string("\x93NUMPY\x09\x00\x00\x00", 10), "x.npy: not a usable .npy file: format version 9 is not supported (1, 2 or 3)"},
+      {std::string("\x93NUMPY\x09\x00\x00\x00", 10),
+       "x.npy: not a usable .npy file: format version 9 is not supported (1, 2 or 3)"},
       {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999,99999999999), }", ""),
        "x.npy: not a usable .npy file: a dimension of the shape is more than 2^40"},
       {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }", ""),

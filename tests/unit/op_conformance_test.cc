@@ -55,7 +55,8 @@ TEST_CASE("every op has an example in tests/unit/op_examples.h, and it builds th
       FAIL_CHECK(layer_failure(op, "the model API", b.graph.error().message));
       continue;
     }
-    bool found = std::any_of(b.graph->nodes.begin(), b.graph->nodes.end(), [&](const ir::Node& n) { return n.op == op; });
+    bool found =
+        std::any_of(b.graph->nodes.begin(), b.graph->nodes.end(), [&](const ir::Node& n) { return n.op == op; });
     if (!found) FAIL_CHECK(fmt::format("the example of op '{}' does not build it", ir::op_name(op)));
   }
 }
@@ -64,7 +65,8 @@ TEST_CASE("every op through the interpreter and both code generators", "[ops]") 
   for (const testing::OpExample& example : testing::op_examples()) {
     Built b = build(example, false);
     REQUIRE(b.graph.ok());
-    if (auto values = ir::evaluate(*b.graph, b.args); !values.ok()) FAIL_CHECK(layer_failure(example.op, "the interpreter", values.error().message));
+    if (auto values = ir::evaluate(*b.graph, b.args); !values.ok())
+      FAIL_CHECK(layer_failure(example.op, "the interpreter", values.error().message));
     ir::Graph planned = *b.graph;
     auto pipeline = passes::pipeline_from_text(passes::kDefaultPipeline);
     REQUIRE(pipeline.ok());
@@ -87,11 +89,13 @@ TEST_CASE("every op's gradient is what ir/ops.def says: a rule, its decompositio
     if (kind == ir::GradientKind::Rule && !has_rule)
       FAIL_CHECK(layer_failure(op, "passes/gradients.cc", "ir/ops.def says Rule, but the gradient table has no rule"));
     if (kind != ir::GradientKind::Rule && has_rule)
-      FAIL_CHECK(layer_failure(op, "passes/gradients.cc", "the gradient table has a rule, but ir/ops.def does not say Rule"));
+      FAIL_CHECK(
+          layer_failure(op, "passes/gradients.cc", "the gradient table has a rule, but ir/ops.def does not say Rule"));
     if (kind == ir::GradientKind::None) continue;
     Built b = build(example, true);
     REQUIRE(b.graph.ok());
     ir::Graph g = *b.graph;
-    if (auto ran = passes::AutodiffPass({"x", "p"}).run(g); !ran.ok()) FAIL_CHECK(layer_failure(op, "autodiff", ran.error().message));
+    if (auto ran = passes::AutodiffPass({"x", "p"}).run(g); !ran.ok())
+      FAIL_CHECK(layer_failure(op, "autodiff", ran.error().message));
   }
 }

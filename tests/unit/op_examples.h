@@ -51,11 +51,23 @@ inline std::vector<OpExample> op_examples() {
       {Op::Add, [](E& e) { return e.x + e.p; }},
       {Op::And, [](E& e) { return logical_and(e.flags, lt(e.x, e.p)); }},
       {Op::Argmax, [](E& e) { return argmax(e.x, 1); }},
-      {Op::Broadcast, [](E& e) { return broadcast(e.p, {2, 3}, {1}); }},
-      {Op::Call, [](E& e) { return e.m.function("twice", {e.x}, [](Model&, const std::vector<Tensor>& in) { return in[0] * 2.0; }); }},
+      {Op::Broadcast,
+       [](E& e) {
+         return broadcast(e.p, {2, 3}, {1});
+       }},
+      {Op::Call,
+       [](E& e) {
+         return e.m.function("twice", {e.x}, [](Model&, const std::vector<Tensor>& in) { return in[0] * 2.0; });
+       }},
       {Op::Cast, [](E& e) { return cast(e.x, ir::DType::F64); }},
-      {Op::Concat, [](E& e) { return concat({e.x, e.x * 2.0}, 0); }},
-      {Op::Constant, [](E& e) { return e.m.constant({1, 2, 3}, {3}); }},
+      {Op::Concat,
+       [](E& e) {
+         return concat({e.x, e.x * 2.0}, 0);
+       }},
+      {Op::Constant,
+       [](E& e) {
+         return e.m.constant({1, 2, 3}, {3});
+       }},
       {Op::CrossEntropy, [](E& e) { return cross_entropy(e.x, e.i); }},
       {Op::Div, [](E& e) { return e.x / e.p; }},
       {Op::Eq, [](E& e) { return eq(e.x, e.x); }},
@@ -63,13 +75,22 @@ inline std::vector<OpExample> op_examples() {
       {Op::Ge, [](E& e) { return ge(e.x, e.p); }},
       {Op::Gelu, [](E& e) { return gelu(e.x); }},
       {Op::Gt, [](E& e) { return gt(e.x, e.p); }},
-      {Op::Iota, [](E& e) { return e.m.iota({2, 2}, 1); }},
+      {Op::Iota,
+       [](E& e) {
+         return e.m.iota({2, 2}, 1);
+       }},
       {Op::LayerNorm, [](E& e) { return layer_norm(e.x, e.p, e.p); }},
       {Op::Le, [](E& e) { return le(e.x, e.p); }},
-      {Op::Linear, [](E& e) { return linear(e.x, e.m.param("linear.w", {3, 4}, Init::normal()), e.m.param("linear.b", {4}, Init::normal())); }},
+      {Op::Linear,
+       [](E& e) {
+         return linear(e.x, e.m.param("linear.w", {3, 4}, Init::normal()), e.m.param("linear.b", {4}, Init::normal()));
+       }},
       {Op::LogSoftmax, [](E& e) { return log_softmax(e.x, 0); }},
       {Op::Lt, [](E& e) { return lt(e.x, e.p); }},
-      {Op::Matmul, [](E& e) { return matmul(e.x, transpose(e.x, {1, 0})); }},
+      {Op::Matmul,
+       [](E& e) {
+         return matmul(e.x, transpose(e.x, {1, 0}));
+       }},
       {Op::Maximum, [](E& e) { return maximum(e.x, e.p); }},
       {Op::Minimum, [](E& e) { return minimum(e.x, e.p); }},
       {Op::MseLoss, [](E& e) { return mse_loss(e.x, e.x * 0.5); }},
@@ -80,20 +101,29 @@ inline std::vector<OpExample> op_examples() {
       {Op::ReduceMax, [](E& e) { return reduce_max(e.x, {1}, true); }},
       {Op::ReduceMin, [](E& e) { return reduce_min(e.x, {-1}); }},
       {Op::ReduceSum, [](E& e) { return reduce_sum(e.x, {0}); }},
-      {Op::Reshape, [](E& e) { return reshape(e.x, {3, 2}); }},
+      {Op::Reshape,
+       [](E& e) {
+         return reshape(e.x, {3, 2});
+       }},
       {Op::ScatterAdd, [](E& e) { return scatter_add(e.x, e.i, gather(e.x, e.i, 1), 1); }},
       {Op::Select, [](E& e) { return select(e.flags, e.x, e.p); }},
       {Op::Silu, [](E& e) { return silu(e.x); }},
-      {Op::Slice, [](E& e) { return slice(e.x, {0, 1}, {2, 3}, {1, 2}); }},
+      {Op::Slice,
+       [](E& e) {
+         return slice(e.x, {0, 1}, {2, 3}, {1, 2});
+       }},
       {Op::Softmax, [](E& e) { return softmax(e.x); }},
       {Op::Sub, [](E& e) { return e.x - e.p; }},
-      {Op::Transpose, [](E& e) { return transpose(e.x, {1, 0}); }},
+      {Op::Transpose,
+       [](E& e) {
+         return transpose(e.x, {1, 0});
+       }},
   };
   // The unary ops, from the table: each through the function the table declares for it.
-#define KILN_API_Unary(Enum, fn)                                                                                    \
-  by_op[Op::Enum] = [](E& e) {                                                                                      \
-    const ir::OperandTypes types = ir::op_operand_types(Op::Enum);                                                  \
-    return fn(types == ir::OperandTypes::Bool ? e.flags : types == ir::OperandTypes::Float ? e.pos : e.x);          \
+#define KILN_API_Unary(Enum, fn)                                                                           \
+  by_op[Op::Enum] = [](E& e) {                                                                             \
+    const ir::OperandTypes types = ir::op_operand_types(Op::Enum);                                         \
+    return fn(types == ir::OperandTypes::Bool ? e.flags : types == ir::OperandTypes::Float ? e.pos : e.x); \
   };
 #define KILN_API_Custom
 #define KILN_OP(Enum, name, arity, kind, attrs, operands, math, gradient, api) KILN_API_##api

@@ -37,9 +37,11 @@ inline std::pair<ir::Graph, std::map<std::string, ir::Tensor>> long_rows_graph()
   auto is_row = [&](double r) { return eq(row, row * 0.0 + r); };
   Tensor zero = x * 0.0;
   Tensor masked = select(is_row(2), x - INFINITY,
-                         select(logical_and(is_row(1), lt(x, zero - 0.6)), x - INFINITY, select(logical_and(is_row(3), gt(x, zero + 0.999)), x + INFINITY, x)));
+                         select(logical_and(is_row(1), lt(x, zero - 0.6)), x - INFINITY,
+                                select(logical_and(is_row(3), gt(x, zero + 0.999)), x + INFINITY, x)));
   Tensor wide = cast(masked, ir::DType::F64);
-  for (Tensor t : {softmax(masked), log_softmax(masked), softmax(wide), log_softmax(wide), layer_norm(x, p, p), reduce_sum(x, {0, 1}), mean(x, {0})})
+  for (Tensor t : {softmax(masked), log_softmax(masked), softmax(wide), log_softmax(wide), layer_norm(x, p, p),
+                   reduce_sum(x, {0, 1}), mean(x, {0})})
     m.output(t);
   auto g = m.build();
   if (!g.ok()) FAIL(g.error().message);
@@ -73,7 +75,9 @@ inline void check_dtypes_close(const std::vector<ir::Tensor>& got, const std::ve
   for (size_t k = 0; k < expected.size(); ++k) {
     std::vector<double> want;
     for (int64_t e = 0; e < expected[k].size(); ++e) want.push_back(expected[k].get(e));
-    double tol = expected[k].type.dtype == ir::DType::BF16 ? 1e-2 : expected[k].type.dtype == ir::DType::F16 ? 2e-3 : 1e-6;
+    double tol = expected[k].type.dtype == ir::DType::BF16  ? 1e-2
+                 : expected[k].type.dtype == ir::DType::F16 ? 2e-3
+                                                            : 1e-6;
     check_close(got[k], expected[k].type.to_string(), want, tol, tol);
   }
 }

@@ -20,7 +20,8 @@ class BreakingPass : public passes::Pass {
   }
 };
 
-std::vector<ir::Tensor> run_with(const ir::Graph& graph, const std::string& passes, const std::map<std::string, ir::Tensor>& in) {
+std::vector<ir::Tensor> run_with(const ir::Graph& graph, const std::string& passes,
+                                 const std::map<std::string, ir::Tensor>& in) {
   ir::Graph g = graph;
   auto p = passes::pipeline_from_text(passes);
   REQUIRE(p.ok());
@@ -47,8 +48,8 @@ TEST_CASE("optimized graphs compute the same numbers as the original", "[passes]
   auto graph = m.build();
   REQUIRE(graph.ok());
   auto inputs = m.initial_values();
-  inputs["x"] = ir::Tensor::from_doubles({ir::DType::F32, {4, 6}}, {0.1, -2, 3, 0.5, 1, -1, 2, 2, 2, 2, 2, 2.5, -3, 0, 0, 1,
-                                                                     0.25, 4, 9, -9, 1, 1, 0, -0.5});
+  inputs["x"] = ir::Tensor::from_doubles({ir::DType::F32, {4, 6}}, {0.1, -2, 3, 0.5, 1,    -1, 2, 2,  2, 2, 2, 2.5,
+                                                                    -3,  0,  0, 1,   0.25, 4,  9, -9, 1, 1, 0, -0.5});
   inputs["labels"] = ir::Tensor::from_ints({ir::DType::I64, {4}}, {0, 5, 2, 3});
   auto reference = kiln::testing::eval_ok(*graph, inputs);
   for (std::string passes : {"decompose", "canonicalize", "cse", "dce", "decompose,canonicalize,cse,dce",
@@ -81,7 +82,8 @@ TEST_CASE("the pipeline shrinks the graph", "[passes]") {
   auto changed = p->run(g);
   REQUIRE(changed.ok());
   CHECK(*changed);
-  CHECK(ir::print(g) == "graph @g(%x: f32[2,3]) {\n  %a: f32[2,3] = exp(%x)\n  %s: f32[2,3] = add(%a, %a)\n  return %s\n}\n");
+  CHECK(ir::print(g) ==
+        "graph @g(%x: f32[2,3]) {\n  %a: f32[2,3] = exp(%x)\n  %s: f32[2,3] = add(%a, %a)\n  return %s\n}\n");
   auto again = p->run(g);
   REQUIRE(again.ok());
   CHECK(!*again);
@@ -105,5 +107,6 @@ TEST_CASE("the pipeline verifies between passes and dumps where asked", "[passes
 TEST_CASE("unknown pass names are refused with the list of known ones", "[passes][errors]") {
   auto p = passes::pipeline_from_text("cse,fuse");
   REQUIRE(!p.ok());
-  CHECK(p.error().message == "unknown pass 'fuse' (known passes: autodiff, decompose, canonicalize, cse, dce, fusion, memory-plan)");
+  CHECK(p.error().message ==
+        "unknown pass 'fuse' (known passes: autodiff, decompose, canonicalize, cse, dce, fusion, memory-plan)");
 }

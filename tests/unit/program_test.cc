@@ -80,7 +80,8 @@ TEST_CASE("the verifier refuses a corrupted program or plan", "[program][errors]
   %b: f32[64] = mul(%a, %a)
   return %b, %s
 }
-)"), false);
+)"),
+                        false);
   REQUIRE(ir::verify(g).ok());
   ir::Graph overlap = g;
   for (ir::Buffer& b : overlap.memory->buffers)
@@ -107,7 +108,8 @@ TEST_CASE("state updates are written in place when nothing reads the old state a
   %late: f32[8] = mul(%t, %x)
   return %r, %s.next, %t.next, %late
 }
-)"), true);
+)"),
+                        true);
   const ir::Buffer* s_next = g.memory->find(g.results[1]);
   REQUIRE(s_next);
   CHECK(s_next->home == ir::Home::State);
@@ -137,8 +139,8 @@ TEST_CASE("arena goals: within 10% of the live lower bound; a training step unde
   REQUIRE(step.ok());
   for (const ir::Graph* graph : {&*forward, &step->graph}) {
     ir::MemoryPlan plan = plan_of(*graph);
-    INFO(graph->name << ": arena " << plan.arena_bytes << ", live lower bound " << plan.live_lower_bound_bytes << ", naive "
-                     << plan.naive_bytes);
+    INFO(graph->name << ": arena " << plan.arena_bytes << ", live lower bound " << plan.live_lower_bound_bytes
+                     << ", naive " << plan.naive_bytes);
     CHECK(plan.arena_bytes <= 1.10 * plan.live_lower_bound_bytes);
   }
   ir::MemoryPlan train = plan_of(step->graph);

@@ -78,9 +78,12 @@ inline RandomGraph random_graph(uint64_t seed) {
         break;
       }
       case 3:  // a vector or scalar spread over [r,c]
-        if (shape == ir::Shape{c}) made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{1}}}));
-        else if (shape == ir::Shape{r}) made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{0}}}));
-        else if (shape.empty()) made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{}}}));
+        if (shape == ir::Shape{c})
+          made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{1}}}));
+        else if (shape == ir::Shape{r})
+          made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{0}}}));
+        else if (shape.empty())
+          made = b.add(Op::Broadcast, {x}, attrs_of({{"shape", ir::Shape{r, c}}, {"dims", std::vector<int64_t>{}}}));
         break;
       case 4:
         if (shape.size() == 2) {
@@ -142,7 +145,7 @@ inline RandomGraph random_graph(uint64_t seed) {
 // every pass.
 inline ir::Graph planned(ir::Graph g, bool fuse) {
   auto pipeline = passes::pipeline_from_text(fuse ? "decompose,canonicalize,cse,dce,fusion,memory-plan"
-                                                   : "decompose,canonicalize,cse,dce,fusion{fuse=false},memory-plan");
+                                                  : "decompose,canonicalize,cse,dce,fusion{fuse=false},memory-plan");
   REQUIRE(pipeline.ok());
   auto r = pipeline->run(g);
   if (!r.ok()) FAIL(r.error().message << "\n" << ir::print(g));

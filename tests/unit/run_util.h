@@ -22,8 +22,9 @@ inline ir::Tensor tensor_of(const runtime::HostTensor& h) {
 
 /// Compiles (with `options`, whose weights are filled from `args`), loads and runs a
 /// graph with the given arguments (state written into the model), returning the outputs.
-inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, CompileOptions options,
-                                                      const runtime::Options& load = {}) {
+inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g,
+                                                       const std::map<std::string, ir::Tensor>& args,
+                                                       CompileOptions options, const runtime::Options& load = {}) {
   std::map<std::string, runtime::HostTensor> inputs;
   std::map<std::string, ir::Tensor> state;
   for (const ir::Arg& a : g.args) {
@@ -51,8 +52,8 @@ inline ir::Tensor wave_input(const ir::Shape& shape, int i) {
 /// Runs `model` from `threads` threads, `runs` times each, with input %`name` =
 /// wave_input(shape, i) for i = thread * runs + run, and counts the runs that fail or
 /// whose first output is not exactly `expected[i]`.
-inline int mismatches_across_threads(const runtime::Model& model, const std::string& name, const ir::Shape& shape, int threads, int runs,
-                                     const std::vector<std::vector<uint8_t>>& expected) {
+inline int mismatches_across_threads(const runtime::Model& model, const std::string& name, const ir::Shape& shape,
+                                     int threads, int runs, const std::vector<std::vector<uint8_t>>& expected) {
   std::atomic<int> mismatches{0};
   std::vector<std::thread> running;
   for (int t = 0; t < threads; ++t)
@@ -79,8 +80,8 @@ inline void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir:
 
 /// Compiles `g` with `options`, fused and unfused, runs it with `args`, and checks the
 /// outputs against the interpreter's (check_same).
-inline void check_against_interpreter(const std::string& name, const ir::Graph& g, const std::map<std::string, ir::Tensor>& args,
-                                      CompileOptions options = {}) {
+inline void check_against_interpreter(const std::string& name, const ir::Graph& g,
+                                      const std::map<std::string, ir::Tensor>& args, CompileOptions options = {}) {
   auto expected = eval_ok(g, args);
   for (bool fuse : {true, false}) {
     INFO(name << (fuse ? " fused" : " unfused"));

@@ -25,7 +25,8 @@ using kiln::testing::host;
 using kiln::testing::seeded_arguments;
 using kiln::testing::tensor_of;
 
-Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, bool fuse) {
+Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args,
+                                                bool fuse) {
   CompileOptions options;
   options.fuse = fuse;
   return kiln::testing::compile_and_run(g, args, options);
@@ -33,7 +34,8 @@ Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g, const std::m
 
 }  // namespace
 
-TEST_CASE("every text-test model: the compiled artifact, fused and unfused, gives the interpreter's values", "[runtime][e2e]") {
+TEST_CASE("every text-test model: the compiled artifact, fused and unfused, gives the interpreter's values",
+          "[runtime][e2e]") {
   auto models = kiln::testing::text_test_models();
   for (size_t k = 0; k < models.size(); ++k) {
     const auto& [path, g] = models[k];
@@ -42,7 +44,8 @@ TEST_CASE("every text-test model: the compiled artifact, fused and unfused, give
   CHECK(models.size() >= 20);
 }
 
-TEST_CASE("one loaded model, 8 threads x 200 runs with distinct inputs, each equal to its single-thread result", "[runtime][threads]") {
+TEST_CASE("one loaded model, 8 threads x 200 runs with distinct inputs, each equal to its single-thread result",
+          "[runtime][threads]") {
   Model m("mlp", 5);
   Tensor x = m.input("x", {16, 32});
   nn::Sequential net = nn::mlp(m, "fc", {32, 64, 10}, nn::Activation::Gelu);
@@ -91,7 +94,8 @@ TEST_CASE("the runtime refuses bad inputs and bad artifacts with clear errors", 
   CHECK(message((*model)->run(Inputs{{"x", x}, {"z", x}}, out)) == "run: the model has no input %z");
   CHECK(message((*model)->run(Inputs{{"x", x}}, {})) == "run: no buffer for output %y: f32[4]");
   std::vector<uint8_t> extra_output(16);
-  CHECK(message((*model)->run(Inputs{{"x", x}}, {{"y", std::span<uint8_t>(y)}, {"yy", std::span<uint8_t>(extra_output)}})) ==
+  CHECK(message((*model)->run(Inputs{{"x", x}},
+                              {{"y", std::span<uint8_t>(y)}, {"yy", std::span<uint8_t>(extra_output)}})) ==
         "run: the model has no output %yy");
   const float values[4] = {0, 1, -1, 2};
   std::memcpy(x.data(), values, 16);
@@ -114,7 +118,8 @@ TEST_CASE("every op, compiled and run, gives the interpreter's values", "[runtim
   check_against_interpreter("all ops", g, args);
 }
 
-TEST_CASE("long rows holding -inf and +inf: softmax, log_softmax, layer_norm and sums give the interpreter's values", "[runtime][rows]") {
+TEST_CASE("long rows holding -inf and +inf: softmax, log_softmax, layer_norm and sums give the interpreter's values",
+          "[runtime][rows]") {
   auto [g, args] = kiln::testing::long_rows_graph();
   auto expected = kiln::testing::eval_ok(g, args);
   // The rows are what the graph says: softmax is 0 at row 1's -inf elements, NaN over
@@ -137,14 +142,17 @@ TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runti
   kiln::testing::check_dtypes_close(*got, expected);
 }
 
-TEST_CASE("streaming stores: inputs and outputs at every alignment, split across threads, give the interpreter's values", "[runtime][streaming]") {
+TEST_CASE(
+    "streaming stores: inputs and outputs at every alignment, split across threads, give the interpreter's values",
+    "[runtime][streaming]") {
   // Sizes that split into several thread chunks (loops) with odd and even counts of
   // streamed blocks (written in two interleaved streams), and rows whose starts fall on
   // every 16-byte phase of a line, with outputs of three widths and a row output. The
   // softmax over rows of 576 (a last sum block of one chunk) is pipelined: each row's
   // outputs, %t and %u, are written during the next row's exp pass. layer_norm's sums over
   // rows of 576 are chunked, one row at a time.
-  auto g = kiln::testing::parse_ok(R"(graph @stream(%x: f32[40003], %r: f32[61,1001], %q: f32[37,576], %a: f32[29,576], %c: f32[29,576], %w: f32[576], %b: f32[576]) {
+  auto g = kiln::testing::parse_ok(
+      R"(graph @stream(%x: f32[40003], %r: f32[61,1001], %q: f32[37,576], %a: f32[29,576], %c: f32[29,576], %w: f32[576], %b: f32[576]) {
   %two: f32[] = constant {value=2.0}
   %y: f32[40003] = mul(%x, %two)
   %d: f64[40003] = cast(%x) {to=f64}
@@ -185,7 +193,8 @@ TEST_CASE("streaming stores: inputs and outputs at every alignment, split across
     }
     std::map<std::string, std::span<uint8_t>> outputs;
     for (const runtime::TensorInfo& info : (*model)->outputs())
-      outputs[info.name] = std::span<uint8_t>(buffer_at_offset(static_cast<size_t>(info.bytes())), static_cast<size_t>(info.bytes()));
+      outputs[info.name] =
+          std::span<uint8_t>(buffer_at_offset(static_cast<size_t>(info.bytes())), static_cast<size_t>(info.bytes()));
     Status ran = (*model)->run(inputs, outputs);
     if (!ran.ok()) FAIL(ran.error().message);
     std::vector<ir::Tensor> got;
@@ -209,16 +218,20 @@ TEST_CASE("two models loaded at once run their own kernels, whose names are the 
     return tensor_of((*out)[0]).get(1);
   };
   auto twice = compile_text("graph @a(%x: f32[2]) {\n  %y: f32[2] = add(%x, %x)\n  return %y\n}\n");
-  auto plus_one = compile_text("graph @b(%x: f32[2]) {\n  %one: f32[] = constant {value=1.0}\n  %y: f32[2] = add(%x, %one)\n  return %y\n}\n");
+  auto plus_one = compile_text(
+      "graph @b(%x: f32[2]) {\n  %one: f32[] = constant {value=1.0}\n  %y: f32[2] = add(%x, %one)\n  return %y\n}\n");
   CHECK(run_one(*twice) == 4.0);
   CHECK(run_one(*plus_one) == 3.0);
   twice.reset();
-  auto times_three = compile_text("graph @c(%x: f32[2]) {\n  %three: f32[] = constant {value=3.0}\n  %y: f32[2] = mul(%x, %three)\n  return %y\n}\n");
+  auto times_three = compile_text(
+      "graph @c(%x: f32[2]) {\n  %three: f32[] = constant {value=3.0}\n  %y: f32[2] = mul(%x, %three)\n  return "
+      "%y\n}\n");
   CHECK(run_one(*times_three) == 6.0);
   CHECK(run_one(*plus_one) == 3.0);
 }
 
-TEST_CASE("an arena larger than memory is a load error naming its bytes; the interpreter says the same of a value", "[runtime][memory]") {
+TEST_CASE("an arena larger than memory is a load error naming its bytes; the interpreter says the same of a value",
+          "[runtime][memory]") {
   ir::Graph g = kiln::testing::parse_ok(R"(graph @huge(%a: f32[1000]) {
   %b: f32[100000000,1000] = broadcast(%a) {shape=[100000000,1000], dims=[1]}
   return %b
@@ -227,10 +240,13 @@ TEST_CASE("an arena larger than memory is a load error naming its bytes; the int
   REQUIRE(artifact.ok());
   auto model = runtime::Model::load_bytes(*artifact);
   REQUIRE(!model.ok());
-  CHECK(model.error().message.rfind("cannot allocate 400000000000 bytes (372.5 GiB) for the arena: this machine has ", 0) == 0);
+  CHECK(model.error().message.rfind("cannot allocate 400000000000 bytes (372.5 GiB) for the arena: this machine has ",
+                                    0) == 0);
   auto evaluated = ir::evaluate(g, {{"a", ir::Tensor::zeros({ir::DType::F32, {1000}})}});
   REQUIRE(!evaluated.ok());
-  CHECK(evaluated.error().message.rfind("cannot allocate 800000000000 bytes (745.1 GiB) for %b = broadcast: f32[100000000,1000] in the interpreter", 0) == 0);
+  CHECK(evaluated.error().message.rfind(
+            "cannot allocate 800000000000 bytes (745.1 GiB) for %b = broadcast: f32[100000000,1000] in the interpreter",
+            0) == 0);
 }
 
 TEST_CASE("thread counts outside 0..kMaxThreads are load errors", "[runtime][threads]") {
@@ -240,12 +256,14 @@ TEST_CASE("thread counts outside 0..kMaxThreads are load errors", "[runtime][thr
   for (int threads : {-1, runtime::kMaxThreads + 1, 1000000}) {
     auto model = runtime::Model::load_bytes(*artifact, {threads});
     REQUIRE(!model.ok());
-    CHECK(model.error().message == "runtime: threads must be from 1 to 1024, or 0 for one per hardware thread; got " + std::to_string(threads));
+    CHECK(model.error().message ==
+          "runtime: threads must be from 1 to 1024, or 0 for one per hardware thread; got " + std::to_string(threads));
   }
   CHECK(runtime::Model::load_bytes(*artifact, {runtime::kMaxThreads}).ok());
 }
 
-TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into the matmul call, y = x @ wT + b", "[runtime][nn]") {
+TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into the matmul call, y = x @ wT + b",
+          "[runtime][nn]") {
   Model m("torch_layout", 3);
   Tensor x = m.input("x", {4, 3});
   nn::Linear fc(m, "fc", 3, 5, nn::LinearOptions{.layout = nn::WeightLayout::OutIn});
@@ -258,7 +276,8 @@ TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into th
   for (int o = 0; o < 5; ++o)
     for (int i = 0; i < 3; ++i) w[o * 3 + i] = o - i * 0.5;
   CompileOptions options;
-  options.weights = {{"fc.weight", ir::Tensor::from_doubles({ir::DType::F32, {5, 3}}, w)}, {"fc.bias", ir::Tensor::from_doubles({ir::DType::F32, {5}}, b)}};
+  options.weights = {{"fc.weight", ir::Tensor::from_doubles({ir::DType::F32, {5, 3}}, w)},
+                     {"fc.bias", ir::Tensor::from_doubles({ir::DType::F32, {5}}, b)}};
   auto artifact = compile_to_artifact(*g, options);
   REQUIRE(artifact.ok());
   auto view = format::read_artifact(*artifact);

@@ -1,10 +1,10 @@
 // Helpers for unit tests: parse, evaluate and compare tensors.
 #pragma once
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <random>
@@ -42,7 +42,8 @@ inline std::vector<std::pair<std::string, ir::Graph>> text_test_models() {
     if (text.find("# not a model to run:") != std::string::npos) continue;
     std::vector<std::string> parts = ir::split_input_parts(text);
     for (size_t k = 0; k < parts.size(); ++k) {
-      std::string name = parts.size() == 1 ? entry.path().string() : fmt::format("{} (part {})", entry.path().string(), k + 1);
+      std::string name =
+          parts.size() == 1 ? entry.path().string() : fmt::format("{} (part {})", entry.path().string(), k + 1);
       auto g = ir::parse(parts[k], entry.path().string());
       if (g.ok()) models.emplace_back(name, std::move(g).value());
     }
@@ -91,7 +92,8 @@ inline std::map<std::string, ir::Tensor> seeded_arguments(const ir::Graph& g, ui
   for (const ir::Arg& a : g.args) {
     const ir::TensorType& t = g.type(a.value);
     std::vector<double> data;
-    for (int64_t k = 0; k < t.num_elements(); ++k) data.push_back(ir::is_float(t.dtype) ? value(rng) : static_cast<double>(rng() % 2));
+    for (int64_t k = 0; k < t.num_elements(); ++k)
+      data.push_back(ir::is_float(t.dtype) ? value(rng) : static_cast<double>(rng() % 2));
     args[g.value_name(a.value)] = ir::Tensor::from_doubles(t, data);
   }
   return args;

@@ -53,7 +53,8 @@ TEST_CASE("floats print in their shortest exact form", "[text]") {
   CHECK(ir::format_float(-2.5e20) == "-2.5e+20");
   CHECK(ir::format_float(-INFINITY) == "-inf");
   for (double v : {0.1, 1.0 / 3, 6.02214076e23, 5e-324, -0.0}) {
-    ir::Graph g = parse_ok("graph @g() {\n  %c: f64[] = constant {value=" + ir::format_float(v) + "}\n  return %c\n}\n");
+    ir::Graph g =
+        parse_ok("graph @g() {\n  %c: f64[] = constant {value=" + ir::format_float(v) + "}\n  return %c\n}\n");
     CHECK(g.nodes[0].attrs.get_literal("value").floats[0] == v);
   }
 }
@@ -83,7 +84,8 @@ TEST_CASE("golden error messages name file, line, column and what was expected",
       // bad type
       {"graph @g(%x: f33[2]) {\n  return %x\n}",
        "bad.kir:1:14: error: expected an element type (f32, f64, f16, bf16, i32, i64, bool), got 'f33'"},
-      {"graph @g(%x: f32[-2]) {\n  return %x\n}", "bad.kir:1:18: error: expected a dimension (an integer >= 0), got '-2'"},
+      {"graph @g(%x: f32[-2]) {\n  return %x\n}",
+       "bad.kir:1:18: error: expected a dimension (an integer >= 0), got '-2'"},
       // wrong declared result type
       {"graph @g(%x: f32[2]) {\n  %y: f32[3] = neg(%x)\n  return %y\n}",
        "bad.kir:2:3: error: declared type f32[3] of %y does not match f32[2] inferred for neg"},
@@ -97,26 +99,33 @@ TEST_CASE("golden error messages name file, line, column and what was expected",
       {"graph @g(%x: f32[2]) {\n  %y: f32[] = reduce_sum(%x) {keepdims=true}\n  return %y\n}",
        "bad.kir:2:3: error: reduce_sum: missing attribute 'axes' (ints)"},
       {"graph @g(%x: f32[2]) {\n  %y: f32[2] = cast(%x) {to=f99}\n  return %y\n}",
-       "bad.kir:2:29: error: cast: attribute 'to' must be an element type (f32, f64, f16, bf16, i32, i64, bool), got a name"},
+       "bad.kir:2:29: error: cast: attribute 'to' must be an element type (f32, f64, f16, bf16, i32, i64, bool), got a "
+       "name"},
       // truncated file
-      {"graph @g(%x: f32[2]) {\n  %y: f32[2] = neg(%x)\n", "bad.kir:3:1: error: expected a value definition like '%x: f32[2] = ...' or 'return', got end of file"},
+      {"graph @g(%x: f32[2]) {\n  %y: f32[2] = neg(%x)\n",
+       "bad.kir:3:1: error: expected a value definition like '%x: f32[2] = ...' or 'return', got end of file"},
       {"graph @g(%x: f32[2", "bad.kir:1:19: error: expected ']', got end of file"},
       {"", "bad.kir:1:1: error: expected 'graph' or 'func', got end of file"},
       // functions and calls
       {"graph @g(%x: f32[2]) {\n  %y: f32[2] = call(%x) {callee=\"nope\"}\n  return %y\n}",
        "bad.kir:2:3: error: call: no function @nope is defined before this call"},
-      {"func @f(%a: f32[3]) {\n  return %a\n}\ngraph @g(%x: f32[2]) {\n  %y: f32[3] = call(%x) {callee=\"f\"}\n  return %y\n}",
+      {"func @f(%a: f32[3]) {\n  return %a\n}\ngraph @g(%x: f32[2]) {\n  %y: f32[3] = call(%x) {callee=\"f\"}\n  "
+       "return %y\n}",
        "bad.kir:5:3: error: call: @f takes (f32[3]), got (f32[2])"},
       {"func @f(%a: f32[2]) {\n  return %a\n}\nfunc @fb(%a: f32[2]) {\n  return %a\n}\n"
        "graph @g(%x: f32[2]) {\n  %y: f32[2] = call(%x) {callee=\"f\", backward=\"fb\"}\n  return %y\n}",
-       "bad.kir:8:3: error: call: backward @fb must take (f32[2], f32[2]) and return (f32[2]): the arguments of @f, the gradient "
+       "bad.kir:8:3: error: call: backward @fb must take (f32[2], f32[2]) and return (f32[2]): the arguments of @f, "
+       "the gradient "
        "of its result, and one gradient per floating-point argument; it takes (f32[2]) and returns (f32[2])"},
-      {"func @f(%a: f32[2]) {\n  return %a\n}\nfunc @f(%a: f32[2]) {\n  return %a\n}\ngraph @g(%x: f32[2]) {\n  return %x\n}",
+      {"func @f(%a: f32[2]) {\n  return %a\n}\nfunc @f(%a: f32[2]) {\n  return %a\n}\ngraph @g(%x: f32[2]) {\n  return "
+       "%x\n}",
        "bad.kir:4:6: error: function @f is defined twice"},
       {"func @f(%a: f32[2]) {\n  %b: f32[2] = neg(%c)\n  return %b\n}\ngraph @g(%x: f32[2]) {\n  return %x\n}",
        "bad.kir:2:20: error: undefined value %c"},
       // binary garbage
-      {"\x7f" "ELF\x02\x01", "bad.kir:1:1: error: unexpected byte 0x7f; a .kir file is ASCII text"},
+      {"\x7f"
+       "ELF\x02\x01",
+       "bad.kir:1:1: error: unexpected byte 0x7f; a .kir file is ASCII text"},
       {"graph @g(%x: f32[2]) {\n  %y: f32[2] = neg(%x) $\n}", "bad.kir:2:24: error: unexpected character '$'"},
       // semantic errors from shape inference
       {"graph @g(%x: f32[2,3]) {\n  %y: f32[3,2] = transpose(%x) {perm=[0,0]}\n  return %y\n}",
@@ -150,9 +159,11 @@ TEST_CASE("the parser enforces its limits", "[text][errors]") {
   CHECK(parse_error(deep) == "bad.kir:2:63: error: lists nest deeper than the limit of 32");
   ir::ParseLimits small;
   small.max_attr_elements = 5;
-  auto many = ir::parse("graph @g() {\n  %c: f32[2,3] = constant {value=[[1, 2, 3], [4, 5, 6]]}\n  return %c\n}", "many.kir", small);
+  auto many = ir::parse("graph @g() {\n  %c: f32[2,3] = constant {value=[[1, 2, 3], [4, 5, 6]]}\n  return %c\n}",
+                        "many.kir", small);
   REQUIRE(!many.ok());
-  CHECK(many.error().message == "many.kir:2:53: error: attributes hold more than 5 values in all; pass large tensors as params");
+  CHECK(many.error().message ==
+        "many.kir:2:53: error: attributes hold more than 5 values in all; pass large tensors as params");
   CHECK(parse_error("graph @g(%x: f32[1099511627776,2]) {\n  return %x\n}") ==
         "bad.kir:1:14: error: type f32[1099511627776,2] has more than 2^40 elements");
 }

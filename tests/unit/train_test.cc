@@ -32,7 +32,8 @@ TEST_CASE("the training step graph makes weights and slots state and returns the
   CHECK(step->state_names == std::vector<std::string>{"w", "adam.step", "adam.m.w", "adam.v.w"});
   std::string text = ir::print(step->graph);
   CHECK(text.rfind("graph @lin(%x: f32[2], state %w: f32[2], state %adam.step: f32[], state %adam.m.w: f32[2], "
-                   "state %adam.v.w: f32[2]) {\n", 0) == 0);
+                   "state %adam.v.w: f32[2]) {\n",
+                   0) == 0);
   CHECK(text.find("return %loss, %w.next, %adam.step.next, %adam.m.w.next, %adam.v.w.next\n") != std::string::npos);
   CHECK(ir::print(kiln::testing::parse_ok(text)) == text);
 }
@@ -92,17 +93,20 @@ TEST_CASE("Adam and AdamW with bias correction, by hand", "[train]") {
 TEST_CASE("training-step errors say what is wrong", "[train][errors]") {
   Model none("none");
   none.output(reduce_sum(none.input("x", {2}), {0}), "loss");
-  CHECK(build_train_step(none, Sgd{}).error().message == "training step of @none: the model has no floating-point params to train");
+  CHECK(build_train_step(none, Sgd{}).error().message ==
+        "training step of @none: the model has no floating-point params to train");
   Model vec("vec");
   Tensor w = vec.param("w", {2}, Init::ones());
   vec.output(w * 2.0, "not_a_loss");
-  CHECK(build_train_step(vec, Sgd{}).error().message ==
-        "training step of @vec: autodiff: the first result %not_a_loss must be a floating-point scalar loss, got f32[2]");
+  CHECK(
+      build_train_step(vec, Sgd{}).error().message ==
+      "training step of @vec: autodiff: the first result %not_a_loss must be a floating-point scalar loss, got f32[2]");
   Model st("st");
   st.state("s", {1});
   st.output(reduce_sum(st.param("w", {2}), {0}));
   CHECK(build_train_step(st, Sgd{}).error().message ==
-        "training step of @st: the model already has state %s; declare trained weights with param, and the step makes them state");
+        "training step of @st: the model already has state %s; declare trained weights with param, and the step makes "
+        "them state");
 }
 
 TEST_CASE("a 2-layer MLP learns a separable problem with Adam through the interpreter", "[train][e2e]") {

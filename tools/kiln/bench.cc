@@ -8,7 +8,8 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kBenchHelp = R"(usage: kiln bench [--target=cpu|cuda] [--cpu=LIST] [--suite=fusion] [--filter=REGEX] [--repeat=N] [--threads=N]
+constexpr std::string_view kBenchHelp =
+    R"(usage: kiln bench [--target=cpu|cuda] [--cpu=LIST] [--suite=fusion] [--filter=REGEX] [--repeat=N] [--threads=N]
                   [--json FILE] [--svg FILE] [--quick]
 
 Compiles each row of a benchmark suite twice (fused, and with --no-fusion), runs both with
@@ -36,15 +37,16 @@ softmax_4096, softmax_32768, layernorm, residual_layernorm, mlp_forward, mlp_tra
 
 int run_bench(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln bench";
-  constexpr FlagSpec specs[] = {{"target", true}, {"cpu", true}, {"suite", true}, {"filter", true}, {"repeat", true}, {"threads", true},
-                                {"json", true},   {"svg", true},   {"quick"}};
+  constexpr FlagSpec specs[] = {{"target", true},  {"cpu", true},  {"suite", true}, {"filter", true}, {"repeat", true},
+                                {"threads", true}, {"json", true}, {"svg", true},   {"quick"}};
   auto parsed = parse_args(cmd, argv, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
   if (parsed->help) {
     fmt::print("{}", kBenchHelp);
     return 0;
   }
-  if (!parsed->positional.empty()) return fail(cmd, fmt::format("unexpected argument '{}'; see 'kiln bench --help'", parsed->positional[0]));
+  if (!parsed->positional.empty())
+    return fail(cmd, fmt::format("unexpected argument '{}'; see 'kiln bench --help'", parsed->positional[0]));
   bench::BenchOptions options;
   options.target = parsed->get("target", "cpu");
   options.cpu = parsed->get("cpu", options.cpu);

@@ -63,18 +63,23 @@ Status run_passes(ir::Graph& graph, const Args& args) {
       run.emplace_back(p->name());
     }
     if (run.empty())
-      return make_error(fmt::format("--dump-after={}: no pass runs; choose them with --passes=LIST or --pipeline=default", name));
+      return make_error(
+          fmt::format("--dump-after={}: no pass runs; choose them with --passes=LIST or --pipeline=default", name));
     if (!known)
-      return make_error(fmt::format("--dump-after={} names no pass that runs (they are: {}; or 'all')", name, fmt::join(run, ", ")));
+      return make_error(
+          fmt::format("--dump-after={} names no pass that runs (they are: {}; or 'all')", name, fmt::join(run, ", ")));
     dump.after.insert(name);
   }
   dump.dir = args.get("dump-dir");
-  dump.sink = [](std::string_view pass, std::string_view text) { fmt::print(stderr, "# IR after pass '{}'\n{}", pass, text); };
+  dump.sink = [](std::string_view pass, std::string_view text) {
+    fmt::print(stderr, "# IR after pass '{}'\n{}", pass, text);
+  };
   pipeline.set_dump(std::move(dump));
   auto r = pipeline.run(graph);
   if (!r.ok()) return r.error();
   if (args.has("stats")) {
-    if (!graph.program) return make_error("--stats needs a fused program: add --pipeline=default (or the fusion and memory-plan passes)");
+    if (!graph.program)
+      return make_error("--stats needs a fused program: add --pipeline=default (or the fusion and memory-plan passes)");
     print_stats(graph);
   }
   return Status::Ok();
@@ -87,7 +92,8 @@ Result<std::map<std::string, ir::Tensor>> read_weights_flag(const Args& args) {
 
 Result<WeightsOptions> weights_options(const Args& args) {
   const std::string dtype = args.get("weights-dtype", "exact");
-  if (dtype != "exact" && dtype != "convert") return make_error(fmt::format("--weights-dtype expects exact or convert, got '{}'", dtype));
+  if (dtype != "exact" && dtype != "convert")
+    return make_error(fmt::format("--weights-dtype expects exact or convert, got '{}'", dtype));
   return WeightsOptions{dtype == "convert", args.has("allow-unused-weights")};
 }
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "ir/graph.h"
 #include "compiler/weights.h"
+#include "ir/graph.h"
 #include "ir/tensor.h"
 #include "tools/kiln/flags.h"
 
@@ -19,7 +19,8 @@ namespace kiln::cli {
 /// cannot read ..."), for fail_located.
 Result<ir::Graph> load_graph(std::string_view command, const std::string& path);
 /// The pass flags opt, eval and dot share.
-inline constexpr FlagSpec kPassFlags[] = {{"passes", true}, {"pipeline", true}, {"wrt", true}, {"no-fusion"}, {"stats"}};
+inline constexpr FlagSpec kPassFlags[] = {
+    {"passes", true}, {"pipeline", true}, {"wrt", true}, {"no-fusion"}, {"stats"}};
 
 /// Runs --passes, then the passes of --pipeline, on a graph: --wrt lists autodiff's
 /// arguments, --no-fusion makes fusion put every node in its own step, --dump-after and
@@ -33,7 +34,8 @@ Result<std::map<std::string, ir::Tensor>> read_weights_flag(const Args& args);
 /// --weights-dtype=exact|convert and --allow-unused-weights.
 Result<WeightsOptions> weights_options(const Args& args);
 /// The help lines of the weights flags.
-inline constexpr std::string_view kWeightsHelp = R"(  --weights=FILE      a safetensors file with a tensor per param (and, optionally, per
+inline constexpr std::string_view kWeightsHelp =
+    R"(  --weights=FILE      a safetensors file with a tensor per param (and, optionally, per
                       state: its initial value), by name; a tensor named for no param
                       or state is an error
   --weights-dtype=exact|convert

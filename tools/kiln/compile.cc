@@ -9,7 +9,8 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kCompileHelp = R"(usage: kiln compile FILE.kir [--target=cpu|cuda] [--weights W.safetensors] [--cpu=NAME]
+constexpr std::string_view kCompileHelp =
+    R"(usage: kiln compile FILE.kir [--target=cpu|cuda] [--weights W.safetensors] [--cpu=NAME]
                     [--cuda-arch=sm_80,sm_90] [--no-cache] [-v] [--no-fusion] -o M.kiln
        kiln compile FILE.kir --target=cuda --emit=source [-o FILE.cu]
 
@@ -43,8 +44,8 @@ int run_compile(std::span<char* const> argv) {
     if (std::string_view(a) == "-o") a = const_cast<char*>("--output");
     if (std::string_view(a) == "-v") a = const_cast<char*>("--verbose");
   }
-  std::vector<FlagSpec> specs = {{"target", true}, {"cpu", true}, {"cuda-arch", true}, {"no-cache"}, {"verbose"},
-                                 {"emit", true},   {"no-fusion"}, {"output", true}};
+  std::vector<FlagSpec> specs = {{"target", true}, {"cpu", true},  {"cuda-arch", true}, {"no-cache"},
+                                 {"verbose"},      {"emit", true}, {"no-fusion"},       {"output", true}};
   specs.insert(specs.end(), std::begin(kWeightsFlags), std::end(kWeightsFlags));
   auto parsed = parse_args(cmd, args, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
@@ -59,8 +60,10 @@ int run_compile(std::span<char* const> argv) {
   }
   if (parsed->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln compile --help'");
   const std::string emit = parsed->get("emit", "artifact");
-  if (emit != "artifact" && emit != "source") return fail(cmd, fmt::format("--emit expects artifact or source, got '{}'", emit));
-  if (emit == "source" && parsed->get("target", "cpu") != "cuda") return fail(cmd, "--emit=source writes CUDA C++; it needs --target=cuda");
+  if (emit != "artifact" && emit != "source")
+    return fail(cmd, fmt::format("--emit expects artifact or source, got '{}'", emit));
+  if (emit == "source" && parsed->get("target", "cpu") != "cuda")
+    return fail(cmd, "--emit=source writes CUDA C++; it needs --target=cuda");
   if (emit == "artifact" && !parsed->has("output")) return fail(cmd, "no output file; give one with -o M.kiln");
   if (parsed->has("output") && same_file(parsed->get("output"), parsed->positional[0]))
     return fail(cmd, fmt::format("-o '{}' is the input file; it would be overwritten", parsed->get("output")));

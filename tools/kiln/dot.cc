@@ -6,7 +6,8 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kDotHelp = R"(usage: kiln dot FILE.kir [--passes=a,b,c] [--pipeline=default] [--wrt=NAMES] [--no-fusion]
+constexpr std::string_view kDotHelp =
+    R"(usage: kiln dot FILE.kir [--passes=a,b,c] [--pipeline=default] [--wrt=NAMES] [--no-fusion]
 
 Prints the graph of FILE.kir ('-' for stdin) in Graphviz DOT, after the passes if
 given; a fused program draws one cluster per step. Render it with:

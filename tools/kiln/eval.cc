@@ -1,6 +1,6 @@
 // kiln eval: run a graph with the reference interpreter.
-#include <filesystem>
 #include <fmt/format.h>
+#include <filesystem>
 
 #include "ir/interpreter.h"
 #include "ir/printer.h"
@@ -9,7 +9,8 @@
 
 namespace kiln::cli {
 
-constexpr std::string_view kEvalHelp = R"(usage: kiln eval FILE.kir [--input NAME=PATH.npy ...] [--weights W.safetensors] [--output DIR]
+constexpr std::string_view kEvalHelp =
+    R"(usage: kiln eval FILE.kir [--input NAME=PATH.npy ...] [--weights W.safetensors] [--output DIR]
                  [--passes=a,b,c] [--pipeline=default]
 
 Runs FILE.kir with the reference interpreter. Every argument (input, param or state)
@@ -69,13 +70,15 @@ int run_eval(std::span<char* const> argv) {
     if (!tensor.ok()) return fail(cmd, tensor.error().message);
     const ir::TensorType& want = graph->type(arg->value);
     if (tensor->type != want)
-      return fail(cmd, fmt::format("argument %{} is {}, but {} holds {}", name, want.to_string(), path, tensor->type.to_string()));
+      return fail(cmd, fmt::format("argument %{} is {}, but {} holds {}", name, want.to_string(), path,
+                                   tensor->type.to_string()));
     inputs.emplace(name, std::move(*tensor));
   }
   for (const ir::Arg& a : graph->args) {
     const std::string& name = graph->value_name(a.value);
     if (!inputs.count(name))
-      return fail(cmd, fmt::format("missing --input {}=PATH.npy{} for argument %{}: {}", name, a.kind == ir::ArgKind::Input ? "" : " (or --weights)", name,
+      return fail(cmd, fmt::format("missing --input {}=PATH.npy{} for argument %{}: {}", name,
+                                   a.kind == ir::ArgKind::Input ? "" : " (or --weights)", name,
                                    graph->type(a.value).to_string()));
   }
   // A fused, planned program runs step by step through its arena.
@@ -95,7 +98,8 @@ int run_eval(std::span<char* const> argv) {
     const ir::Tensor& t = (*results)[i];
     if (dir.empty()) {
       std::string prefix = fmt::format("%{}: {} = ", name, t.type.to_string());
-      fmt::print("{}{}\n", prefix, format_tensor(ir::dtype_name(t.type.dtype), t.type.shape, ir::tensor_to_bytes(t), prefix.size()));
+      fmt::print("{}{}\n", prefix,
+                 format_tensor(ir::dtype_name(t.type.dtype), t.type.shape, ir::tensor_to_bytes(t), prefix.size()));
       continue;
     }
     std::string path = (std::filesystem::path(dir) / (name + ".npy")).string();

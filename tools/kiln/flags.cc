@@ -1,13 +1,13 @@
 #include "tools/kiln/flags.h"
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <new>
 #include <system_error>
-#include <filesystem>
-#include <fmt/format.h>
 
 #include "base/parse_number.h"
 
@@ -43,7 +43,8 @@ Result<Args> parse_args(std::string_view command, std::span<char* const> argv, s
     const FlagSpec* spec = nullptr;
     for (const FlagSpec& s : specs)
       if (s.name == name) spec = &s;
-    if (!spec) return make_error(fmt::format("{}: error: unknown flag '--{}'; see '{} --help'", command, name, command));
+    if (!spec)
+      return make_error(fmt::format("{}: error: unknown flag '--{}'; see '{} --help'", command, name, command));
     std::string value;
     if (spec->takes_value) {
       if (eq != std::string_view::npos) {
@@ -108,7 +109,8 @@ int run_guarded(std::string_view command, const std::function<int()>& body) {
   } catch (const std::system_error& e) {  // fmt::print on a stream that cannot be written
     return report(std::string("cannot write the output: ") + e.code().message());
   }
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return report(std::string("cannot write the output: ") + std::strerror(errno));
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    return report(std::string("cannot write the output: ") + std::strerror(errno));
   return status;
 }
 

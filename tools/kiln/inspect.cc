@@ -19,24 +19,30 @@ their sizes and checksums, and the text IR it was compiled from.
 )";
 
 // The format's element types are the runtime's, in the same order.
-std::string_view dtype_text(format::DType d) { return runtime::element_type_name(static_cast<runtime::ElementType>(d)); }
+std::string_view dtype_text(format::DType d) {
+  return runtime::element_type_name(static_cast<runtime::ElementType>(d));
+}
 
 std::string value_text(const format::Artifact& a, uint32_t v) {
   const format::Value* value = a.values()->Get(v);
   std::string shape;
   if (value->shape())
     for (int64_t d : *value->shape()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-  return fmt::format("%{}: {}[{}]", value->name() ? value->name()->str() : std::to_string(v), dtype_text(value->dtype()), shape);
+  return fmt::format("%{}: {}[{}]", value->name() ? value->name()->str() : std::to_string(v),
+                     dtype_text(value->dtype()), shape);
 }
 
 std::string refs(const format::Artifact& a, const flatbuffers::Vector<uint32_t>* values) {
   std::string out;
   if (values)
-    for (uint32_t v : *values) out += (out.empty() ? "%" : ", %") + (a.values()->Get(v)->name() ? a.values()->Get(v)->name()->str() : "?");
+    for (uint32_t v : *values)
+      out += (out.empty() ? "%" : ", %") + (a.values()->Get(v)->name() ? a.values()->Get(v)->name()->str() : "?");
   return out;
 }
 
-std::string section_text(const format::Section& s) { return fmt::format("{} bytes at {}, xxh64 {:016x}", s.size(), s.offset(), s.xxh64()); }
+std::string section_text(const format::Section& s) {
+  return fmt::format("{} bytes at {}, xxh64 {:016x}", s.size(), s.offset(), s.xxh64());
+}
 
 }  // namespace
 
@@ -69,7 +75,8 @@ int run_inspect(std::span<char* const> argv) {
   fmt::print("arguments:\n");
   if (a.args())
     for (const format::Argument* arg : *a.args()) {
-      std::string extra = arg->kind() == format::ArgKind::Param ? " weights " + section_text(*a.weights()->Get(arg->weight()))
+      std::string extra = arg->kind() == format::ArgKind::Param
+                              ? " weights " + section_text(*a.weights()->Get(arg->weight()))
                           : arg->kind() == format::ArgKind::State && arg->weight() >= 0
                               ? " initial value " + section_text(*a.weights()->Get(arg->weight()))
                               : "";
@@ -84,20 +91,25 @@ int run_inspect(std::span<char* const> argv) {
     for (const format::Buffer* b : *a.buffers()) {
       if (b->home() == format::Home::Input || b->home() == format::Home::Param) continue;
       auto name = [&](int v) { return a.values()->Get(static_cast<uint32_t>(v))->name()->str(); };
-      std::string where = b->home() == format::Home::Arena ? fmt::format("[{}, {})", b->offset(), b->offset() + b->bytes())
-                          : b->state() >= 0                 ? fmt::format("state %{}", name(b->state()))
-                                                            : std::string(homes[static_cast<int>(b->home())]);
+      std::string where = b->home() == format::Home::Arena
+                              ? fmt::format("[{}, {})", b->offset(), b->offset() + b->bytes())
+                          : b->state() >= 0 ? fmt::format("state %{}", name(b->state()))
+                                            : std::string(homes[static_cast<int>(b->home())]);
       std::string reuse = b->in_place_of() >= 0 ? fmt::format(", in place of %{}", name(b->in_place_of())) : "";
-      fmt::print("  %{}: {} steps {}..{}{}\n", name(static_cast<int>(b->value())), where, b->first_step(), b->last_step(), reuse);
+      fmt::print("  %{}: {} steps {}..{}{}\n", name(static_cast<int>(b->value())), where, b->first_step(),
+                 b->last_step(), reuse);
     }
   const char* step_kinds[] = {"loop", "reduction", "library", "scatter"};
   fmt::print("steps: {}\n", a.steps() ? a.steps()->size() : 0);
   if (a.steps())
     for (uint32_t s = 0; s < a.steps()->size(); ++s) {
       const format::Step* step = a.steps()->Get(s);
-      std::string launch = step->block_threads() > 0 ? fmt::format(" <<<{} blocks, {} threads>>>", step->grid_blocks(), step->block_threads()) : "";
-      fmt::print("  {:3} {} {} [{}] ({}) -> ({}){}\n", s, step_kinds[static_cast<int>(step->kind())], step->name() ? step->name()->str() : "?",
-                 step->symbol()->str(), refs(a, step->inputs()), refs(a, step->outputs()), launch);
+      std::string launch = step->block_threads() > 0
+                               ? fmt::format(" <<<{} blocks, {} threads>>>", step->grid_blocks(), step->block_threads())
+                               : "";
+      fmt::print("  {:3} {} {} [{}] ({}) -> ({}){}\n", s, step_kinds[static_cast<int>(step->kind())],
+                 step->name() ? step->name()->str() : "?", step->symbol()->str(), refs(a, step->inputs()),
+                 refs(a, step->outputs()), launch);
     }
   fmt::print("code:\n");
   if (a.code())
@@ -109,7 +121,8 @@ int run_inspect(std::span<char* const> argv) {
           for (const auto* f : *c->cpu_features()) needs += (needs.empty() ? "" : " ") + f->str();
         cpu = fmt::format(" for --cpu={} (needs: {})", c->cpu()->str(), needs.empty() ? "x86-64 only" : needs);
       }
-      fmt::print("  {} {}{}: {}\n", c->kind() ? c->kind()->str() : "?", c->arch() ? c->arch()->str() : "?", cpu, section_text(*c->section()));
+      fmt::print("  {} {}{}: {}\n", c->kind() ? c->kind()->str() : "?", c->arch() ? c->arch()->str() : "?", cpu,
+                 section_text(*c->section()));
     }
   fmt::print("ir: {}\n", section_text(*a.ir()));
   if (!args->has("no-ir")) {

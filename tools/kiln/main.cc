@@ -10,47 +10,49 @@
 
 namespace {
 
-constexpr std::string_view kUsage = R"(usage: kiln COMMAND [ARGS]
+// The subcommands: a new one is a row here, its file under tools/kiln/ (with its --help
+// text) and its lit test under tests/lit/cli/.
+struct Subcommand {
+  std::string_view name, operand, summary;
+  int (*run)(std::span<char* const> argv);
+};
 
-kiln compiles static deep learning graphs.
+constexpr Subcommand kSubcommands[] = {
+    {"opt", "FILE.kir", "run passes and print the IR", kiln::cli::run_opt},
+    {"eval", "FILE.kir", "run a graph with the reference interpreter", kiln::cli::run_eval},
+    {"dot", "FILE.kir", "print the graph in Graphviz DOT", kiln::cli::run_dot},
+    {"compile", "FILE.kir", "compile a graph to a .kiln artifact", kiln::cli::run_compile},
+    {"run", "M.kiln", "run an artifact with the runtime",
+     [](std::span<char* const> argv) { return kiln::cli::run_artifact("kiln run", argv); }},
+    {"inspect", "M.kiln", "verify an artifact and show what it holds", kiln::cli::run_inspect},
+    {"bench", "", "time the benchmark suites: fused, unfused, plain copy", kiln::cli::run_bench},
+};
 
-commands:
-  opt   FILE.kir   run passes and print the IR
-  eval  FILE.kir   run a graph with the reference interpreter
-  dot   FILE.kir   print the graph in Graphviz DOT
-  compile FILE.kir  compile a graph to a .kiln artifact
-  run   M.kiln     run an artifact with the runtime
-  inspect M.kiln   verify an artifact and show what it holds
-  bench            time the benchmark suites: fused, unfused, plain copy
-
+std::string usage() {
+  std::string text = "usage: kiln COMMAND [ARGS]\n\nkiln compiles static deep learning graphs.\n\ncommands:\n";
+  for (const Subcommand& c : kSubcommands) text += fmt::format("  {:<8} {:<9} {}\n", c.name, c.operand, c.summary);
+  return text + R"(
 'kiln COMMAND --help' describes each command; 'kiln --version' prints the versions of
 the compiler, LLVM, NVRTC, the runtime, the artifact format and the CUDA driver.
 )";
-
-}  // namespace
-
-namespace {
+}
 
 int run_command(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "{}", kUsage);
+    fmt::print(stderr, "{}", usage());
     return 1;
   }
   std::string_view command = argv[1];
   std::span<char* const> rest(argv + 2, static_cast<size_t>(argc - 2));
-  if (command == "opt") return kiln::cli::run_opt(rest);
-  if (command == "eval") return kiln::cli::run_eval(rest);
-  if (command == "dot") return kiln::cli::run_dot(rest);
-  if (command == "inspect") return kiln::cli::run_inspect(rest);
-  if (command == "compile") return kiln::cli::run_compile(rest);
-  if (command == "bench") return kiln::cli::run_bench(rest);
-  if (command == "run") return kiln::cli::run_artifact("kiln run", rest);
+  for (const Subcommand& c : kSubcommands)
+    if (command == c.name) return c.run(rest);
   if (command == "--version" || command == "version") {
-    fmt::print("compiler: {} ({}, {})\n{}", kiln::compiler_version(), kiln::llvm_version(), kiln::nvrtc_version(), kiln::cli::runtime_versions());
+    fmt::print("compiler: {} ({}, {})\n{}", kiln::compiler_version(), kiln::llvm_version(), kiln::nvrtc_version(),
+               kiln::cli::runtime_versions());
     return 0;
   }
   if (command == "-h" || command == "--help" || command == "help") {
-    fmt::print("{}", kUsage);
+    fmt::print("{}", usage());
     return 0;
   }
   return kiln::cli::fail("kiln", fmt::format("unknown command '{}'; see 'kiln --help'", command));

@@ -4,10 +4,18 @@
 #include "base/file.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "passes/pipeline.h"
 #include "tools/kiln/cli.h"
 
 namespace kiln::cli {
 namespace {
+
+// The registered passes with their options, one per line, for --help.
+std::string pass_list() {
+  std::string list;
+  for (const std::string& usage : passes::pass_usages()) list += fmt::format("{:24}{}\n", "", usage);
+  return list;
+}
 
 // Parses, runs the passes on and prints one input; errors go to stderr as whole lines.
 bool optimize(const std::string& text, const std::string& name, const Args& args) {
@@ -21,7 +29,8 @@ bool optimize(const std::string& text, const std::string& name, const Args& args
 
 }  // namespace
 
-constexpr std::string_view kOptHelp = R"(usage: kiln opt FILE.kir [--passes=a,b,c] [--pipeline=default] [--wrt=NAMES] [--no-fusion] [--stats]
+constexpr std::string_view kOptHelp =
+    R"(usage: kiln opt FILE.kir [--passes=a,b,c] [--pipeline=default] [--wrt=NAMES] [--no-fusion] [--stats]
                 [--dump-after=NAME|all] [--dump-dir=DIR] [--split-input-file]
 
 Parses and verifies FILE.kir ('-' for stdin), runs the passes in order (verifying the
@@ -29,16 +38,15 @@ IR after each) and prints the resulting IR to stdout: after fusion, as a program
 steps; after memory-plan, with the plan as comments.
 
   --passes=LIST       comma-separated passes, each with its options in braces
-                      (quote the list for the shell):
-                        autodiff{wrt=NAME,...}  decompose  canonicalize  cse  dce
-                        fusion{fuse=true|false}  memory-plan
-                      e.g. --passes='autodiff{wrt=w},decompose,fusion{fuse=false}'
-  --pipeline=default  then the standard pipeline: decompose, canonicalize, cse, dce,
+                      (quote the list for the shell), e.g.
+                      --passes='autodiff{{wrt=w}},decompose,fusion{{fuse=false}}'.
+                      The passes:
+{passes}  --pipeline=default  then the standard pipeline: decompose, canonicalize, cse, dce,
                       fusion, memory-plan
-  --wrt=NAMES         autodiff{wrt=NAMES} where autodiff sets no wrt: differentiate
+  --wrt=NAMES         autodiff{{wrt=NAMES}} where autodiff sets no wrt: differentiate
                       the first result (a scalar loss) with respect to these
                       arguments; adds results %grad_NAME
-  --no-fusion         fusion{fuse=false} where fusion sets no fuse: every op in a step
+  --no-fusion         fusion{{fuse=false}} where fusion sets no fuse: every op in a step
                       of its own (the unfused baseline)
   --stats             print kernels, library_calls, arena_bytes,
                       live_lower_bound_bytes and naive_bytes to stderr
@@ -60,7 +68,7 @@ int run_opt(std::span<char* const> argv) {
   auto args = parse_args("kiln opt", argv, specs);
   if (!args.ok()) return fail_located(args.error());
   if (args->help) {
-    fmt::print("{}", kOptHelp);
+    fmt::print(fmt::runtime(kOptHelp), fmt::arg("passes", pass_list()));
     return 0;
   }
   if (args->positional.size() != 1) return fail("kiln opt", "expected one input file; see 'kiln opt --help'");
@@ -69,7 +77,9 @@ int run_opt(std::span<char* const> argv) {
   if (!text.ok()) return fail("kiln opt", text.error().message);
   std::string name = path == "-" ? "<stdin>" : path;
   if (!args->has("split-input-file")) return optimize(*text, name, *args) ? 0 : 1;
-  if (args->has("dump-dir")) return fail("kiln opt", "--dump-dir cannot be combined with --split-input-file (each part would overwrite the last's dumps)");
+  if (args->has("dump-dir"))
+    return fail("kiln opt",
+                "--dump-dir cannot be combined with --split-input-file (each part would overwrite the last's dumps)");
   bool all_ok = true;
   std::vector<std::string> parts = ir::split_input_parts(*text);
   for (size_t k = 0; k < parts.size(); ++k) {

@@ -1,7 +1,7 @@
 #include "tools/kiln/run_cli.h"
 
-#include <filesystem>
 #include <fmt/format.h>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,10 +60,13 @@ Status read_state_file(runtime::Model& model, const std::string& path) {
   for (format::SafetensorsTensor& t : tensors) {
     int type = 0;
     while (type < kElementTypes && kSafetensorsDtypes[type] != t.dtype) ++type;
-    if (type == kElementTypes) return make_error(fmt::format("{}: tensor \"{}\" has dtype {}, which no state has", path, t.name, t.dtype));
+    if (type == kElementTypes)
+      return make_error(fmt::format("{}: tensor \"{}\" has dtype {}, which no state has", path, t.name, t.dtype));
     bool known = false;
     for (const runtime::TensorInfo& s : model.state()) known = known || s.name == t.name;
-    if (!known) return make_error(fmt::format("{}: tensor \"{}\" is not a state of the model (its state: {})", path, t.name, state_names(model)));
+    if (!known)
+      return make_error(fmt::format("{}: tensor \"{}\" is not a state of the model (its state: {})", path, t.name,
+                                    state_names(model)));
     runtime::HostTensor value{{t.name, static_cast<runtime::ElementType>(type), t.shape}, std::move(t.data)};
     Status written = model.write_state(t.name, value);
     if (!written.ok()) return make_error(fmt::format("{}: {}", path, written.error().message));
@@ -75,7 +78,8 @@ Status write_state_file(const runtime::Model& model, const std::string& path) {
   std::vector<format::SafetensorsTensor> tensors;
   for (const runtime::TensorInfo& s : model.state()) {
     KILN_ASSIGN_OR_RETURN(runtime::HostTensor value, model.read_state(s.name));
-    tensors.push_back({s.name, std::string(kSafetensorsDtypes[static_cast<int>(s.type)]), s.shape, std::move(value.data)});
+    tensors.push_back(
+        {s.name, std::string(kSafetensorsDtypes[static_cast<int>(s.type)]), s.shape, std::move(value.data)});
   }
   return format::write_safetensors_file(path, tensors);
 }
@@ -84,7 +88,8 @@ Status write_outputs(const std::vector<runtime::HostTensor>& outputs, const std:
   if (dir.empty()) {
     for (const runtime::HostTensor& t : outputs) {
       std::string prefix = fmt::format("%{}: {} = ", t.info.name, t.info.type_string());
-      fmt::print("{}{}\n", prefix, format_tensor(runtime::element_type_name(t.info.type), t.info.shape, t.data, prefix.size()));
+      fmt::print("{}{}\n", prefix,
+                 format_tensor(runtime::element_type_name(t.info.type), t.info.shape, t.data, prefix.size()));
     }
     return Status::Ok();
   }
@@ -93,7 +98,8 @@ Status write_outputs(const std::vector<runtime::HostTensor>& outputs, const std:
   if (ec) return make_error(fmt::format("cannot create directory '{}': {}", dir, ec.message()));
   for (const runtime::HostTensor& t : outputs) {
     std::string file = (std::filesystem::path(dir) / (t.info.name + ".npy")).string();
-    KILN_RETURN_IF_ERROR(runtime::write_npy_file(file, {std::string(runtime::element_type_name(t.info.type)), t.info.shape, t.data}));
+    KILN_RETURN_IF_ERROR(
+        runtime::write_npy_file(file, {std::string(runtime::element_type_name(t.info.type)), t.info.shape, t.data}));
     fmt::print("wrote {}: {}\n", file, t.info.type_string());
   }
   return Status::Ok();
@@ -102,8 +108,8 @@ Status write_outputs(const std::vector<runtime::HostTensor>& outputs, const std:
 }  // namespace
 
 int run_artifact(std::string_view cmd, std::span<char* const> argv) {
-  constexpr FlagSpec specs[] = {{"input", true, true}, {"output", true},    {"threads", true}, {"state-in", true},
-                                {"state-out", true},   {"steps", true},     {"version"}};
+  constexpr FlagSpec specs[] = {{"input", true, true}, {"output", true}, {"threads", true}, {"state-in", true},
+                                {"state-out", true},   {"steps", true},  {"version"}};
   auto args = parse_args(cmd, argv, specs);
   if (!args.ok()) return fail_located(args.error());
   if (args->help) {
@@ -115,7 +121,8 @@ int run_artifact(std::string_view cmd, std::span<char* const> argv) {
     return 0;
   }
   if (args->positional.empty()) return fail(cmd, fmt::format("expected an artifact file; see '{} --help'", cmd));
-  if (args->positional.size() > 1) return fail(cmd, fmt::format("expected one artifact, got '{}' too", args->positional[1]));
+  if (args->positional.size() > 1)
+    return fail(cmd, fmt::format("expected one artifact, got '{}' too", args->positional[1]));
   const std::string& path = args->positional[0];
   auto threads = integer_flag(*args, "threads", 0, 1, runtime::kMaxThreads);
   if (!threads.ok()) return fail(cmd, threads.error().message);
@@ -140,7 +147,9 @@ int run_artifact(std::string_view cmd, std::span<char* const> argv) {
   Result<std::vector<runtime::HostTensor>> outputs = Error{};
   for (int64_t step = 0; step < *steps; ++step) {
     outputs = (*model)->run(inputs);
-    if (!outputs.ok()) return fail(cmd, *steps > 1 ? fmt::format("step {}: {}", step + 1, outputs.error().message) : outputs.error().message);
+    if (!outputs.ok())
+      return fail(cmd,
+                  *steps > 1 ? fmt::format("step {}: {}", step + 1, outputs.error().message) : outputs.error().message);
   }
   if (args->has("state-out")) {
     Status saved = write_state_file(**model, args->get("state-out"));

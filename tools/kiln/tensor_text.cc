@@ -1,9 +1,9 @@
 #include "tools/kiln/tensor_text.h"
 
+#include <fmt/format.h>
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 
 namespace kiln::cli {
 namespace {
@@ -21,7 +21,7 @@ T load(const uint8_t* p) {
 
 float half_value(uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
-  float v = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -24)
+  float v = exponent == 0    ? std::ldexp(static_cast<float>(mantissa), -24)
             : exponent == 31 ? (mantissa ? NAN : INFINITY)
                              : std::ldexp(static_cast<float>(1024 + mantissa), exponent - 25);
   return (bits & 0x8000) ? -v : v;
@@ -98,7 +98,8 @@ class Writer {
 
 }  // namespace
 
-std::string format_tensor(std::string_view dtype, const std::vector<int64_t>& shape, std::span<const uint8_t> bytes, size_t indent) {
+std::string format_tensor(std::string_view dtype, const std::vector<int64_t>& shape, std::span<const uint8_t> bytes,
+                          size_t indent) {
   return Writer(dtype, shape, bytes, indent).text();
 }
 

@@ -14,6 +14,7 @@ namespace kiln::cli {
 /// The text of a tensor of element type `dtype` ("f32", "bf16", "i64", "bool", ...),
 /// `shape`, and little-endian C-order `bytes` (exactly its size). Lines after the first
 /// are indented by `indent` spaces, to sit under a prefix of that width.
-std::string format_tensor(std::string_view dtype, const std::vector<int64_t>& shape, std::span<const uint8_t> bytes, size_t indent = 0);
+std::string format_tensor(std::string_view dtype, const std::vector<int64_t>& shape, std::span<const uint8_t> bytes,
+                          size_t indent = 0);
 
 }  // namespace kiln::cli

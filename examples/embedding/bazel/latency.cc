@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
     inputs[info.name] = {info, std::vector<uint8_t>(static_cast<size_t>(info.bytes()), 0)};
     std::printf("input %%%s: %s\n", info.name.c_str(), info.type_string().c_str());
   }
-  for (const kiln::runtime::TensorInfo& info : (*model)->outputs()) std::printf("output %%%s: %s\n", info.name.c_str(), info.type_string().c_str());
+  for (const kiln::runtime::TensorInfo& info : (*model)->outputs())
+    std::printf("output %%%s: %s\n", info.name.c_str(), info.type_string().c_str());
   std::vector<double> ms;
   for (int run = 0; run < std::atoi(argv[2]); ++run) {
     auto start = std::chrono::steady_clock::now();

@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "make_model: %s\n", artifact.error().message.c_str());
     return 1;
   }
-  std::ofstream(argv[1], std::ios::binary).write(reinterpret_cast<const char*>(artifact->data()), static_cast<std::streamsize>(artifact->size()));
+  std::ofstream(argv[1], std::ios::binary)
+      .write(reinterpret_cast<const char*>(artifact->data()), static_cast<std::streamsize>(artifact->size()));
   std::printf("wrote %s (%zu bytes)\n", argv[1], artifact->size());
   return 0;
 }

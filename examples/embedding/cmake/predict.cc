@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   }
   for (const kiln::runtime::HostTensor& t : *outputs) {
     std::string path = std::string(argv[3]) + "/" + t.info.name + ".npy";
-    auto written = kiln::runtime::write_npy_file(path, {std::string(kiln::runtime::element_type_name(t.info.type)), t.info.shape, t.data});
+    auto written = kiln::runtime::write_npy_file(
+        path, {std::string(kiln::runtime::element_type_name(t.info.type)), t.info.shape, t.data});
     if (!written.ok()) {
       std::fprintf(stderr, "predict: %s\n", written.error().message.c_str());
       return 1;
