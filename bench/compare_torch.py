@@ -3,14 +3,28 @@
 same machine and device, and merges `torch_eager_ms` and `torch_compile_ms` into it, so
 that every ratio comes from one machine.
 
-    kiln bench --json kiln.json            # first, on this machine
+    kiln bench [--suite=fusion|models] --json kiln.json      # first, on this machine
     python3 bench/compare_torch.py kiln.json [-o merged.json] [--device cpu|cuda]
 
-Each row is rebuilt from the argument shapes kiln recorded in the JSON (`arguments`),
-timed like kiln times it (a warm-up, then the median of `repeat` runs), with as many
-threads as kiln used. torch.compile's compile time is in the warm-up, not the median. A
-row torch.compile cannot handle gets `torch_compile_ms: null` and the reason in
-`torch_compile_error`.
+Each row is rebuilt from the argument shapes kiln recorded in the JSON (`arguments`; the
+transformer rows' head count from their `description`), in f32 with TF32 off on CUDA
+(kiln's f32 matmuls are full f32), timed like kiln times it (a warm-up, then the median
+of `repeat` runs), with as many threads as kiln used. torch.compile's compile time is in
+the warm-up, not the median. A row torch.compile cannot handle gets
+`torch_compile_ms: null` and the reason in `torch_compile_error`. On CUDA each row also
+gets `torch_eager_kernel_ms` and `torch_compile_kernel_ms`: the median over a few runs
+under torch.profiler of the sum of the GPU's activity times (kernels, copies, memsets),
+beside the wall-clock times, which also count PyTorch's CPU-side launch overhead.
+
+The models suite's rows: `gpt2_block` (GPT-2 small's pre-norm block, causal attention,
+tanh GELU) and `bert_layer` (BERT-base's post-norm encoder layer, erf GELU, LayerNorm eps
+1e-12, an int mask [B,T] of which 0 marks padding, drawn like kiln's inputs as r % 10)
+run forward under no_grad; `gpt2_block_train` (mse_loss against a target, backward,
+torch.optim.AdamW with lr 1e-3 and weight decay 0.01, its default implementation) and
+`mlp_train` / `mlp_train_step` (cross-entropy, backward, torch.optim.Adam, lr 1e-3) time
+one whole step each. Attention is written as kiln's rows compute it (q kᵀ scaled, masked
+with -1e9, softmax, times v); `--attention=sdpa` uses F.scaled_dot_product_attention
+instead, PyTorch's fused kernels, as a PyTorch user would write it today.
 
 The PyTorch rows run after kiln's, not interleaved with them: compare ratios from one
 file, and rerun both where the machine is noisy. On the CPU, PyTorch allocates every
@@ -20,12 +34,20 @@ matmuls run on its own oneDNN/MKL, kiln's on the OpenBLAS named in `machine.blas
 """
 import argparse
 import json
+import math
+import re
 import statistics
 import sys
 import time
 
 ROWS = {"coscos", "chain2", "chain4", "chain8", "chain16", "bias_gelu", "softmax_256", "softmax_4096",
-        "softmax_32768", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step"}
+        "softmax_32768", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step",
+        "gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train"}
+
+# What AdamW's defaults are in PyTorch, and what kiln's gpt2_block_train uses.
+ADAMW_LR, ADAMW_WEIGHT_DECAY = 1e-3, 0.01
+# kiln's rows add this to masked scores rather than -inf (a fully masked row stays finite).
+MASKED = -1e9
 
 
 def fail(message):
@@ -47,10 +69,105 @@ def load_kiln_json(path):
     return result
 
 
-def make_row(torch, name, args, device):
+def heads_of(row):
+    """The head count of a transformer row, from its description ("..., 12 heads, ...")."""
+    found = re.search(r"(\d+) heads", row.get("description", ""))
+    if not found:
+        fail("row %s: its description names no head count ('N heads')" % row["name"])
+    return int(found.group(1))
+
+
+def attention(torch, q, k, v, heads, sdpa, hidden=None, bias=None):
+    """softmax(q kᵀ / sqrt(D), masked) v over the heads of [B,T,C] q, k, v; `hidden` is a
+    bool [T,T] of the scores to mask (causal), `bias` an additive [B,1,1,T] (padding)."""
+    F = torch.nn.functional
+    batch, seq, width = q.shape
+    q, k, v = (t.view(batch, seq, heads, width // heads).transpose(1, 2) for t in (q, k, v))
+    if sdpa:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=hidden is not None)
+    else:
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(width // heads))
+        if hidden is not None:
+            scores = scores.masked_fill(hidden, MASKED)
+        if bias is not None:
+            scores = scores + bias
+        y = torch.softmax(scores, dim=-1) @ v
+    return y.transpose(1, 2).reshape(batch, seq, width)
+
+
+def init_dense(torch, module):
+    """Linear weights N(0, 0.02) and zero biases, as kiln's transformer rows start."""
+    for m in module.modules():
+        if isinstance(m, torch.nn.Linear):
+            torch.nn.init.normal_(m.weight, 0.0, 0.02)
+            torch.nn.init.zeros_(m.bias)
+    return module
+
+
+def gpt2_block(torch, seq, width, heads, sdpa):
+    """GPT-2 small's block: pre-norm, causal self-attention with a fused qkv, tanh GELU."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(width, eps=1e-5), nn.LayerNorm(width, eps=1e-5)
+            self.c_attn, self.attn_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.c_fc, self.mlp_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+            # Key j is hidden from query i when j > i.
+            self.register_buffer("hidden", torch.ones(seq, seq, dtype=torch.bool).triu(1))
+
+        def forward(self, x):
+            q, k, v = self.c_attn(self.ln_1(x)).split(width, dim=2)
+            x = x + self.attn_proj(attention(torch, q, k, v, heads, sdpa, hidden=self.hidden))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+    return init_dense(torch, Block())
+
+
+def bert_layer(torch, width, heads, sdpa):
+    """BERT-base's encoder layer: post-norm, separate q/k/v, erf GELU, LayerNorm eps 1e-12."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query, self.key, self.value = (nn.Linear(width, width) for _ in range(3))
+            self.attn_out, self.attn_norm = nn.Linear(width, width), nn.LayerNorm(width, eps=1e-12)
+            self.intermediate, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+            self.out_norm = nn.LayerNorm(width, eps=1e-12)
+
+        def forward(self, x, attention_mask):
+            # Hugging Face's extended attention mask: additive, very negative on padding.
+            bias = ((attention_mask == 0).to(x.dtype) * MASKED)[:, None, None, :]
+            y = attention(torch, self.query(x), self.key(x), self.value(x), heads, sdpa, bias=bias)
+            h = self.attn_norm(x + self.attn_out(y))
+            return self.out_norm(h + self.out(F.gelu(self.intermediate(h))))
+    return init_dense(torch, Layer())
+
+
+def no_grad(torch, model):
+    def forward(*inputs):
+        with torch.no_grad():
+            return model(*inputs)
+    return forward
+
+
+def train_step(model, optimizer, loss_of):
+    """One whole step: forward, the loss, backward, the optimizer's update."""
+    def step(*inputs):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_of(model, *inputs)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step
+
+
+def make_row(torch, row, device, sdpa=False):
     """The function a row computes and its inputs, from kiln's argument shapes."""
     F = torch.nn.functional
-    shape = {a["name"]: a["shape"] for a in args}
+    name = row["name"]
+    shape = {a["name"]: a["shape"] for a in row["arguments"]}
 
     def rand(*dims):
         return torch.rand(*dims, device=device) * 2 - 1
@@ -79,27 +196,34 @@ def make_row(torch, name, args, device):
             h = x + r
             return h, F.layer_norm(h, (width,), s, b, 1e-5)
         return residual, [rand(*shape["x"]), rand(*shape["r"]), rand(width), rand(width)]
-    if name in ("mlp_forward", "mlp_train_step"):
+    if name in ("mlp_forward", "mlp_train_step", "mlp_train"):
         batch = shape["x"][0]
         torch.manual_seed(7)
         model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
                                     torch.nn.Linear(512, 10)).to(device)
         x = rand(batch, 784)
         if name == "mlp_forward":
-            def forward(x):
-                with torch.no_grad():
-                    return model(x)
-            return forward, [x]
+            return no_grad(torch, model), [x]
         labels = torch.randint(0, 10, (batch,), device=device)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-        def train_step(x, labels):
-            optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), labels)
-            loss.backward()
-            optimizer.step()
-            return loss
-        return train_step, [x, labels]
+        return train_step(model, optimizer, lambda m, x, labels: F.cross_entropy(m(x), labels)), [x, labels]
+    if name in ("gpt2_block", "gpt2_block_train"):
+        batch, seq, width = shape["x"]
+        torch.manual_seed(2)
+        model = gpt2_block(torch, seq, width, heads_of(row), sdpa).to(device)
+        x = rand(batch, seq, width)
+        if name == "gpt2_block":
+            return no_grad(torch, model), [x]
+        optimizer = torch.optim.AdamW(model.parameters(), lr=ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
+        step = train_step(model, optimizer, lambda m, x, target: F.mse_loss(m(x), target))
+        return step, [x, rand(*shape["target"])]
+    if name == "bert_layer":
+        batch, seq, width = shape["x"]
+        torch.manual_seed(3)
+        model = bert_layer(torch, width, heads_of(row), sdpa).to(device)
+        # 0 marks padding; kiln bench fills integer inputs with r % 10 alike.
+        mask = torch.randint(0, 10, tuple(shape["attention_mask"]), dtype=torch.int32, device=device)
+        return no_grad(torch, model), [rand(batch, seq, width), mask]
     raise KeyError(name)
 
 
@@ -115,6 +239,20 @@ def median_ms(torch, fn, inputs, repeat, device):
     return statistics.median(once() for _ in range(repeat))
 
 
+def kernel_ms(torch, fn, inputs, runs=5):
+    """The median over `runs` profiled runs (after median_ms's warm-up) of the sum of the
+    GPU's activity times in one run, in ms."""
+    from torch.profiler import ProfilerActivity, profile
+    sums = []
+    for _ in range(runs):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn(*inputs)
+            torch.cuda.synchronize()
+        sums.append(sum(e.time_range.elapsed_us() for e in prof.events()
+                        if e.device_type == torch.autograd.DeviceType.CUDA) / 1e3)
+    return statistics.median(sums)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kiln_json", help="a JSON file written by kiln bench --json")
@@ -122,6 +260,8 @@ def main():
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: the JSON's target")
     parser.add_argument("--repeat", type=int, help="timed runs per row (default: the JSON's)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--attention", choices=["math", "sdpa"], default="math",
+                        help="the transformer rows' attention: kiln's ops (default), or F.scaled_dot_product_attention")
     options = parser.parse_args()
 
     result = load_kiln_json(options.kiln_json)
@@ -135,30 +275,50 @@ def main():
         fail("--device=cuda, but PyTorch sees no CUDA device")
     if device == "cpu":
         torch.set_num_threads(result.get("threads") or result["machine"]["cores"])
+    # Full f32, as kiln computes: TF32 would round matmul inputs to 10 mantissa bits.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    sdpa = options.attention == "sdpa"
     result["torch"] = {"version": torch.__version__, "device": device, "threads": torch.get_num_threads(), "repeat": repeat,
-                       "mkl": torch.backends.mkl.is_available(), "mkldnn": torch.backends.mkldnn.is_available()}
+                       "mkl": torch.backends.mkl.is_available(), "mkldnn": torch.backends.mkldnn.is_available(),
+                       "tf32": False, "attention": options.attention}
+    kernels = device == "cuda"
 
-    print("%-20s %12s %14s %16s %10s %10s" % ("row", "kiln ms", "torch eager ms", "torch.compile ms", "vs eager", "vs compile"))
+    print("%-20s %12s %14s %16s %10s %10s%s" % ("row", "kiln ms", "torch eager ms", "torch.compile ms", "vs eager",
+                                               "vs compile", " %16s %18s" % ("eager kernel ms", "compile kernel ms")
+                                               if kernels else ""))
     for row in result["rows"]:
         name = row["name"]
         if name not in ROWS:
             print("%-20s (no PyTorch version of this row)" % name, file=sys.stderr)
             continue
         print("%s: eager" % name, file=sys.stderr)
-        fn, inputs = make_row(torch, name, row["arguments"], device)
+        fn, inputs = make_row(torch, row, device, sdpa)
         row["torch_eager_ms"] = median_ms(torch, fn, inputs, repeat, device)
+        if kernels:
+            row["torch_eager_kernel_ms"] = kernel_ms(torch, fn, inputs)
         row["torch_compile_ms"] = None
+        if kernels:
+            row["torch_compile_kernel_ms"] = None
         if not options.no_compile:
             print("%s: torch.compile" % name, file=sys.stderr)
-            fn, inputs = make_row(torch, name, row["arguments"], device)
+            fn, inputs = make_row(torch, row, device, sdpa)
             try:
-                row["torch_compile_ms"] = median_ms(torch, torch.compile(fn), inputs, repeat, device)
+                compiled_fn = torch.compile(fn)
+                row["torch_compile_ms"] = median_ms(torch, compiled_fn, inputs, repeat, device)
+                if kernels:
+                    row["torch_compile_kernel_ms"] = kernel_ms(torch, compiled_fn, inputs)
             except Exception as e:  # a backend failure is a result to report, not a crash
                 row["torch_compile_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
         eager, compiled, kiln = row["torch_eager_ms"], row["torch_compile_ms"], row["fused_ms"]
-        print("%-20s %12.3f %14.3f %16s %9.2fx %10s" % (
+        line = "%-20s %12.3f %14.3f %16s %9.2fx %10s" % (
             name, kiln, eager, "%.3f" % compiled if compiled else "-", eager / kiln,
-            "%.2fx" % (compiled / kiln) if compiled else "-"))
+            "%.2fx" % (compiled / kiln) if compiled else "-")
+        if kernels:
+            compiled_kernels = row["torch_compile_kernel_ms"]
+            line += " %16.3f %18s" % (row["torch_eager_kernel_ms"],
+                                      "%.3f" % compiled_kernels if compiled_kernels is not None else "-")
+        print(line)
 
     with open(options.output or options.kiln_json, "w") as f:
         json.dump(result, f, indent=2)

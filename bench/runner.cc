@@ -1,6 +1,5 @@
 #include "bench/runner.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include <span>
 #include <thread>
 
+#include "bench/machine.h"
 #include "bench/suite.h"
 #include "compiler/compile.h"
 #include "runtime/cpu/thread_pool.h"
@@ -23,28 +23,6 @@
 
 namespace kiln::bench {
 namespace {
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
-// OpenBLAS picks its kernels for the CPU it runs on when it loads (OPENBLAS_CORETYPE
-// overrides); a release older than the CPU falls back to an older family's kernels, which
-// decides the matmul rows.
-std::string blas_description() { return openblas_get_config(); }
-
-std::string today_utc() {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[16];
-  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
-  return text;
-}
 
 int64_t bytes_of(const ir::Graph& g, ir::ValueId v) {
   return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype);
@@ -60,55 +38,6 @@ int64_t minimal_traffic(const ir::Graph& g) {
 
 runtime::HostTensor host(const ir::Tensor& t, const std::string& name) {
   return {{name, static_cast<runtime::ElementType>(t.type.dtype), t.type.shape}, ir::tensor_to_bytes(t)};
-}
-
-// Bytes on a 64-byte boundary, as PyTorch's CPU allocator gives its tensors. malloc's
-// large blocks start 16 bytes past a page, and then every 64-byte vector load of a row
-// spans two cache lines, and row kernels read well below their aligned speed
-// (docs/benchmarks.md, "The run before: aligned buffers").
-class AlignedBytes {
- public:
-  explicit AlignedBytes(size_t n, uint8_t fill = 0)
-      : n_(n), p_(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64))), &std::free) {
-    if (!p_) throw std::bad_alloc();  // as a std::vector of this size would
-    std::memset(p_.get(), fill, n_);
-  }
-  uint8_t* data() const { return p_.get(); }
-  size_t size() const { return n_; }
-  std::span<uint8_t> span() const { return {p_.get(), n_}; }
-
- private:
-  size_t n_;
-  std::unique_ptr<uint8_t, decltype(&std::free)> p_;
-};
-
-// Inputs from a fast generator: floats in [-1, 1), integers in [0, 10) (valid class labels).
-void fill_random(const runtime::TensorInfo& info, uint64_t seed, uint8_t* data) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  auto next = [&] {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  };
-  for (int64_t i = 0; i < info.elements(); ++i) {
-    uint64_t r = next();
-    float f = static_cast<float>(r >> 40) / static_cast<float>(1 << 24) * 2 - 1;
-    switch (info.type) {
-      case runtime::ElementType::F32: std::memcpy(data + 4 * i, &f, 4); break;
-      case runtime::ElementType::I32: {
-        int32_t v = static_cast<int32_t>(r % 10);
-        std::memcpy(data + 4 * i, &v, 4);
-        break;
-      }
-      case runtime::ElementType::I64: {
-        int64_t v = static_cast<int64_t>(r % 10);
-        std::memcpy(data + 8 * i, &v, 8);
-        break;
-      }
-      default: break;  // zeros
-    }
-  }
 }
 
 // A loaded artifact with its inputs and output buffers, ready to run. On CUDA both live
@@ -175,49 +104,6 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
   return p;
 }
 
-// The bandwidth limit on the GPU: a device-to-device copy of `bytes`, synchronized.
-struct DeviceCopy {
-  const runtime::cuda::Driver* cu;
-  CUdeviceptr from = 0, to = 0;
-  CUstream stream = nullptr;
-  size_t bytes;
-  DeviceCopy(const runtime::cuda::Driver* driver, int64_t n) : cu(driver), bytes(static_cast<size_t>(n)) {
-    cu->mem_alloc(&from, bytes);
-    cu->mem_alloc(&to, bytes);
-    cu->stream_create(&stream, CU_STREAM_NON_BLOCKING);
-  }
-  ~DeviceCopy() {
-    cu->mem_free(from);
-    cu->mem_free(to);
-    cu->stream_destroy(stream);
-  }
-  bool ok() const { return from && to && stream; }
-  void run() {
-    cu->memcpy_dtod_async(to, from, bytes, stream);
-    cu->stream_synchronize(stream);
-  }
-};
-
-// A copy of `bytes` split across the pool's threads like a kernel.
-struct Copy {
-  AlignedBytes from, to;
-  runtime::ThreadPool& pool;
-  int threads;
-  Copy(int64_t bytes, runtime::ThreadPool& p, int t)
-      : from(static_cast<size_t>(bytes), 1), to(static_cast<size_t>(bytes)), pool(p), threads(t) {}
-  void run() {
-    // One chunk per thread, as large as can be: glibc's memcpy picks its fastest method
-    // (non-temporal stores) only above a size threshold.
-    int64_t n = static_cast<int64_t>(from.size());
-    pool.parallel_for(n, std::max<int64_t>(int64_t{1} << 16, (n + threads - 1) / threads),
-                      [&](int64_t begin, int64_t end) {
-                        std::memcpy(to.data() + begin, from.data() + begin, static_cast<size_t>(end - begin));
-                      });
-  }
-};
-
-double gbps(int64_t bytes, double ms) { return ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0; }
-
 }  // namespace
 
 Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<void(const std::string&)>& progress) {
@@ -228,10 +114,7 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
     auto driver = runtime::cuda::driver();
     if (!driver.ok()) return make_error("bench: --target=cuda needs a GPU, but " + driver.error().message);
     cu = *driver;
-    CUdevice device = 0;
-    char name[256] = {};
-    if (cu->device_get(&device, 0) == CUDA_SUCCESS && cu->device_get_name(name, sizeof name, device) == CUDA_SUCCESS)
-      gpu = name;
+    if (auto name = gpu_name(cu); name.ok()) gpu = *name;
   }
   // std::regex compiles and matches by recursion: a deeply nested pattern would overflow
   // the stack. Row names are short; so is any filter that picks among them.
@@ -289,14 +172,14 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
       r.arguments.push_back({row.graph.value_name(a.value), kind, std::string(ir::dtype_name(t.dtype)), t.shape});
     }
     const int64_t copied = std::max<int64_t>(r.bytes / 2, 64);
-    std::unique_ptr<Copy> host_copy;
+    std::unique_ptr<HostCopy> host_copy;
     std::unique_ptr<DeviceCopy> device_copy;
     if (cu) {
-      device_copy = std::make_unique<DeviceCopy>(cu, copied);
-      if (!device_copy->ok())
-        return make_error(fmt::format("bench: {}: cannot allocate the device-to-device copy's buffers", row.name));
+      auto made = DeviceCopy::make(cu, copied);
+      if (!made.ok()) return make_error(fmt::format("bench: {}: {}", row.name, made.error().message));
+      device_copy = std::move(*made);
     } else {
-      host_copy = std::make_unique<Copy>(copied, pool, result.threads);
+      host_copy = std::make_unique<HostCopy>(copied, pool, result.threads);
     }
     progress(at + fmt::format(": timing {} rounds of fused, unfused, copy", options.repeat));
     Interleaved t = time_interleaved(options.repeat, {[&] { (*fused)->run(); }, [&] { (*unfused)->run(); },

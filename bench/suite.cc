@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/model.h"
-#include "compiler/nn.h"
-#include "compiler/train.h"
+#include "bench/models.h"
 #include "ir/parser.h"
 
 namespace kiln::bench {
@@ -41,37 +39,7 @@ Result<SuiteRow> softmax(int64_t row, int64_t elements) {
           row));
 }
 
-Result<SuiteRow> mlp(bool train, int64_t batch) {
-  Model m(train ? "mlp_train_step" : "mlp_forward", 7);
-  Tensor x = m.input("x", {batch, 784});
-  nn::Sequential net = nn::mlp(m, "fc", {784, 512, 512, 10}, nn::Activation::Relu);
-  Tensor logits = net(x);
-  std::string sizes = fmt::format("x: f32[{},784], labels: i32[{}]", batch, batch);
-  if (!train) {
-    m.output(logits, "logits");
-    KILN_ASSIGN_OR_RETURN(ir::Graph g, m.build());
-    return SuiteRow{"mlp_forward",
-                    fmt::format("MLP 784-512-512-10 with relu, forward, x: f32[{},784]", batch),
-                    std::move(g),
-                    m.initial_values(),
-                    {}};
-  }
-  Tensor labels = m.input("labels", {batch}, ir::DType::I32);
-  m.output(cross_entropy(logits, labels), "loss");
-  KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam{}));
-  return SuiteRow{"mlp_train_step",
-                  "MLP 784-512-512-10 with relu, cross-entropy, one Adam step, " + sizes,
-                  std::move(step.graph),
-                  {},
-                  std::move(step.initial_state)};
-}
-
-}  // namespace
-
-std::vector<std::string> suite_names() { return {"fusion"}; }
-
-Result<std::vector<SuiteRow>> suite_rows(const std::string& suite, bool quick) {
-  if (suite != "fusion") return make_error(fmt::format("bench: no suite '{}' (suites: fusion)", suite));
+Result<std::vector<SuiteRow>> fusion_rows(bool quick) {
   // Full size: 64M f32 (256 MiB) per tensor, well beyond the last-level cache.
   const int64_t elements = quick ? int64_t{1} << 16 : int64_t{1} << 26;
   const int64_t rows_4096 = elements / 4096;
@@ -101,14 +69,26 @@ Result<std::vector<SuiteRow>> suite_rows(const std::string& suite, bool quick) {
                   "eps=1e-5}}\n  return %h, %y\n}}\n",
                   rows_4096)));
   const int64_t batch = quick ? 32 : 256;
-  rows.push_back(mlp(false, batch));
-  rows.push_back(mlp(true, batch));
+  rows.push_back(mlp_row("mlp_forward", batch, false));
+  rows.push_back(mlp_row("mlp_train_step", batch, true));
   std::vector<SuiteRow> out;
   for (auto& r : rows) {
     if (!r.ok()) return make_error("bench: cannot build the fusion suite: " + r.error().message);
     out.push_back(std::move(*r));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> suite_names() { return {"fusion", "models"}; }
+
+Result<std::vector<SuiteRow>> suite_rows(const std::string& suite, bool quick) {
+  if (suite == "fusion") return fusion_rows(quick);
+  if (suite == "models") return model_rows(quick);
+  std::string names;
+  for (const std::string& n : suite_names()) names += (names.empty() ? "" : ", ") + n;
+  return make_error(fmt::format("bench: no suite '{}' (suites: {})", suite, names));
 }
 
 }  // namespace kiln::bench

@@ -152,6 +152,12 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     info.name = step.name;
     info.symbol = step.kind == ir::StepKind::Library ? "matmul" : format::kernel_symbol(step.name);
     info.work_items = ir::work_items(g, step);
+    info.flops = ir::step_flops(g, step);
+    for (int n : step.nodes) {
+      const ir::Node& node = g.nodes[static_cast<size_t>(n)];
+      if (node.op != ir::Op::Constant)
+        info.ops.push_back(fmt::format("%{} = {}", names[node.result], ir::op_name(node.op)));
+    }
     if (step.kind == ir::StepKind::Library) {
       KILN_ASSIGN_OR_RETURN(MatmulCall call, matmul_call(g, step));
       info.matmul = call.params;

@@ -122,4 +122,26 @@ int64_t work_items(const Graph& g, const Step& step) {
   return 0;
 }
 
+int64_t step_flops(const Graph& g, const Step& step) {
+  int64_t flops = 0;
+  for (int n : step.nodes) {
+    const Node& node = g.nodes[static_cast<size_t>(n)];
+    const int64_t out = g.type(node.result).num_elements();
+    switch (op_kind(node.op)) {
+      case OpKind::Elementwise: flops += out; break;
+      case OpKind::Reduction: flops += g.type(node.operands[0]).num_elements(); break;
+      case OpKind::Library: {
+        // The contracted dim is the last of the first operand (matmul is the only library op).
+        const Shape& a = g.type(node.operands[0]).shape;
+        flops += 2 * out * (a.empty() ? 1 : a.back());
+        break;
+      }
+      case OpKind::Movement:
+      case OpKind::Composite:
+      case OpKind::Source: break;
+    }
+  }
+  return flops;
+}
+
 }  // namespace kiln::ir

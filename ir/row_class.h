@@ -71,4 +71,9 @@ int uses_in_step(const Graph& graph, const Step& step, ValueId value);
 /// a reduction kernel, 1 for a scatter, 0 for a library step.
 int64_t work_items(const Graph& graph, const Step& step);
 
+/// The floating-point operations a step does, as profiles count them: 2mnk per batch
+/// index of a matmul, one per result element of an elementwise op (casts and selects
+/// included), one per operand element of a reduction; movement ops and constants none.
+int64_t step_flops(const Graph& graph, const Step& step);
+
 }  // namespace kiln::ir

@@ -33,10 +33,13 @@ class Executor {
  public:
   virtual ~Executor() = default;
   /// Runs once on host memory: one buffer per input, then per output position, each
-  /// exactly its value's size.
-  virtual Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const = 0;
+  /// exactly its value's size. With `profile`, times every step of the artifact and then
+  /// the copies after them (one StepTime each), in the same run.
+  virtual Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
+                          RunProfile* profile) const = 0;
   /// Runs once on device memory (CUdeviceptr values), or refuses where the target has none.
-  virtual Status run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) const = 0;
+  virtual Status run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
+                            RunProfile* profile) const = 0;
   /// Copies state tensor `index` (a position in the signature's state) out or in.
   virtual Status read_state(size_t index, uint8_t* to) const = 0;
   virtual Status write_state(size_t index, const uint8_t* from) = 0;

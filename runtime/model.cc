@@ -1,6 +1,7 @@
 #include "runtime/model.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "base/allocation.h"
 #include "base/version.h"
@@ -33,6 +34,7 @@ class ModelImpl {
   format::ArtifactView view;
   Signature signature;
   std::vector<TensorInfo> inputs, outputs, state;
+  std::vector<StepInfo> steps;
   std::unique_ptr<Executor> executor;
 };
 
@@ -71,6 +73,53 @@ Status read_signature(ModelImpl& m) {
   return Status::Ok();
 }
 
+// The steps of a verified artifact with their traffic, then the copies a run makes after
+// them: an output the kernels could not write into the caller's buffer (one that is not
+// in the arena, or a value returned twice) and the state updates not done in place.
+std::vector<StepInfo> read_steps(const format::Artifact& a, const Signature& sig) {
+  constexpr const char* kKinds[] = {"loop", "reduction", "library", "scatter"};
+  static_assert(std::size(kKinds) == static_cast<size_t>(format::StepKind::MAX) + 1, "a step kind without a name");
+  std::vector<StepInfo> steps;
+  for (const format::Step* s : *a.steps()) {
+    StepInfo info;
+    info.name = s->name() ? s->name()->str() : "step " + std::to_string(steps.size());
+    info.kind = kKinds[static_cast<int>(s->kind())];
+    if (s->ops())
+      for (const auto* op : *s->ops()) info.ops.push_back(op->str());
+    for (uint32_t v : *s->inputs()) {
+      info.inputs.push_back(sig.values[v].name);
+      info.bytes += sig.value_bytes[v];
+    }
+    for (uint32_t v : *s->outputs()) {
+      info.outputs.push_back(sig.values[v].name);
+      info.bytes += sig.value_bytes[v];
+    }
+    info.flops = s->flops();
+    steps.push_back(std::move(info));
+  }
+  StepInfo copies{"copies", "copy", {}, {}, {}, 0, 0};
+  std::vector<char> written_in_place(sig.values.size(), 0);
+  for (uint32_t v : sig.output_values) {
+    bool in_arena = false;
+    for (const format::Buffer* b : *a.buffers())
+      if (b->value() == v) in_arena = b->home() == format::Home::Arena;
+    if (in_arena && !written_in_place[v]) {
+      written_in_place[v] = 1;
+      continue;
+    }
+    copies.inputs.push_back(sig.values[v].name);
+    copies.bytes += 2 * sig.value_bytes[v];
+  }
+  if (a.state_copies())
+    for (const format::StateCopy* c : *a.state_copies()) {
+      copies.inputs.push_back(sig.values[c->value()].name);
+      copies.outputs.push_back(sig.values[c->state()].name);
+      copies.bytes += 2 * sig.value_bytes[c->value()];
+    }
+  steps.push_back(std::move(copies));
+  return steps;
+}
+
 }  // namespace
 
 Model::Model(std::unique_ptr<ModelImpl> impl) : impl_(std::move(impl)) {}
@@ -103,6 +152,7 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
     return Error{"artifact: wrong target: compiled for " + std::string(target) + ", but this runtime runs " + targets,
                  static_cast<int>(format::ArtifactErrorKind::WrongTarget)};
   KILN_RETURN_IF_ERROR(read_signature(*impl));
+  impl->steps = read_steps(impl->view.metadata(), impl->signature);
   KILN_ASSIGN_OR_RETURN(impl->executor, runtime->load(impl->view, impl->signature, options));
   return std::shared_ptr<Model>(new Model(std::move(impl)));
 }
@@ -110,6 +160,7 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 const std::vector<TensorInfo>& Model::state() const { return impl_->state; }
+const std::vector<StepInfo>& Model::steps() const { return impl_->steps; }
 
 namespace {
 
@@ -192,47 +243,78 @@ Status Model::run(const std::map<std::string, HostTensor>& inputs,
   return run_into(in, out);
 }
 
-Status Model::run(const std::map<std::string, std::span<const uint8_t>>& inputs,
-                  const std::map<std::string, std::span<uint8_t>>& outputs) const {
+namespace {
+
+// The caller's buffer of each input in order, each checked for its size.
+Result<std::vector<const uint8_t*>> input_spans(const std::vector<TensorInfo>& inputs,
+                                                const std::vector<TensorInfo>& state,
+                                                const std::map<std::string, std::span<const uint8_t>>& given) {
   std::vector<const uint8_t*> in;
-  for (const TensorInfo& want : impl_->inputs) {
-    auto it = inputs.find(want.name);
-    if (it == inputs.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
+  for (const TensorInfo& want : inputs) {
+    auto it = given.find(want.name);
+    if (it == given.end()) return make_error("run: missing input %" + want.name + ": " + want.type_string());
     if (static_cast<int64_t>(it->second.size()) != want.bytes())
       return make_error("run: the buffer for input %" + want.name + " has " + std::to_string(it->second.size()) +
                         " bytes, not " + std::to_string(want.bytes()) + " (" + want.type_string() + ")");
     in.push_back(it->second.data());
   }
-  KILN_RETURN_IF_ERROR(no_unknown_inputs(impl_->inputs, impl_->state, inputs));
+  KILN_RETURN_IF_ERROR(no_unknown_inputs(inputs, state, given));
+  return in;
+}
+
+// The device pointer of each of `infos` in order, from the caller's map.
+Result<std::vector<uint64_t>> device_pointers(const std::vector<TensorInfo>& infos,
+                                              const std::map<std::string, uint64_t>& given, const char* what) {
+  std::vector<uint64_t> ptrs;
+  for (const TensorInfo& info : infos) {
+    auto it = given.find(info.name);
+    if (it == given.end())
+      return make_error(std::string("run: no device pointer for ") + what + " %" + info.name + ": " +
+                        info.type_string());
+    ptrs.push_back(it->second);
+  }
+  for (const auto& [name, ptr] : given)
+    if (std::none_of(infos.begin(), infos.end(), [&](const TensorInfo& i) { return i.name == name; }))
+      return make_error(std::string("run: the model has no ") + what + " %" + name);
+  return ptrs;
+}
+
+}  // namespace
+
+Status Model::run(const std::map<std::string, std::span<const uint8_t>>& inputs,
+                  const std::map<std::string, std::span<uint8_t>>& outputs) const {
+  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_spans(impl_->inputs, impl_->state, inputs));
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t*> out, output_buffers(outputs));
   return run_into(in, out);
 }
 
+Result<RunProfile> Model::profile(const std::map<std::string, std::span<const uint8_t>>& inputs,
+                                  const std::map<std::string, std::span<uint8_t>>& outputs) const {
+  KILN_ASSIGN_OR_RETURN(std::vector<const uint8_t*> in, input_spans(impl_->inputs, impl_->state, inputs));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t*> out, output_buffers(outputs));
+  RunProfile profile;
+  KILN_RETURN_IF_ERROR(impl_->executor->run_host(in, out, &profile));
+  return profile;
+}
+
 Status Model::run_into(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
-  return impl_->executor->run_host(inputs, outputs);
+  return impl_->executor->run_host(inputs, outputs, nullptr);
 }
 
 Status Model::run_device(const std::map<std::string, uint64_t>& inputs,
                          const std::map<std::string, uint64_t>& outputs) const {
-  const ModelImpl& m = *impl_;
-  auto in_order = [](const std::vector<TensorInfo>& infos, const std::map<std::string, uint64_t>& given,
-                     const char* what) -> Result<std::vector<uint64_t>> {
-    std::vector<uint64_t> ptrs;
-    for (const TensorInfo& info : infos) {
-      auto it = given.find(info.name);
-      if (it == given.end())
-        return make_error(std::string("run: no device pointer for ") + what + " %" + info.name + ": " +
-                          info.type_string());
-      ptrs.push_back(it->second);
-    }
-    for (const auto& [name, ptr] : given)
-      if (std::none_of(infos.begin(), infos.end(), [&](const TensorInfo& i) { return i.name == name; }))
-        return make_error(std::string("run: the model has no ") + what + " %" + name);
-    return ptrs;
-  };
-  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> in, in_order(m.inputs, inputs, "input"));
-  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> out, in_order(m.outputs, outputs, "output"));
-  return m.executor->run_device(in, out);
+  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> in, device_pointers(impl_->inputs, inputs, "input"));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> out, device_pointers(impl_->outputs, outputs, "output"));
+  return impl_->executor->run_device(in, out, nullptr);
+}
+
+Result<RunProfile> Model::profile_device(const std::map<std::string, uint64_t>& inputs,
+                                         const std::map<std::string, uint64_t>& outputs) const {
+  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> in, device_pointers(impl_->inputs, inputs, "input"));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint64_t> out, device_pointers(impl_->outputs, outputs, "output"));
+  RunProfile profile;
+  KILN_RETURN_IF_ERROR(impl_->executor->run_device(in, out, &profile));
+  return profile;
 }
 
 std::string Model::target() const { return impl_->view.metadata().target()->str(); }

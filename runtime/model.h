@@ -58,6 +58,18 @@ class Model {
   /// exactly its size.
   Status run_device(const std::map<std::string, uint64_t>& inputs,
                     const std::map<std::string, uint64_t>& outputs) const;
+  /// The steps of the program, in the order a run takes them, then the copies after them
+  /// (StepInfo): what `kiln inspect` lists and what profile() times.
+  const std::vector<StepInfo>& steps() const;
+  /// Runs once like run() on the caller's buffers, timing every step of steps(): on the
+  /// CPU with the steady clock around each step, on CUDA with events between plain
+  /// launches (no CUDA Graph, so a profiled run is slower than a replayed one by the
+  /// launches' overhead, which the profile shows as it is).
+  Result<RunProfile> profile(const std::map<std::string, std::span<const uint8_t>>& inputs,
+                             const std::map<std::string, std::span<uint8_t>>& outputs) const;
+  /// CUDA artifacts: profile() on device memory the caller owns, as run_device takes it.
+  Result<RunProfile> profile_device(const std::map<std::string, uint64_t>& inputs,
+                                    const std::map<std::string, uint64_t>& outputs) const;
   /// The artifact's target: "cpu-x86_64" or "cuda-sm_XX".
   std::string target() const;
   /// Reads a state tensor (for example trained weights).

@@ -23,6 +23,12 @@ std::string_view element_type_name(ElementType t) {
   return names[static_cast<int>(t)];
 }
 
+std::optional<ElementType> element_type_named(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(ElementType::Bool); ++i)
+    if (element_type_name(static_cast<ElementType>(i)) == name) return static_cast<ElementType>(i);
+  return std::nullopt;
+}
+
 int element_bytes(ElementType t) {
   constexpr int sizes[] = {4, 8, 2, 2, 4, 8, 1};
   return sizes[static_cast<int>(t)];

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,9 @@ enum class ElementType : uint8_t { F32, F64, F16, BF16, I32, I64, Bool };
 
 /// "f32", "bool", ...
 std::string_view element_type_name(ElementType type);
+/// The element type "f32", "bool", ... names (as .npy files read by runtime/npy.h name
+/// them), or nullopt.
+std::optional<ElementType> element_type_named(std::string_view name);
 /// Bytes per element.
 int element_bytes(ElementType type);
 
@@ -33,6 +37,33 @@ struct TensorInfo {
 struct HostTensor {
   TensorInfo info;
   std::vector<uint8_t> data;
+};
+
+/// One step of a loaded model's program, as `kiln inspect` lists it, and one more at the
+/// end, kind "copy", for the copies a run makes after its last kernel (outputs the
+/// kernels could not write in place, state updates).
+struct StepInfo {
+  std::string name;
+  std::string kind;                          ///< loop, reduction, library, scatter or copy
+  std::vector<std::string> ops;              ///< "%value = op" per IR op the step computes (format 1.3)
+  std::vector<std::string> inputs, outputs;  ///< the values it reads and writes
+  int64_t bytes = 0;                         ///< minimal traffic: every input read once, every output written once
+  int64_t flops = 0;
+};
+
+/// One step's time in a profiled run, in milliseconds from the run's start.
+struct StepTime {
+  double start_ms = 0, ms = 0;
+};
+
+/// A profiled run: the time of each step of Model::steps(), and of the whole run.
+struct RunProfile {
+  /// The whole run on the host's steady clock, from the call to its return.
+  double total_ms = 0;
+  std::vector<StepTime> steps;
+  /// How steps were timed: the host's steady clock around each step (CPU), or CUDA events
+  /// between plain launches, no graph (CUDA).
+  std::string clock;
 };
 
 /// The most threads a model's pool may have.

@@ -1,6 +1,7 @@
 #include "runtime/cpu/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -100,9 +101,10 @@ class CpuExecutor final : public Executor {
     return Status::Ok();
   }
 
-  Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const override;
+  Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
+                  RunProfile* profile) const override;
 
-  Status run_device(const std::vector<uint64_t>&, const std::vector<uint64_t>&) const override {
+  Status run_device(const std::vector<uint64_t>&, const std::vector<uint64_t>&, RunProfile*) const override {
     return make_error("run: device pointers need a CUDA artifact; this one targets " + a_.target()->str());
   }
 
@@ -131,7 +133,23 @@ class CpuExecutor final : public Executor {
   mutable std::map<uint32_t, std::vector<uint8_t>> state_;  // per state value
 };
 
-Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
+Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
+                             RunProfile* profile) const {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = Clock::now();
+  auto since_start = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - started).count();
+  };
+  // Times one step (or the copies at the end) into the profile, when there is one.
+  auto timed = [&](auto&& body) {
+    if (!profile) return body();
+    const Clock::time_point begin = Clock::now();
+    auto status = body();
+    const Clock::time_point end = Clock::now();
+    profile->steps.push_back({since_start(begin), std::chrono::duration<double, std::milli>(end - begin).count()});
+    return status;
+  };
+  if (profile) *profile = {0, {}, "host steady_clock around each step"};
   std::vector<uint8_t*> where(sig_.values.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i)
     where[sig_.input_values[i]] = const_cast<uint8_t*>(inputs[i]);  // kernels only read inputs
@@ -167,24 +185,31 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     for (uint32_t v : *step.inputs()) ptrs.push_back(where[v]);
     for (uint32_t v : *step.outputs()) ptrs.push_back(where[v]);
     Kernel kernel = kernels_.kernel(s);
-    if (step.kind() == format::StepKind::Library) {
-      KILN_RETURN_IF_ERROR(run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data()));
-    } else if (step.kind() == format::StepKind::Scatter) {
-      kernel(ptrs.data(), 0, step.work_items());
-    } else {
-      uint8_t* const* args = ptrs.data();
-      pool_->parallel_for(step.work_items(), step.kind() == format::StepKind::Loop ? 16384 : 16,
-                          [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+    KILN_RETURN_IF_ERROR(timed([&]() -> Status {
+      if (step.kind() == format::StepKind::Library)
+        return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data());
+      if (step.kind() == format::StepKind::Scatter) {
+        kernel(ptrs.data(), 0, step.work_items());
+      } else {
+        uint8_t* const* args = ptrs.data();
+        pool_->parallel_for(step.work_items(), step.kind() == format::StepKind::Loop ? 16384 : 16,
+                            [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+      }
+      return Status::Ok();
+    }));
+  }
+  KILN_RETURN_IF_ERROR(timed([&] {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      uint8_t* to = outputs[i];
+      const uint8_t* from = where[sig_.output_values[i]];
+      if (to != from) std::memcpy(to, from, static_cast<size_t>(sig_.value_bytes[sig_.output_values[i]]));
     }
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    uint8_t* to = outputs[i];
-    const uint8_t* from = where[sig_.output_values[i]];
-    if (to != from) std::memcpy(to, from, static_cast<size_t>(sig_.value_bytes[sig_.output_values[i]]));
-  }
-  if (a_.state_copies())
-    for (const format::StateCopy* c : *a_.state_copies())
-      std::memcpy(state_[c->state()].data(), where[c->value()], state_[c->state()].size());
+    if (a_.state_copies())
+      for (const format::StateCopy* c : *a_.state_copies())
+        std::memcpy(state_[c->state()].data(), where[c->value()], state_[c->state()].size());
+    return Status::Ok();
+  }));
+  if (profile) profile->total_ms = since_start(Clock::now());
   return Status::Ok();
 }
 

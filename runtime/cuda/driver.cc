@@ -59,6 +59,10 @@ Result<const Driver*> open_driver() {
   KILN_BIND(graph_destroy, cuGraphDestroy);
   KILN_BIND(graph_exec_destroy, cuGraphExecDestroy);
   KILN_BIND(launch_kernel, cuLaunchKernel);
+  KILN_BIND(event_create, cuEventCreate);
+  KILN_BIND(event_destroy, cuEventDestroy);
+  KILN_BIND(event_record, cuEventRecord);
+  KILN_BIND(event_elapsed_time, cuEventElapsedTime);
   KILN_BIND(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor);
 #undef KILN_BIND
   if (!missing.empty()) return make_error("the NVIDIA driver in " + file + " is too old: it lacks " + missing);

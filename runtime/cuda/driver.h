@@ -44,6 +44,10 @@ struct Driver {
   decltype(&::cuGraphDestroy) graph_destroy;
   decltype(&::cuGraphExecDestroy) graph_exec_destroy;
   decltype(&::cuLaunchKernel) launch_kernel;
+  decltype(&::cuEventCreate) event_create;
+  decltype(&::cuEventDestroy) event_destroy;
+  decltype(&::cuEventRecord) event_record;
+  decltype(&::cuEventElapsedTime) event_elapsed_time;
   decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancy_max_active_blocks;
 
   /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".

@@ -1,6 +1,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 
@@ -39,6 +40,26 @@ struct Session {
 struct ExecutorOptions {
   int device = 0;
   bool graphs = true;
+};
+
+// The events of one profiled run, destroyed with it.
+struct StepEvents {
+  const Driver* cu;
+  std::vector<CUevent> events;
+  explicit StepEvents(const Driver* driver) : cu(driver) {}
+  StepEvents(const StepEvents&) = delete;
+  StepEvents& operator=(const StepEvents&) = delete;
+  ~StepEvents() {
+    for (CUevent e : events) cu->event_destroy(e);
+  }
+  CUresult create(size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      CUevent e = nullptr;
+      if (CUresult r = cu->event_create(&e, CU_EVENT_DEFAULT); r != CUDA_SUCCESS) return r;
+      events.push_back(e);
+    }
+    return CUDA_SUCCESS;
+  }
 };
 
 // What a loaded CUDA artifact holds on the GPU, and how it runs.
@@ -307,22 +328,26 @@ struct Impl {
     return Status::Ok();
   }
 
-  // Every step, on the session's stream.
-  Status enqueue(const Session& s, const std::vector<CUdeviceptr>& where) const {
+  // Every step, on the session's stream; with `events` (one per step and one more), an
+  // event recorded before the first step and after each.
+  Status enqueue(const Session& s, const std::vector<CUdeviceptr>& where, const CUevent* events = nullptr) const {
     std::vector<CUdeviceptr> args;
     std::vector<void*> params;
-    for (const Step& step : steps) {
+    if (events) KILN_RETURN_IF_ERROR(check(cu->event_record(events[0], s.stream), "cuEventRecord"));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& step = steps[i];
       if (step.kind == format::StepKind::Library) {
         KILN_RETURN_IF_ERROR(matmul(step, s, where));
-        continue;
+      } else {
+        args.clear();
+        params.clear();
+        for (uint32_t v : step.args) args.push_back(where[v]);
+        for (CUdeviceptr& a : args) params.push_back(&a);
+        KILN_RETURN_IF_ERROR(check(
+            cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
+            "step " + step.name + " (cuLaunchKernel)"));
       }
-      args.clear();
-      params.clear();
-      for (uint32_t v : step.args) args.push_back(where[v]);
-      for (CUdeviceptr& a : args) params.push_back(&a);
-      KILN_RETURN_IF_ERROR(check(
-          cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
-          "step " + step.name + " (cuLaunchKernel)"));
+      if (events) KILN_RETURN_IF_ERROR(check(cu->event_record(events[i + 1], s.stream), "cuEventRecord"));
     }
     return Status::Ok();
   }
@@ -360,11 +385,17 @@ struct Impl {
     return check(cu->graph_launch(s.graph, s.stream), "cuGraphLaunch");
   }
 
-  // One run on a session; `copy_in` and `copy_out` enqueue the caller's transfers.
+  // One run on a session; `copy_in` and `copy_out` enqueue the caller's transfers. With
+  // `profile`, the steps are launched one by one (no graph) with an event between each
+  // two, and the copies after them timed as one more step.
   template <class In, class Out>
   Status run(const std::vector<CUdeviceptr>* caller_inputs, const std::vector<CUdeviceptr>* caller_outputs, In copy_in,
-             Out copy_out) const {
+             Out copy_out, RunProfile* profile) const {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point started = Clock::now();
     KILN_RETURN_IF_ERROR(check(cu->ctx_set_current(context), "cuCtxSetCurrent"));
+    StepEvents events(cu);
+    if (profile) KILN_RETURN_IF_ERROR(check(events.create(steps.size() + 2), "cuEventCreate"));
     std::unique_lock<std::mutex> state_lock(state_mutex, std::defer_lock);
     if (!sig.state_values.empty()) state_lock.lock();
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, take_session());
@@ -379,10 +410,29 @@ struct Impl {
             redirected[b->value()] = 1;
           }
     Status status = copy_in(*s);
-    if (status.ok()) status = execute(*s, where);
+    double first_event_ms = 0;  // on the host clock
+    if (status.ok() && profile) {
+      first_event_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+      status = enqueue(*s, where, events.events.data());
+    } else if (status.ok()) {
+      status = execute(*s, where);
+    }
     if (status.ok()) status = copy_out(*s, where);
     if (status.ok()) status = update_state(*s, where);
+    if (status.ok() && profile) status = check(cu->event_record(events.events.back(), s->stream), "cuEventRecord");
     if (status.ok()) status = check(cu->stream_synchronize(s->stream), "running the steps (cuStreamSynchronize)");
+    if (status.ok() && profile) {
+      *profile = {0, {}, "CUDA events between plain launches (no graph)"};
+      for (size_t i = 0; i + 1 < events.events.size(); ++i) {
+        float start = 0, ms = 0;
+        status = check(cu->event_elapsed_time(&start, events.events[0], events.events[i]), "cuEventElapsedTime");
+        if (status.ok())
+          status = check(cu->event_elapsed_time(&ms, events.events[i], events.events[i + 1]), "cuEventElapsedTime");
+        if (!status.ok()) break;
+        profile->steps.push_back({first_event_ms + start, ms});
+      }
+      profile->total_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    }
     if (!status.ok()) {
       // The stream may hold the failure; a fresh session starts clean.
       cu->stream_synchronize(s->stream);
@@ -397,8 +447,10 @@ struct Impl {
 class CudaExecutor final : public Executor {
  public:
   explicit CudaExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-  Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const override;
-  Status run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) const override;
+  Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
+                  RunProfile* profile) const override;
+  Status run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
+                    RunProfile* profile) const override;
   Status read_state(size_t index, uint8_t* to) const override;
   Status write_state(size_t index, const uint8_t* from) override;
 
@@ -435,7 +487,8 @@ Result<std::unique_ptr<Executor>> load_executor(const format::ArtifactView& view
   return std::unique_ptr<Executor>(new CudaExecutor(std::move(impl)));
 }
 
-Status CudaExecutor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) const {
+Status CudaExecutor::run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
+                              RunProfile* profile) const {
   const Impl& m = *impl_;
   auto copy_in = [&](const Session& s) -> Status {
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -454,10 +507,11 @@ Status CudaExecutor::run_host(const std::vector<const uint8_t*>& inputs, const s
     }
     return Status::Ok();
   };
-  return m.run(nullptr, nullptr, copy_in, copy_out);
+  return m.run(nullptr, nullptr, copy_in, copy_out, profile);
 }
 
-Status CudaExecutor::run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) const {
+Status CudaExecutor::run_device(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
+                                RunProfile* profile) const {
   const Impl& m = *impl_;
   std::vector<CUdeviceptr> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
   auto copy_in = [](const Session&) { return Status::Ok(); };
@@ -471,7 +525,7 @@ Status CudaExecutor::run_device(const std::vector<uint64_t>& inputs, const std::
     }
     return Status::Ok();
   };
-  return m.run(&in, &out, copy_in, copy_out);
+  return m.run(&in, &out, copy_in, copy_out, profile);
 }
 
 Status CudaExecutor::read_state(size_t index, uint8_t* to) const {

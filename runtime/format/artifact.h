@@ -15,7 +15,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 2;
+inline constexpr uint16_t kFormatMinor = 3;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -68,10 +68,12 @@ struct ArtifactContents {
     StepKind kind = StepKind::Loop;
     std::string name, symbol;
     std::vector<uint32_t> inputs, outputs;
-    MatmulInfo matmul;          ///< for library steps
-    int64_t work_items = 0;     ///< for kernel steps
-    int32_t block_threads = 0;  ///< for CUDA kernel steps
-    int64_t grid_blocks = 0;    ///< for CUDA kernel steps
+    MatmulInfo matmul;             ///< for library steps
+    int64_t work_items = 0;        ///< for kernel steps
+    int32_t block_threads = 0;     ///< for CUDA kernel steps
+    int64_t grid_blocks = 0;       ///< for CUDA kernel steps
+    std::vector<std::string> ops;  ///< "%value = op" per node the step computes
+    int64_t flops = 0;
   };
   struct CodeInfo {
     std::string kind, arch;

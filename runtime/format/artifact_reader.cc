@@ -300,6 +300,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       return fail(Kind::MalformedMetadata, "step " + n(s) + " has no entry point");
     if (step->work_items() < 0 || step->work_items() > (int64_t{1} << 40))
       return fail(Kind::OutOfRange, "step " + n(s) + " has " + std::to_string(step->work_items()) + " work items");
+    if (step->flops() < 0)
+      return fail(Kind::OutOfRange, "step " + n(s) + " does " + std::to_string(step->flops()) + " flops");
     if (cuda && step->kind() != StepKind::Library &&
         (step->block_threads() < 32 || step->block_threads() > 1024 || step->block_threads() % 32 != 0 ||
          step->grid_blocks() < 1 || step->grid_blocks() > INT32_MAX))

@@ -49,7 +49,7 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                             fb.CreateVectorOfStructs(s.matmul.batch));
     steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol),
                                fb.CreateVector(s.inputs), fb.CreateVector(s.outputs), matmul, s.work_items,
-                               s.block_threads, s.grid_blocks));
+                               s.block_threads, s.grid_blocks, fb.CreateVectorOfStrings(s.ops), s.flops));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));

@@ -21,6 +21,10 @@ struct SafetensorsTensor {
   std::vector<uint8_t> data;
 };
 
+/// safetensors' names of the artifact's element types, in DType order (F32, F64, F16,
+/// BF16, I32, I64, Bool).
+inline constexpr std::string_view kSafetensorsDtypes[] = {"F32", "F64", "F16", "BF16", "I32", "I64", "BOOL"};
+
 /// Bytes per element of a safetensors dtype name, 0 for a name safetensors does not have.
 int safetensors_dtype_bytes(std::string_view dtype);
 

@@ -169,6 +169,13 @@ TEST_CASE("work items, state homes and state copies must fit the values they nam
     kernel_step(c, format::StepKind::Loop)->outputs.clear();
     CHECK(refused(c).code == static_cast<int>(ArtifactErrorKind::MalformedMetadata));
   }
+  {
+    auto c = good;
+    kernel_step(c, format::StepKind::Loop)->flops = -1;
+    Error e = refused(c);
+    CHECK(e.code == static_cast<int>(ArtifactErrorKind::OutOfRange));
+    CHECK(e.message.find(" does -1 flops") != std::string::npos);
+  }
   uint32_t state = 0;
   for (const auto& a : good.args)
     if (a.kind == format::ArgKind::State) state = a.value;
@@ -200,7 +207,7 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
   newer[10] = 7;  // minor version 7
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.2)");
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.3)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);

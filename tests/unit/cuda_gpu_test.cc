@@ -117,6 +117,18 @@ TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller devic
   if (!ran.ok()) FAIL(ran.error().message);
   REQUIRE(cu.memcpy_dtoh(probs.data(), out, probs.size()) == CUDA_SUCCESS);
   CHECK(probs == single[7]);
+  // A profiled run launches step by step with events between: same values, every step timed.
+  REQUIRE(cu.memset_d8(out, 0, probs.size()) == CUDA_SUCCESS);
+  auto profile = (*replayed)->profile_device({{"x", in}}, {{"probs", out}});
+  if (!profile.ok()) FAIL(profile.error().message);
+  REQUIRE(profile->steps.size() == (*replayed)->steps().size());
+  double sum = 0;
+  for (const runtime::StepTime& t : profile->steps) sum += t.ms;
+  CHECK(sum > 0);
+  CHECK(profile->total_ms >= sum);
+  CHECK(profile->clock == "CUDA events between plain launches (no graph)");
+  REQUIRE(cu.memcpy_dtoh(probs.data(), out, probs.size()) == CUDA_SUCCESS);
+  CHECK(probs == single[7]);
   cu.mem_free(in);
   cu.mem_free(out);
   Status missing = (*replayed)->run_device({}, {{"probs", out}});

@@ -297,3 +297,60 @@ TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into th
       CHECK(y.floats[r * 5 + o] == Approx(want).epsilon(1e-5));
     }
 }
+
+TEST_CASE("a profiled run times every step and the copies after them, and writes what run() writes",
+          "[runtime][profile]") {
+  // A state update returned as an output and an output returned twice: both are copies.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @counter(%x: f32[64], state %n: f32[64]) {
+  %two: f32[] = constant {value=2}
+  %y: f32[64] = mul(%x, %two)
+  %n.next: f32[64] = add(%n, %y)
+  %s: f32[] = reduce_sum(%n.next) {axes=[0]}
+  return %s, %y, %y, %n.next
+}
+)");
+  auto artifact = compile_to_artifact(g, {});
+  REQUIRE(artifact.ok());
+  auto model = runtime::Model::load_bytes(std::move(*artifact), {1});
+  REQUIRE(model.ok());
+  const std::vector<runtime::StepInfo>& steps = (*model)->steps();
+  REQUIRE(steps.size() >= 2);
+  CHECK(steps.back().kind == "copy");
+  CHECK(steps.back().name == "copies");
+  CHECK(steps.back().bytes > 0);
+  for (size_t i = 0; i + 1 < steps.size(); ++i) {
+    CHECK_FALSE(steps[i].ops.empty());
+    CHECK(steps[i].bytes > 0);
+    CHECK(steps[i].flops > 0);
+  }
+  std::vector<float> x(64, 1.5f);
+  auto bytes = [](const std::vector<float>& v) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4);
+  };
+  std::vector<float> s(1), y1(64), y2(64), m(64), s_plain(1), y_plain(64), m_plain(64);
+  auto span = [](std::vector<float>& v) {
+    return std::span<uint8_t>(reinterpret_cast<uint8_t*>(v.data()), v.size() * 4);
+  };
+  // Two outputs share the name %y: one buffer; the profiled run and a plain run of the
+  // same state give the same values.
+  REQUIRE(
+      (*model)->run({{"x", bytes(x)}}, {{"s", span(s_plain)}, {"y", span(y_plain)}, {"n.next", span(m_plain)}}).ok());
+  auto profile = (*model)->profile({{"x", bytes(x)}}, {{"s", span(s)}, {"y", span(y1)}, {"n.next", span(m)}});
+  REQUIRE(profile.ok());
+  REQUIRE(profile->steps.size() == steps.size());
+  double sum = 0, previous_end = 0;
+  for (const runtime::StepTime& t : profile->steps) {
+    CHECK(t.ms >= 0);
+    CHECK(t.start_ms >= previous_end);
+    previous_end = t.start_ms + t.ms;
+    sum += t.ms;
+  }
+  CHECK(profile->total_ms >= sum);
+  CHECK(profile->clock == "host steady_clock around each step");
+  CHECK(y1 == y_plain);
+  CHECK(m[0] == Approx(m_plain[0] + 3.0f));  // the state advanced by one run: n += 2x
+  CHECK(s[0] == Approx(64 * m[0]));
+  auto wrong = (*model)->profile({}, {});
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message == "run: missing input %x: f32[64]");
+}

@@ -1,16 +1,22 @@
 // kiln bench: the benchmark suites, fused against unfused against a plain copy.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "base/file.h"
 #include "bench/runner.h"
+#include "bench/suite.h"
+#include "ir/printer.h"
+#include "runtime/format/safetensors.h"
 #include "runtime/model.h"
 #include "tools/kiln/cli.h"
 
 namespace kiln::cli {
 
 constexpr std::string_view kBenchHelp =
-    R"(usage: kiln bench [--target=cpu|cuda] [--cpu=LIST] [--suite=fusion] [--filter=REGEX] [--repeat=N] [--threads=N]
-                  [--json FILE] [--svg FILE] [--quick]
+    R"(usage: kiln bench [--target=cpu|cuda] [--cpu=LIST] [--suite=fusion|models] [--filter=REGEX] [--repeat=N]
+                  [--threads=N] [--json FILE] [--svg FILE] [--quick]
+       kiln bench --suite=fusion|models --export=DIR [--quick]
 
 Compiles each row of a benchmark suite twice (fused, and with --no-fusion), runs both with
 the runtime, and times them in alternation with a plain copy of the same bytes: the
@@ -21,32 +27,78 @@ The fusion suite: coscos, chain2, chain4, chain8, chain16, bias_gelu, softmax_25
 softmax_4096, softmax_32768, layernorm, residual_layernorm, mlp_forward, mlp_train_step
 (64M f32 tensors, 256 MiB each; MLP batch 256).
 
+The models suite, models people run at the sizes they run them: gpt2_block (GPT-2 small's
+block, C=768, 12 heads, causal attention, tanh GELU, B=8, T=512, forward),
+gpt2_block_train (its training step: MSE loss, every gradient, AdamW), bert_layer
+(BERT-base's encoder layer, post-norm, erf GELU, a padding mask, B=16, T=128, forward),
+mlp_train (784-512-512-10, cross entropy, Adam, batch 128).
+
   --target=cpu|cuda   where to run (default: cpu); cuda times runs on device memory
                       (inputs and outputs stay on the GPU) against a device-to-device copy
   --cpu=LIST          CPU target: the CPUs to compile for, as 'kiln compile --cpu' takes
                       them (default: x86-64-v3,x86-64-v4)
-  --suite=NAME        the suite (default: fusion)
+  --suite=NAME        the suite: fusion or models (default: fusion)
   --filter=REGEX      only the rows whose name matches (ECMAScript regex, anywhere in the name)
   --repeat=N          timed runs per candidate (default: 20)
   --threads=N         runtime threads, and the copy's (default: one per hardware thread)
   --json=FILE         write the results as JSON (fields: docs/benchmarks.md)
   --svg=FILE          write a chart: speedup of fused over unfused, fraction of copy bandwidth
-  --quick             small sizes (64K f32 tensors, MLP batch 32), for a first look and tests
+  --quick             small sizes (64K f32 tensors, MLP batch 32; models: C=64, T=16, B=2),
+                      for a first look and tests
+  --export=DIR        write each row of the suite as DIR/ROW.kir, with its params and
+                      initial state in DIR/ROW.safetensors (for kiln bench ROW.kir --profile)
+                      instead of timing it
   -h, --help          this help
 )";
 
+namespace {
+
+// Writes each row of a suite as DIR/ROW.kir and its params and initial state as
+// DIR/ROW.safetensors, for kiln bench MODEL --profile, kiln compile and other tools.
+int export_suite(const std::string& suite, bool quick, const std::string& dir) {
+  constexpr std::string_view cmd = "kiln bench";
+  auto rows = bench::suite_rows(suite, quick);
+  if (!rows.ok()) return fail(cmd, rows.error().message);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return fail(cmd, fmt::format("cannot create the directory '{}': {}", dir, error.message()));
+  for (const bench::SuiteRow& row : *rows) {
+    const std::string base = (std::filesystem::path(dir) / row.name).string();
+    Status s = write_file(base + ".kir", "# " + row.description + "\n" + ir::print(row.graph));
+    if (!s.ok()) return fail(cmd, s.error().message);
+    std::vector<format::SafetensorsTensor> tensors;
+    for (const auto* values : {&row.weights, &row.state})
+      for (const auto& [name, t] : *values)
+        tensors.push_back({name, std::string(format::kSafetensorsDtypes[static_cast<int>(t.type.dtype)]), t.type.shape,
+                           ir::tensor_to_bytes(t)});
+    s = format::write_safetensors_file(base + ".safetensors", tensors);
+    if (!s.ok()) return fail(cmd, s.error().message);
+    fmt::print("{}.kir {}.safetensors\n", base, base);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int run_bench(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln bench";
-  constexpr FlagSpec specs[] = {{"target", true},  {"cpu", true},  {"suite", true}, {"filter", true}, {"repeat", true},
-                                {"threads", true}, {"json", true}, {"svg", true},   {"quick"}};
+  // The suites' flags and a model's, in one parser: a model is a positional argument.
+  constexpr FlagSpec specs[] = {{"target", true}, {"cpu", true},     {"suite", true},    {"filter", true},
+                                {"repeat", true}, {"threads", true}, {"json", true},     {"svg", true},
+                                {"quick"},        {"weights", true}, {"random-weights"}, {"input", true, true},
+                                {"warmup", true}, {"profile"},       {"trace", true},    {"export", true}};
   auto parsed = parse_args(cmd, argv, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
   if (parsed->help) {
-    fmt::print("{}", kBenchHelp);
+    fmt::print("{}\n{}", bench_model_help(), kBenchHelp);
     return 0;
   }
-  if (!parsed->positional.empty())
-    return fail(cmd, fmt::format("unexpected argument '{}'; see 'kiln bench --help'", parsed->positional[0]));
+  if (!parsed->positional.empty()) return run_bench_model(*parsed);
+  for (std::string_view model_flag : {"weights", "random-weights", "input", "warmup", "profile", "trace"})
+    if (parsed->has(model_flag))
+      return fail(cmd, fmt::format("--{} is a flag of kiln bench MODEL; the suites take none", model_flag));
+  if (parsed->has("export"))
+    return export_suite(parsed->get("suite", "fusion"), parsed->has("quick"), parsed->get("export"));
   bench::BenchOptions options;
   options.target = parsed->get("target", "cpu");
   options.cpu = parsed->get("cpu", options.cpu);

@@ -55,5 +55,8 @@ int run_dot(std::span<char* const> argv);
 int run_inspect(std::span<char* const> argv);
 int run_compile(std::span<char* const> argv);
 int run_bench(std::span<char* const> argv);
+/// kiln bench MODEL (tools/kiln/bench_model.cc), from run_bench's parsed flags.
+int run_bench_model(const Args& args);
+std::string_view bench_model_help();
 
 }  // namespace kiln::cli

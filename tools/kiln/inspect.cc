@@ -110,6 +110,12 @@ int run_inspect(std::span<char* const> argv) {
       fmt::print("  {:3} {} {} [{}] ({}) -> ({}){}\n", s, step_kinds[static_cast<int>(step->kind())],
                  step->name() ? step->name()->str() : "?", step->symbol()->str(), refs(a, step->inputs()),
                  refs(a, step->outputs()), launch);
+      // Format 1.3 records what each step computes; `kiln bench --profile` names steps alike.
+      if (step->ops() && step->ops()->size() > 0) {
+        std::string ops;
+        for (const auto* op : *step->ops()) ops += (ops.empty() ? "" : ", ") + op->str();
+        fmt::print("        computes {} ({} flops)\n", ops, step->flops());
+      }
     }
   fmt::print("code:\n");
   if (a.code())

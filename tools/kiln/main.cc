@@ -25,7 +25,7 @@ constexpr Subcommand kSubcommands[] = {
     {"run", "M.kiln", "run an artifact with the runtime",
      [](std::span<char* const> argv) { return kiln::cli::run_artifact("kiln run", argv); }},
     {"inspect", "M.kiln", "verify an artifact and show what it holds", kiln::cli::run_inspect},
-    {"bench", "", "time the benchmark suites: fused, unfused, plain copy", kiln::cli::run_bench},
+    {"bench", "", "time a model, step by step with --profile, or the benchmark suites", kiln::cli::run_bench},
 };
 
 std::string usage() {

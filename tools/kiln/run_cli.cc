@@ -36,17 +36,14 @@ shape. With --output, writes DIR/NAME.npy per output; without, prints the output
   -h, --help          this help
 )";
 
-// safetensors' names of the runtime's element types, in ElementType order.
-constexpr std::string_view kSafetensorsDtypes[] = {"F32", "F64", "F16", "BF16", "I32", "I64", "BOOL"};
-constexpr int kElementTypes = 7;
+// The runtime's element types are the artifact's, in the same order (format::kSafetensorsDtypes).
+using format::kSafetensorsDtypes;
+constexpr int kElementTypes = static_cast<int>(std::size(kSafetensorsDtypes));
+static_assert(kElementTypes == static_cast<int>(runtime::ElementType::Bool) + 1, "an element type safetensors lacks");
 
 // The element type a .npy reader name stands for (runtime/npy.h names them as the runtime does).
 runtime::ElementType type_of(const std::string& name) {
-  for (int i = 0; i < kElementTypes; ++i) {
-    auto type = static_cast<runtime::ElementType>(i);
-    if (runtime::element_type_name(type) == name) return type;
-  }
-  return runtime::ElementType::F32;
+  return runtime::element_type_named(name).value_or(runtime::ElementType::F32);
 }
 
 std::string state_names(const runtime::Model& model) {

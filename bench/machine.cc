@@ -1,0 +1,130 @@
+#include "bench/machine.h"
+
+#include <cblas.h>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <new>
+
+namespace kiln::bench {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// OpenBLAS picks its kernels for the CPU it runs on when it loads (OPENBLAS_CORETYPE
+// overrides); a release older than the CPU falls back to an older family's kernels, which
+// decides the matmul rows.
+std::string blas_description() { return openblas_get_config(); }
+
+std::string today_utc() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
+  return text;
+}
+
+Result<std::string> gpu_name(const runtime::cuda::Driver* cu) {
+  CUdevice device = 0;
+  char name[256] = {};
+  if (cu->device_get(&device, 0) != CUDA_SUCCESS || cu->device_get_name(name, sizeof name, device) != CUDA_SUCCESS)
+    return make_error("cannot read the name of CUDA device 0");
+  return std::string(name);
+}
+
+AlignedBytes::AlignedBytes(size_t n, uint8_t fill)
+    : n_(n), p_(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64))), &std::free) {
+  if (!p_) throw std::bad_alloc();  // as a std::vector of this size would
+  std::memset(p_.get(), fill, n_);
+}
+
+void fill_random(const runtime::TensorInfo& info, uint64_t seed, uint8_t* data, double scale, int64_t int_bound) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  };
+  const uint64_t bound = static_cast<uint64_t>(std::max<int64_t>(1, int_bound));
+  for (int64_t i = 0; i < info.elements(); ++i) {
+    const uint64_t r = next();
+    const double unit = static_cast<double>(r >> 40) / static_cast<double>(1 << 24) * 2 - 1;
+    switch (info.type) {
+      case runtime::ElementType::F32: {
+        float f = static_cast<float>(unit * scale);
+        std::memcpy(data + 4 * i, &f, 4);
+        break;
+      }
+      case runtime::ElementType::F64: {
+        double d = unit * scale;
+        std::memcpy(data + 8 * i, &d, 8);
+        break;
+      }
+      case runtime::ElementType::I32: {
+        int32_t v = static_cast<int32_t>(r % bound);
+        std::memcpy(data + 4 * i, &v, 4);
+        break;
+      }
+      case runtime::ElementType::I64: {
+        int64_t v = static_cast<int64_t>(r % bound);
+        std::memcpy(data + 8 * i, &v, 8);
+        break;
+      }
+      case runtime::ElementType::Bool: data[i] = static_cast<uint8_t>(r >> 63); break;
+      case runtime::ElementType::F16:
+      case runtime::ElementType::BF16: {
+        // The top half of the f32's bits is its bfloat16; f16 gets zeros.
+        float f = static_cast<float>(unit * scale);
+        uint32_t bits = 0;
+        std::memcpy(&bits, &f, 4);
+        uint16_t half = info.type == runtime::ElementType::BF16 ? static_cast<uint16_t>(bits >> 16) : 0;
+        std::memcpy(data + 2 * i, &half, 2);
+        break;
+      }
+    }
+  }
+}
+
+HostCopy::HostCopy(int64_t bytes, runtime::ThreadPool& pool, int threads)
+    : from_(static_cast<size_t>(bytes), 1), to_(static_cast<size_t>(bytes)), pool_(pool), threads_(threads) {}
+
+void HostCopy::run() {
+  // One chunk per thread, as large as can be: glibc's memcpy picks its fastest method
+  // (non-temporal stores) only above a size threshold.
+  const int64_t n = static_cast<int64_t>(from_.size());
+  pool_.parallel_for(n, std::max<int64_t>(int64_t{1} << 16, (n + threads_ - 1) / threads_),
+                     [&](int64_t begin, int64_t end) {
+                       std::memcpy(to_.data() + begin, from_.data() + begin, static_cast<size_t>(end - begin));
+                     });
+}
+
+Result<std::unique_ptr<DeviceCopy>> DeviceCopy::make(const runtime::cuda::Driver* cu, int64_t bytes) {
+  std::unique_ptr<DeviceCopy> copy(new DeviceCopy(cu, static_cast<size_t>(bytes)));
+  if (cu->mem_alloc(&copy->from_, copy->bytes_) != CUDA_SUCCESS ||
+      cu->mem_alloc(&copy->to_, copy->bytes_) != CUDA_SUCCESS ||
+      cu->stream_create(&copy->stream_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    return make_error("cannot allocate the buffers of a device-to-device copy of " + std::to_string(bytes) + " bytes");
+  return copy;
+}
+
+DeviceCopy::~DeviceCopy() {
+  if (from_) cu_->mem_free(from_);
+  if (to_) cu_->mem_free(to_);
+  if (stream_) cu_->stream_destroy(stream_);
+}
+
+void DeviceCopy::run() {
+  cu_->memcpy_dtod_async(to_, from_, bytes_, stream_);
+  cu_->stream_synchronize(stream_);
+}
+
+}  // namespace kiln::bench

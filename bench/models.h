@@ -1,0 +1,36 @@
+// The models suite of `kiln bench`: layers of real models, written with the model API,
+// at their published sizes. bench/compare_torch.py rebuilds each row in PyTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "bench/suite.h"
+
+namespace kiln::bench {
+
+/// The sizes of one transformer layer: x is f32[batch, seq, width], split into `heads`.
+struct TransformerSizes {
+  int64_t batch = 8, seq = 512, width = 768, heads = 12;
+};
+
+/// GPT-2 small's block: pre-norm, causal self-attention with a fused qkv projection,
+/// tanh-GELU MLP of 4 x width. Forward, or (train) one AdamW step on the mean squared
+/// error against an input %target.
+Result<SuiteRow> gpt2_block(const TransformerSizes& sizes, bool train);
+
+/// BERT-base's encoder layer, forward: post-norm, separate q/k/v projections, a padding
+/// mask %attention_mask: i32[batch, seq] (0 marks a padded key), erf-GELU FFN.
+Result<SuiteRow> bert_layer(const TransformerSizes& sizes);
+
+/// The MLP 784-512-512-10 with relu: forward, or (train) one Adam step on cross-entropy
+/// against %labels: i32[batch]. Both suites have it, under their own row names.
+Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train);
+
+/// The models suite: gpt2_block, gpt2_block_train, bert_layer, mlp_train. Quick: C=64,
+/// 4 heads, T=16, B=2 and an MLP batch of 8, small enough for a unit test.
+Result<std::vector<SuiteRow>> model_rows(bool quick);
+
+}  // namespace kiln::bench
