@@ -6,8 +6,8 @@
 #
 #   tar -xJf kiln-gpu.tar.xz && kiln-gpu/run.sh [OUTDIR]
 #
-# runs the GPU tier (KILN_REQUIRE_GPU=1) and the CUDA fusion suite, writing their output
-# to OUTDIR (default: kiln-gpu/out).
+# runs the GPU tier (KILN_REQUIRE_GPU=1), the CUDA fusion and models suites, and a profile
+# of each model, writing their output to OUTDIR (default: kiln-gpu/out).
 set -euo pipefail
 out=$(realpath -m "${1:-kiln-gpu.tar.xz}")  # relative to where it is called from
 cd "$(dirname "$0")/.."
@@ -19,6 +19,7 @@ cp bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test "$stage/kiln-gpu/bin/"
 ldd bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test | awk '/=> \//{print $3}' | sort -u |
   grep -Ev '/(libc|libm|libpthread|librt|libdl)\.so|libnvrtc' | xargs -I{} cp -L {} "$stage/kiln-gpu/lib/"
 git ls-files 'tests/lit/*.kir' | tar -cf - -T - | tar -C "$stage/kiln-gpu" -xf -
+cp bench/compare_torch.py bench/trace_to_svg.py "$stage/kiln-gpu/"
 cat > "$stage/kiln-gpu/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # The GPU tier, then `kiln bench --target=cuda`; output under $1 (default: out/ here).
@@ -35,6 +36,18 @@ tail -3 "$out/gpu_tests.txt"
 bin/kiln bench --target=cuda --repeat=50 --json "$out/fusion_cuda.json" --svg "$out/fusion_cuda.svg" > "$out/fusion_cuda.txt" 2> "$out/fusion_cuda_progress.txt"
 echo "kiln bench: exit $?"
 cat "$out/fusion_cuda.txt"
+# The models suite, then each row profiled step by step (python3 bench/compare_torch.py
+# "$out/models_cuda.json", here, adds PyTorch where PyTorch is installed).
+bin/kiln bench --suite=models --target=cuda --repeat=20 --json "$out/models_cuda.json" > "$out/models_cuda.txt" 2> "$out/models_cuda_progress.txt"
+echo "kiln bench --suite=models: exit $?"
+cat "$out/models_cuda.txt"
+bin/kiln bench --suite=models --export="$out/rows" > /dev/null
+for row in gpt2_block gpt2_block_train bert_layer mlp_train; do
+  bin/kiln bench "$out/rows/$row.kir" --weights "$out/rows/$row.safetensors" --target=cuda --repeat=20 --profile \
+    --json "$out/profile_$row.json" --trace "$out/trace_$row.json" > "$out/profile_$row.txt" 2>&1
+  echo "kiln bench $row --profile: exit $?"
+done
+rm -rf "$out/rows"
 RUN
 chmod +x "$stage/kiln-gpu/run.sh"
 tar -C "$stage" -cf - kiln-gpu | xz -T0 -6 > "$out"
