@@ -89,6 +89,18 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
     };
     call.params.batch.emplace_back(cs[i], stride_of(as, a_st), stride_of(bs, b_st), c_st[i]);
   }
+  // A batch dim B does not have, over which A's and C's matrices lie back to back (A not
+  // transposed), is more rows of one GEMM: a linear layer's [B,T,C] @ [C,N] is one GEMM of
+  // B·T rows rather than B GEMMs of T. Innermost dims first; a dim of one is no dim.
+  auto& dims = call.params.batch;
+  while (!dims.empty()) {
+    const format::BatchDim& d = dims.back();
+    if (d.count() != 1 && (call.params.trans_a || d.b_stride() != 0 || d.a_stride() != call.params.m * call.params.k ||
+                           d.c_stride() != call.params.m * call.params.n))
+      break;
+    call.params.m *= d.count();
+    dims.pop_back();
+  }
   return call;
 }
 

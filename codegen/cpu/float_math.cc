@@ -80,4 +80,21 @@ llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateSelect(b.CreateFCmpOLT(ax, f(b, 1.0)), small, large);
 }
 
+llvm::Value* tanh_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {b.getFloatTy()}, {x});
+  // Below 0.8, tanh(x) = x + x^3 P(x^2): 1 - 2 / (e^2x + 1) would cancel there. The
+  // coefficients are a fit for least maximum relative error (tools/fit_tanh_poly.py).
+  llvm::Value* u = b.CreateFMul(ax, ax);
+  llvm::Value* p = horner(b, u,
+                          {-0.33333295583724976, 0.1333221197128296, -0.05385156348347664, 0.021300332620739937,
+                           -0.007405411917716265, 0.0015823690919205546});
+  llvm::Value* small = fma(b, b.CreateFMul(ax, u), p, ax);
+  // Above, e^2|x| overflows to inf from |x| > 44.4 on, and 2 / inf is 0: tanh is 1. NaN
+  // fails the comparison and flows through exp.
+  llvm::Value* e = exp_f32(b, b.CreateFAdd(ax, ax));
+  llvm::Value* large = b.CreateFSub(f(b, 1.0), b.CreateFDiv(f(b, 2.0), b.CreateFAdd(e, f(b, 1.0))));
+  llvm::Value* magnitude = b.CreateSelect(b.CreateFCmpOLT(ax, f(b, 0.8)), small, large);
+  return b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()}, {magnitude, x});
+}
+
 }  // namespace kiln::codegen::cpu

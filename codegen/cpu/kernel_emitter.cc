@@ -14,7 +14,7 @@ namespace detail {
 namespace {
 
 // 512-bit vectors (where the CPU has them) pay in compute-bound kernels: row reductions
-// and the inlined exp and erf polynomials. A memory-bound loop streams a little slower
+// and the inlined exp, erf and tanh polynomials. A memory-bound loop streams a little slower
 // with them, and libmvec's 512-bit cos is no faster than its 256-bit one (docs/cpu.md).
 bool wide_vectors_pay(const ir::Graph& g, const ir::Step& step) {
   if (step.kind == ir::StepKind::Reduction) return true;
@@ -106,6 +106,23 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   if (interleave > 0)
     hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
                                              llvm::ConstantAsMetadata::get(b_.getInt32(interleave))}));
+  // A loop kernel's elements are independent (the runtime already splits them across
+  // threads). An output written in place over an input (an optimizer's state update)
+  // aliases it at the same index only, which the vectorizer cannot prove: its runtime
+  // overlap check fails and the whole kernel runs scalar. Saying so lets it vectorize.
+  // Loops nested in this one have tagged their own accesses first.
+  if (step_.kind == ir::StepKind::Loop || independent_iterations_) {
+    llvm::MDNode* group = llvm::MDNode::getDistinct(ctx_, {});
+    bool in_body = false;
+    for (llvm::BasicBlock& block : *fn_) {
+      in_body = in_body || &block == inner;
+      if (!in_body) continue;
+      for (llvm::Instruction& instruction : block)
+        if (instruction.mayReadOrWriteMemory() && !instruction.getMetadata(llvm::LLVMContext::MD_access_group))
+          instruction.setMetadata(llvm::LLVMContext::MD_access_group, group);
+    }
+    hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.parallel_accesses"), group}));
+  }
   if (hints.size() > 1) {
     llvm::MDNode* self = llvm::MDNode::getDistinct(ctx_, hints);
     self->replaceOperandWith(0, self);

@@ -37,6 +37,9 @@ struct RowKernel {
   int last_reduction = -1;                        // the node of the last reduction pass
   bool pipelined = false;                         // whether this emission pipelines rows
   llvm::Value* line_start = nullptr;              // pipelined: the first row position on a line
+  // Walked by columns (emit_columns): the sum of the row being emitted, already taken
+  // (a double), and its full-shape outputs already written.
+  llvm::Value* column_sum = nullptr;
 };
 
 // A row whose full-shape outputs are to be written: the current row of a kernel that
@@ -176,6 +179,16 @@ class KernelEmitter : public ElementWalker {
   }
   // Whether the reduction n over rows of this length is a float sum in chunks of kSumLanes.
   bool chunked_sum(const Node& n, int64_t row_length) const;
+  // Whether the step is a float sum over leading dims (each row a column of its operand:
+  // bias and layer-norm parameter gradients) with no full-shape output that needs the
+  // sum, which emit_columns walks a row of the operand at a time.
+  bool walks_columns(const RowKernel& k) const;
+  // Over a block of consecutive columns, adds each row of the operand into a sum per
+  // column (contiguous loads, vectorized across columns; full-shape outputs written on
+  // the way), then emits each column's row values and outputs from its sum.
+  Status emit_columns(RowKernel& k);
+  // Records a reduction's result (in its accumulator type) as the value of n at `at`.
+  void remember_reduction(const Node& n, const Index& at, llvm::Value* total);
   // Emits the loop of one reduction over a row and records its result for the row.
   Status reduce(const Node& n, int64_t row_length, const Shape& full_shape,
                 const std::function<Index(llvm::Value*)>& full_index, const Index& at, llvm::IRBuilder<>& entry);
@@ -218,6 +231,10 @@ class KernelEmitter : public ElementWalker {
   // only sum passes are rolled.
   bool rolled_loops_ = false;
   static constexpr size_t kRolledBodyLimit = 24;
+  // Whether the loop being emitted has independent iterations besides a loop kernel's
+  // (emit_columns' loops over columns); loop() then says so to the vectorizer.
+  bool independent_iterations_ = false;
+  static constexpr int64_t kColumnBlock = 512;  // columns summed at once: 4 KiB of double sums
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;

@@ -41,6 +41,7 @@ Status KernelEmitter::emit_reduction() {
   llvm::Value* begin = fn_->getArg(1);
   llvm::Value* end = fn_->getArg(2);
   auto one_row_at_a_time = [&](llvm::Value* r) { return emit_row(k, r, nullptr); };
+  if (walks_columns(k)) return emit_columns(k);
   if (!pipelines(k)) return loop(begin, end, one_row_at_a_time);
   row_buffers_ = 2;
   // Each output row is written from its first line boundary on (the same row position in
@@ -73,6 +74,82 @@ Status KernelEmitter::emit_reduction() {
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
   return Status::Ok();
+}
+
+bool KernelEmitter::walks_columns(const RowKernel& k) const {
+  if (k.rc.contiguous() || k.rc.kept.empty() || k.last_reduction < 0) return false;
+  for (size_t d = 0; d < k.rc.reduced.size(); ++d)
+    if (k.rc.reduced[d] != static_cast<int64_t>(d)) return false;  // the reduced dims lead
+  int reductions = 0;
+  for (int n : step_.nodes) reductions += ir::op_kind(g_.nodes[n].op) == OpKind::Reduction;
+  const Node& sum = g_.nodes[k.last_reduction];
+  if (reductions != 1 || sum.op != Op::ReduceSum || !ir::is_float(type(sum.operands[0]).dtype)) return false;
+  // A full-shape output that needs the sum would need a second walk.
+  for (ValueId o : k.full_outputs) {
+    std::vector<ValueId> todo{o};
+    std::vector<char> seen(g_.values.size(), 0);
+    while (!todo.empty()) {
+      ValueId v = todo.back();
+      todo.pop_back();
+      if (!computed_here(v) || seen[v]) continue;
+      seen[v] = 1;
+      if (v == sum.result) return false;
+      for (ValueId operand : g_.nodes[producer_[v]].operands) todo.push_back(operand);
+    }
+  }
+  return true;
+}
+
+Status KernelEmitter::emit_columns(RowKernel& k) {
+  const Node& sum = g_.nodes[k.last_reduction];
+  const ValueId x = sum.operands[0];
+  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  llvm::AllocaInst* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getDoubleTy(), kColumnBlock));
+  sums->setAlignment(llvm::Align(64));
+  auto sum_at = [&](llvm::Value* c) { return b_.CreateGEP(b_.getDoubleTy(), sums, c); };
+  llvm::Value* begin = fn_->getArg(1);
+  llvm::Value* end = fn_->getArg(2);
+  llvm::Value* blocks = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(end, begin), i64(kColumnBlock - 1)), i64(kColumnBlock));
+  return loop(i64(0), blocks, [&](llvm::Value* block) -> Status {
+    llvm::Value* first = b_.CreateAdd(begin, b_.CreateMul(block, i64(kColumnBlock)));
+    llvm::Value* count = b_.CreateSub(end, first);
+    count = b_.CreateSelect(b_.CreateICmpSLT(count, i64(kColumnBlock)), count, i64(kColumnBlock));
+    independent_iterations_ = true;
+    KILN_RETURN_IF_ERROR(loop(i64(0), count, [&](llvm::Value* c) {
+      b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), sum_at(c));
+      return Status::Ok();
+    }));
+    // Row i of the operand, over the block's columns: consecutive elements.
+    KILN_RETURN_IF_ERROR(loop(i64(0), i64(k.row_length), [&](llvm::Value* i) -> Status {
+      Index reduced = unflatten(i, k.rc.reduced_shape);
+      independent_iterations_ = true;
+      Status walked = loop(i64(0), count, [&](llvm::Value* c) -> Status {
+        Index kept = unflatten(b_.CreateAdd(first, c), k.rc.kept_shape);
+        Index full{nullptr, k.rc.full_index(kept.dims, reduced.dims)};
+        auto before = memo_;
+        KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full));
+        // Sums of floats accumulate in double, as the interpreter does; each column's own.
+        b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), sum_at(c)), b_.CreateFPExt(v, b_.getDoubleTy())),
+                       sum_at(c));
+        for (ValueId o : k.full_outputs) {
+          KILN_ASSIGN_OR_RETURN(llvm::Value * out, value_at(o, full));
+          store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(k.rc.full, full), out);
+        }
+        memo_ = before;
+        return Status::Ok();
+      });
+      independent_iterations_ = false;
+      return walked;
+    }));
+    independent_iterations_ = false;
+    // Each column's row values and row-shaped outputs, from its sum.
+    return loop(i64(0), count, [&](llvm::Value* c) -> Status {
+      k.column_sum = b_.CreateLoad(b_.getDoubleTy(), sum_at(c));
+      Status row = emit_row(k, b_.CreateAdd(first, c), nullptr);
+      k.column_sum = nullptr;
+      return row;
+    });
+  });
 }
 
 // Whether the kernel's rows are software-pipelined: the full-shape outputs of row r are
@@ -136,6 +213,10 @@ Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const RowToWr
           prefetch_next_row(start, count);
           return pending ? write_pending(k, *pending, start, count) : Status::Ok();
         };
+      if (k.column_sum) {
+        remember_reduction(node, row_index(t.shape), k.column_sum);
+        continue;
+      }
       Status reduced = reduce(node, length, k.rc.full, full_index, row_index(t.shape), entry);
       per_chunk_ = nullptr;
       KILN_RETURN_IF_ERROR(reduced);
@@ -153,7 +234,7 @@ Status KernelEmitter::emit_row(const RowKernel& k, llvm::Value* r, const RowToWr
       if (!slot) slot = entry.CreateAlloca(v->getType());
       b_.CreateStore(v, slot);
     }
-  } else if (!k.full_outputs.empty()) {
+  } else if (!k.full_outputs.empty() && !k.column_sum) {
     RowToWrite row{kept, row_start, memo_, row_cache_};
     auto flat_at = [&](llvm::Value* j) {
       return k.rc.contiguous() ? b_.CreateAdd(row_start, j) : flat_of(k.rc.full, full_index(j));
@@ -385,23 +466,31 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   }
   rolled_loops_ = false;
   if (keep) row_cache_[x] = keep;
+  if (n.op == Op::Argmax) {
+    remember_reduction(n, at, b_.CreateLoad(b_.getInt64Ty(), best));
+    return Status::Ok();
+  }
+  llvm::Value* total = b_.CreateLoad(acc_type, acc);
+  if (saw_nan)
+    total = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), saw_nan), llvm::ConstantFP::getNaN(acc_type), total);
+  remember_reduction(n, at, total);
+  return Status::Ok();
+}
+
+void KernelEmitter::remember_reduction(const Node& n, const Index& at, llvm::Value* total) {
   const ir::TensorType& rt = type(n.result);
-  llvm::Value* result;
-  if (n.op == Op::Argmax) result = b_.CreateLoad(b_.getInt64Ty(), best);
-  else {
-    result = b_.CreateLoad(acc_type, acc);
-    if (saw_nan)
-      result = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), saw_nan), llvm::ConstantFP::getNaN(acc_type), result);
-    if (fp) result = round_to(b_, rt.dtype, b_.CreateFPCast(result, compute_type(ctx_, rt.dtype)));
-    else result = b_.CreateTrunc(result, compute_type(ctx_, rt.dtype));
+  llvm::Value* result = total;
+  if (n.op != Op::Argmax) {
+    if (total->getType()->isFloatingPointTy())
+      result = round_to(b_, rt.dtype, b_.CreateFPCast(total, compute_type(ctx_, rt.dtype)));
+    else result = b_.CreateTrunc(total, compute_type(ctx_, rt.dtype));
   }
   Index key = at;
-  const Shape& rshape = type(n.result).shape;
+  const Shape& rshape = rt.shape;
   for (size_t d = 0; d < key.dims.size() && d < rshape.size(); ++d)
     if (rshape[d] == 1) key.dims[d] = i64(0);
   if (rshape.empty()) key = Index{};
   memo_[{n.result, key.dims}] = result;
-  return Status::Ok();
 }
 
 }  // namespace kiln::codegen::cpu::detail

@@ -142,7 +142,7 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
       return fpr(b.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), call_intrinsic(b, llvm::Intrinsic::sqrt, {x})));
     case Op::Sin: return fpr(call_intrinsic(b, llvm::Intrinsic::sin, {x}));
     case Op::Cos: return fpr(call_intrinsic(b, llvm::Intrinsic::cos, {x}));
-    case Op::Tanh: return fpr(call_libm(b, m, "tanh", x));
+    case Op::Tanh: return fpr(x->getType()->isFloatTy() ? tanh_f32(b, x) : call_libm(b, m, "tanh", x));
     case Op::Erf: return fpr(x->getType()->isFloatTy() ? erf_f32(b, x) : call_libm(b, m, "erf", x));
     case Op::Floor: return fpr(call_intrinsic(b, llvm::Intrinsic::floor, {x}));
     case Op::Ceil: return fpr(call_intrinsic(b, llvm::Intrinsic::ceil, {x}));

@@ -117,6 +117,79 @@ std::vector<llvm::MDNode*> loop_hints(llvm::Function& f, llvm::StringRef name) {
   return hints;
 }
 
+TEST_CASE("a loop kernel's loops say their iterations are independent; reductions' and scatters' do not",
+          "[codegen][cpu]") {
+  // An optimizer-like state update, written in place over %m: without the hint the
+  // vectorizer checks the in-place pointers for overlap at run time, finds it, and runs
+  // the kernel scalar.
+  ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%g: f32[4096], state %m: f32[4096], %r: f32[64,64],
+                          %i: i64[8], %u: f32[8,64]) {
+  %c: f32[] = constant {value=0.9}
+  %mc: f32[4096] = mul(%m, %c)
+  %m.next: f32[4096] = add(%mc, %g)
+  %s: f32[64] = reduce_sum(%r) {axes=[1]}
+  %sc: f32[64,64] = scatter_add(%r, %i, %u) {axis=0}
+  return %m.next, %s, %sc
+}
+)"),
+                        true);
+  std::map<std::string, size_t> parallel_loops;  // per kernel
+  for_each_kernel(g, int64_t{16} << 20, 32, [&](llvm::Function& f) {
+    parallel_loops[f.getName().str()] = loop_hints(f, "llvm.loop.parallel_accesses").size();
+  });
+  CHECK(parallel_loops.size() == 3);
+  CHECK(parallel_loops["kiln_fused_0"] >= 1);  // the state update
+  CHECK(parallel_loops["kiln_reduce_sum_1"] == 0);
+  CHECK(parallel_loops["kiln_scatter_add_2"] == 0);
+}
+
+TEST_CASE("sums over leading dims walk rows of their operand, a block of columns at a time, over any work split",
+          "[codegen][cpu][columns]") {
+  // A bias gradient with an Adam-like epilogue and a full-shape output computed on the way
+  // (GELU's backward in a training step); 1300 columns leave a partial block of 276.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 1300}, {300, 3}, {1, 600}}) {
+    ir::Graph parsed = kiln::testing::parse_ok(fmt::format(R"(graph @g(%x: f32[{0},{1}], %b: f32[{1}], %m: f32[{1}]) {{
+  %bb: f32[{0},{1}] = broadcast(%b) {{shape=[{0},{1}], dims=[1]}}
+  %h: f32[{0},{1}] = add(%x, %bb)
+  %t: f32[{0},{1}] = tanh(%h)
+  %d: f32[{0},{1}] = mul(%t, %x)
+  %s: f32[{1}] = reduce_sum(%d) {{axes=[0]}}
+  %c: f32[] = constant {{value=0.9}}
+  %mc: f32[{1}] = mul(%m, %c)
+  %m2: f32[{1}] = add(%mc, %s)
+  %r: f32[{1}] = sqrt(%m2)
+  return %d, %m2, %r
+}}
+)",
+                                                           rows, cols));
+    auto inputs = kiln::testing::seeded_arguments(parsed, static_cast<uint64_t>(cols), 3);
+    inputs["m"] = ir::Tensor::from_doubles(ir::TensorType{ir::DType::F32, {cols}}, std::vector<double>(cols, 50.0));
+    auto expected = kiln::testing::eval_ok(parsed, inputs);
+    ir::Graph g = planned(parsed, true);
+    std::map<std::string, size_t> parallel_loops;
+    for_each_kernel(g, int64_t{16} << 20, 32, [&](llvm::Function& f) {
+      parallel_loops[f.getName().str()] = loop_hints(f, "llvm.loop.parallel_accesses").size();
+    });
+    REQUIRE(g.program->steps.size() == 1);
+    CHECK(parallel_loops["kiln_" + g.program->steps[0].name] >= 2);  // zeroing and adding the columns' sums
+    for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{512}, int64_t{700}}) {
+      INFO(rows << "x" << cols << ", chunks of " << chunk);
+      auto got = run_compiled(g, inputs, fmt::format("columns-{}-{}-{}", rows, cols, chunk), chunk);
+      REQUIRE(got.ok());
+      check_same(*got, expected, 1e-5);
+    }
+  }
+  // A sum over trailing dims keeps walking rows.
+  ir::Graph rows_sum = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64,64]) {
+  %s: f32[64] = reduce_sum(%x) {axes=[1]}
+  return %s
+}
+)"),
+                               true);
+  for_each_kernel(rows_sum, int64_t{16} << 20, 32,
+                  [&](llvm::Function& f) { CHECK(loop_hints(f, "llvm.loop.parallel_accesses").empty()); });
+}
+
 TEST_CASE("outputs at or above the streaming size are written with non-temporal stores", "[codegen][cpu][streaming]") {
   ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[4096], %r: f32[8,128]) {
   %y: f32[4096] = exp(%x)
@@ -143,7 +216,7 @@ TEST_CASE("outputs at or above the streaming size are written with non-temporal 
 TEST_CASE("512-bit vectors go to row kernels and exp loops only; light sum passes stay rolled", "[codegen][cpu]") {
   ir::Graph g = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64,4096], %s: f32[4096], %b: f32[4096]) {
   %y: f32[64,4096] = layer_norm(%x, %s, %b) {axis=-1, eps=1e-5}
-  %t: f32[64,4096] = tanh(%x)
+  %t: f32[64,4096] = cos(%x)
   %p: f32[64,4096] = add(%t, %t)
   return %y, %p
 }
@@ -234,19 +307,25 @@ TEST_CASE("loops that make more than one math library call interleave four vecto
   }
 }
 
-TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special values", "[codegen][cpu][math]") {
+TEST_CASE("inlined f32 exp, erf and tanh: ulp error over a sweep, and the special values", "[codegen][cpu][math]") {
   // 200001 points over [-110, 95], past both ends of exp's range, plus the specials.
   std::vector<double> xs;
   for (int i = 0; i <= 200000; ++i) xs.push_back(-110.0 + 205.0 * i / 200000);
   for (double v : {0.0, -0.0, 1e-30, -1e-30, 0.99999994, 1.0, -1.0, 88.72, 88.73, -87.3, -103.9, 1e30, -1e30})
     xs.push_back(v);
+  // tanh around its switch from polynomial to exp at 0.8, and small values.
+  for (int i = 0; i <= 20000; ++i) {
+    xs.push_back(0.7 + 0.2 * i / 20000);
+    xs.push_back(-std::ldexp(1.0, -i / 500));
+  }
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   for (double v : {inf, -inf, nan}) xs.push_back(v);
   const auto n = static_cast<int64_t>(xs.size());
   ir::Graph g = planned(kiln::testing::parse_ok(fmt::format(R"(graph @g(%x: f32[{0}]) {{
   %e: f32[{0}] = exp(%x)
   %r: f32[{0}] = erf(%x)
-  return %e, %r
+  %t: f32[{0}] = tanh(%x)
+  return %e, %r, %t
 }}
 )",
                                                             n)),
@@ -264,7 +343,7 @@ TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special valu
         std::max(std::nextafter(std::fabs(w), INFINITY) - std::fabs(w), std::numeric_limits<float>::denorm_min());
     return std::fabs(got_value - want) / ulp;
   };
-  double worst_exp = 0, worst_erf_abs = 0;
+  double worst_exp = 0, worst_erf_abs = 0, worst_tanh = 0;
   for (int64_t i = 0; i < n; ++i) {
     double xi = static_cast<float>(xs[static_cast<size_t>(i)]);
     INFO("x = " << xi);
@@ -275,8 +354,14 @@ TEST_CASE("inlined f32 exp and erf: ulp error over a sweep, and the special valu
     if (std::isnan(xi)) CHECK(std::isnan(r));
     else CHECK(std::fabs(r - std::erf(xi)) <= 2e-7);
     if (!std::isnan(xi)) worst_erf_abs = std::max(worst_erf_abs, std::fabs(r - std::erf(xi)));
+    const float t = static_cast<float>((*got)[2].get(i));
+    double tu = ulps(t, std::tanh(xi));
+    CHECK(tu <= 2.0);
+    worst_tanh = std::max(worst_tanh, tu);
+    if (xi == 0) CHECK(std::signbit(t) == std::signbit(xi));  // tanh(-0) = -0
   }
-  WARN("worst exp error " << worst_exp << " ulp; worst erf error " << worst_erf_abs);
+  WARN("worst exp error " << worst_exp << " ulp; worst erf error " << worst_erf_abs << "; worst tanh error "
+                          << worst_tanh << " ulp");
 }
 
 TEST_CASE("elementwise kernels with broadcasts, walked row by row, agree over work ranges that split rows",

@@ -354,3 +354,24 @@ TEST_CASE("a profiled run times every step and the copies after them, and writes
   REQUIRE_FALSE(wrong.ok());
   CHECK(wrong.error().message == "run: missing input %x: f32[64]");
 }
+
+TEST_CASE("matmuls of every batch pattern, folded into fewer GEMMs where they can be, give the interpreter's values",
+          "[runtime][matmul]") {
+  // tests/lit/cli/gemm_shapes.test shows the GEMM each becomes.
+  const char* graphs[] = {
+      "graph @g(%x: f32[8,16,32], %w: f32[32,24]) {\n  %y: f32[8,16,24] = matmul(%x, %w)\n  return %y\n}\n",
+      "graph @g(%x: f32[2,3,5,7], %w: f32[7,4]) {\n  %y: f32[2,3,5,4] = matmul(%x, %w)\n  return %y\n}\n",
+      "graph @g(%q: f32[4,3,6,5], %k: f32[4,3,5,6]) {\n  %s: f32[4,3,6,6] = matmul(%q, %k)\n  return %s\n}\n",
+      "graph @g(%x: f32[8,6,4], %w: f32[6,9]) {\n  %t: f32[8,4,6] = transpose(%x) {perm=[0,2,1]}\n"
+      "  %y: f32[8,4,9] = matmul(%t, %w)\n  return %y\n}\n",
+      "graph @g(%x: f32[2,3,20,7], %w: f32[1,1,7,5]) {\n  %y: f32[2,3,20,5] = matmul(%x, %w)\n  return %y\n}\n",
+      "graph @g(%x: f32[16,4], %w: f32[3,4,8]) {\n  %y: f32[3,16,8] = matmul(%x, %w)\n  return %y\n}\n",
+      "graph @g(%x: f32[3,1,5,4], %w: f32[2,4,6]) {\n  %y: f32[3,2,5,6] = matmul(%x, %w)\n  return %y\n}\n",
+      "graph @g(%x: f64[4,5,3], %w: f64[3,2]) {\n  %y: f64[4,5,2] = matmul(%x, %w)\n  return %y\n}\n",
+  };
+  for (const char* text : graphs) {
+    INFO(text);
+    ir::Graph g = kiln::testing::parse_ok(text);
+    check_against_interpreter("matmul", g, seeded_arguments(g, 5));
+  }
+}

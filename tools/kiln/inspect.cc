@@ -110,6 +110,16 @@ int run_inspect(std::span<char* const> argv) {
       fmt::print("  {:3} {} {} [{}] ({}) -> ({}){}\n", s, step_kinds[static_cast<int>(step->kind())],
                  step->name() ? step->name()->str() : "?", step->symbol()->str(), refs(a, step->inputs()),
                  refs(a, step->outputs()), launch);
+      if (step->kind() == format::StepKind::Library && step->matmul()) {
+        const format::Matmul& mm = *step->matmul();
+        std::string batch;
+        if (mm.batch())
+          for (const format::BatchDim* d : *mm.batch())
+            batch += fmt::format(" [{} x strides a {}, b {}, c {}]", d->count(), d->a_stride(), d->b_stride(),
+                                 d->c_stride());
+        fmt::print("        gemm m={} n={} k={}{}{}, batch{}\n", mm.m(), mm.n(), mm.k(), mm.trans_a() ? " trans_a" : "",
+                   mm.trans_b() ? " trans_b" : "", batch.empty() ? " none" : batch);
+      }
       // Format 1.3 records what each step computes; `kiln bench --profile` names steps alike.
       if (step->ops() && step->ops()->size() > 0) {
         std::string ops;
