@@ -123,13 +123,14 @@ int main(int argc, char** argv) {
   for (const Library& l : libraries) fmt::print(" {:>10}", l.name.substr(0, l.name.find(' ')));
   fmt::print("\n");
   for (const Shape& s : suite_shapes()) {
-    std::vector<float> a(static_cast<size_t>(s.batch * s.m * s.k), 0.5f), b(static_cast<size_t>(s.batch * s.k * s.n), 0.25f),
-        c(static_cast<size_t>(s.batch * s.m * s.n));
+    std::vector<float> a(static_cast<size_t>(s.batch * s.m * s.k), 0.5f),
+        b(static_cast<size_t>(s.batch * s.k * s.n), 0.25f), c(static_cast<size_t>(s.batch * s.m * s.n));
     std::vector<std::function<void()>> candidates;
     for (const Library& l : libraries)
       candidates.push_back([&, l] {
         for (int64_t p = 0; p < s.batch; ++p)
-          l.sgemm(s.trans_a, s.m, s.n, s.k, a.data() + p * s.m * s.k, b.data() + p * s.k * s.n, c.data() + p * s.m * s.n);
+          l.sgemm(s.trans_a, s.m, s.n, s.k, a.data() + p * s.m * s.k, b.data() + p * s.k * s.n,
+                  c.data() + p * s.m * s.n);
       });
     kiln::bench::Interleaved t = kiln::bench::time_interleaved(repeat, candidates);
     const double flops = 2.0 * static_cast<double>(s.batch * s.m * s.n * s.k);

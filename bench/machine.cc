@@ -1,6 +1,7 @@
 #include "bench/machine.h"
 
-#include <cblas.h>
+#include "runtime/model.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -18,10 +19,10 @@ std::string cpu_model_name() {
   return "unknown";
 }
 
-// OpenBLAS picks its kernels for the CPU it runs on when it loads (OPENBLAS_CORETYPE
-// overrides); a release older than the CPU falls back to an older family's kernels, which
-// decides the matmul rows.
-std::string blas_description() { return openblas_get_config(); }
+// The matmul libraries pick their kernels for the CPU they run on when they load; a
+// library that does not know the CPU falls back to generic ones, which decides the matmul
+// rows (the runtime says so).
+std::string blas_description() { return runtime::cpu_matmul_library(); }
 
 std::string today_utc() {
   std::time_t now = std::time(nullptr);
@@ -80,13 +81,17 @@ void fill_random(const runtime::TensorInfo& info, uint64_t seed, uint8_t* data, 
         break;
       }
       case runtime::ElementType::Bool: data[i] = static_cast<uint8_t>(r >> 63); break;
-      case runtime::ElementType::F16:
+      case runtime::ElementType::F16: {
+        _Float16 h = static_cast<_Float16>(unit * scale);
+        std::memcpy(data + 2 * i, &h, 2);
+        break;
+      }
       case runtime::ElementType::BF16: {
-        // The top half of the f32's bits is its bfloat16; f16 gets zeros.
+        // The top half of the f32's bits is its bfloat16 (rounded toward zero: random data).
         float f = static_cast<float>(unit * scale);
         uint32_t bits = 0;
         std::memcpy(&bits, &f, 4);
-        uint16_t half = info.type == runtime::ElementType::BF16 ? static_cast<uint16_t>(bits >> 16) : 0;
+        uint16_t half = static_cast<uint16_t>(bits >> 16);
         std::memcpy(data + 2 * i, &half, 2);
         break;
       }

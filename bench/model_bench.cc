@@ -26,9 +26,13 @@ constexpr double kCpuPerStepOverheadMs = 0.01, kCudaPerStepOverheadMs = 0.02;
 // Integer inputs that are no table's indices and no labels.
 constexpr int64_t kDefaultIntBound = 10;
 
-// The least index bound among the uses of `v` in `g` (0: none).
-int64_t use_bound(const ir::Graph& g, ir::ValueId v, int depth) {
+// The least index bound among the uses of `v` in `g` (0: none), each value's once: a value
+// used twice by each of a chain of ops would otherwise be walked 2^length times.
+using BoundMemo = std::map<std::pair<const ir::Graph*, ir::ValueId>, int64_t>;
+int64_t use_bound(const ir::Graph& g, ir::ValueId v, int depth, BoundMemo& memo) {
   if (depth > 64) return 0;  // functions call only earlier functions: deeper is a loop
+  auto known = memo.find({&g, v});
+  if (known != memo.end()) return known->second;
   int64_t bound = 0;
   auto least = [&](int64_t b) {
     if (b > 0) bound = bound == 0 ? b : std::min(bound, b);
@@ -52,16 +56,17 @@ int64_t use_bound(const ir::Graph& g, ir::ValueId v, int depth) {
         case ir::Op::Broadcast:
         case ir::Op::Slice:
         case ir::Op::Concat:
-        case ir::Op::Cast: least(use_bound(g, n.result, depth + 1)); break;
+        case ir::Op::Cast: least(use_bound(g, n.result, depth + 1, memo)); break;
         case ir::Op::Call: {
           const std::string callee = n.attrs.get_string("callee");
           for (const ir::Graph& f : g.functions)
-            if (f.name == callee && p < f.args.size()) least(use_bound(f, f.args[p].value, depth + 1));
+            if (f.name == callee && p < f.args.size()) least(use_bound(f, f.args[p].value, depth + 1, memo));
           break;
         }
         default: break;
       }
     }
+  memo[{&g, v}] = bound;
   return bound;
 }
 
@@ -210,9 +215,10 @@ void summarize(ModelBenchResult& r, const std::vector<runtime::StepInfo>& steps,
 
 std::map<std::string, int64_t> index_bounds(const ir::Graph& graph) {
   std::map<std::string, int64_t> bounds;
+  BoundMemo memo;
   for (const ir::Arg& a : graph.args)
     if (ir::is_int(graph.type(a.value).dtype))
-      if (int64_t b = use_bound(graph, a.value, 0); b > 0) bounds[graph.value_name(a.value)] = b;
+      if (int64_t b = use_bound(graph, a.value, 0, memo); b > 0) bounds[graph.value_name(a.value)] = b;
   return bounds;
 }
 

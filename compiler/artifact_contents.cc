@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cstdint>
 
 #include "ir/row_class.h"
 #include "runtime/format/target.h"
@@ -96,8 +97,8 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   while (!dims.empty()) {
     const format::BatchDim& d = dims.back();
     if (d.count() != 1 && (call.params.trans_a || d.b_stride() != 0 || d.a_stride() != call.params.m * call.params.k ||
-                           d.c_stride() != call.params.m * call.params.n))
-      break;
+                           d.c_stride() != call.params.m * call.params.n || call.params.m * d.count() > INT32_MAX))
+      break;  // (BLAS takes M as an int)
     call.params.m *= d.count();
     dims.pop_back();
   }

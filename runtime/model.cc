@@ -5,6 +5,7 @@
 
 #include "base/allocation.h"
 #include "base/version.h"
+#include "runtime/cpu/matmul.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/executor.h"
 #include "runtime/format/artifact.h"
@@ -17,6 +18,8 @@ std::string artifact_format_versions() {
   return std::to_string(format::kFormatMajor) + ".0 to " + std::to_string(format::kFormatMajor) + "." +
          std::to_string(format::kFormatMinor);
 }
+
+std::string cpu_matmul_library() { return cpu::matmul_library(); }
 
 Result<std::string> cuda_driver_version() {
   KILN_ASSIGN_OR_RETURN(const cuda::Driver* cu, cuda::driver());

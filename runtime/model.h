@@ -18,6 +18,11 @@ namespace kiln::runtime {
 std::string_view runtime_version();
 /// The artifact format versions this runtime reads: "1.0 to 1.2".
 std::string artifact_format_versions();
+/// The libraries CPU matmuls run on, with the kernels they chose for this CPU (loudly
+/// marked GENERIC where a library fell back to pre-AVX2 code on a CPU with AVX2):
+/// "oneDNN 2.6.3 (avx512_core kernels) for f32; OpenBLAS 0.3.21 (Cooperlake kernels) for
+/// f64", or OpenBLAS alone, saying why oneDNN is not used.
+std::string cpu_matmul_library();
 /// The NVIDIA driver's CUDA version ("13.0"), or why there is no usable driver.
 Result<std::string> cuda_driver_version();
 

@@ -1,6 +1,7 @@
 // The emitter of one kernel step's LLVM function. Internal to codegen/cpu: its methods are
 // defined in kernel_emitter.cc (loops, streaming stores, loop and scatter kernels),
-// element_values.cc (a value at an index) and row_kernels.cc (reductions over rows).
+// element_values.cc (a value at an index), row_kernels.cc (reductions over rows) and
+// column_sums.cc (sums over leading dims).
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>

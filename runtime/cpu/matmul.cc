@@ -1,8 +1,13 @@
 #include "runtime/cpu/matmul.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "runtime/cpu/host_cpu.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -19,10 +24,90 @@ void matmul_loop(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, 
     }
 }
 
+// oneDNN's C API, declared here rather than through its headers (only the calls kiln makes).
+struct Dnnl {
+  struct Version {
+    int major, minor, patch;
+    const char* hash;
+    unsigned cpu_runtime, gpu_runtime;
+  };
+  int (*sgemm)(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = nullptr;
+  const Version* (*version)() = nullptr;
+  int (*effective_cpu_isa)() = nullptr;
+  std::string why_not;  // when sgemm is null
+};
+
+const Dnnl& dnnl() {
+  static const Dnnl d = [] {
+    Dnnl d;
+    const char* file = std::getenv("KILN_LIBDNNL");
+    void* library = dlopen(file && *file ? file : "libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+      const char* error = dlerror();
+      d.why_not = std::string("oneDNN not found: ") + (error ? error : "dlopen failed");
+      return d;
+    }
+    d.sgemm = reinterpret_cast<decltype(d.sgemm)>(dlsym(library, "dnnl_sgemm"));
+    d.version = reinterpret_cast<decltype(d.version)>(dlsym(library, "dnnl_version"));
+    d.effective_cpu_isa = reinterpret_cast<decltype(d.effective_cpu_isa)>(dlsym(library, "dnnl_get_effective_cpu_isa"));
+    if (!d.sgemm || !d.version || !d.effective_cpu_isa) {
+      d.sgemm = nullptr;
+      d.why_not = "oneDNN is too old: it lacks dnnl_sgemm, dnnl_version or dnnl_get_effective_cpu_isa";
+    }
+    return d;
+  }();
+  return d;
+}
+
+// The names of dnnl_cpu_isa_t, and whether each has AVX2 kernels (its bits include avx2's, 0x7).
+std::string dnnl_isa_name(int isa) {
+  switch (isa) {
+    case 0x1: return "sse41";
+    case 0x3: return "avx";
+    case 0x7: return "avx2";
+    case 0x407: return "avx2_vnni";
+    case 0x27: return "avx512_core";
+    case 0x67: return "avx512_core_vnni";
+    case 0xe7: return "avx512_core_bf16";
+    case 0x3e7: return "avx512_core_amx";
+    default: return "isa " + std::to_string(isa);
+  }
+}
+
+// OpenBLAS's kernel families with AVX2 or AVX-512 code; any other on an AVX2 CPU is a
+// fallback (as on the H100 machine's Xeon, which OpenBLAS 0.3.21 ran with Prescott's).
+bool openblas_uses_avx2(const std::string& core) {
+  for (const char* name : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", "Excavator"})
+    if (core == name) return true;
+  return false;
+}
+
 }  // namespace
+
+std::string matmul_library() {
+  const bool avx2 = host_has_cpu_feature("avx2");
+  const std::string core = openblas_get_corename() ? openblas_get_corename() : "unknown";
+  const std::string config = openblas_get_config();  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..."
+  std::string openblas = config.substr(0, config.find(' ', config.find(' ') + 1));
+  openblas += " (" + core + " kernels" +
+              (avx2 && !openblas_uses_avx2(core) ? ": GENERIC, this CPU has AVX2 but OpenBLAS does not know it" : "") +
+              ")";
+  const Dnnl& d = dnnl();
+  if (!d.sgemm) return openblas + " (" + d.why_not + ")";
+  const Dnnl::Version* v = d.version();
+  const int isa = d.effective_cpu_isa();
+  const bool generic = avx2 && (isa & 0x7) != 0x7;
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (" +
+         dnnl_isa_name(isa) + " kernels" + (generic ? ": GENERIC, this CPU has AVX2" : "") + ") for f32; " + openblas +
+         " for f64";
+}
 
 Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr) {
   int64_t m = mm.m(), n = mm.n(), k = mm.k();
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+    return make_error("runtime: a matmul of " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                      " has a dim past the 2147483647 a BLAS call takes");
   // Batch dims as an odometer over per-dim strides (0 where an operand broadcasts).
   std::vector<const format::BatchDim*> dims;
   if (mm.batch())
@@ -45,6 +130,15 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr) 
     int lda = static_cast<int>(mm.trans_a() ? m : k), ldb = static_cast<int>(mm.trans_b() ? k : n);
     switch (t) {
       case ElementType::F32:
+        if (const Dnnl& d = dnnl(); d.sgemm) {
+          if (int status = d.sgemm(mm.trans_a() ? 'T' : 'N', mm.trans_b() ? 'T' : 'N', m, n, k, 1.0f,
+                                   reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f,
+                                   reinterpret_cast<float*>(c), n);
+              status != 0)
+            return make_error("runtime: oneDNN's sgemm failed with status " + std::to_string(status) + " for a " +
+                              std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " matmul");
+          break;
+        }
         cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
                     reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f,
                     reinterpret_cast<float*>(c), static_cast<int>(n));

@@ -1,5 +1,7 @@
-// A library matmul step on the CPU: OpenBLAS's sgemm and dgemm per batch index, with the
-// transposes folded into the call; integer matmuls in a plain loop.
+// A library matmul step on the CPU, per batch index, with the transposes folded into the
+// call: f32 on oneDNN's sgemm, opened at run time, where it is installed (it ran the models
+// suite's GEMMs 1.07-20x faster than OpenBLAS: docs/benchmarks.md), else OpenBLAS's; f64 on
+// OpenBLAS's dgemm; integer matmuls in a plain loop.
 #pragma once
 
 #include <cstdint>
@@ -13,5 +15,12 @@ namespace kiln::runtime::cpu {
 /// C = op(A) op(B) for every batch index of `call` (verified to stay inside its operands),
 /// with A, B and C at args[0], args[1], args[2], in element type `type`.
 Status run_matmul(const format::Matmul& call, ElementType type, uint8_t* const* args);
+
+/// Which libraries run the matmuls, with the kernels they chose for this CPU, and whether
+/// those are generic ones on a CPU with AVX2 (a library that does not know the CPU falls
+/// back to them, several times slower): "oneDNN 2.6.3 (avx512_core kernels) for f32;
+/// OpenBLAS 0.3.21 (Cooperlake kernels) for f64". Opens oneDNN ($KILN_LIBDNNL names
+/// another file than libdnnl.so.2) once per process; without it, says why.
+std::string matmul_library();
 
 }  // namespace kiln::runtime::cpu

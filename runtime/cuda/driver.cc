@@ -59,10 +59,14 @@ Result<const Driver*> open_driver() {
   KILN_BIND(graph_destroy, cuGraphDestroy);
   KILN_BIND(graph_exec_destroy, cuGraphExecDestroy);
   KILN_BIND(launch_kernel, cuLaunchKernel);
-  KILN_BIND(event_create, cuEventCreate);
-  KILN_BIND(event_destroy, cuEventDestroy);
-  KILN_BIND(event_record, cuEventRecord);
-  KILN_BIND(event_elapsed_time, cuEventElapsedTime);
+  // Only profiled runs need events (cuEventElapsedTime_v2 is from CUDA 12.8's drivers on):
+  // an older driver still runs models, and a profile says what it lacks.
+  std::string no_events;
+  bind(library, d.event_create, KILN_CUDA_SYMBOL(cuEventCreate), no_events);
+  bind(library, d.event_destroy, KILN_CUDA_SYMBOL(cuEventDestroy), no_events);
+  bind(library, d.event_record, KILN_CUDA_SYMBOL(cuEventRecord), no_events);
+  bind(library, d.event_elapsed_time, KILN_CUDA_SYMBOL(cuEventElapsedTime), no_events);
+  if (!no_events.empty()) d.missing_for_profiles = no_events;
   KILN_BIND(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor);
 #undef KILN_BIND
   if (!missing.empty()) return make_error("the NVIDIA driver in " + file + " is too old: it lacks " + missing);

@@ -50,6 +50,10 @@ struct Driver {
   decltype(&::cuEventElapsedTime) event_elapsed_time;
   decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancy_max_active_blocks;
 
+  /// What profiled runs need that this driver lacks (empty: nothing); the event entry
+  /// points above are then null.
+  std::string missing_for_profiles;
+
   /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
   std::string describe(CUresult result) const;
 };

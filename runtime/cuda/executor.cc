@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -283,6 +284,8 @@ struct Impl {
 
   Status matmul(const Step& step, const Session& s, const std::vector<CUdeviceptr>& where) const {
     const format::Matmul& mm = *step.matmul;
+    if (mm.m() > INT32_MAX || mm.n() > INT32_MAX || mm.k() > INT32_MAX)
+      return make_error("runtime: step " + step.name + ": a matmul dim is past the 2147483647 cuBLAS takes");
     const int m = static_cast<int>(mm.m()), n = static_cast<int>(mm.n()), k = static_cast<int>(mm.k());
     const int lda = mm.trans_a() ? m : k, ldb = mm.trans_b() ? k : n;
     const Blas::Operation ta = mm.trans_a() ? Blas::kTranspose : Blas::kNoTranspose,
@@ -395,6 +398,8 @@ struct Impl {
     const Clock::time_point started = Clock::now();
     KILN_RETURN_IF_ERROR(check(cu->ctx_set_current(context), "cuCtxSetCurrent"));
     StepEvents events(cu);
+    if (profile && !cu->missing_for_profiles.empty())
+      return make_error("runtime: this NVIDIA driver cannot time steps: it lacks " + cu->missing_for_profiles);
     if (profile) KILN_RETURN_IF_ERROR(check(events.create(steps.size() + 2), "cuEventCreate"));
     std::unique_lock<std::mutex> state_lock(state_mutex, std::defer_lock);
     if (!sig.state_values.empty()) state_lock.lock();

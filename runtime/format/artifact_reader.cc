@@ -165,6 +165,9 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   view.metadata_ = &a;
 
   if (!a.target()) return fail(Kind::MalformedMetadata, "no target");
+  // The loaders walk these without checking each: a writer always writes them, if empty.
+  if (!a.values() || !a.args() || !a.results() || !a.buffers() || !a.steps())
+    return fail(Kind::MalformedMetadata, "no values, arguments, results, buffers or steps table");
   if (!expected_target.empty() && a.target()->string_view() != expected_target)
     return fail(Kind::WrongTarget,
                 "compiled for " + a.target()->str() + ", but this runtime runs " + std::string(expected_target));
@@ -298,6 +301,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       return fail(Kind::OutOfRange, "step " + n(s) + " has an unknown kind");
     if (!step->symbol() || step->symbol()->size() == 0)
       return fail(Kind::MalformedMetadata, "step " + n(s) + " has no entry point");
+    if (!step->inputs() || !step->outputs())
+      return fail(Kind::MalformedMetadata, "step " + n(s) + " has no inputs or outputs list");
     if (step->work_items() < 0 || step->work_items() > (int64_t{1} << 40))
       return fail(Kind::OutOfRange, "step " + n(s) + " has " + std::to_string(step->work_items()) + " work items");
     if (step->flops() < 0)

@@ -97,8 +97,14 @@ int run_bench(std::span<char* const> argv) {
   for (std::string_view model_flag : {"weights", "random-weights", "input", "warmup", "profile", "trace"})
     if (parsed->has(model_flag))
       return fail(cmd, fmt::format("--{} is a flag of kiln bench MODEL; the suites take none", model_flag));
-  if (parsed->has("export"))
+  if (parsed->has("export")) {
+    for (std::string_view timing_flag : {"target", "cpu", "filter", "repeat", "threads", "json", "svg"})
+      if (parsed->has(timing_flag))
+        return fail(cmd, fmt::format("--export writes the suite's rows and times nothing; it takes --suite and "
+                                     "--quick, not --{}",
+                                     timing_flag));
     return export_suite(parsed->get("suite", "fusion"), parsed->has("quick"), parsed->get("export"));
+  }
   bench::BenchOptions options;
   options.target = parsed->get("target", "cpu");
   options.cpu = parsed->get("cpu", options.cpu);

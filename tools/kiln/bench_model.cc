@@ -53,7 +53,7 @@ int run_bench_model(const Args& args) {
   constexpr std::string_view cmd = "kiln bench";
   if (args.positional.size() != 1)
     return fail(cmd, fmt::format("expected one model file, got {}; see 'kiln bench --help'", args.positional.size()));
-  for (std::string_view suite_flag : {"suite", "filter", "svg"})
+  for (std::string_view suite_flag : {"suite", "filter", "svg", "export"})
     if (args.has(suite_flag))
       return fail(cmd, fmt::format("--{} is a flag of the suites; a model takes none", suite_flag));
   const std::string& path = args.positional[0];
@@ -79,6 +79,8 @@ int run_bench_model(const Args& args) {
     auto bytes = format::read_artifact_file(path);
     if (!bytes.ok())
       return fail(cmd, bytes.error().code ? fmt::format("{}: {}", path, bytes.error().message) : bytes.error().message);
+    if (args.has("cpu"))
+      return fail(cmd, fmt::format("--cpu is for compiling a .kir; {} holds its kernels already", path));
     source.artifact = std::move(*bytes);
   }
 
@@ -101,11 +103,9 @@ int run_bench_model(const Args& args) {
   for (const NamedValue& input : *input_files) {
     auto npy = runtime::read_npy_file(input.value);
     if (!npy.ok()) return fail(cmd, fmt::format("--input {}: {}", input.name, npy.error().message));
-    auto type = runtime::element_type_named(npy->dtype);
-    if (!type)
-      return fail(
-          cmd, fmt::format("--input {}: {} holds {}, which kiln has no type for", input.name, input.value, npy->dtype));
-    options.inputs[input.name] = {{input.name, *type, npy->shape}, std::move(npy->data)};
+    // read_npy_file names only the runtime's element types.
+    const runtime::ElementType type = runtime::element_type_named(npy->dtype).value_or(runtime::ElementType::F32);
+    options.inputs[input.name] = {{input.name, type, npy->shape}, std::move(npy->data)};
   }
 
   auto result = bench::bench_model(source, options, [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
