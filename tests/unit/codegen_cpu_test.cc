@@ -179,6 +179,26 @@ TEST_CASE("sums over leading dims walk rows of their operand, a block of columns
       check_same(*got, expected, 1e-5);
     }
   }
+  // Several leading dims kept with keepdims, in f64; and bf16, rounded as the row walk does.
+  ir::Graph other = kiln::testing::parse_ok(R"(graph @g(%x: f64[3,5,4,30], %y: bf16[6,2,70]) {
+  %s: f64[1,1,4,30] = reduce_sum(%x) {axes=[0,1], keepdims=true}
+  %t: bf16[2,70] = reduce_sum(%y) {axes=[0]}
+  return %s, %t
+}
+)");
+  auto other_inputs = kiln::testing::seeded_arguments(other, 11, 3);
+  auto other_expected = kiln::testing::eval_ok(other, other_inputs);
+  ir::Graph other_planned = planned(other, true);
+  for_each_kernel(other_planned, int64_t{16} << 20, 32, [&](llvm::Function& f) {
+    INFO(f.getName().str());
+    CHECK(loop_hints(f, "llvm.loop.parallel_accesses").size() >= 2);
+  });
+  for (int64_t chunk : {int64_t{0}, int64_t{7}}) {
+    auto got = run_compiled(other_planned, other_inputs, fmt::format("columns-other-{}", chunk), chunk);
+    REQUIRE(got.ok());
+    check_same({(*got)[0]}, {other_expected[0]}, 1e-12);  // f64: double sums either way
+    check_same({(*got)[1]}, {other_expected[1]}, 1e-2);   // bf16's 8 bits
+  }
   // A sum over trailing dims keeps walking rows.
   ir::Graph rows_sum = planned(kiln::testing::parse_ok(R"(graph @g(%x: f32[64,64]) {
   %s: f32[64] = reduce_sum(%x) {axes=[1]}
