@@ -99,6 +99,53 @@ void fill_random(const runtime::TensorInfo& info, uint64_t seed, uint8_t* data, 
   }
 }
 
+Result<std::unique_ptr<ModelBuffers>> ModelBuffers::make(const runtime::Model& model, const Fill& fill) {
+  std::unique_ptr<ModelBuffers> b(new ModelBuffers(model));
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    const runtime::TensorInfo& info = model.inputs()[i];
+    b->storage_.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
+    KILN_RETURN_IF_ERROR(fill(info, i, b->storage_.back()->data()));
+    b->inputs_[info.name] = b->storage_.back()->span();
+  }
+  for (const runtime::TensorInfo& info : model.outputs()) {
+    b->storage_.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
+    b->outputs_[info.name] = b->storage_.back()->span();
+  }
+  return b;
+}
+
+ModelBuffers::~ModelBuffers() {
+  for (auto* ptrs : {&device_inputs_, &device_outputs_})
+    for (auto& [name, p] : *ptrs) cu_->mem_free(p);
+}
+
+Status ModelBuffers::to_device() {
+  KILN_ASSIGN_OR_RETURN(cu_, runtime::cuda::driver());
+  for (const auto& [name, bytes] : inputs_) {
+    CUdeviceptr d = 0;
+    if (cu_->mem_alloc(&d, std::max<size_t>(1, bytes.size())) != CUDA_SUCCESS)
+      return make_error("cannot allocate the input %" + name + " on the GPU");
+    device_inputs_[name] = d;
+    if (cu_->memcpy_htod(d, bytes.data(), bytes.size()) != CUDA_SUCCESS)
+      return make_error("cannot copy the input %" + name + " to the GPU");
+  }
+  for (const auto& [name, bytes] : outputs_) {
+    CUdeviceptr d = 0;
+    if (cu_->mem_alloc(&d, std::max<size_t>(1, bytes.size())) != CUDA_SUCCESS)
+      return make_error("cannot allocate the output %" + name + " on the GPU");
+    device_outputs_[name] = d;
+  }
+  return Status::Ok();
+}
+
+Status ModelBuffers::run() const {
+  return cu_ ? model_.run_device(device_inputs_, device_outputs_) : model_.run(inputs_, outputs_);
+}
+
+Result<runtime::RunProfile> ModelBuffers::profile() const {
+  return cu_ ? model_.profile_device(device_inputs_, device_outputs_) : model_.profile(inputs_, outputs_);
+}
+
 HostCopy::HostCopy(int64_t bytes, runtime::ThreadPool& pool, int threads)
     : from_(static_cast<size_t>(bytes), 1), to_(static_cast<size_t>(bytes)), pool_(pool), threads_(threads) {}
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -10,6 +12,7 @@
 #include "base/result.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/model.h"
 #include "runtime/types.h"
 
 namespace kiln::bench {
@@ -43,6 +46,37 @@ class AlignedBytes {
 /// [0, int_bound), bools 0 or 1.
 void fill_random(const runtime::TensorInfo& info, uint64_t seed, uint8_t* data, double scale = 1,
                  int64_t int_bound = 10);
+
+/// A loaded model's buffers for timed runs: 64-byte-aligned host buffers for every input
+/// and output and, after to_device(), copies on the GPU, so that a run touches device
+/// memory only (no host copies in what is timed). Keeps a reference to the model.
+class ModelBuffers {
+ public:
+  /// Fills input `index` (signature order) of type `info` into `bytes`, or says why not.
+  using Fill = std::function<Status(const runtime::TensorInfo& info, size_t index, uint8_t* bytes)>;
+  static Result<std::unique_ptr<ModelBuffers>> make(const runtime::Model& model, const Fill& fill);
+  ~ModelBuffers();
+  ModelBuffers(const ModelBuffers&) = delete;
+  ModelBuffers& operator=(const ModelBuffers&) = delete;
+
+  /// Uploads the inputs and allocates the outputs on the GPU; later runs use those.
+  Status to_device();
+  /// One run: on the device buffers after to_device(), else on the host buffers.
+  Status run() const;
+  /// One profiled run, on the same buffers as run().
+  Result<runtime::RunProfile> profile() const;
+  /// The driver, after to_device().
+  const runtime::cuda::Driver* driver() const { return cu_; }
+
+ private:
+  explicit ModelBuffers(const runtime::Model& model) : model_(model) {}
+  const runtime::Model& model_;
+  std::vector<std::unique_ptr<AlignedBytes>> storage_;
+  std::map<std::string, std::span<const uint8_t>> inputs_;
+  std::map<std::string, std::span<uint8_t>> outputs_;
+  const runtime::cuda::Driver* cu_ = nullptr;
+  std::map<std::string, uint64_t> device_inputs_, device_outputs_;
+};
 
 /// A copy of `bytes` split across the pool's threads like a kernel: the CPU's bandwidth limit.
 class HostCopy {

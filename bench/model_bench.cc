@@ -100,78 +100,38 @@ LatencyStats stats(std::vector<double> ms) {
 
 double median_of(std::vector<double> v) { return stats(std::move(v)).median; }
 
-// The model's buffers for a run: host buffers always (the inputs' data), device buffers
-// on CUDA, where runs read and write only device memory.
-struct Buffers {
-  std::vector<std::unique_ptr<AlignedBytes>> storage;
-  std::map<std::string, std::span<const uint8_t>> inputs;
-  std::map<std::string, std::span<uint8_t>> outputs;
-  const runtime::cuda::Driver* cu = nullptr;
-  std::map<std::string, uint64_t> device_inputs, device_outputs;
-  ~Buffers() {
-    for (auto* ptrs : {&device_inputs, &device_outputs})
-      for (auto& [name, p] : *ptrs) cu->mem_free(p);
-  }
-};
-
-// Fills every input: the caller's, checked, or seeded random data.
-Result<std::unique_ptr<Buffers>> make_buffers(const runtime::Model& model, const ModelBenchOptions& options,
-                                              const std::map<std::string, int64_t>& bounds,
-                                              std::vector<std::string>& random_inputs) {
-  auto b = std::make_unique<Buffers>();
+// The model's buffers, every input filled: the caller's, checked, or seeded random data
+// (described in `random_inputs`).
+Result<std::unique_ptr<ModelBuffers>> make_buffers(const runtime::Model& model, const ModelBenchOptions& options,
+                                                   const std::map<std::string, int64_t>& bounds,
+                                                   std::vector<std::string>& random_inputs) {
   for (const auto& [name, given] : options.inputs)
     if (std::none_of(model.inputs().begin(), model.inputs().end(),
                      [&](const runtime::TensorInfo& i) { return i.name == name; }))
       return make_error(fmt::format("--input {}: the model has no input %{}", name, name));
-  uint64_t seed = 1;
-  for (const runtime::TensorInfo& info : model.inputs()) {
-    b->storage.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
+  return ModelBuffers::make(model, [&](const runtime::TensorInfo& info, size_t index, uint8_t* bytes) -> Status {
     auto given = options.inputs.find(info.name);
     if (given != options.inputs.end()) {
       const runtime::TensorInfo& got = given->second.info;
       if (got.type != info.type || got.shape != info.shape)
         return make_error(fmt::format("--input {}: the model's input %{} is {}, but the file holds {}", info.name,
                                       info.name, info.type_string(), got.type_string()));
-      std::copy(given->second.data.begin(), given->second.data.end(), b->storage.back()->data());
-    } else {
-      auto bound = bounds.find(info.name);
-      const int64_t ints = bound != bounds.end() ? bound->second : kDefaultIntBound;
-      fill_random(info, seed, b->storage.back()->data(), 1, ints);
-      const bool is_int = info.type == runtime::ElementType::I32 || info.type == runtime::ElementType::I64;
-      random_inputs.push_back(
-          is_int ? fmt::format("%{}: {} uniform in [0, {}){}, seed {}", info.name, info.type_string(), ints,
-                               bound != bounds.end() ? " (its indices' bound)" : "", seed)
-          : info.type == runtime::ElementType::Bool
-              ? fmt::format("%{}: {} 0 or 1, seed {}", info.name, info.type_string(), seed)
-              : fmt::format("%{}: {} uniform in [-1, 1), seed {}", info.name, info.type_string(), seed));
+      std::copy(given->second.data.begin(), given->second.data.end(), bytes);
+      return Status::Ok();
     }
-    ++seed;
-    b->inputs[info.name] = b->storage.back()->span();
-  }
-  for (const runtime::TensorInfo& info : model.outputs()) {
-    b->storage.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
-    b->outputs[info.name] = b->storage.back()->span();
-  }
-  return b;
-}
-
-Status to_device(Buffers& b, const runtime::Model& model) {
-  KILN_ASSIGN_OR_RETURN(b.cu, runtime::cuda::driver());
-  for (const auto& [name, bytes] : b.inputs) {
-    CUdeviceptr d = 0;
-    if (b.cu->mem_alloc(&d, std::max<size_t>(1, bytes.size())) != CUDA_SUCCESS)
-      return make_error("cannot allocate the input %" + name + " on the GPU");
-    b.device_inputs[name] = d;
-    if (b.cu->memcpy_htod(d, bytes.data(), bytes.size()) != CUDA_SUCCESS)
-      return make_error("cannot copy the input %" + name + " to the GPU");
-  }
-  for (const runtime::TensorInfo& info : model.outputs()) {
-    CUdeviceptr d = 0;
-    if (b.cu->mem_alloc(&d, std::max<size_t>(1, static_cast<size_t>(info.bytes()))) != CUDA_SUCCESS)
-      return make_error("cannot allocate the output %" + info.name + " on the GPU");
-    b.device_outputs[info.name] = d;
-  }
-  return Status::Ok();
+    const uint64_t seed = index + 1;
+    auto bound = bounds.find(info.name);
+    const int64_t ints = bound != bounds.end() ? bound->second : kDefaultIntBound;
+    fill_random(info, seed, bytes, 1, ints);
+    const bool is_int = info.type == runtime::ElementType::I32 || info.type == runtime::ElementType::I64;
+    random_inputs.push_back(
+        is_int ? fmt::format("%{}: {} uniform in [0, {}){}, seed {}", info.name, info.type_string(), ints,
+                             bound != bounds.end() ? " (its indices' bound)" : "", seed)
+        : info.type == runtime::ElementType::Bool
+            ? fmt::format("%{}: {} 0 or 1, seed {}", info.name, info.type_string(), seed)
+            : fmt::format("%{}: {} uniform in [-1, 1), seed {}", info.name, info.type_string(), seed));
+    return Status::Ok();
+  });
 }
 
 // The steps' figures and the summary, from the profiled runs.
@@ -283,19 +243,16 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
   r.threads = cuda                  ? 0
               : options.threads > 0 ? options.threads
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Buffers> buffers, make_buffers(*model, options, bounds, r.random_inputs));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ModelBuffers> buffers, make_buffers(*model, options, bounds, r.random_inputs));
   if (cuda) {
-    KILN_RETURN_IF_ERROR(to_device(*buffers, *model));
-    KILN_ASSIGN_OR_RETURN(r.device, gpu_name(buffers->cu));
+    KILN_RETURN_IF_ERROR(buffers->to_device());
+    KILN_ASSIGN_OR_RETURN(r.device, gpu_name(buffers->driver()));
     r.latency_clock = "host steady_clock around run_device on device buffers (CUDA Graph replay, then synchronize)";
   } else {
     r.device = cpu_model_name();
     r.latency_clock = "host steady_clock around run on host buffers (64-byte aligned)";
   }
-  auto run = [&]() -> Status {
-    return cuda ? model->run_device(buffers->device_inputs, buffers->device_outputs)
-                : model->run(buffers->inputs, buffers->outputs);
-  };
+  auto run = [&] { return buffers->run(); };
   progress(fmt::format("{} warm-up runs, then {} timed runs", options.warmup, options.repeat));
   for (int i = 0; i < options.warmup; ++i) KILN_RETURN_IF_ERROR(run());
   std::vector<double> ms;
@@ -315,7 +272,7 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
   progress(fmt::format("timing a plain copy of {} bytes, then {} profiled runs", copy_bytes, options.repeat));
   Timing copy;
   if (cuda) {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceCopy> device_copy, DeviceCopy::make(buffers->cu, copy_bytes));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceCopy> device_copy, DeviceCopy::make(buffers->driver(), copy_bytes));
     copy = time_runs(std::min(options.repeat, 20), [&] { device_copy->run(); });
   } else {
     runtime::ThreadPool pool(r.threads - 1);
@@ -325,8 +282,7 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
   const Clock::time_point first = Clock::now();
   for (int i = 0; i < options.repeat; ++i) {
     const double start = ms_since(first);
-    auto profile = cuda ? model->profile_device(buffers->device_inputs, buffers->device_outputs)
-                        : model->profile(buffers->inputs, buffers->outputs);
+    auto profile = buffers->profile();
     if (!profile.ok()) return profile.error();
     r.traced.push_back({start, std::move(*profile)});
   }

@@ -46,17 +46,9 @@ struct Prepared {
   std::shared_ptr<runtime::Model> model;
   int kernels = 0;
   int64_t arena_bytes = 0;
-  std::vector<std::unique_ptr<AlignedBytes>> storage;
-  std::map<std::string, std::span<const uint8_t>> inputs;
-  std::map<std::string, std::span<uint8_t>> outputs;
-  const runtime::cuda::Driver* cu = nullptr;
-  std::map<std::string, uint64_t> device_inputs, device_outputs;
+  std::unique_ptr<ModelBuffers> buffers;  // after `model`, which they refer to
   Status last = Status::Ok();
-  void run() { last = cu ? model->run_device(device_inputs, device_outputs) : model->run(inputs, outputs); }
-  ~Prepared() {
-    for (auto* ptrs : {&device_inputs, &device_outputs})
-      for (auto& [name, p] : *ptrs) cu->mem_free(p);
-  }
+  void run() { last = buffers->run(); }
 };
 
 Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int threads, const BenchOptions& bench) {
@@ -72,33 +64,12 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
   p->arena_bytes = static_cast<int64_t>(view.metadata().arena_bytes());
   KILN_ASSIGN_OR_RETURN(p->model, runtime::Model::load_bytes(std::move(artifact), {threads}));
   for (const auto& [name, value] : row.state) KILN_RETURN_IF_ERROR(p->model->write_state(name, host(value, name)));
-  uint64_t seed = 1;
-  for (const runtime::TensorInfo& info : p->model->inputs()) {
-    p->storage.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
-    fill_random(info, seed++, p->storage.back()->data());
-    p->inputs[info.name] = p->storage.back()->span();
-  }
-  for (const runtime::TensorInfo& info : p->model->outputs()) {
-    p->storage.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
-    p->outputs[info.name] = p->storage.back()->span();
-  }
-  if (bench.target == "cuda") {
-    KILN_ASSIGN_OR_RETURN(p->cu, runtime::cuda::driver());
-    for (auto& [name, bytes] : p->inputs) {
-      CUdeviceptr d = 0;
-      if (p->cu->mem_alloc(&d, bytes.size()) != CUDA_SUCCESS)
-        return make_error("cannot allocate the input %" + name + " on the GPU");
-      p->device_inputs[name] = d;
-      if (p->cu->memcpy_htod(d, bytes.data(), bytes.size()) != CUDA_SUCCESS)
-        return make_error("cannot copy the input %" + name + " to the GPU");
-    }
-    for (const runtime::TensorInfo& info : p->model->outputs()) {
-      CUdeviceptr d = 0;
-      if (p->cu->mem_alloc(&d, static_cast<size_t>(info.bytes())) != CUDA_SUCCESS)
-        return make_error("cannot allocate the output %" + info.name + " on the GPU");
-      p->device_outputs[info.name] = d;
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(p->buffers,
+                        ModelBuffers::make(*p->model, [](const runtime::TensorInfo& info, size_t i, uint8_t* bytes) {
+                          fill_random(info, i + 1, bytes);
+                          return Status::Ok();
+                        }));
+  if (bench.target == "cuda") KILN_RETURN_IF_ERROR(p->buffers->to_device());
   p->run();
   if (!p->last.ok()) return p->last.error();
   return p;

@@ -44,34 +44,36 @@ Status KernelEmitter::emit_columns(RowKernel& k) {
     llvm::Value* first = b_.CreateAdd(begin, b_.CreateMul(block, i64(kColumnBlock)));
     llvm::Value* count = b_.CreateSub(end, first);
     count = b_.CreateSelect(b_.CreateICmpSLT(count, i64(kColumnBlock)), count, i64(kColumnBlock));
-    independent_iterations_ = true;
-    KILN_RETURN_IF_ERROR(loop(i64(0), count, [&](llvm::Value* c) {
-      b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), sum_at(c));
-      return Status::Ok();
-    }));
+    KILN_RETURN_IF_ERROR(loop(
+        i64(0), count,
+        [&](llvm::Value* c) {
+          b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), sum_at(c));
+          return Status::Ok();
+        },
+        Unroll::kDefault, 0, Iterations::kIndependent));
     // Row i of the operand, over the block's columns: consecutive elements.
     KILN_RETURN_IF_ERROR(loop(i64(0), i64(k.row_length), [&](llvm::Value* i) -> Status {
       Index reduced = unflatten(i, k.rc.reduced_shape);
-      independent_iterations_ = true;
-      Status walked = loop(i64(0), count, [&](llvm::Value* c) -> Status {
-        Index kept = unflatten(b_.CreateAdd(first, c), k.rc.kept_shape);
-        Index full{nullptr, k.rc.full_index(kept.dims, reduced.dims)};
-        auto before = memo_;
-        KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full));
-        // Sums of floats accumulate in double, as the interpreter does; each column's own.
-        b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), sum_at(c)), b_.CreateFPExt(v, b_.getDoubleTy())),
-                       sum_at(c));
-        for (ValueId o : k.full_outputs) {
-          KILN_ASSIGN_OR_RETURN(llvm::Value * out, value_at(o, full));
-          store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(k.rc.full, full), out);
-        }
-        memo_ = before;
-        return Status::Ok();
-      });
-      independent_iterations_ = false;
-      return walked;
+      return loop(
+          i64(0), count,
+          [&](llvm::Value* c) -> Status {
+            Index kept = unflatten(b_.CreateAdd(first, c), k.rc.kept_shape);
+            Index full{nullptr, k.rc.full_index(kept.dims, reduced.dims)};
+            auto before = memo_;
+            KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, full));
+            // Sums of floats accumulate in double, as the interpreter does; each column's own.
+            b_.CreateStore(
+                b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), sum_at(c)), b_.CreateFPExt(v, b_.getDoubleTy())),
+                sum_at(c));
+            for (ValueId o : k.full_outputs) {
+              KILN_ASSIGN_OR_RETURN(llvm::Value * out, value_at(o, full));
+              store_element(b_, type(o).dtype, bases_[slot_[o]], flat_of(k.rc.full, full), out);
+            }
+            memo_ = before;
+            return Status::Ok();
+          },
+          Unroll::kDefault, 0, Iterations::kIndependent);
     }));
-    independent_iterations_ = false;
     // Each column's row values and row-shaped outputs, from its sum.
     return loop(i64(0), count, [&](llvm::Value* c) -> Status {
       k.column_sum = b_.CreateLoad(b_.getDoubleTy(), sum_at(c));

@@ -73,7 +73,7 @@ Status KernelEmitter::emit() {
 }
 
 Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body,
-                           Unroll unroll, int interleave) {
+                           Unroll unroll, int interleave, Iterations iterations) {
   const bool exact = unroll == Unroll::kVectorOnly || unroll == Unroll::kWhole;
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
@@ -111,7 +111,7 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   // aliases it at the same index only, which the vectorizer cannot prove: its runtime
   // overlap check fails and the whole kernel runs scalar. Saying so lets it vectorize.
   // Loops nested in this one have tagged their own accesses first.
-  if (step_.kind == ir::StepKind::Loop || independent_iterations_) {
+  if (step_.kind == ir::StepKind::Loop || iterations == Iterations::kIndependent) {
     llvm::MDNode* group = llvm::MDNode::getDistinct(ctx_, {});
     bool in_body = false;
     for (llvm::BasicBlock& block : *fn_) {

@@ -76,10 +76,15 @@ class KernelEmitter : public ElementWalker {
   // memory.
   enum class Unroll { kDefault, kVectorOnly, kWhole, kRolled };
 
+  // Whether a loop's iterations touch memory another iteration touches. A loop kernel's
+  // never do (the runtime splits them across threads), nor emit_columns' loops over columns.
+  enum class Iterations { kMayDepend, kIndependent };
+
   // for (i = begin; i < end; ++i) body(i), leaving the builder after the loop. With
   // `interleave`, the vectorizer interleaves that many vectors (else it chooses).
+  // Independent iterations (always, in a loop kernel) are said to the vectorizer.
   Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body,
-              Unroll unroll = Unroll::kDefault, int interleave = 0);
+              Unroll unroll = Unroll::kDefault, int interleave = 0, Iterations iterations = Iterations::kMayDepend);
 
   // The instructions in `first` and every block created after it (a loop body, with the
   // loops nested in it).
@@ -232,9 +237,6 @@ class KernelEmitter : public ElementWalker {
   // only sum passes are rolled.
   bool rolled_loops_ = false;
   static constexpr size_t kRolledBodyLimit = 24;
-  // Whether the loop being emitted has independent iterations besides a loop kernel's
-  // (emit_columns' loops over columns); loop() then says so to the vectorizer.
-  bool independent_iterations_ = false;
   static constexpr int64_t kColumnBlock = 512;  // columns summed at once: 4 KiB of double sums
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
