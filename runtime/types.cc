@@ -29,10 +29,7 @@ std::optional<ElementType> element_type_named(std::string_view name) {
   return std::nullopt;
 }
 
-int element_bytes(ElementType t) {
-  constexpr int sizes[] = {4, 8, 2, 2, 4, 8, 1};
-  return sizes[static_cast<int>(t)];
-}
+int element_bytes(ElementType t) { return format::element_bytes(static_cast<format::DType>(t)); }
 
 int64_t TensorInfo::elements() const {
   int64_t n = 1;

@@ -131,4 +131,7 @@ Result<std::vector<uint8_t>> read_artifact_file(const std::string& path);
 /// ("artifact: checksum mismatch: the weights section 2 ...").
 Result<ArtifactView> read_artifact(std::span<const uint8_t> bytes, std::string_view expected_target = "");
 
+/// Bytes per element of an element type (0 for a value the enum does not name).
+int element_bytes(DType dtype);
+
 }  // namespace kiln::format

@@ -10,6 +10,20 @@
 #include "runtime/format/artifact.h"
 
 namespace kiln::format {
+
+int element_bytes(DType d) {
+  switch (d) {
+    case DType::F64:
+    case DType::I64: return 8;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+
 namespace {
 
 using Kind = ArtifactErrorKind;
@@ -23,19 +37,6 @@ T load(std::span<const uint8_t> bytes, size_t at) {
   T v;
   std::memcpy(&v, bytes.data() + at, sizeof(T));
   return v;
-}
-
-int element_bytes(DType d) {
-  switch (d) {
-    case DType::F64:
-    case DType::I64: return 8;
-    case DType::F32:
-    case DType::I32: return 4;
-    case DType::F16:
-    case DType::BF16: return 2;
-    case DType::Bool: return 1;
-  }
-  return 0;
 }
 
 std::string n(uint64_t v) { return std::to_string(v); }
