@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "ir/reduction_split.h"
 #include "ir/row_class.h"
 #include "runtime/format/target.h"
 
@@ -159,6 +160,7 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     }
     c.args.push_back(arg);
   }
+  const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
   for (const ir::Step& step : g.program->steps) {
     format::ArtifactContents::StepInfo info;
     info.kind = to_format(step.kind);
@@ -179,6 +181,15 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       for (ir::ValueId v : step.inputs) info.inputs.push_back(value(v));
     }
     for (ir::ValueId v : step.outputs) info.outputs.push_back(value(v));
+    // A split reduction's scratch lives during its step only: every step's in one region
+    // past the planned buffers. (The CUDA kernels split no reduction yet.)
+    if (auto split = ir::reduction_split(g, step); split && target == format::kCpuTarget) {
+      info.partial_symbol = format::partial_kernel_symbol(info.symbol);
+      info.partial_items = split->partial_items;
+      info.scratch_offset = static_cast<int64_t>(scratch_at);
+      info.scratch_bytes = split->scratch_bytes;
+      c.arena_bytes = std::max<uint64_t>(c.arena_bytes, scratch_at + static_cast<uint64_t>(split->scratch_bytes));
+    }
     c.steps.push_back(std::move(info));
   }
   for (ir::ValueId v : g.results) c.results.push_back(value(v));

@@ -33,11 +33,13 @@ int math_library_calls(const ir::Graph& g, const ir::Step& step) {
 }  // namespace
 
 KernelEmitter::KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes,
-                             int vector_bytes)
+                             int vector_bytes, bool partial)
     : ElementWalker(g, step),
       streaming_bytes_(streaming_bytes),
       vector_bytes_(vector_bytes >= 64 && wide_vectors_pay(g, step) ? 64 : 32),
       call_interleave_(step.kind == ir::StepKind::Loop && math_library_calls(g, step) >= 2 ? kCallInterleave : 0),
+      split_(ir::reduction_split(g, step)),
+      partial_(partial),
       m_(m),
       ctx_(m.getContext()),
       b_(ctx_) {}
@@ -46,7 +48,9 @@ Status KernelEmitter::emit() {
   auto* i64 = b_.getInt64Ty();
   auto* ptr = llvm::PointerType::getUnqual(ctx_);
   auto* fn_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
-  fn_ = llvm::Function::Create(fn_type, llvm::Function::ExternalLinkage, format::kernel_symbol(step_.name), m_);
+  const std::string symbol = format::kernel_symbol(step_.name);
+  fn_ = llvm::Function::Create(fn_type, llvm::Function::ExternalLinkage,
+                               partial_ ? format::partial_kernel_symbol(symbol) : symbol, m_);
   fn_->setDoesNotThrow();
   fn_->addFnAttr("prefer-vector-width", std::to_string(vector_bytes_ * 8));
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
@@ -54,6 +58,8 @@ Status KernelEmitter::emit() {
   llvm::Value* args = fn_->getArg(0);
   for (size_t k = 0; k < step_.inputs.size() + step_.outputs.size(); ++k)
     bases_.push_back(b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, args, k)));
+  if (split_)  // the scratch follows the outputs
+    scratch_ = b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, args, step_.inputs.size() + step_.outputs.size()));
   Status body = step_.kind == ir::StepKind::Loop        ? emit_loop()
                 : step_.kind == ir::StepKind::Reduction ? emit_reduction()
                                                         : emit_scatter();
@@ -391,6 +397,10 @@ void emit_signature(const ir::Graph& g, const ir::Step& step, llvm::Module& m) {
       const ir::TensorType& t = g.type(v);
       words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(t.num_elements() * ir::dtype_size(t.dtype))));
     }
+  if (auto split = ir::reduction_split(g, step)) {  // what the scratch must hold, and the parts
+    words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(split->scratch_bytes)));
+    words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(split->partial_items)));
+  }
   auto* type = llvm::ArrayType::get(i64, words.size());
   new llvm::GlobalVariable(m, type, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
                            llvm::ConstantArray::get(type, words),
@@ -403,6 +413,8 @@ Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store
   if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");
   for (const ir::Step& step : g.program->steps) {
     if (step.kind == ir::StepKind::Library) continue;
+    if (ir::reduction_split(g, step))
+      KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes, true).emit());
     KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes).emit());
     emit_signature(g, step, m);
   }

@@ -17,6 +17,10 @@ namespace kiln::codegen::cpu {
 /// `vector_bytes` is the vector width the kernels are vectorized for (32 or 64).
 /// Beside each kernel, a constant `kiln_STEP_signature`: int64 words, the argument count
 /// then each argument's bytes, for the runtime to check the artifact's metadata against.
+/// A reduction step that ir::reduction_split splits gets two kernels: kiln_STEP_partial
+/// over the split's partial_items, then kiln_STEP over the step's rows; both take the
+/// scratch (split.scratch_bytes) as one more argument after the outputs, and the
+/// signature ends with the scratch bytes and the partial items.
 Status emit_kernels(const ir::Graph& graph, llvm::Module& module, int64_t streaming_store_bytes, int vector_bytes = 32);
 
 }  // namespace kiln::codegen::cpu

@@ -1,7 +1,8 @@
 // The emitter of one kernel step's LLVM function. Internal to codegen/cpu: its methods are
 // defined in kernel_emitter.cc (loops, streaming stores, loop and scatter kernels),
-// element_values.cc (a value at an index), row_kernels.cc (reductions over rows) and
-// column_sums.cc (sums over leading dims).
+// element_values.cc (a value at an index), row_kernels.cc (reductions over rows),
+// column_sums.cc (sums over leading dims) and split_sums.cc (sums split into parts across
+// work items, ir/reduction_split.h).
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
@@ -13,6 +14,7 @@
 #include "base/result.h"
 #include "ir/element_walker.h"
 #include "ir/graph.h"
+#include "ir/reduction_split.h"
 #include "ir/row_class.h"
 
 namespace kiln::codegen::cpu::detail {
@@ -38,8 +40,8 @@ struct RowKernel {
   int last_reduction = -1;                        // the node of the last reduction pass
   bool pipelined = false;                         // whether this emission pipelines rows
   llvm::Value* line_start = nullptr;              // pipelined: the first row position on a line
-  // Walked by columns (emit_columns): the sum of the row being emitted, already taken
-  // (a double), and its full-shape outputs already written.
+  // Walked by columns (emit_columns) or added from a split's parts: the sum of the row
+  // being emitted, already taken (a double), and its full-shape outputs already written.
   llvm::Value* column_sum = nullptr;
 };
 
@@ -56,7 +58,10 @@ struct RowToWrite {
 // values element by element come from the element walker it derives from, over LLVM values.
 class KernelEmitter : public ElementWalker {
  public:
-  KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes);
+  // `partial`: the first kernel of a split reduction step (kiln_STEP_partial), which sums
+  // the parts into scratch, rather than the step's kernel.
+  KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Module& m, int64_t streaming_bytes, int vector_bytes,
+                bool partial = false);
 
   Status emit();
 
@@ -185,14 +190,21 @@ class KernelEmitter : public ElementWalker {
   }
   // Whether the reduction n over rows of this length is a float sum in chunks of kSumLanes.
   bool chunked_sum(const Node& n, int64_t row_length) const;
-  // Whether the step is a float sum over leading dims (each row a column of its operand:
-  // bias and layer-norm parameter gradients) with no full-shape output that needs the
-  // sum, which emit_columns walks a row of the operand at a time.
-  bool walks_columns(const RowKernel& k) const;
-  // Over a block of consecutive columns, adds each row of the operand into a sum per
-  // column (contiguous loads, vectorized across columns; full-shape outputs written on
-  // the way), then emits each column's row values and outputs from its sum.
+  // Over the columns [col_begin, col_end) in blocks of kColumnBlock, adds operand rows
+  // [row_begin, row_end) into a double sum per column (contiguous loads, vectorized
+  // across columns; full-shape outputs written on the way), then calls
+  // finish(first column, count, sums) for the block.
+  using ColumnBlockDone = std::function<Status(llvm::Value*, llvm::Value*, llvm::AllocaInst*)>;
+  Status sum_columns(RowKernel& k, llvm::Value* row_begin, llvm::Value* row_end, llvm::Value* col_begin,
+                     llvm::Value* col_end, const ColumnBlockDone& finish);
+  // A float sum over leading dims (ir::sums_columns: bias and layer-norm parameter
+  // gradients), walked a row of the operand at a time; each column's row values and
+  // outputs from its sum.
   Status emit_columns(RowKernel& k);
+  // A split step's first kernel: each work item one part, its sums into scratch.
+  Status emit_partial_sums(RowKernel& k);
+  // A split step's kernel: each row's sum added from its parts in order, then the row.
+  Status emit_split_rows(RowKernel& k);
   // Records a reduction's result (in its accumulator type) as the value of n at `at`.
   void remember_reduction(const Node& n, const Index& at, llvm::Value* total);
   // Emits the loop of one reduction over a row and records its result for the row.
@@ -237,7 +249,12 @@ class KernelEmitter : public ElementWalker {
   // only sum passes are rolled.
   bool rolled_loops_ = false;
   static constexpr size_t kRolledBodyLimit = 24;
-  static constexpr int64_t kColumnBlock = 512;  // columns summed at once: 4 KiB of double sums
+  const std::optional<ir::ReductionSplit> split_;
+  const bool partial_;
+  llvm::Value* scratch_ = nullptr;     // a split step's parts: doubles
+  llvm::Value* last_total_ = nullptr;  // reduce()'s last total, in its accumulator type
+  static constexpr int64_t kColumnBlock = 1024;  // columns summed at once: 8 KiB of double sums
+  static constexpr int64_t kColumnRows = 8;     // rows summed in the compute type before the double sum
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;

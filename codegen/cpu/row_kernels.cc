@@ -41,7 +41,8 @@ Status KernelEmitter::emit_reduction() {
   llvm::Value* begin = fn_->getArg(1);
   llvm::Value* end = fn_->getArg(2);
   auto one_row_at_a_time = [&](llvm::Value* r) { return emit_row(k, r, nullptr); };
-  if (walks_columns(k)) return emit_columns(k);
+  if (split_) return partial_ ? emit_partial_sums(k) : emit_split_rows(k);
+  if (ir::sums_columns(g_, step_, k.rc)) return emit_columns(k);
   if (!pipelines(k)) return loop(begin, end, one_row_at_a_time);
   row_buffers_ = 2;
   // Each output row is written from its first line boundary on (the same row position in
@@ -397,6 +398,7 @@ Status KernelEmitter::reduce(const Node& n, int64_t row_length, const Shape& ful
   llvm::Value* total = b_.CreateLoad(acc_type, acc);
   if (saw_nan)
     total = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), saw_nan), llvm::ConstantFP::getNaN(acc_type), total);
+  last_total_ = total;
   remember_reduction(n, at, total);
   return Status::Ok();
 }

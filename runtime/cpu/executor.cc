@@ -185,6 +185,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     for (uint32_t v : *step.inputs()) ptrs.push_back(where[v]);
     for (uint32_t v : *step.outputs()) ptrs.push_back(where[v]);
     Kernel kernel = kernels_.kernel(s);
+    Kernel partial = kernels_.partial_kernel(s);
+    if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
       if (step.kind() == format::StepKind::Library)
         return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data());
@@ -192,6 +194,10 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
         kernel(ptrs.data(), 0, step.work_items());
       } else {
         uint8_t* const* args = ptrs.data();
+        // A split step's parts first, one part per work item: each is long already.
+        if (partial) pool_->parallel_for(step.partial_items(), 1, [&](int64_t begin, int64_t end) {
+          partial(args, begin, end);
+        });
         pool_->parallel_for(step.work_items(), step.kind() == format::StepKind::Loop ? 16384 : 16,
                             [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
       }

@@ -64,13 +64,26 @@ Status check_signature(void* library, const format::Step& step, const Signature&
       return refuse("argument " + std::to_string(i) + " of its kernel is " + std::to_string(words[i + 1]) +
                     " bytes, the metadata's %" + sig.values[args[i]].name + " " +
                     std::to_string(sig.value_bytes[args[i]]));
+  // A split step's kernels (format 1.4) end their signature with the scratch they write
+  // and the partial kernel's work items; a kernel compiled unsplit has no partial kernel,
+  // which the loader refuses first.
+  if (step.partial_symbol() && step.partial_symbol()->size() > 0) {
+    const int64_t* split = words + 1 + args.size();
+    if (split[0] != step.scratch_bytes() || split[1] != step.partial_items())
+      return refuse("its kernels sum " + std::to_string(split[1]) + " parts into " + std::to_string(split[0]) +
+                    " bytes of scratch, the metadata gives " + std::to_string(step.partial_items()) + " and " +
+                    std::to_string(step.scratch_bytes()));
+  }
   return Status::Ok();
 }
 
 }  // namespace
 
 KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
-    : library_(other.library_), fd_(other.fd_), kernels_(std::move(other.kernels_)) {
+    : library_(other.library_),
+      fd_(other.fd_),
+      kernels_(std::move(other.kernels_)),
+      partial_kernels_(std::move(other.partial_kernels_)) {
   other.library_ = nullptr;
   other.fd_ = -1;
 }
@@ -84,6 +97,7 @@ Result<KernelLibrary> KernelLibrary::load(const format::ArtifactView& view, cons
   const format::Artifact& a = view.metadata();
   KernelLibrary lib;
   lib.kernels_.assign(a.steps()->size(), nullptr);
+  lib.partial_kernels_.assign(a.steps()->size(), nullptr);
   bool needs_code = false;
   for (const format::Step* s : *a.steps()) needs_code = needs_code || s->kind() != format::StepKind::Library;
   if (!needs_code) return lib;
@@ -115,6 +129,11 @@ Result<KernelLibrary> KernelLibrary::load(const format::ArtifactView& view, cons
     if (step->kind() == format::StepKind::Library) continue;
     lib.kernels_[s] = reinterpret_cast<Kernel>(dlsym(lib.library_, step->symbol()->c_str()));
     if (!lib.kernels_[s]) return make_error("runtime: the kernels have no entry point " + step->symbol()->str());
+    if (step->partial_symbol() && step->partial_symbol()->size() > 0) {
+      lib.partial_kernels_[s] = reinterpret_cast<Kernel>(dlsym(lib.library_, step->partial_symbol()->c_str()));
+      if (!lib.partial_kernels_[s])
+        return make_error("runtime: the kernels have no entry point " + step->partial_symbol()->str());
+    }
     if (view.format_minor() >= 2) KILN_RETURN_IF_ERROR(check_signature(lib.library_, *step, sig));
   }
   return lib;

@@ -27,12 +27,14 @@ class KernelLibrary {
 
   /// The entry point of step `s`, or null for a library step.
   Kernel kernel(size_t s) const { return kernels_[s]; }
+  /// The kernel that sums the parts of split reduction step `s` (format 1.4), or null.
+  Kernel partial_kernel(size_t s) const { return partial_kernels_[s]; }
 
  private:
   KernelLibrary() = default;
   void* library_ = nullptr;
   int fd_ = -1;  // the memfd the kernels were loaded from
-  std::vector<Kernel> kernels_;
+  std::vector<Kernel> kernels_, partial_kernels_;
 };
 
 }  // namespace kiln::runtime::cpu

@@ -15,7 +15,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 3;
+inline constexpr uint16_t kFormatMinor = 4;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -74,6 +74,10 @@ struct ArtifactContents {
     int64_t grid_blocks = 0;       ///< for CUDA kernel steps
     std::vector<std::string> ops;  ///< "%value = op" per node the step computes
     int64_t flops = 0;
+    std::string partial_symbol;    ///< split reduction steps: the kernel summing the parts
+    int64_t partial_items = 0;
+    int64_t scratch_offset = 0;  ///< in the arena
+    int64_t scratch_bytes = 0;
   };
   struct CodeInfo {
     std::string kind, arch;

@@ -290,6 +290,22 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       return fail(Kind::BadMemoryPlan, "buffer " + n(i) + " is in place of a value outside the arena");
     arena[arena_index[i]].in_place_of = arena_index[from];
   }
+  // A split reduction step's scratch (format 1.4): arena bytes live during the step only.
+  for (int s = 0; s < steps; ++s) {
+    const Step* step = a.steps()->Get(s);
+    const bool partial = step->partial_symbol() && step->partial_symbol()->size() > 0;
+    if (!partial && step->scratch_bytes() == 0 && step->partial_items() == 0 && step->scratch_offset() == 0) continue;
+    if (!partial || step->kind() != StepKind::Reduction || cuda)
+      return fail(Kind::MalformedMetadata, "step " + n(s) + " has scratch or a partial kernel, which only a split "
+                                           "reduction step of a CPU artifact has");
+    if (step->partial_items() < 1 || step->partial_items() > (int64_t{1} << 40) || step->scratch_bytes() < 8 ||
+        step->scratch_bytes() > (int64_t{1} << 48) || step->scratch_offset() < 0 ||
+        step->scratch_offset() > (int64_t{1} << 48))
+      return fail(Kind::OutOfRange, "step " + n(s) + " has " + std::to_string(step->partial_items()) +
+                                        " partial work items and " + std::to_string(step->scratch_bytes()) +
+                                        " bytes of scratch at " + std::to_string(step->scratch_offset()));
+    arena.push_back({"step " + n(s) + "'s scratch", step->scratch_offset(), step->scratch_bytes(), s, s, -1});
+  }
   if (a.alignment() == 0 || (a.alignment() & (a.alignment() - 1)) != 0 || a.arena_bytes() > (uint64_t{1} << 48))
     return fail(Kind::OutOfRange, "arena of " + n(a.arena_bytes()) + " bytes with alignment " + n(a.alignment()));
   Status plan = check_arena(arena, static_cast<int64_t>(a.arena_bytes()), static_cast<int64_t>(a.alignment()));

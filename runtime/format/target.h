@@ -26,6 +26,10 @@ inline int cuda_arch_number(std::string_view arch) {
 /// The entry point of a kernel step: "kiln_" + the step's name.
 inline std::string kernel_symbol(std::string_view step_name) { return "kiln_" + std::string(step_name); }
 
+/// The first kernel of a split reduction step (format 1.4), which sums the parts of its
+/// rows into scratch before the step's kernel runs: KERNEL_partial.
+inline std::string partial_kernel_symbol(std::string_view kernel) { return std::string(kernel) + "_partial"; }
+
 /// The constant beside a CPU kernel that gives its argument count and each argument's
 /// bytes (format 1.2): KERNEL_signature.
 inline std::string kernel_signature_symbol(std::string_view kernel) { return std::string(kernel) + "_signature"; }

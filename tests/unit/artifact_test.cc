@@ -207,7 +207,7 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
   newer[10] = 7;  // minor version 7
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.3)");
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.4)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);

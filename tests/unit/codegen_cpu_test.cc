@@ -11,6 +11,7 @@
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/kernel_emitter.h"
+#include "ir/reduction_split.h"
 #include "ir/row_class.h"
 #include "passes/pipeline.h"
 #include "tests/unit/random_graph.h"
@@ -45,9 +46,21 @@ Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<
         if (step.kind == ir::StepKind::Library) return false;
         auto kernel = reinterpret_cast<Kernel>(dlsym(handle, ("kiln_" + step.name).c_str()));
         if (!kernel) return make_error("no kernel kiln_" + step.name);
-        const int64_t items = ir::work_items(g, step);
-        for (int64_t begin = 0; begin<items; begin += chunk> 0 ? chunk : items)
-          kernel(buffers.data(), begin, chunk > 0 ? std::min(items, begin + chunk) : items);
+        auto over = [&](Kernel k, uint8_t* const* args, int64_t items) {
+          for (int64_t begin = 0; begin<items; begin += chunk> 0 ? chunk : items)
+            k(args, begin, chunk > 0 ? std::min(items, begin + chunk) : items);
+        };
+        if (auto split = ir::reduction_split(g, step)) {  // its parts first, into scratch
+          auto partial = reinterpret_cast<Kernel>(dlsym(handle, ("kiln_" + step.name + "_partial").c_str()));
+          if (!partial) return make_error("no kernel kiln_" + step.name + "_partial");
+          std::vector<double> scratch(static_cast<size_t>(split->scratch_bytes) / sizeof(double));
+          std::vector<uint8_t*> args(buffers.begin(), buffers.end());
+          args.push_back(reinterpret_cast<uint8_t*>(scratch.data()));
+          over(partial, args.data(), split->partial_items);
+          over(kernel, args.data(), ir::work_items(g, step));
+          return true;
+        }
+        over(kernel, buffers.data(), ir::work_items(g, step));
         return true;
       });
   dlclose(handle);

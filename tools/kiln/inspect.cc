@@ -120,6 +120,9 @@ int run_inspect(std::span<char* const> argv) {
         fmt::print("        gemm m={} n={} k={}{}{}, batch{}\n", mm.m(), mm.n(), mm.k(), mm.trans_a() ? " trans_a" : "",
                    mm.trans_b() ? " trans_b" : "", batch.empty() ? " none" : batch);
       }
+      if (step->partial_symbol() && step->partial_symbol()->size() > 0)
+        fmt::print("        split: {} parts first [{}], {} bytes of scratch at {}\n", step->partial_items(),
+                   step->partial_symbol()->str(), step->scratch_bytes(), step->scratch_offset());
       // Format 1.3 records what each step computes; `kiln bench --profile` names steps alike.
       if (step->ops() && step->ops()->size() > 0) {
         std::string ops;

@@ -1,0 +1,82 @@
+#include "ir/reduction_split.h"
+
+#include <algorithm>
+
+namespace kiln::ir {
+
+bool single_float_sum(const Graph& g, const Step& step, const RowClass& rc) {
+  std::vector<char> member(g.nodes.size(), 0);
+  const Node* sum = nullptr;
+  int reductions = 0;
+  for (int n : step.nodes) {
+    member[n] = 1;
+    if (op_kind(g.nodes[n].op) != OpKind::Reduction) continue;
+    ++reductions;
+    sum = &g.nodes[n];
+  }
+  if (reductions != 1 || sum->op != Op::ReduceSum || !is_float(g.type(sum->operands[0]).dtype)) return false;
+  // A full-shape output that needs the sum would need a second walk over the row.
+  const std::vector<int> producer = g.producers();
+  std::vector<char> seen(g.values.size(), 0);
+  for (ValueId o : step.outputs) {
+    if (g.type(o).shape != rc.full) continue;
+    std::vector<ValueId> todo{o};
+    while (!todo.empty()) {
+      ValueId v = todo.back();
+      todo.pop_back();
+      if (producer[v] < 0 || !member[producer[v]] || seen[v]) continue;
+      seen[v] = 1;
+      if (v == sum->result) return false;
+      for (ValueId operand : g.nodes[producer[v]].operands) todo.push_back(operand);
+    }
+  }
+  return true;
+}
+
+bool sums_columns(const Graph& g, const Step& step, const RowClass& rc) {
+  if (rc.contiguous() || rc.kept.empty()) return false;
+  for (size_t d = 0; d < rc.reduced.size(); ++d)
+    if (rc.reduced[d] != static_cast<int64_t>(d)) return false;
+  return single_float_sum(g, step, rc);
+}
+
+std::optional<ReductionSplit> reduction_split(const Graph& g, const Step& step) {
+  if (step.kind != StepKind::Reduction) return std::nullopt;
+  std::optional<RowClass> rc = row_class(g, step);
+  if (!rc) return std::nullopt;
+  const int64_t rows = rc->rows(), length = rc->row_length();
+  if (rows <= 0 || length <= 0 || rows * length < kSplitMinElements) return std::nullopt;
+  ReductionSplit split;
+  if (sums_columns(g, step, *rc)) {
+    if (rows >= kSplitManyColumns) return std::nullopt;  // the columns alone keep every core busy
+    // Whole groups of operand rows per part, enough that the scratch (a double per column
+    // per part) stays small beside the part's own elements.
+    int64_t part = std::max(kSplitMinColumnRows, (kSplitPartElements + rows - 1) / rows);
+    part = std::max(part, (length + kSplitMaxParts - 1) / kSplitMaxParts);
+    part = (part + 7) / 8 * 8;
+    split.walk = ReductionSplit::Walk::Columns;
+    split.part_length = part;
+    split.parts = (length + part - 1) / part;
+    split.partial_items = split.parts;
+    if (split.parts < 2) return std::nullopt;
+  } else {
+    if (!rc->contiguous() || rows > kSplitFewRows || !single_float_sum(g, step, *rc)) return std::nullopt;
+    for (ValueId o : step.outputs)
+      if (g.type(o).shape == rc->full) return std::nullopt;
+    // Equal parts, so each is a loop of constant length: the most parts up to the aim
+    // that divide the row and are not too short.
+    const int64_t aim = std::min(kSplitMaxParts / rows, (length + kSplitPartElements - 1) / kSplitPartElements);
+    int64_t parts = 0;
+    for (int64_t p = aim; p >= 2 && parts == 0; --p)
+      if (length % p == 0 && length / p >= kSplitMinPartLength) parts = p;
+    if (parts == 0) return std::nullopt;
+    split.walk = ReductionSplit::Walk::Rows;
+    split.parts = parts;
+    split.part_length = length / parts;
+    split.partial_items = rows * parts;
+  }
+  split.scratch_bytes = rows * split.parts * static_cast<int64_t>(sizeof(double));
+  return split;
+}
+
+}  // namespace kiln::ir
