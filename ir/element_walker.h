@@ -91,6 +91,38 @@ class ElementWalker {
     return idx;
   }
 
+  /// The operand index of a reshape's element at `out`. The dims of both shapes fall into
+  /// consecutive blocks of equal element counts ([B,T,C] and [B,T,H,D]: {B}, {T}, {C} and
+  /// {H,D}), and each block's index is flattened and unflattened within the block alone:
+  /// c = h·D + d, where going through the flat index of the whole tensor divided it by T·C
+  /// and C again for every element, and the loop over d no longer vectorized.
+  Index reshape_source(const Shape& to, const Index& out, const Shape& from) {
+    if (present(out.flat)) return unflatten(out.flat, from);
+    Index source;
+    size_t i = 0, j = 0;
+    while (i < to.size() || j < from.size()) {
+      const size_t i0 = i, j0 = j;
+      int64_t a = i < to.size() ? to[i++] : 1, b = j < from.size() ? from[j++] : 1;
+      while (a != b) {
+        if (a < b && i < to.size()) a *= to[i++];
+        else if (b < a && j < from.size()) b *= from[j++];
+        else break;  // a zero extent: the tensor has no elements to index
+      }
+      Index part;
+      for (size_t k = i0; k < i; ++k) part.dims.push_back(out.dims[k]);
+      const Shape to_block(to.begin() + static_cast<std::ptrdiff_t>(i0), to.begin() + static_cast<std::ptrdiff_t>(i));
+      const Shape from_block(from.begin() + static_cast<std::ptrdiff_t>(j0),
+                             from.begin() + static_cast<std::ptrdiff_t>(j));
+      V flat = flat_of(to_block, part);
+      if (from_block.size() == 1) {
+        source.dims.push_back(flat);
+      } else {
+        for (V& d : unflatten(flat, from_block).dims) source.dims.push_back(d);
+      }
+    }
+    return source;
+  }
+
   Index dims_of(const Shape& shape, const Index& idx) { return present(idx.flat) ? unflatten(idx.flat, shape) : idx; }
 
   /// Canonical indexes: an extent-1 dim is always index 0, so equal elements share a key.
@@ -170,7 +202,7 @@ class ElementWalker {
     if (auto source = movement_source(n, xs, out.dims, zero, affine))
       return value_at(x, Index{V{}, std::move(*source)});
     switch (n.op) {
-      case Op::Reshape: return value_at(x, unflatten(flat_of(rt.shape, out), xs));
+      case Op::Reshape: return value_at(x, reshape_source(rt.shape, out, xs));
       case Op::Gather: {
         int64_t axis = *normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()));
         KILN_ASSIGN_OR_RETURN(Index src, table_index(out, n.operands[1], axis, xs));

@@ -375,3 +375,38 @@ TEST_CASE("matmuls of every batch pattern, folded into fewer GEMMs where they ca
     check_against_interpreter("matmul", g, seeded_arguments(g, 5));
   }
 }
+
+TEST_CASE("reshapes index their operand block by block: split, merged, regrouped and unit dims", "[runtime][reshape]") {
+  // Each reshape feeds an add and a transpose, so it is a movement inside a loop kernel,
+  // walked a row of the last dim at a time (rows of at least 16).
+  const std::vector<std::pair<ir::Shape, ir::Shape>> cases = {
+      {{2, 5, 48}, {2, 5, 3, 16}},   // the head split of attention: C into H, D
+      {{2, 3, 16, 17}, {2, 48, 17}},  // merged
+      {{6, 40}, {40, 6}},            // regrouped: one block of both dims
+      {{2, 1, 48}, {2, 3, 16}},      // a unit dim joins the block
+      {{96}, {2, 3, 1, 16}},         // from flat
+      {{2, 3, 32}, {2, 96, 1}},      // a trailing unit dim
+  };
+  for (const auto& [from, to] : cases) {
+    ir::Shape perm_shape = to;
+    std::swap(perm_shape[0], perm_shape[1]);
+    std::string perm = "1,0";
+    for (size_t d = 2; d < to.size(); ++d) perm += "," + std::to_string(d);
+    auto shape_text = [](const ir::Shape& s) {
+      std::string t;
+      for (int64_t d : s) t += (t.empty() ? "" : ",") + std::to_string(d);
+      return t;
+    };
+    const std::string text = fmt::format(R"(graph @g(%x: f32[{0}], %y: f32[{1}]) {{
+  %r: f32[{1}] = reshape(%x) {{shape=[{1}]}}
+  %a: f32[{1}] = add(%r, %y)
+  %t: f32[{2}] = transpose(%a) {{perm=[{3}]}}
+  return %t
+}}
+)",
+                                         shape_text(from), shape_text(to), shape_text(perm_shape), perm);
+    INFO(text);
+    ir::Graph g = kiln::testing::parse_ok(text);
+    kiln::testing::check_against_interpreter("reshape", g, kiln::testing::seeded_arguments(g, 3, 2));
+  }
+}
