@@ -182,8 +182,9 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     }
     for (ir::ValueId v : step.outputs) info.outputs.push_back(value(v));
     // A split reduction's scratch lives during its step only: every step's in one region
-    // past the planned buffers. (The CUDA kernels split no reduction yet.)
-    if (auto split = ir::reduction_split(g, step); split && target == format::kCpuTarget) {
+    // past the planned buffers.
+    const ir::SplitRule& rule = target == format::kCpuTarget ? ir::kCpuSplit : ir::kCudaSplit;
+    if (auto split = ir::reduction_split(g, step, rule)) {
       info.partial_symbol = format::partial_kernel_symbol(info.symbol);
       info.partial_items = split->partial_items;
       info.scratch_offset = static_cast<int64_t>(scratch_at);

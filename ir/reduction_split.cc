@@ -40,35 +40,35 @@ bool sums_columns(const Graph& g, const Step& step, const RowClass& rc) {
   return single_float_sum(g, step, rc);
 }
 
-std::optional<ReductionSplit> reduction_split(const Graph& g, const Step& step) {
+std::optional<ReductionSplit> reduction_split(const Graph& g, const Step& step, const SplitRule& rule) {
   if (step.kind != StepKind::Reduction) return std::nullopt;
   std::optional<RowClass> rc = row_class(g, step);
   if (!rc) return std::nullopt;
   const int64_t rows = rc->rows(), length = rc->row_length();
-  if (rows <= 0 || length <= 0 || rows * length < kSplitMinElements) return std::nullopt;
+  if (rows <= 0 || length <= 0 || rows * length < rule.min_elements) return std::nullopt;
   ReductionSplit split;
   if (sums_columns(g, step, *rc)) {
-    if (rows >= kSplitManyColumns) return std::nullopt;  // the columns alone keep every core busy
+    if (rows >= rule.many_columns) return std::nullopt;  // the columns alone keep every core busy
     // Whole groups of operand rows per part, enough that the scratch (a double per column
     // per part) stays small beside the part's own elements.
-    int64_t part = std::max(kSplitMinColumnRows, (kSplitPartElements + rows - 1) / rows);
-    part = std::max(part, (length + kSplitMaxParts - 1) / kSplitMaxParts);
+    int64_t part = std::max(rule.min_column_rows, (rule.part_elements + rows - 1) / rows);
+    part = std::max(part, (length + rule.max_parts - 1) / rule.max_parts);
     part = (part + 7) / 8 * 8;
     split.walk = ReductionSplit::Walk::Columns;
     split.part_length = part;
     split.parts = (length + part - 1) / part;
     split.partial_items = split.parts;
-    if (split.parts < 2) return std::nullopt;
+    if (split.parts < rule.min_parts) return std::nullopt;
   } else {
-    if (!rc->contiguous() || rows > kSplitFewRows || !single_float_sum(g, step, *rc)) return std::nullopt;
+    if (!rc->contiguous() || rows > rule.few_rows || !single_float_sum(g, step, *rc)) return std::nullopt;
     for (ValueId o : step.outputs)
       if (g.type(o).shape == rc->full) return std::nullopt;
     // Equal parts, so each is a loop of constant length: the most parts up to the aim
     // that divide the row and are not too short.
-    const int64_t aim = std::min(kSplitMaxParts / rows, (length + kSplitPartElements - 1) / kSplitPartElements);
+    const int64_t aim = std::min(rule.max_parts / rows, (length + rule.part_elements - 1) / rule.part_elements);
     int64_t parts = 0;
     for (int64_t p = aim; p >= 2 && parts == 0; --p)
-      if (length % p == 0 && length / p >= kSplitMinPartLength) parts = p;
+      if (length % p == 0 && length / p >= rule.min_part_length) parts = p;
     if (parts == 0) return std::nullopt;
     split.walk = ReductionSplit::Walk::Rows;
     split.parts = parts;

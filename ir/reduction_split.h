@@ -37,19 +37,31 @@ bool single_float_sum(const Graph& graph, const Step& step, const RowClass& rc);
 /// are kept, and single_float_sum holds.
 bool sums_columns(const Graph& graph, const Step& step, const RowClass& rc);
 
-/// The split of a reduction step, or nullopt when it runs one row per work item: a
-/// Columns split for a column sum of at least kMinElements with fewer than kManyColumns
-/// columns; a Rows split for at most kFewRows contiguous rows of at least kMinElements in
-/// all, with no full-shape output, in parts of equal length (a divisor of the row length,
-/// at least kMinPartLength).
-std::optional<ReductionSplit> reduction_split(const Graph& graph, const Step& step);
+/// When a target splits and into what parts.
+struct SplitRule {
+  int64_t min_elements;     ///< smaller steps run whole
+  int64_t part_elements;    ///< aimed at per part
+  int64_t max_parts;        ///< in all
+  int64_t min_parts;        ///< a Columns split of fewer parts runs whole
+  int64_t few_rows;         ///< a Rows split only of at most this many rows
+  int64_t many_columns;     ///< a Columns split only of fewer columns
+  int64_t min_part_length;  ///< Rows: elements per part at least
+  int64_t min_column_rows;  ///< Columns: operand rows per part at least
+};
 
-inline constexpr int64_t kSplitMinElements = int64_t{1} << 20;
-inline constexpr int64_t kSplitPartElements = int64_t{1} << 18;  // aimed at per part
-inline constexpr int64_t kSplitMaxParts = 256;
-inline constexpr int64_t kSplitFewRows = 64;
-inline constexpr int64_t kSplitManyColumns = 65536;
-inline constexpr int64_t kSplitMinPartLength = 16384;
-inline constexpr int64_t kSplitMinColumnRows = 64;
+/// The CPU splits what two cores could not share one row per work item: columns of at
+/// least 2^20 elements in parts of about 2^18, and up to 64 long rows into equal parts.
+inline constexpr SplitRule kCpuSplit{int64_t{1} << 20, int64_t{1} << 18, 256, 2, 64, 65536, 16384, 64};
+/// CUDA walks every column sum by columns (threads own columns, so reads coalesce; one
+/// part is that walk unsplit), in parts of about 2^15 elements; and splits up to 264
+/// rows (two per SM of an H100) of at least 2^16 elements in all into equal parts.
+inline constexpr SplitRule kCudaSplit{int64_t{1} << 16, int64_t{1} << 15, 1024, 1, 264, int64_t{1} << 40, 2048, 32};
+
+/// The split of a reduction step under `rule`, or nullopt when it runs one row per work
+/// item: a Columns split (sums_columns) of at least rule.min_elements, fewer than
+/// rule.many_columns columns and at least rule.min_parts parts; a Rows split of at most
+/// rule.few_rows contiguous rows of at least rule.min_elements in all, with no full-shape
+/// output, in equal parts (a divisor of the row length of at least rule.min_part_length).
+std::optional<ReductionSplit> reduction_split(const Graph& graph, const Step& step, const SplitRule& rule);
 
 }  // namespace kiln::ir

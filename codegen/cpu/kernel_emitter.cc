@@ -38,7 +38,7 @@ KernelEmitter::KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Mod
       streaming_bytes_(streaming_bytes),
       vector_bytes_(vector_bytes >= 64 && wide_vectors_pay(g, step) ? 64 : 32),
       call_interleave_(step.kind == ir::StepKind::Loop && math_library_calls(g, step) >= 2 ? kCallInterleave : 0),
-      split_(ir::reduction_split(g, step)),
+      split_(ir::reduction_split(g, step, ir::kCpuSplit)),
       partial_(partial),
       m_(m),
       ctx_(m.getContext()),
@@ -397,7 +397,7 @@ void emit_signature(const ir::Graph& g, const ir::Step& step, llvm::Module& m) {
       const ir::TensorType& t = g.type(v);
       words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(t.num_elements() * ir::dtype_size(t.dtype))));
     }
-  if (auto split = ir::reduction_split(g, step)) {  // what the scratch must hold, and the parts
+  if (auto split = ir::reduction_split(g, step, ir::kCpuSplit)) {  // what the scratch must hold, and the parts
     words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(split->scratch_bytes)));
     words.push_back(llvm::ConstantInt::get(i64, static_cast<uint64_t>(split->partial_items)));
   }
@@ -413,7 +413,7 @@ Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store
   if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");
   for (const ir::Step& step : g.program->steps) {
     if (step.kind == ir::StepKind::Library) continue;
-    if (ir::reduction_split(g, step))
+    if (ir::reduction_split(g, step, ir::kCpuSplit))
       KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes, true).emit());
     KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes).emit());
     emit_signature(g, step, m);

@@ -118,8 +118,14 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
       program.launches.push_back({});
       continue;
     }
-    KILN_ASSIGN_OR_RETURN(
-        Launch launch, detail::KernelEmitter(g, step, std::string(symbol_prefix) + step.name).write(program.kernels));
+    const std::string symbol = std::string(symbol_prefix) + step.name;
+    Launch partial;
+    if (step.kind == ir::StepKind::Reduction && ir::reduction_split(g, step, ir::kCudaSplit)) {
+      KILN_ASSIGN_OR_RETURN(partial, detail::KernelEmitter(g, step, symbol, true).write(program.kernels));
+    }
+    KILN_ASSIGN_OR_RETURN(Launch launch, detail::KernelEmitter(g, step, symbol).write(program.kernels));
+    launch.partial_block_threads = partial.block_threads;
+    launch.partial_grid_blocks = partial.grid_blocks;
     program.launches.push_back(launch);
   }
   return program;

@@ -16,6 +16,9 @@ namespace kiln::codegen::cuda {
 struct Launch {
   int block_threads = 0;
   int64_t grid_blocks = 0;
+  /// A split reduction step's first kernel (ir::kCudaSplit), or zeros.
+  int partial_block_threads = 0;
+  int64_t partial_grid_blocks = 0;
 };
 
 /// The kernels of a program, as CUDA C++ without the prelude.
@@ -36,7 +39,13 @@ std::string_view prelude();
 ///  - reduction kernels: one block per row (one warp per row for rows of up to 1024
 ///    elements), warp shuffles, and rows kept in registers where they fit, so each row
 ///    is read from memory once whatever the number of reductions over it;
-///  - scatter_add: one block, updates applied in order (repeated indices add up).
+///  - scatter_add: one block, updates applied in order (repeated indices add up);
+///  - a reduction step that ir::reduction_split splits under ir::kCudaSplit: a first
+///    kernel, named with "_partial" after the step's, sums each part (Columns: a thread
+///    per column and part, reads coalesced across columns; Rows: a block per part) into
+///    a double of the scratch, which both kernels take as a last parameter
+///    (`double* parts_scratch`); the step's kernel adds each row's parts in a fixed
+///    order and finishes the row.
 Result<ProgramSource> emit_kernels(const ir::Graph& planned, std::string_view symbol_prefix = "kiln_");
 
 /// The whole program: prelude() then emit_kernels(planned).kernels.

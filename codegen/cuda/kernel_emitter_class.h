@@ -1,6 +1,7 @@
 // The emitter of one kernel step's CUDA C++. Internal to codegen/cuda: its methods are
 // defined in kernel_emitter.cc (loop and scatter kernels), element_values.cc (a value at
-// an index) and row_kernels.cc (reductions over rows).
+// an index), row_kernels.cc (reductions over rows) and split_sums.cc (reductions split
+// into parts, ir/reduction_split.h).
 #pragma once
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "codegen/cuda/scalar_ops.h"
 #include "ir/element_walker.h"
 #include "ir/graph.h"
+#include "ir/reduction_split.h"
 #include "ir/row_class.h"
 
 namespace kiln::codegen::cuda::detail {
@@ -51,14 +53,18 @@ inline constexpr int kBlockItems = 16;    // elements per thread kept in registe
 // by element come from the element walker it derives from, over C++ expressions.
 class KernelEmitter : public ElementWalker {
  public:
-  KernelEmitter(const ir::Graph& g, const ir::Step& step, std::string symbol)
-      : ElementWalker(g, step), symbol_(std::move(symbol)) {}
+  // `partial`: the first kernel of a split reduction step (symbol + "_partial").
+  KernelEmitter(const ir::Graph& g, const ir::Step& step, std::string symbol, bool partial = false)
+      : ElementWalker(g, step),
+        symbol_(partial ? symbol + "_partial" : std::move(symbol)),
+        split_(step.kind == ir::StepKind::Reduction ? ir::reduction_split(g, step, ir::kCudaSplit) : std::nullopt),
+        partial_(partial) {}
 
   // Appends the kernel (and any constant arrays it reads) to `out`.
   Result<Launch> write(std::string& out) {
     Launch launch;
     Status body = step_.kind == ir::StepKind::Loop        ? loop_kernel(launch)
-                  : step_.kind == ir::StepKind::Reduction ? reduction_kernel(launch)
+                  : step_.kind == ir::StepKind::Reduction ? (partial_ ? partial_kernel(launch) : reduction_kernel(launch))
                                                           : scatter_kernel(launch);
     KILN_RETURN_IF_ERROR(body);
     out += globals_;
@@ -90,6 +96,7 @@ class KernelEmitter : public ElementWalker {
     };
     for (ValueId v : step_.inputs) one(v, true);
     for (ValueId v : step_.outputs) one(v, false);
+    if (split_) s += ", double* __restrict__ parts_scratch";
     return s;
   }
 
@@ -173,8 +180,14 @@ class KernelEmitter : public ElementWalker {
   // Emits a loop over a row's elements (`body` gets the element's position j).
   Status row_loop(const std::function<Status(const std::string&)>& body);
   Status scatter_kernel(Launch& launch);
+  // A split step's first kernel: each part's sum into parts_scratch.
+  Status partial_kernel(Launch& launch);
+  // A split step's kernel: the sum of row `r` (at `at`) added from its parts.
+  Status sum_parts(const Node& n, const ir::RowClass& rc, const Index& at);
 
   const std::string symbol_;
+  const std::optional<ir::ReductionSplit> split_;
+  const bool partial_;
   std::string code_, globals_;
   int depth_ = 1, next_ = 0, constants_ = 0;
   Memo invariant_;

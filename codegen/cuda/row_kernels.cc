@@ -34,7 +34,8 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
   auto cls = ir::row_class(g_, step_);
   if (!cls) return make_error(fmt::format("cuda codegen: step {} has no row structure", step_.name));
   const ir::RowClass& rc = *cls;
-  row_length_ = rc.row_length();
+  // A split step's rows are its parts, already summed (split_sums.cc).
+  row_length_ = split_ ? split_->parts : rc.row_length();
   const int64_t rows = rc.rows();
   int rows_per_block;
   if (row_length_ <= kWarpRowMax) {
@@ -50,7 +51,7 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
     int64_t items = (row_length_ + threads - 1) / threads;
     items_ = items <= kBlockItems ? static_cast<int>(items) : 0;
   }
-  if (items_ > kWarpItems) items_ = 0;
+  if (items_ > kWarpItems || split_) items_ = 0;
   launch.grid_blocks = (rows + rows_per_block - 1) / rows_per_block;
   line("__shared__ kiln_u64 scratch[64];");
   line("(void)scratch;");
@@ -91,6 +92,10 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
     const ir::TensorType& t = type(node.result);
     if (ir::op_kind(node.op) == OpKind::Reduction) {
       if (computed_online.count(i)) continue;
+      if (split_) {
+        KILN_RETURN_IF_ERROR(sum_parts(node, rc, row_index(t.shape)));
+        continue;
+      }
       int sum = items_ == 0 ? online_sum_of(node, rc) : -1;
       if (sum >= 0) {
         const Node& sum_node = g_.nodes[static_cast<size_t>(sum)];
@@ -104,9 +109,9 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
       KILN_RETURN_IF_ERROR(value_at(node.result, row_index(t.shape)));  // a row value: once per row
     }
   }
-  std::vector<ValueId> full_outputs;
+  std::vector<ValueId> full_outputs;  // a split step's partial kernel wrote them
   for (ValueId o : step_.outputs)
-    if (type(o).shape == rc.full) full_outputs.push_back(o);
+    if (type(o).shape == rc.full && !split_) full_outputs.push_back(o);
   if (!full_outputs.empty()) {
     KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) {
       item_index_ = full_index(j);

@@ -23,6 +23,10 @@ struct Step {
   std::string name;
   CUfunction function = nullptr;
   unsigned grid = 1, block = 1;
+  // A split reduction step's first kernel, and the arena offset of the parts both take.
+  CUfunction partial = nullptr;
+  unsigned partial_grid = 1, partial_block = 1;
+  uint64_t scratch_offset = 0;
   std::vector<uint32_t> args;  // inputs then outputs
   const format::Matmul* matmul = nullptr;
   bool f64 = false;
@@ -198,6 +202,14 @@ struct Impl {
         step.block = static_cast<unsigned>(s->block_threads());
         step.grid = static_cast<unsigned>(
             std::min<int64_t>(s->grid_blocks(), resident_blocks(step.function, s->block_threads())));
+        if (s->partial_symbol() && s->partial_symbol()->size() > 0) {
+          KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.partial, module, s->partial_symbol()->c_str()),
+                                     "cuModuleGetFunction " + s->partial_symbol()->str()));
+          step.partial_block = static_cast<unsigned>(s->partial_block_threads());
+          step.partial_grid = static_cast<unsigned>(
+              std::min<int64_t>(s->partial_grid_blocks(), resident_blocks(step.partial, s->partial_block_threads())));
+          step.scratch_offset = static_cast<uint64_t>(s->scratch_offset());
+        }
       }
       steps.push_back(std::move(step));
       ++index;
@@ -345,7 +357,12 @@ struct Impl {
         args.clear();
         params.clear();
         for (uint32_t v : step.args) args.push_back(where[v]);
+        if (step.partial) args.push_back(s.arena + step.scratch_offset);
         for (CUdeviceptr& a : args) params.push_back(&a);
+        if (step.partial)  // the parts first, then the kernel that adds them
+          KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.partial, step.partial_grid, 1, 1, step.partial_block, 1, 1,
+                                                       0, s.stream, params.data(), nullptr),
+                                     "step " + step.name + "'s parts (cuLaunchKernel)"));
         KILN_RETURN_IF_ERROR(check(
             cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
             "step " + step.name + " (cuLaunchKernel)"));

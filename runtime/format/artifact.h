@@ -78,6 +78,8 @@ struct ArtifactContents {
     int64_t partial_items = 0;
     int64_t scratch_offset = 0;  ///< in the arena
     int64_t scratch_bytes = 0;
+    int32_t partial_block_threads = 0;  ///< for CUDA split steps
+    int64_t partial_grid_blocks = 0;
   };
   struct CodeInfo {
     std::string kind, arch;

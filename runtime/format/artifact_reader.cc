@@ -295,9 +295,15 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     const Step* step = a.steps()->Get(s);
     const bool partial = step->partial_symbol() && step->partial_symbol()->size() > 0;
     if (!partial && step->scratch_bytes() == 0 && step->partial_items() == 0 && step->scratch_offset() == 0) continue;
-    if (!partial || step->kind() != StepKind::Reduction || cuda)
-      return fail(Kind::MalformedMetadata, "step " + n(s) + " has scratch or a partial kernel, which only a split "
-                                           "reduction step of a CPU artifact has");
+    if (!partial || step->kind() != StepKind::Reduction)
+      return fail(Kind::MalformedMetadata,
+                  "step " + n(s) + " has scratch or a partial kernel, which only a split reduction step has");
+    if (cuda && (step->partial_block_threads() < 32 || step->partial_block_threads() > 1024 ||
+                 step->partial_block_threads() % 32 != 0 || step->partial_grid_blocks() < 1 ||
+                 step->partial_grid_blocks() > INT32_MAX))
+      return fail(Kind::OutOfRange, "step " + n(s) + " launches its partial kernel with " +
+                                        std::to_string(step->partial_block_threads()) + " threads per block in " +
+                                        std::to_string(step->partial_grid_blocks()) + " blocks");
     if (step->partial_items() < 1 || step->partial_items() > (int64_t{1} << 40) || step->scratch_bytes() < 8 ||
         step->scratch_bytes() > (int64_t{1} << 48) || step->scratch_offset() < 0 ||
         step->scratch_offset() > (int64_t{1} << 48))

@@ -50,7 +50,7 @@ Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<
           for (int64_t begin = 0; begin<items; begin += chunk> 0 ? chunk : items)
             k(args, begin, chunk > 0 ? std::min(items, begin + chunk) : items);
         };
-        if (auto split = ir::reduction_split(g, step)) {  // its parts first, into scratch
+        if (auto split = ir::reduction_split(g, step, ir::kCpuSplit)) {  // its parts first, into scratch
           auto partial = reinterpret_cast<Kernel>(dlsym(handle, ("kiln_" + step.name + "_partial").c_str()));
           if (!partial) return make_error("no kernel kiln_" + step.name + "_partial");
           std::vector<double> scratch(static_cast<size_t>(split->scratch_bytes) / sizeof(double));

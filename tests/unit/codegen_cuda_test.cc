@@ -7,8 +7,10 @@
 
 #include "codegen/cuda/kernel_emitter.h"
 #include "codegen/cuda/nvrtc_compile.h"
+#include "ir/reduction_split.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/random_graph.h"
+#include "tests/unit/split_graphs.h"
 
 using namespace kiln;
 using kiln::testing::planned;
@@ -140,4 +142,55 @@ TEST_CASE("NVRTC errors and bad architectures are reported as text", "[codegen][
   auto none = codegen::cuda::compile_program("", options);
   REQUIRE(!none.ok());
   CHECK(none.error().message == "cuda codegen: no GPU architecture given (for example --cuda-arch=sm_90)");
+}
+
+TEST_CASE("split reductions: a partial kernel per split step, its launch, and the step's kernel taking the parts",
+          "[codegen][cuda][split]") {
+  // [5000,300]: columns in 45 parts of 112 rows (the last 72), two tiles of 256 columns
+  // (the second 44); [3,2^20]: 32 parts per row; [1536,2048] summed whole: 96 parts.
+  const std::vector<std::tuple<const char*, std::string, int64_t>> expected = {
+      {kiln::testing::kBiasGradient, "columns", 45 * 2},
+      {kiln::testing::kLongRows, "rows", 3 * 32},
+      {kiln::testing::kLongRows, "rows", 96},
+  };
+  std::string source(codegen::cuda::prelude());
+  int k = 0;
+  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows}) {
+    ir::Graph g = planned(kiln::testing::parse_ok(text), true);
+    std::string prefix = fmt::format("s{}_", k++);
+    auto program = codegen::cuda::emit_kernels(g, prefix);
+    if (!program.ok()) FAIL(program.error().message);
+    for (size_t s = 0; s < g.program->steps.size(); ++s) {
+      const ir::Step& step = g.program->steps[s];
+      auto split = ir::reduction_split(g, step, ir::kCudaSplit);
+      const codegen::cuda::Launch& launch = program->launches[s];
+      INFO(step.name);
+      if (!split) {
+        CHECK(launch.partial_block_threads == 0);
+        continue;
+      }
+      bool listed = false;
+      for (const auto& [graph_text, walk, blocks] : expected)
+        listed = listed || (graph_text == text && (split->walk == ir::ReductionSplit::Walk::Columns) ==
+                                                      (walk == "columns") &&
+                            launch.partial_grid_blocks == blocks);
+      CHECK(listed);
+      CHECK(launch.partial_block_threads == 256);
+      const std::string symbol = prefix + step.name;
+      CHECK(program->kernels.find(symbol + "_partial(") != std::string::npos);
+      CHECK(program->kernels.find("double* __restrict__ parts_scratch) {\n", program->kernels.find(symbol + "(")) !=
+            std::string::npos);
+    }
+    source += program->kernels;
+  }
+  codegen::cuda::NvrtcOptions options;
+  options.archs = {"sm_90"};
+  options.use_cache = false;
+  auto objects = codegen::cuda::compile_program(source, options);
+  if (!objects.ok()) FAIL(objects.error().message.substr(0, 20000));
+  std::string ptx((*objects).back().bytes.begin(), (*objects).back().bytes.end());
+  int partial_entries = 0;
+  for (size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1))
+    partial_entries += ptx.compare(ptx.find('(', at) - 8, 8, "_partial") == 0;
+  CHECK(partial_entries == 3);
 }

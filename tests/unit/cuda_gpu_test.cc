@@ -12,6 +12,7 @@
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/random_graph.h"
 #include "tests/unit/run_util.h"
+#include "tests/unit/split_graphs.h"
 
 using namespace kiln;
 using kiln::testing::check_against_interpreter;
@@ -161,5 +162,38 @@ TEST_CASE("CUDA: a result that is a state returns it from before the run, run af
       if (!out.ok()) FAIL(out.error().message);
       check_same({kiln::testing::tensor_of((*out)[0]), kiln::testing::tensor_of((*out)[1])}, {times(k), times(k + 1)});
     }
+  }
+}
+
+TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes over 100 runs from 8 threads",
+          "[gpu][cuda][split]") {
+  if (!have_gpu()) return;
+  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows}) {
+    ir::Graph g = kiln::testing::parse_ok(text);
+    auto args = seeded_arguments(g, 5, 3);
+    check_against_interpreter("split", g, args, cuda_options(true));
+    auto artifact = compile_to_artifact(g, cuda_options(true));
+    REQUIRE(artifact.ok());
+    auto model = runtime::Model::load_bytes(std::move(*artifact));
+    REQUIRE(model.ok());
+    std::map<std::string, runtime::HostTensor> inputs;
+    for (const auto& [name, t] : args) inputs[name] = host(t, name);
+    auto first = (*model)->run(inputs);
+    REQUIRE(first.ok());
+    std::atomic<int> differing{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+      threads.emplace_back([&] {
+        for (int r = 0; r < 13; ++r) {  // 104 runs in all
+          auto out = (*model)->run(inputs);
+          if (!out.ok() || out->size() != first->size()) {
+            ++differing;
+            continue;
+          }
+          for (size_t o = 0; o < out->size(); ++o) differing += (*out)[o].data != (*first)[o].data;
+        }
+      });
+    for (auto& th : threads) th.join();
+    CHECK(differing == 0);
   }
 }

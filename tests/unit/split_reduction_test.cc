@@ -8,9 +8,12 @@
 #include "ir/reduction_split.h"
 #include "passes/pipeline.h"
 #include "tests/unit/run_util.h"
+#include "tests/unit/split_graphs.h"
 
 using namespace kiln;
 using Walk = ir::ReductionSplit::Walk;
+using kiln::testing::kBiasGradient;
+using kiln::testing::kLongRows;
 
 namespace {
 
@@ -26,39 +29,13 @@ ir::Graph planned_graph(const std::string& text) {
 std::optional<ir::ReductionSplit> split_of(const std::string& text) {
   ir::Graph g = planned_graph(text);
   REQUIRE(g.program->steps.size() == 1);
-  return ir::reduction_split(g, g.program->steps[0]);
+  return ir::reduction_split(g, g.program->steps[0], ir::kCpuSplit);
 }
 
 std::string sum_text(const std::string& shape, const std::string& axes, const std::string& result) {
   return fmt::format("graph @g(%x: f32[{}]) {{\n  %s: f32[{}] = reduce_sum(%x) {{axes=[{}]}}\n  return %s\n}}\n", shape,
                      result, axes);
 }
-
-// A bias gradient as a training step has it: the sum over rows of a fused product, a
-// full-shape output written on the way, and a momentum-like epilogue per column.
-const char* kBiasGradient = R"(graph @g(%x: f32[5000,300], %b: f32[300], %m: f32[300]) {
-  %bb: f32[5000,300] = broadcast(%b) {shape=[5000,300], dims=[1]}
-  %h: f32[5000,300] = add(%x, %bb)
-  %t: f32[5000,300] = tanh(%h)
-  %d: f32[5000,300] = mul(%t, %x)
-  %s: f32[300] = reduce_sum(%d) {axes=[0]}
-  %c: f32[] = constant {value=0.9}
-  %mc: f32[300] = mul(%m, %c)
-  %m2: f32[300] = add(%mc, %s)
-  return %d, %m2
-}
-)";
-
-// A mean over each of 3 long rows, and a full sum of 3M elements kept as [1,1].
-const char* kLongRows = R"(graph @g(%x: f32[3,1048576], %y: f32[1536,2048]) {
-  %s: f32[3] = reduce_sum(%x) {axes=[1]}
-  %n: f32[] = constant {value=1048576}
-  %nb: f32[3] = broadcast(%n) {shape=[3], dims=[]}
-  %mean: f32[3] = div(%s, %nb)
-  %t: f32[1,1] = reduce_sum(%y) {axes=[0,1], keepdims=true}
-  return %mean, %t
-}
-)";
 
 }  // namespace
 
@@ -109,7 +86,7 @@ TEST_CASE("split reductions agree with the interpreter and are bit-identical ove
     ir::Graph g = kiln::testing::parse_ok(text);
     ir::Graph p = planned_graph(text);
     int splits = 0;
-    for (const ir::Step& step : p.program->steps) splits += ir::reduction_split(p, step).has_value();
+    for (const ir::Step& step : p.program->steps) splits += ir::reduction_split(p, step, ir::kCpuSplit).has_value();
     CHECK(splits == (text == kBiasGradient ? 1 : 2));
     auto args = kiln::testing::seeded_arguments(g, 5, 3);
     auto expected = kiln::testing::eval_ok(g, args);
@@ -163,6 +140,5 @@ TEST_CASE("an artifact's scratch must be free during its step, on a CPU split st
   CHECK(refusal([](auto& s) { s.partial_items = 0; }) ==
         "artifact: out of range: step 0 has 0 partial work items and 147456 bytes of scratch at 3072");
   CHECK(refusal([](auto& s) { s.partial_symbol.clear(); }) ==
-        "artifact: malformed metadata: step 0 has scratch or a partial kernel, which only a split reduction step of a "
-        "CPU artifact has");
+        "artifact: malformed metadata: step 0 has scratch or a partial kernel, which only a split reduction step has");
 }

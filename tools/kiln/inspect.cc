@@ -121,8 +121,13 @@ int run_inspect(std::span<char* const> argv) {
                    mm.trans_b() ? " trans_b" : "", batch.empty() ? " none" : batch);
       }
       if (step->partial_symbol() && step->partial_symbol()->size() > 0)
-        fmt::print("        split: {} parts first [{}], {} bytes of scratch at {}\n", step->partial_items(),
-                   step->partial_symbol()->str(), step->scratch_bytes(), step->scratch_offset());
+        fmt::print("        split: {} parts first [{}]{}, {} bytes of scratch at {}\n", step->partial_items(),
+                   step->partial_symbol()->str(),
+                   step->partial_block_threads() > 0 ? fmt::format(" <<<{} blocks, {} threads>>>",
+                                                                   step->partial_grid_blocks(),
+                                                                   step->partial_block_threads())
+                                                     : "",
+                   step->scratch_bytes(), step->scratch_offset());
       // Format 1.3 records what each step computes; `kiln bench --profile` names steps alike.
       if (step->ops() && step->ops()->size() > 0) {
         std::string ops;

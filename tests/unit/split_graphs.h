@@ -1,0 +1,33 @@
+// Graphs whose reductions split into parts (ir/reduction_split.h) on the CPU and on CUDA,
+// for the split tests of both targets.
+#pragma once
+
+namespace kiln::testing {
+
+// A bias gradient as a training step has it: the sum over rows of a fused product, a
+// full-shape output written on the way, and a momentum-like epilogue per column.
+inline constexpr const char* kBiasGradient = R"(graph @g(%x: f32[5000,300], %b: f32[300], %m: f32[300]) {
+  %bb: f32[5000,300] = broadcast(%b) {shape=[5000,300], dims=[1]}
+  %h: f32[5000,300] = add(%x, %bb)
+  %t: f32[5000,300] = tanh(%h)
+  %d: f32[5000,300] = mul(%t, %x)
+  %s: f32[300] = reduce_sum(%d) {axes=[0]}
+  %c: f32[] = constant {value=0.9}
+  %mc: f32[300] = mul(%m, %c)
+  %m2: f32[300] = add(%mc, %s)
+  return %d, %m2
+}
+)";
+
+// A mean over each of 3 long rows, and a full sum of 3M elements kept as [1,1].
+inline constexpr const char* kLongRows = R"(graph @g(%x: f32[3,1048576], %y: f32[1536,2048]) {
+  %s: f32[3] = reduce_sum(%x) {axes=[1]}
+  %n: f32[] = constant {value=1048576}
+  %nb: f32[3] = broadcast(%n) {shape=[3], dims=[]}
+  %mean: f32[3] = div(%s, %nb)
+  %t: f32[1,1] = reduce_sum(%y) {axes=[0,1], keepdims=true}
+  return %mean, %t
+}
+)";
+
+}  // namespace kiln::testing
