@@ -58,7 +58,8 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
     contents.steps[s].partial_grid_blocks = program.launches[s].partial_grid_blocks;
     // The split the kernels were written for is the one the metadata records.
     if ((program.launches[s].partial_block_threads > 0) != !contents.steps[s].partial_symbol.empty())
-      return make_error("cuda codegen: step " + contents.steps[s].name + " is split in the kernels but not the "
+      return make_error("cuda codegen: step " + contents.steps[s].name +
+                        " is split in the kernels but not the "
                         "metadata, or the other way round");
   }
   codegen::cuda::NvrtcOptions nvrtc;

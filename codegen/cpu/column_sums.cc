@@ -50,9 +50,9 @@ Status KernelEmitter::sum_columns(RowKernel& k, llvm::Value* row_begin, llvm::Va
               }
               memo_ = before;
             }
-            b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), sum_at(c)),
-                                         b_.CreateFPExt(partial, b_.getDoubleTy())),
-                           sum_at(c));
+            b_.CreateStore(
+                b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), sum_at(c)), b_.CreateFPExt(partial, b_.getDoubleTy())),
+                sum_at(c));
             return Status::Ok();
           },
           Unroll::kDefault, 0, Iterations::kIndependent);

@@ -251,10 +251,10 @@ class KernelEmitter : public ElementWalker {
   static constexpr size_t kRolledBodyLimit = 24;
   const std::optional<ir::ReductionSplit> split_;
   const bool partial_;
-  llvm::Value* scratch_ = nullptr;     // a split step's parts: doubles
-  llvm::Value* last_total_ = nullptr;  // reduce()'s last total, in its accumulator type
+  llvm::Value* scratch_ = nullptr;               // a split step's parts: doubles
+  llvm::Value* last_total_ = nullptr;            // reduce()'s last total, in its accumulator type
   static constexpr int64_t kColumnBlock = 1024;  // columns summed at once: 8 KiB of double sums
-  static constexpr int64_t kColumnRows = 8;     // rows summed in the compute type before the double sum
+  static constexpr int64_t kColumnRows = 8;      // rows summed in the compute type before the double sum
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;

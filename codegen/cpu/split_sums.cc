@@ -40,8 +40,8 @@ Status KernelEmitter::emit_partial_sums(RowKernel& k) {
     llvm::Value* start = b_.CreateMul(b_.CreateSRem(q, i64(split.parts)), i64(split.part_length));
     Index kept = unflatten(r, k.rc.kept_shape);
     auto full_index = [&](llvm::Value* j) { return full_row_index(k, kept, b_.CreateAdd(start, j)); };
-    KILN_RETURN_IF_ERROR(reduce(sum, split.part_length, k.rc.full, full_index,
-                                row_value_index(k, kept, type(sum.result).shape), entry));
+    KILN_RETURN_IF_ERROR(
+        reduce(sum, split.part_length, k.rc.full, full_index, row_value_index(k, kept, type(sum.result).shape), entry));
     b_.CreateStore(last_total_, b_.CreateGEP(f64, scratch_, q));
     drop_loop_values();
     return Status::Ok();

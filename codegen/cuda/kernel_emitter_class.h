@@ -63,9 +63,10 @@ class KernelEmitter : public ElementWalker {
   // Appends the kernel (and any constant arrays it reads) to `out`.
   Result<Launch> write(std::string& out) {
     Launch launch;
-    Status body = step_.kind == ir::StepKind::Loop        ? loop_kernel(launch)
-                  : step_.kind == ir::StepKind::Reduction ? (partial_ ? partial_kernel(launch) : reduction_kernel(launch))
-                                                          : scatter_kernel(launch);
+    Status body = step_.kind == ir::StepKind::Loop ? loop_kernel(launch)
+                  : step_.kind == ir::StepKind::Reduction
+                      ? (partial_ ? partial_kernel(launch) : reduction_kernel(launch))
+                      : scatter_kernel(launch);
     KILN_RETURN_IF_ERROR(body);
     out += globals_;
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", launch.block_threads, symbol_,

@@ -93,6 +93,7 @@ class CpuExecutor final : public Executor {
     KILN_ASSIGN_OR_RETURN(ArenaPool::Lease first, arenas_.take());  // given back at once: the first run's
     const int threads =
         options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads_ = threads;
     try {
       pool_ = std::make_unique<ThreadPool>(threads - 1);
     } catch (const std::system_error& e) {
@@ -129,6 +130,7 @@ class CpuExecutor final : public Executor {
   mutable ArenaPool arenas_;
   std::vector<int> buffer_of_;  // per value
   std::unique_ptr<ThreadPool> pool_;
+  int threads_ = 1;                 // the pool's and the caller's: what the matmul library may use too
   mutable std::mutex state_mutex_;  // runs of a model with state are serialized: each updates it
   mutable std::map<uint32_t, std::vector<uint8_t>> state_;  // per state value
 };
@@ -189,15 +191,14 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
       if (step.kind() == format::StepKind::Library)
-        return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data());
+        return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Scatter) {
         kernel(ptrs.data(), 0, step.work_items());
       } else {
         uint8_t* const* args = ptrs.data();
         // A split step's parts first, one part per work item: each is long already.
-        if (partial) pool_->parallel_for(step.partial_items(), 1, [&](int64_t begin, int64_t end) {
-          partial(args, begin, end);
-        });
+        if (partial)
+          pool_->parallel_for(step.partial_items(), 1, [&](int64_t begin, int64_t end) { partial(args, begin, end); });
         pool_->parallel_for(step.work_items(), step.kind() == format::StepKind::Loop ? 16384 : 16,
                             [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
       }

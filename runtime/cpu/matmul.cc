@@ -35,6 +35,9 @@ struct Dnnl {
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = nullptr;
   const Version* (*version)() = nullptr;
   int (*effective_cpu_isa)() = nullptr;
+  // The OpenMP runtime oneDNN's threads come from (found through oneDNN's dependencies);
+  // null where it threads otherwise, when only --threads cannot bound it.
+  void (*omp_set_num_threads)(int) = nullptr;
   std::string why_not;  // when sgemm is null
 };
 
@@ -51,6 +54,7 @@ const Dnnl& dnnl() {
     d.sgemm = reinterpret_cast<decltype(d.sgemm)>(dlsym(library, "dnnl_sgemm"));
     d.version = reinterpret_cast<decltype(d.version)>(dlsym(library, "dnnl_version"));
     d.effective_cpu_isa = reinterpret_cast<decltype(d.effective_cpu_isa)>(dlsym(library, "dnnl_get_effective_cpu_isa"));
+    d.omp_set_num_threads = reinterpret_cast<decltype(d.omp_set_num_threads)>(dlsym(library, "omp_set_num_threads"));
     if (!d.sgemm || !d.version || !d.effective_cpu_isa) {
       d.sgemm = nullptr;
       d.why_not = "oneDNN is too old: it lacks dnnl_sgemm, dnnl_version or dnnl_get_effective_cpu_isa";
@@ -103,7 +107,7 @@ std::string matmul_library() {
          " for f64";
 }
 
-Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr) {
+Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, int threads) {
   int64_t m = mm.m(), n = mm.n(), k = mm.k();
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return make_error("runtime: a matmul of " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
@@ -131,6 +135,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr) 
     switch (t) {
       case ElementType::F32:
         if (const Dnnl& d = dnnl(); d.sgemm) {
+          if (d.omp_set_num_threads) d.omp_set_num_threads(threads);
           if (int status = d.sgemm(mm.trans_a() ? 'T' : 'N', mm.trans_b() ? 'T' : 'N', m, n, k, 1.0f,
                                    reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f,
                                    reinterpret_cast<float*>(c), n);

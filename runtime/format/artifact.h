@@ -74,7 +74,7 @@ struct ArtifactContents {
     int64_t grid_blocks = 0;       ///< for CUDA kernel steps
     std::vector<std::string> ops;  ///< "%value = op" per node the step computes
     int64_t flops = 0;
-    std::string partial_symbol;    ///< split reduction steps: the kernel summing the parts
+    std::string partial_symbol;  ///< split reduction steps: the kernel summing the parts
     int64_t partial_items = 0;
     int64_t scratch_offset = 0;  ///< in the arena
     int64_t scratch_bytes = 0;

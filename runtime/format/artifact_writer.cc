@@ -51,8 +51,7 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                                fb.CreateVector(s.inputs), fb.CreateVector(s.outputs), matmul, s.work_items,
                                s.block_threads, s.grid_blocks, fb.CreateVectorOfStrings(s.ops), s.flops,
                                s.partial_symbol.empty() ? 0 : fb.CreateString(s.partial_symbol), s.partial_items,
-                               s.scratch_offset, s.scratch_bytes, s.partial_block_threads,
-                               s.partial_grid_blocks));
+                               s.scratch_offset, s.scratch_bytes, s.partial_block_threads, s.partial_grid_blocks));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));

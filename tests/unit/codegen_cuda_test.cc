@@ -171,9 +171,9 @@ TEST_CASE("split reductions: a partial kernel per split step, its launch, and th
       }
       bool listed = false;
       for (const auto& [graph_text, walk, blocks] : expected)
-        listed = listed || (graph_text == text && (split->walk == ir::ReductionSplit::Walk::Columns) ==
-                                                      (walk == "columns") &&
-                            launch.partial_grid_blocks == blocks);
+        listed = listed ||
+                 (graph_text == text && (split->walk == ir::ReductionSplit::Walk::Columns) == (walk == "columns") &&
+                  launch.partial_grid_blocks == blocks);
       CHECK(listed);
       CHECK(launch.partial_block_threads == 256);
       const std::string symbol = prefix + step.name;

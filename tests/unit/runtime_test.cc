@@ -1,10 +1,13 @@
 // End to end on the CPU: graphs compiled to artifacts, loaded by the runtime and run,
 // against the reference interpreter; fused and unfused artifacts agree; one loaded
 // model runs from 8 threads at once.
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "compiler/compile.h"
 #include "compiler/model.h"
@@ -380,12 +383,12 @@ TEST_CASE("reshapes index their operand block by block: split, merged, regrouped
   // Each reshape feeds an add and a transpose, so it is a movement inside a loop kernel,
   // walked a row of the last dim at a time (rows of at least 16).
   const std::vector<std::pair<ir::Shape, ir::Shape>> cases = {
-      {{2, 5, 48}, {2, 5, 3, 16}},   // the head split of attention: C into H, D
+      {{2, 5, 48}, {2, 5, 3, 16}},    // the head split of attention: C into H, D
       {{2, 3, 16, 17}, {2, 48, 17}},  // merged
-      {{6, 40}, {40, 6}},            // regrouped: one block of both dims
-      {{2, 1, 48}, {2, 3, 16}},      // a unit dim joins the block
-      {{96}, {2, 3, 1, 16}},         // from flat
-      {{2, 3, 32}, {2, 96, 1}},      // a trailing unit dim
+      {{6, 40}, {40, 6}},             // regrouped: one block of both dims
+      {{2, 1, 48}, {2, 3, 16}},       // a unit dim joins the block
+      {{96}, {2, 3, 1, 16}},          // from flat
+      {{2, 3, 32}, {2, 96, 1}},       // a trailing unit dim
   };
   for (const auto& [from, to] : cases) {
     ir::Shape perm_shape = to;
@@ -409,4 +412,40 @@ TEST_CASE("reshapes index their operand block by block: split, merged, regrouped
     ir::Graph g = kiln::testing::parse_ok(text);
     kiln::testing::check_against_interpreter("reshape", g, kiln::testing::seeded_arguments(g, 3, 2));
   }
+}
+
+TEST_CASE("--threads bounds oneDNN's OpenMP threads too, per calling thread", "[runtime][threads][matmul]") {
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%a: f32[64,64], %b: f32[64,64]) {
+  %c: f32[64,64] = matmul(%a, %b)
+  return %c
+}
+)");
+  auto artifact = compile_to_artifact(g, {});
+  REQUIRE(artifact.ok());
+  if (runtime::cpu_matmul_library().rfind("oneDNN", 0) != 0) {
+    WARN("skipped (f32 matmuls are not on oneDNN here): " << runtime::cpu_matmul_library());
+    return;
+  }
+  // oneDNN's OpenMP runtime, loaded with it.
+  void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(gomp);
+  auto max_threads = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_get_max_threads"));
+  REQUIRE(max_threads);
+  auto args = kiln::testing::seeded_arguments(g, 1);
+  for (int threads : {1, 3}) {
+    runtime::Options load;
+    load.threads = threads;
+    auto model = runtime::Model::load_bytes(*artifact, load);
+    REQUIRE(model.ok());
+    int seen = 0;
+    std::thread caller([&] {  // a fresh thread, whose OpenMP count starts at the default
+      auto out =
+          (*model)->run({{"a", kiln::testing::host(args.at("a"), "a")}, {"b", kiln::testing::host(args.at("b"), "b")}});
+      REQUIRE(out.ok());
+      seen = max_threads();
+    });
+    caller.join();
+    CHECK(seen == threads);
+  }
+  dlclose(gomp);
 }

@@ -123,10 +123,10 @@ int run_inspect(std::span<char* const> argv) {
       if (step->partial_symbol() && step->partial_symbol()->size() > 0)
         fmt::print("        split: {} parts first [{}]{}, {} bytes of scratch at {}\n", step->partial_items(),
                    step->partial_symbol()->str(),
-                   step->partial_block_threads() > 0 ? fmt::format(" <<<{} blocks, {} threads>>>",
-                                                                   step->partial_grid_blocks(),
-                                                                   step->partial_block_threads())
-                                                     : "",
+                   step->partial_block_threads() > 0
+                       ? fmt::format(" <<<{} blocks, {} threads>>>", step->partial_grid_blocks(),
+                                     step->partial_block_threads())
+                       : "",
                    step->scratch_bytes(), step->scratch_offset());
       // Format 1.3 records what each step computes; `kiln bench --profile` names steps alike.
       if (step->ops() && step->ops()->size() > 0) {
