@@ -275,13 +275,16 @@ def main():
         fail("--device=cuda, but PyTorch sees no CUDA device")
     if device == "cpu":
         torch.set_num_threads(result.get("threads") or result["machine"]["cores"])
-    # Full f32, as kiln computes: TF32 would round matmul inputs to 10 mantissa bits.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    # Full f32, as kiln computes by default: TF32 would round matmul inputs to 10 mantissa
+    # bits. A kiln run with --allow-tf32 is compared with PyTorch's "high" precision alike.
+    tf32 = bool(result.get("allow_tf32"))
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     sdpa = options.attention == "sdpa"
     result["torch"] = {"version": torch.__version__, "device": device, "threads": torch.get_num_threads(), "repeat": repeat,
                        "mkl": torch.backends.mkl.is_available(), "mkldnn": torch.backends.mkldnn.is_available(),
-                       "tf32": False, "attention": options.attention}
+                       "tf32": tf32, "attention": options.attention}
     kernels = device == "cuda"
 
     print("%-20s %12s %14s %16s %10s %10s%s" % ("row", "kiln ms", "torch eager ms", "torch.compile ms", "vs eager",

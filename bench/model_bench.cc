@@ -219,6 +219,7 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
     CompileOptions compile;
     compile.target = r.target;
     compile.cpu = options.cpu;
+    compile.allow_tf32 = options.allow_tf32;
     compile.weights = source.weights;
     progress(fmt::format("compiling {} for {}", source.name, r.target));
     const Clock::time_point started = Clock::now();

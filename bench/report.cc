@@ -42,6 +42,7 @@ std::string to_json(const SuiteResult& result) {
   j["quick"] = result.quick;
   j["repeat"] = result.repeat;
   j["threads"] = result.threads;
+  j["allow_tf32"] = result.allow_tf32;
   j["copy_gbps"] = round4(result.copy_gbps);
   j["rows"] = nlohmann::ordered_json::array();
   for (const RowResult& r : result.rows) {

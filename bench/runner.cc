@@ -56,6 +56,7 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
   options.target = bench.target;
   options.cpu = bench.cpu;
   options.fuse = fuse;
+  options.allow_tf32 = bench.allow_tf32;
   options.weights = row.weights;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(row.graph, options));
   auto p = std::make_unique<Prepared>();
@@ -121,6 +122,7 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
   result.suite = options.suite;
   result.date = today_utc();
   result.quick = options.quick;
+  result.allow_tf32 = options.allow_tf32;
   result.repeat = options.repeat;
   result.threads = options.threads > 0 ? options.threads : result.cores;
   runtime::ThreadPool pool(result.threads - 1);

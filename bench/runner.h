@@ -28,6 +28,8 @@ struct BenchOptions {
   bool quick = false;
   /// Runtime threads (0: one per hardware thread); the copy uses as many.
   int threads = 0;
+  /// CUDA: f32 matmuls may use TF32 (CompileOptions::allow_tf32).
+  bool allow_tf32 = false;
 };
 
 /// An argument of a row's graph, for tools that rebuild the row (bench/compare_torch.py).
@@ -60,7 +62,7 @@ struct SuiteResult {
   std::string blas;  ///< the BLAS library the runtime's matmuls call, with the kernels it chose
   std::optional<std::string> gpu;
   std::string target, suite, date;
-  bool quick = false;
+  bool quick = false, allow_tf32 = false;
   int repeat = 0, threads = 0;
   /// Bandwidth of a plain copy (memcpy on the CPU, with the runtime's threads): the median
   /// over the rows of their copy_gbps.

@@ -45,6 +45,10 @@ Result<std::string> cuda_artifact_target(const CompileOptions& options) {
 }
 
 Result<std::string> cpu_artifact_target(const CompileOptions& options) {
+  if (options.allow_tf32)
+    return make_error(
+        "compile: --allow-tf32 lets CUDA matmuls use TF32 tensor cores; the CPU has none (its f32 "
+        "matmuls stay f32), so it needs --target=cuda");
   KILN_RETURN_IF_ERROR(cpu_list(options.cpu));
   return std::string(format::kCpuTarget);
 }
@@ -72,6 +76,8 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
   std::string archs;
   for (const std::string& a : options.cuda_archs) archs += (archs.empty() ? "" : ",") + a;
   contents.flags = {"--target=cuda", "--cuda-arch=" + archs};
+  if (options.allow_tf32) contents.flags.push_back("--allow-tf32");
+  contents.allow_tf32 = options.allow_tf32;
   return Status::Ok();
 }
 

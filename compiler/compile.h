@@ -44,6 +44,10 @@ struct CompileOptions {
   bool convert_weight_dtypes = false;
   /// Ignore weights that name no param or state (else they are an error).
   bool allow_unused_weights = false;
+  /// CUDA: let f32 matmuls use TF32 tensor cores (inputs rounded to 10 mantissa bits,
+  /// f32 accumulation), as PyTorch's set_float32_matmul_precision("high") does. Off by
+  /// default: matmuls then give f32 results (docs/cuda.md has the tolerance it costs).
+  bool allow_tf32 = false;
 };
 
 /// Runs the default pipeline (decompose, canonicalize, cse, dce, fusion, memory-plan),

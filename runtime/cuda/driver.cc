@@ -87,6 +87,7 @@ Result<const Blas*> open_blas() {
   bind(library, b.destroy, "cublasDestroy_v2", missing);
   bind(library, b.set_stream, "cublasSetStream_v2", missing);
   bind(library, b.set_workspace, "cublasSetWorkspace_v2", missing);
+  bind(library, b.set_math_mode, "cublasSetMathMode", missing);
   bind(library, b.sgemm_strided_batched, "cublasSgemmStridedBatched", missing);
   bind(library, b.dgemm_strided_batched, "cublasDgemmStridedBatched", missing);
   bind(library, b.status_string, "cublasGetStatusString", missing);

@@ -75,6 +75,8 @@ struct Blas {
   Status (*destroy)(Handle);
   Status (*set_stream)(Handle, CUstream);
   Status (*set_workspace)(Handle, void*, size_t);
+  enum MathMode : int { kDefaultMath = 0, kTf32TensorOpMath = 3 };  ///< cublasMath_t
+  Status (*set_math_mode)(Handle, MathMode);
   Status (*sgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const float*, const float*, int,
                                   long long, const float*, int, long long, const float*, float*, int, long long, int);
   Status (*dgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const double*, const double*, int,

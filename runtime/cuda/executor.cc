@@ -270,6 +270,10 @@ struct Impl {
         return fail(make_error(std::string("runtime: cublasCreate failed: ") + blas->status_string(b)));
       blas->set_stream(s->blas, s->stream);
       blas->set_workspace(s->blas, reinterpret_cast<void*>(s->workspace), kBlasWorkspaceBytes);
+      // TF32 only where the artifact was compiled to allow it (kiln compile --allow-tf32).
+      const Blas::MathMode math = artifact->allow_tf32() ? Blas::kTf32TensorOpMath : Blas::kDefaultMath;
+      if (Blas::Status b = blas->set_math_mode(s->blas, math); b != 0)
+        return fail(make_error(std::string("runtime: cublasSetMathMode failed: ") + blas->status_string(b)));
     }
     return s;
   }

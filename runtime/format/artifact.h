@@ -102,6 +102,7 @@ struct ArtifactContents {
   std::vector<CodeInfo> code;
   std::vector<std::vector<uint8_t>> weights;
   std::string ir;
+  bool allow_tf32 = false;  ///< CUDA f32 matmuls may use TF32 tensor cores
 };
 
 /// Serializes an artifact: header, FlatBuffers metadata, then the code, weight and IR

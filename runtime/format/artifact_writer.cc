@@ -63,7 +63,8 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   auto root = CreateArtifact(fb, fb.CreateString(c.compiler_version), fb.CreateVector(flags), fb.CreateString(c.target),
                              fb.CreateVector(values), fb.CreateVector(args), fb.CreateVector(c.results),
                              fb.CreateVector(buffers), c.arena_bytes, c.alignment, fb.CreateVector(steps),
-                             fb.CreateVector(copies), fb.CreateVector(objects), fb.CreateVectorOfStructs(weights), &ir);
+                             fb.CreateVector(copies), fb.CreateVector(objects), fb.CreateVectorOfStructs(weights), &ir,
+                             c.allow_tf32);
   FinishArtifactBuffer(fb, root);
   Section metadata = append_section(out, std::span(fb.GetBufferPointer(), fb.GetSize()));
 

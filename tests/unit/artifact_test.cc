@@ -70,6 +70,12 @@ TEST_CASE("an artifact reads back what was written", "[artifact]") {
   CHECK(std::string(ir_text.begin(), ir_text.end()) == c.ir);
   // The steps' entry points name the kernels the code generator emits.
   CHECK(a.steps()->Get(0)->symbol()->str().rfind("matmul", 0) == 0);
+  CHECK(!a.allow_tf32());
+  c.allow_tf32 = true;
+  std::vector<uint8_t> tf32 = format::write_artifact(c);
+  auto tf32_view = format::read_artifact(tf32, "cpu-x86_64");
+  REQUIRE(tf32_view.ok());
+  CHECK(tf32_view->metadata().allow_tf32());
 }
 
 TEST_CASE("every truncation of an artifact is refused with a typed error", "[artifact][errors]") {

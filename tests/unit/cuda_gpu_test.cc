@@ -5,6 +5,7 @@
 // is skipped with a message, unless KILN_REQUIRE_GPU=1 (as the script sets), which makes
 // that a failure.
 #include <fmt/format.h>
+#include <cmath>
 
 #include "compiler/nn.h"
 #include "ir/parser.h"
@@ -195,5 +196,38 @@ TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes 
       });
     for (auto& th : threads) th.join();
     CHECK(differing == 0);
+  }
+}
+
+TEST_CASE("CUDA: f32 matmuls are f32 by default; with --allow-tf32 within TF32's bound, which the log gives",
+          "[gpu][cuda][tf32]") {
+  if (!have_gpu()) return;
+  // Each element's error against the interpreter, over sum_k |a_ik| |b_kj| (the bound of
+  // a dot product's rounding): f32 rounds at 2^-24, TF32's inputs at 2^-11.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @mm(%a: f32[256,1024], %b: f32[1024,256]) {
+  %c: f32[256,256] = matmul(%a, %b)
+  %aa: f32[256,1024] = abs(%a)
+  %ab: f32[1024,256] = abs(%b)
+  %scale: f32[256,256] = matmul(%aa, %ab)
+  return %c, %scale
+}
+)");
+  auto args = seeded_arguments(g, 7);
+  auto want = kiln::testing::eval_ok(g, args);
+  for (bool tf32 : {false, true}) {
+    CompileOptions options = cuda_options(true);
+    options.allow_tf32 = tf32;
+    auto got = kiln::testing::compile_and_run(g, args, options);
+    if (!got.ok()) FAIL(got.error().message);
+    double worst = 0;
+    for (int64_t i = 0; i < want[0].size(); ++i)
+      worst = std::max(worst, std::abs((*got)[0].get(i) - want[0].get(i)) / want[1].get(i));
+    fmt::print("matmul 256x1024x256, {}: max |error| / sum|a||b| = {:.3g}\n", tf32 ? "--allow-tf32" : "f32", worst);
+    if (tf32) {
+      CHECK(worst <= std::ldexp(1.0, -10));
+      CHECK(worst > std::ldexp(1.0, -20));  // TF32 really ran: f32 alone is far closer
+    } else {
+      CHECK(worst <= std::ldexp(1.0, -20));
+    }
   }
 }

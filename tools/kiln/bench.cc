@@ -15,7 +15,7 @@ namespace kiln::cli {
 
 constexpr std::string_view kBenchHelp =
     R"(usage: kiln bench [--target=cpu|cuda] [--cpu=LIST] [--suite=fusion|models] [--filter=REGEX] [--repeat=N]
-                  [--threads=N] [--json FILE] [--svg FILE] [--quick]
+                  [--threads=N] [--json FILE] [--svg FILE] [--quick] [--allow-tf32]
        kiln bench --suite=fusion|models --export=DIR [--quick]
 
 Compiles each row of a benchmark suite twice (fused, and with --no-fusion), runs both with
@@ -45,6 +45,9 @@ mlp_train (784-512-512-10, cross entropy, Adam, batch 128).
   --svg=FILE          write a chart: speedup of fused over unfused, fraction of copy bandwidth
   --quick             small sizes (64K f32 tensors, MLP batch 32; models: C=64, T=16, B=2),
                       for a first look and tests
+  --allow-tf32        CUDA: compile with --allow-tf32 (f32 matmuls on TF32 tensor cores);
+                      the JSON says so, and compare_torch.py then sets PyTorch's
+                      float32 matmul precision to "high" alike
   --export=DIR        write each row of the suite as DIR/ROW.kir, with its params and
                       initial state in DIR/ROW.safetensors (for kiln bench ROW.kir --profile)
                       instead of timing it
@@ -83,10 +86,10 @@ int export_suite(const std::string& suite, bool quick, const std::string& dir) {
 int run_bench(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln bench";
   // The suites' flags and a model's, in one parser: a model is a positional argument.
-  constexpr FlagSpec specs[] = {{"target", true}, {"cpu", true},     {"suite", true},    {"filter", true},
-                                {"repeat", true}, {"threads", true}, {"json", true},     {"svg", true},
-                                {"quick"},        {"weights", true}, {"random-weights"}, {"input", true, true},
-                                {"warmup", true}, {"profile"},       {"trace", true},    {"export", true}};
+  constexpr FlagSpec specs[] = {
+      {"target", true}, {"cpu", true}, {"suite", true}, {"filter", true},  {"repeat", true},   {"threads", true},
+      {"json", true},   {"svg", true}, {"quick"},       {"weights", true}, {"random-weights"}, {"input", true, true},
+      {"warmup", true}, {"profile"},   {"trace", true}, {"export", true},  {"allow-tf32"}};
   auto parsed = parse_args(cmd, argv, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
   if (parsed->help) {
@@ -111,6 +114,7 @@ int run_bench(std::span<char* const> argv) {
   options.suite = parsed->get("suite", "fusion");
   options.filter = parsed->get("filter");
   options.quick = parsed->has("quick");
+  options.allow_tf32 = parsed->has("allow-tf32");
   auto repeat = integer_flag(*parsed, "repeat", options.repeat, 1, 1'000'000);
   if (!repeat.ok()) return fail(cmd, repeat.error().message);
   options.repeat = static_cast<int>(*repeat);

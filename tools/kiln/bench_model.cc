@@ -39,6 +39,7 @@ says in latency_clock.
   --warmup=N          untimed runs first (default: 10)
   --threads=N         runtime threads (default: one per hardware thread)
   --cpu=LIST          a .kir's CPU targets, as kiln compile --cpu takes them
+  --allow-tf32        a .kir for CUDA: f32 matmuls may use TF32 (kiln compile --allow-tf32)
   --json=FILE         write the results as JSON (fields: docs/profiling.md)
   --profile           time every step: kernels, library calls, and the copies after them,
                       each with its bytes, GB/s, fraction of a plain copy's bandwidth, and
@@ -79,8 +80,9 @@ int run_bench_model(const Args& args) {
     auto bytes = format::read_artifact_file(path);
     if (!bytes.ok())
       return fail(cmd, bytes.error().code ? fmt::format("{}: {}", path, bytes.error().message) : bytes.error().message);
-    if (args.has("cpu"))
-      return fail(cmd, fmt::format("--cpu is for compiling a .kir; {} holds its kernels already", path));
+    for (std::string_view compile_flag : {"cpu", "allow-tf32"})
+      if (args.has(compile_flag))
+        return fail(cmd, fmt::format("--{} is for compiling a .kir; {} holds its kernels already", compile_flag, path));
     source.artifact = std::move(*bytes);
   }
 
@@ -88,6 +90,7 @@ int run_bench_model(const Args& args) {
   options.target = args.get("target");
   options.cpu = args.get("cpu", options.cpu);
   options.profile = args.has("profile");
+  options.allow_tf32 = args.has("allow-tf32");
   if (args.has("quick")) options.repeat = 5, options.warmup = 1;
   auto repeat = integer_flag(args, "repeat", options.repeat, 1, 1'000'000);
   if (!repeat.ok()) return fail(cmd, repeat.error().message);

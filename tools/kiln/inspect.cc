@@ -71,6 +71,7 @@ int run_inspect(std::span<char* const> argv) {
     for (const auto* f : *a.flags()) flags += (flags.empty() ? "" : " ") + f->str();
   fmt::print("flags: {}\n", flags.empty() ? "(none)" : flags);
   fmt::print("target: {}\n", a.target()->str());
+  if (a.allow_tf32()) fmt::print("f32 matmuls: TF32 tensor cores allowed (--allow-tf32)\n");
   const char* kinds[] = {"input", "param", "state"};
   fmt::print("arguments:\n");
   if (a.args())
