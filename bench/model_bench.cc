@@ -220,6 +220,7 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
     compile.target = r.target;
     compile.cpu = options.cpu;
     compile.allow_tf32 = options.allow_tf32;
+    compile.precision = options.precision;
     compile.weights = source.weights;
     progress(fmt::format("compiling {} for {}", source.name, r.target));
     const Clock::time_point started = Clock::now();

@@ -34,7 +34,8 @@ struct ModelBenchOptions {
   int warmup = 10;
   int threads = 0;  ///< 0: one per hardware thread
   bool profile = false;
-  bool allow_tf32 = false;  ///< CUDA: CompileOptions::allow_tf32 for a graph
+  bool allow_tf32 = false;        ///< CUDA: CompileOptions::allow_tf32 for a graph
+  std::string precision = "f32";  ///< CompileOptions::precision for a graph
   /// Inputs given by the caller; the others get seeded random data (random_inputs).
   std::map<std::string, runtime::HostTensor> inputs;
 };

@@ -24,7 +24,13 @@ Result<const CompileTarget*> find_target(std::string_view name);
 Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options) {
   KILN_RETURN_IF_ERROR(find_target(options.target));
   ir::Graph g = graph;
-  KILN_ASSIGN_OR_RETURN(std::vector<passes::PassSpec> specs, passes::parse_pipeline_text(passes::kDefaultPipeline));
+  if (options.precision != "f32" && options.precision != "bf16" && options.precision != "f16")
+    return make_error(fmt::format("compile: unknown precision '{}' (expected f32, bf16 or f16)", options.precision));
+  const std::string pipeline_text =
+      options.precision == "f32"
+          ? std::string(passes::kDefaultPipeline)
+          : fmt::format("autocast{{precision={}}},{}", options.precision, passes::kDefaultPipeline);
+  KILN_ASSIGN_OR_RETURN(std::vector<passes::PassSpec> specs, passes::parse_pipeline_text(pipeline_text));
   if (!options.fuse) passes::set_option_default(specs, "fusion", "fuse", "false");
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));
   auto ran = pipeline.run(g);
@@ -158,9 +164,20 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   KILN_ASSIGN_OR_RETURN(std::string target, compile_target->artifact_target(options));
   KILN_ASSIGN_OR_RETURN(auto weights, match_weights(graph, options.weights,
                                                     {options.convert_weight_dtypes, options.allow_unused_weights}));
+  // Params autocast stored in half precision: their weights rounded to it. (A missing
+  // one is named with the type the graph gave it.)
+  for (const ir::Arg& a : graph.args)
+    if (a.kind == ir::ArgKind::Param && !weights.count(graph.value_name(a.value)))
+      return make_error(fmt::format(
+          "param %{}: {} has no value; give it in the weights (a safetensors file with a tensor named \"{}\")",
+          graph.value_name(a.value), graph.type(a.value).to_string(), graph.value_name(a.value)));
+  for (const ir::Arg& a : g.args)
+    if (auto it = weights.find(g.value_name(a.value)); it != weights.end() && it->second.type != g.type(a.value))
+      it->second = ir::Tensor::from_doubles(g.type(a.value), it->second.floats);
   KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, weights, target, ir::print(graph)));
   KILN_RETURN_IF_ERROR(compile_target->add_code(g, options, contents));
   if (!options.fuse) contents.flags.push_back("--no-fusion");
+  if (options.precision != "f32") contents.flags.push_back("--precision=" + options.precision);
   return format::write_artifact(contents);
 }
 

@@ -48,6 +48,11 @@ struct CompileOptions {
   /// f32 accumulation), as PyTorch's set_float32_matmul_precision("high") does. Off by
   /// default: matmuls then give f32 results (docs/cuda.md has the tolerance it costs).
   bool allow_tf32 = false;
+  /// "f32" (the default: the graph's own types), or "bf16" or "f16": the autocast pass
+  /// (passes/autocast.h) runs first, so matmuls take half-precision operands with f32
+  /// accumulation and everything else computes in f32; params that only matmuls read are
+  /// stored in the half precision (their f32 weights rounded to it).
+  std::string precision = "f32";
 };
 
 /// Runs the default pipeline (decompose, canonicalize, cse, dce, fusion, memory-plan),

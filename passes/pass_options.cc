@@ -75,6 +75,23 @@ Result<bool> PassOptionReader::flag(std::string_view key, bool default_value) {
   return make_error(fmt::format("pass '{}': option '{}' takes true or false, not '{}'", spec_.name, key, it->second));
 }
 
+Result<std::string> PassOptionReader::choice(std::string_view key, const std::vector<std::string>& allowed,
+                                             std::string_view fallback) {
+  known_.emplace(key);
+  std::string choices;
+  for (const std::string& a : allowed) choices += (choices.empty() ? "" : "|") + a;
+  auto it = spec_.options.find(std::string(key));
+  if (it == spec_.options.end()) {
+    if (fallback.empty())
+      return make_error(
+          fmt::format("pass '{}' needs option '{}' ({}{{{}={}}})", spec_.name, key, spec_.name, key, choices));
+    return std::string(fallback);
+  }
+  for (const std::string& a : allowed)
+    if (it->second == a) return a;
+  return make_error(fmt::format("pass '{}': option '{}' takes {}, not '{}'", spec_.name, key, choices, it->second));
+}
+
 std::vector<std::string> PassOptionReader::list(std::string_view key) {
   known_.emplace(key);
   std::vector<std::string> items;

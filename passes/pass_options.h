@@ -37,6 +37,9 @@ class PassOptionReader {
   Result<bool> flag(std::string_view key, bool default_value);
   /// A comma-separated list (empty when not given).
   std::vector<std::string> list(std::string_view key);
+  /// One of `allowed`; `fallback` when not given (empty: the option is required).
+  Result<std::string> choice(std::string_view key, const std::vector<std::string>& allowed,
+                             std::string_view fallback = "");
   /// An error naming the first option the pass does not take, and the ones it does.
   Status done() const;
 

@@ -9,6 +9,7 @@
 #include "base/file.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/autocast.h"
 #include "passes/autodiff.h"
 #include "passes/canonicalize.h"
 #include "passes/cse.h"
@@ -49,7 +50,14 @@ Result<std::unique_ptr<Pass>> make_autodiff(PassOptionReader& reader) {
   return std::unique_ptr<Pass>(std::make_unique<AutodiffPass>(std::move(wrt)));
 }
 
+Result<std::unique_ptr<Pass>> make_autocast(PassOptionReader& reader) {
+  KILN_ASSIGN_OR_RETURN(std::string precision, reader.choice("precision", {"bf16", "f16"}));
+  KILN_RETURN_IF_ERROR(reader.done());
+  return std::unique_ptr<Pass>(std::make_unique<AutocastPass>(precision == "bf16" ? ir::DType::BF16 : ir::DType::F16));
+}
+
 constexpr Registration kPasses[] = {
+    {"autocast", "{precision=bf16|f16}", make_autocast},
     {"autodiff", "{wrt=NAME,...}", make_autodiff},
     {"decompose", "", make<DecomposePass>},
     {"canonicalize", "", make<CanonicalizePass>},

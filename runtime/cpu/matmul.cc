@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half_float.h"
 #include "runtime/cpu/host_cpu.h"
 
 namespace kiln::runtime::cpu {
@@ -87,6 +88,40 @@ bool openblas_uses_avx2(const std::string& core) {
   return false;
 }
 
+// f32 C = op(A) op(B) on oneDNN's sgemm where it is open, else OpenBLAS's.
+Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, int threads) {
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  if (const Dnnl& d = dnnl(); d.sgemm) {
+    if (d.omp_set_num_threads) d.omp_set_num_threads(threads);
+    if (int status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n); status != 0)
+      return make_error("runtime: oneDNN's sgemm failed with status " + std::to_string(status) + " for a " +
+                        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " matmul");
+    return Status::Ok();
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
+              c, static_cast<int>(n));
+  return Status::Ok();
+}
+
+// A matmul of f16 or bf16 matrices: both widened to f32 (exactly), multiplied with f32
+// accumulation (as autocast promises and cuBLAS does on the GPU), the result rounded to
+// nearest even. oneDNN 2.6's C API has no half-precision GEMM to call instead.
+Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
+                   uint16_t* c, int threads) {
+  thread_local std::vector<float> fa, fb, fc;
+  fa.resize(static_cast<size_t>(m * k));
+  fb.resize(static_cast<size_t>(k * n));
+  fc.resize(static_cast<size_t>(m * n));
+  auto widen = bf16 ? bf16_to_float : f16_to_float;
+  for (size_t i = 0; i < fa.size(); ++i) fa[i] = widen(a[i]);
+  for (size_t i = 0; i < fb.size(); ++i) fb[i] = widen(b[i]);
+  KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, fa.data(), fb.data(), fc.data(), threads));
+  auto narrow = bf16 ? float_to_bf16 : float_to_f16;
+  for (size_t i = 0; i < fc.size(); ++i) c[i] = narrow(fc[i]);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string matmul_library() {
@@ -134,19 +169,14 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
     int lda = static_cast<int>(mm.trans_a() ? m : k), ldb = static_cast<int>(mm.trans_b() ? k : n);
     switch (t) {
       case ElementType::F32:
-        if (const Dnnl& d = dnnl(); d.sgemm) {
-          if (d.omp_set_num_threads) d.omp_set_num_threads(threads);
-          if (int status = d.sgemm(mm.trans_a() ? 'T' : 'N', mm.trans_b() ? 'T' : 'N', m, n, k, 1.0f,
-                                   reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f,
-                                   reinterpret_cast<float*>(c), n);
-              status != 0)
-            return make_error("runtime: oneDNN's sgemm failed with status " + std::to_string(status) + " for a " +
-                              std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " matmul");
-          break;
-        }
-        cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
-                    reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b), ldb, 0.0f,
-                    reinterpret_cast<float*>(c), static_cast<int>(n));
+        KILN_RETURN_IF_ERROR(sgemm(mm.trans_a(), mm.trans_b(), m, n, k, reinterpret_cast<const float*>(a),
+                                   reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), threads));
+        break;
+      case ElementType::F16:
+      case ElementType::BF16:
+        KILN_RETURN_IF_ERROR(half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,
+                                         reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(b),
+                                         reinterpret_cast<uint16_t*>(c), threads));
         break;
       case ElementType::F64:
         cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,

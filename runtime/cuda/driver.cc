@@ -90,6 +90,7 @@ Result<const Blas*> open_blas() {
   bind(library, b.set_math_mode, "cublasSetMathMode", missing);
   bind(library, b.sgemm_strided_batched, "cublasSgemmStridedBatched", missing);
   bind(library, b.dgemm_strided_batched, "cublasDgemmStridedBatched", missing);
+  bind(library, b.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx", missing);
   bind(library, b.status_string, "cublasGetStatusString", missing);
   if (!missing.empty()) return make_error("cuBLAS in " + file + " lacks " + missing);
   return &b;

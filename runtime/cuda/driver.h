@@ -82,6 +82,12 @@ struct Blas {
   Status (*dgemm_strided_batched)(Handle, Operation, Operation, int, int, int, const double*, const double*, int,
                                   long long, const double*, int, long long, const double*, double*, int, long long,
                                   int);
+  // f16 and bf16 matmuls: cublasGemmStridedBatchedEx with f32 compute.
+  enum DataType : int { kR32F = 0, kR16F = 2, kR16BF = 14 };  ///< cudaDataType
+  enum ComputeType : int { kCompute32F = 68 };                ///< cublasComputeType_t
+  Status (*gemm_strided_batched_ex)(Handle, Operation, Operation, int, int, int, const void*, const void*, DataType,
+                                    int, long long, const void*, DataType, int, long long, const void*, void*, DataType,
+                                    int, long long, int, ComputeType, int /* cublasGemmAlgo_t */);
   const char* (*status_string)(Status);
 };
 

@@ -29,7 +29,7 @@ struct Step {
   uint64_t scratch_offset = 0;
   std::vector<uint32_t> args;  // inputs then outputs
   const format::Matmul* matmul = nullptr;
-  bool f64 = false;
+  format::DType dtype = format::DType::F32;  // a matmul's element type
 };
 
 struct Session {
@@ -189,10 +189,11 @@ struct Impl {
       if (step.kind == format::StepKind::Library) {
         step.matmul = s->matmul();
         const format::Value* a = artifact->values()->Get(step.args[0]);
-        if (a->dtype() != format::DType::F32 && a->dtype() != format::DType::F64)
+        if (a->dtype() != format::DType::F32 && a->dtype() != format::DType::F64 && a->dtype() != format::DType::F16 &&
+            a->dtype() != format::DType::BF16)
           return make_error("runtime: step " + step.name + ": matmul on " + format::EnumNameDType(a->dtype()) +
                             " is not supported on CUDA");
-        step.f64 = a->dtype() == format::DType::F64;
+        step.dtype = a->dtype();
         if (!blas) {
           KILN_ASSIGN_OR_RETURN(blas, cuda::blas());
         }
@@ -314,7 +315,7 @@ struct Impl {
     if (inner) dims.pop_back();
     int64_t outer = 1;
     for (const auto* d : dims) outer *= d->count();
-    const size_t size = step.f64 ? 8 : 4;
+    const size_t size = static_cast<size_t>(format::element_bytes(step.dtype));
     std::vector<int64_t> at(dims.size(), 0);
     for (int64_t p = 0; p < outer; ++p) {
       int64_t ao = 0, bo = 0, co = 0;
@@ -327,7 +328,15 @@ struct Impl {
                       sc = inner ? inner->c_stride() : 0;
       // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first.
       Blas::Status r;
-      if (step.f64) {
+      if (step.dtype == format::DType::F16 || step.dtype == format::DType::BF16) {
+        // Half-precision operands and result, f32 accumulation (cuBLAS picks tensor cores).
+        const Blas::DataType t = step.dtype == format::DType::F16 ? Blas::kR16F : Blas::kR16BF;
+        const float one = 1, zero = 0;
+        r = blas->gemm_strided_batched_ex(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const void*>(b), t, ldb, sb,
+                                          reinterpret_cast<const void*>(a), t, lda, sa, &zero,
+                                          reinterpret_cast<void*>(c), t, n, sc, count, Blas::kCompute32F,
+                                          -1 /* CUBLAS_GEMM_DEFAULT */);
+      } else if (step.dtype == format::DType::F64) {
         const double one = 1, zero = 0;
         r = blas->dgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const double*>(b), ldb, sb,
                                         reinterpret_cast<const double*>(a), lda, sa, &zero,

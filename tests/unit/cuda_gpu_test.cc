@@ -231,3 +231,28 @@ TEST_CASE("CUDA: f32 matmuls are f32 by default; with --allow-tf32 within TF32's
     }
   }
 }
+
+TEST_CASE("CUDA: f16 and bf16 matmuls (cublasGemmStridedBatchedEx, f32 compute) within one unit in the last place",
+          "[gpu][cuda][precision]") {
+  if (!have_gpu()) return;
+  for (auto [name, bits] : {std::pair<const char*, int>{"bf16", 8}, {"f16", 11}}) {
+    ir::Graph g =
+        kiln::testing::parse_ok(fmt::format(R"(graph @mm(%a: {0}[3,64,96], %b: {0}[96,48], %c: {0}[3,48,32]) {{
+  %ab: {0}[3,64,48] = matmul(%a, %b)
+  %abc: {0}[3,64,32] = matmul(%ab, %c)
+  return %ab, %abc
+}}
+)",
+                                            name));
+    auto args = seeded_arguments(g, 3);
+    auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
+    if (!got.ok()) FAIL(got.error().message);
+    auto want = kiln::testing::eval_ok(g, args);
+    for (size_t i = 0; i < want.size(); ++i) {
+      std::vector<double> expected;
+      for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
+      // The second matmul's operand differs by the first's rounding: two units.
+      kiln::testing::check_close((*got)[i], want[i].type.to_string(), expected, std::ldexp(2.0, 1 - bits), 1e-4);
+    }
+  }
+}

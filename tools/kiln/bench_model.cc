@@ -40,6 +40,7 @@ says in latency_clock.
   --threads=N         runtime threads (default: one per hardware thread)
   --cpu=LIST          a .kir's CPU targets, as kiln compile --cpu takes them
   --allow-tf32        a .kir for CUDA: f32 matmuls may use TF32 (kiln compile --allow-tf32)
+  --precision=P       a .kir: f32 (default), bf16 or f16, as kiln compile --precision
   --json=FILE         write the results as JSON (fields: docs/profiling.md)
   --profile           time every step: kernels, library calls, and the copies after them,
                       each with its bytes, GB/s, fraction of a plain copy's bandwidth, and
@@ -80,7 +81,7 @@ int run_bench_model(const Args& args) {
     auto bytes = format::read_artifact_file(path);
     if (!bytes.ok())
       return fail(cmd, bytes.error().code ? fmt::format("{}: {}", path, bytes.error().message) : bytes.error().message);
-    for (std::string_view compile_flag : {"cpu", "allow-tf32"})
+    for (std::string_view compile_flag : {"cpu", "allow-tf32", "precision"})
       if (args.has(compile_flag))
         return fail(cmd, fmt::format("--{} is for compiling a .kir; {} holds its kernels already", compile_flag, path));
     source.artifact = std::move(*bytes);
@@ -91,6 +92,7 @@ int run_bench_model(const Args& args) {
   options.cpu = args.get("cpu", options.cpu);
   options.profile = args.has("profile");
   options.allow_tf32 = args.has("allow-tf32");
+  options.precision = args.get("precision", "f32");
   if (args.has("quick")) options.repeat = 5, options.warmup = 1;
   auto repeat = integer_flag(args, "repeat", options.repeat, 1, 1'000'000);
   if (!repeat.ok()) return fail(cmd, repeat.error().message);

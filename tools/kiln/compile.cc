@@ -11,7 +11,8 @@ namespace kiln::cli {
 
 constexpr std::string_view kCompileHelp =
     R"(usage: kiln compile FILE.kir [--target=cpu|cuda] [--weights W.safetensors] [--cpu=NAME]
-                    [--cuda-arch=sm_80,sm_90] [--no-cache] [-v] [--no-fusion] [--allow-tf32] -o M.kiln
+                    [--cuda-arch=sm_80,sm_90] [--no-cache] [-v] [--no-fusion] [--allow-tf32]
+                    [--precision=f32|bf16|f16] -o M.kiln
        kiln compile FILE.kir --target=cuda --emit=source [-o FILE.cu]
 
 Compiles FILE.kir through the default pipeline (decompose, canonicalize, cse, dce, fusion,
@@ -33,6 +34,10 @@ plus PTX of the newest (which newer GPUs compile when they load the artifact).
   -v, --verbose       CUDA: print cache hits and misses and NVRTC's time on stderr
   --emit=source       write the CUDA C++ program instead of an artifact (stdout without -o)
   --no-fusion         one kernel per op (the unfused baseline)
+  --precision=P       f32 (default: the graph's own types), bf16 or f16: matmuls take
+                      half-precision operands (f32 accumulation), everything else computes
+                      in f32, and params only matmuls read are stored in P (the autocast
+                      pass: kiln opt --passes='autocast{precision=bf16}' shows it)
   --allow-tf32        CUDA: f32 matmuls may use TF32 tensor cores (inputs rounded to 10
                       mantissa bits), as torch.set_float32_matmul_precision("high") does;
                       off by default (docs/cuda.md gives the tolerance it costs)
@@ -47,8 +52,9 @@ int run_compile(std::span<char* const> argv) {
     if (std::string_view(a) == "-o") a = const_cast<char*>("--output");
     if (std::string_view(a) == "-v") a = const_cast<char*>("--verbose");
   }
-  std::vector<FlagSpec> specs = {{"target", true}, {"cpu", true}, {"cuda-arch", true}, {"no-cache"},  {"verbose"},
-                                 {"emit", true},   {"no-fusion"}, {"output", true},    {"allow-tf32"}};
+  std::vector<FlagSpec> specs = {{"target", true}, {"cpu", true},      {"cuda-arch", true}, {"no-cache"},
+                                 {"verbose"},      {"emit", true},     {"no-fusion"},       {"output", true},
+                                 {"allow-tf32"},   {"precision", true}};
   specs.insert(specs.end(), std::begin(kWeightsFlags), std::end(kWeightsFlags));
   auto parsed = parse_args(cmd, args, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
@@ -79,6 +85,7 @@ int run_compile(std::span<char* const> argv) {
   options.use_compile_cache = !parsed->has("no-cache");
   options.verbose = parsed->has("verbose");
   options.allow_tf32 = parsed->has("allow-tf32");
+  options.precision = parsed->get("precision", "f32");
   if (parsed->has("cuda-arch")) {
     options.cuda_archs.clear();
     std::string list = parsed->get("cuda-arch");

@@ -1,0 +1,79 @@
+#include "passes/autocast.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::DType;
+using ir::Node;
+using ir::Op;
+using ir::ValueId;
+
+Node cast_node(ir::Graph& g, ValueId from, DType to, ir::Location loc, ValueId result = ir::kNoValue) {
+  Node n;
+  n.op = Op::Cast;
+  n.operands = {from};
+  n.attrs.set("to", to);
+  n.loc = loc;
+  n.result = result != ir::kNoValue ? result : g.add_value({to, g.type(from).shape});
+  return n;
+}
+
+}  // namespace
+
+Result<bool> AutocastPass::run(ir::Graph& g) {
+  if (precision_ != DType::F16 && precision_ != DType::BF16)
+    return make_error("pass 'autocast': precision must be f16 or bf16");
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  bool changed = false;
+  for (Node& n : g.nodes) {
+    const bool f32_matmul =
+        n.op == Op::Matmul && g.type(n.operands[0]).dtype == DType::F32 && g.type(n.operands[1]).dtype == DType::F32;
+    if (!f32_matmul) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    changed = true;
+    const ValueId result = n.result;
+    for (ValueId& operand : n.operands) {
+      nodes.push_back(cast_node(g, operand, precision_, n.loc));
+      operand = nodes.back().result;
+    }
+    n.result = g.add_value({precision_, g.type(result).shape});
+    const ValueId low = n.result;
+    const ir::Location loc = n.loc;
+    nodes.push_back(std::move(n));
+    nodes.push_back(cast_node(g, low, DType::F32, loc, result));  // the old value, its users unchanged
+  }
+  g.nodes = std::move(nodes);
+  if (!changed) return false;
+  // Params that only matmuls read (through their casts) take the low precision themselves.
+  std::vector<std::vector<int>> users(g.values.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId v : g.nodes[i].operands) users[v].push_back(static_cast<int>(i));
+  std::vector<char> is_result(g.values.size(), 0);
+  for (ValueId v : g.results) is_result[v] = 1;
+  std::vector<ValueId> replacement(g.values.size(), ir::kNoValue);
+  std::vector<char> drop(g.nodes.size(), 0);
+  for (const ir::Arg& a : g.args) {
+    const ValueId v = a.value;
+    if (a.kind != ir::ArgKind::Param || g.type(v).dtype != DType::F32 || is_result[v] || users[v].empty()) continue;
+    bool only_casts = true;
+    for (int u : users[v])
+      only_casts = only_casts && g.nodes[u].op == Op::Cast && g.nodes[u].attrs.get_dtype("to") == precision_;
+    if (!only_casts) continue;
+    g.values[v].type.dtype = precision_;
+    for (int u : users[v]) {
+      replacement[g.nodes[u].result] = v;
+      drop[u] = 1;
+    }
+  }
+  g.replace_uses(replacement);
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  return true;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,131 @@
+// Half precision on the CPU: f16 and bf16 matmuls (f32 accumulation, the result rounded
+// to nearest even) against the interpreter's exactly rounded ones, and models compiled
+// with --precision=bf16|f16 (the autocast pass) against the f32 interpreter. Tolerances
+// come from the precision: p mantissa bits (8 for bf16, 11 for f16) round a result to
+// within 2^-p of it, and f32 accumulation may move it across a rounding boundary, so one
+// unit in the last place, 2^(1-p), bounds a matmul's error against the interpreter.
+#include <fmt/format.h>
+#include <cmath>
+
+#include "base/half_float.h"
+#include "compiler/compile.h"
+#include "ir/parser.h"
+#include "passes/pipeline.h"
+#include "runtime/format/artifact.h"
+#include "tests/unit/run_util.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Precision {
+  ir::DType dtype;
+  const char* name;
+  int mantissa_bits;
+};
+constexpr Precision kPrecisions[] = {{ir::DType::BF16, "bf16", 8}, {ir::DType::F16, "f16", 11}};
+
+void check_within(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want, double rtol, double atol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<double> expected;
+    for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
+    kiln::testing::check_close(got[i], got[i].type.to_string(), expected, rtol, atol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("f32 to f16 and bf16 round to nearest even, as the interpreter does, at every edge", "[precision]") {
+  const float cases[] = {0.0f,         -0.0f,    1.0f,    1.00048828125f, 1.00146484375f, 65504.0f,
+                         65519.99f,    65520.0f, 1e-8f,   2.9802322e-8f,  6.097555e-5f,   6.1035156e-5f,
+                         -3.14159265f, 1e30f,    -1e-40f, INFINITY,       -INFINITY,      3.3895314e38f};
+  for (float f : cases) {
+    INFO(f);
+    CHECK(f16_to_float(float_to_f16(f)) == static_cast<float>(ir::f16_value(ir::f16_bits(f))));
+    CHECK(bf16_to_float(float_to_bf16(f)) == static_cast<float>(ir::bf16_value(ir::bf16_bits(f))));
+  }
+  CHECK(std::isnan(f16_to_float(float_to_f16(NAN))));
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  // Every f16 and bf16 value widens exactly and narrows back to itself.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t bits = static_cast<uint16_t>(h);
+    const float f16 = f16_to_float(bits), bf16 = bf16_to_float(bits);
+    if (!std::isnan(f16)) CHECK(float_to_f16(f16) == bits);
+    if (!std::isnan(bf16)) CHECK(float_to_bf16(bf16) == bits);
+  }
+}
+
+TEST_CASE("f16 and bf16 matmuls of every batch pattern against the interpreter, within one unit in the last place",
+          "[precision][matmul]") {
+  const char* shapes[][3] = {
+      {"2,3,5,7", "7,4", "2,3,5,4"},  // batch dims only A has: one GEMM of 30 rows
+      {"3,5,7", "3,7,4", "3,5,4"},    // batched
+      {"64,96", "96,48", "64,48"},    // one GEMM, larger
+  };
+  for (const Precision& p : kPrecisions)
+    for (const auto& s : shapes) {
+      const std::string text = fmt::format(R"(graph @mm(%a: {0}[{1}], %b: {0}[{2}]) {{
+  %c: {0}[{3}] = matmul(%a, %b)
+  return %c
+}}
+)",
+                                           p.name, s[0], s[1], s[2]);
+      INFO(text);
+      ir::Graph g = kiln::testing::parse_ok(text);
+      auto args = kiln::testing::seeded_arguments(g, 3);
+      auto got = kiln::testing::compile_and_run(g, args, {});
+      if (!got.ok()) FAIL(got.error().message);
+      check_within(*got, kiln::testing::eval_ok(g, args), std::ldexp(1.0, 1 - p.mantissa_bits), 1e-5);
+    }
+}
+
+TEST_CASE("--precision=bf16|f16: params only matmuls read are stored in it, and the model stays near f32",
+          "[precision][autocast]") {
+  // A GELU MLP with a softmax head: matmuls in half precision, the rest in f32.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @mlp(%x: f32[32,64], param %w1: f32[64,128], param %b1: f32[128],
+                                             param %w2: f32[128,10]) {
+  %h: f32[32,128] = matmul(%x, %w1)
+  %bb: f32[32,128] = broadcast(%b1) {shape=[32,128], dims=[1]}
+  %z: f32[32,128] = add(%h, %bb)
+  %a: f32[32,128] = gelu(%z) {approximate="tanh"}
+  %o: f32[32,10] = matmul(%a, %w2)
+  %p: f32[32,10] = softmax(%o) {axis=-1}
+  return %p, %o
+}
+)");
+  auto args = kiln::testing::seeded_arguments(g, 11, 0.5);
+  auto want = kiln::testing::eval_ok(g, args);
+  for (const Precision& p : kPrecisions) {
+    INFO(p.name);
+    CompileOptions options;
+    options.precision = p.name;
+    for (const auto& [name, t] : args)
+      if (name != "x") options.weights[name] = t;
+    auto artifact = compile_to_artifact(g, options);
+    if (!artifact.ok()) FAIL(artifact.error().message);
+    auto view = format::read_artifact(*artifact);
+    REQUIRE(view.ok());
+    std::map<std::string, format::DType> arg_types;
+    for (const format::Argument* a : *view->metadata().args()) {
+      const format::Value* v = view->metadata().values()->Get(a->value());
+      arg_types[v->name()->str()] = v->dtype();
+    }
+    const format::DType half = p.dtype == ir::DType::BF16 ? format::DType::BF16 : format::DType::F16;
+    CHECK(arg_types["w1"] == half);
+    CHECK(arg_types["w2"] == half);
+    CHECK(arg_types["b1"] == format::DType::F32);  // read by an add
+    CHECK(arg_types["x"] == format::DType::F32);
+    auto got = kiln::testing::compile_and_run(g, args, options);
+    if (!got.ok()) FAIL(got.error().message);
+    // Inputs and weights rounded to p bits, products summed over 64 and 128 terms: a few
+    // units of 2^-p of the values' scale (about 1 here).
+    const double bound = 8 * std::ldexp(1.0, -p.mantissa_bits);
+    check_within(*got, want, bound, bound);
+  }
+  CompileOptions bad;
+  bad.precision = "f8";
+  auto refused = compile_to_artifact(g, bad);
+  REQUIRE(!refused.ok());
+  CHECK(refused.error().message == "compile: unknown precision 'f8' (expected f32, bf16 or f16)");
+}
