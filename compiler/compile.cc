@@ -26,10 +26,11 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   ir::Graph g = graph;
   if (options.precision != "f32" && options.precision != "bf16" && options.precision != "f16")
     return make_error(fmt::format("compile: unknown precision '{}' (expected f32, bf16 or f16)", options.precision));
-  const std::string pipeline_text =
-      options.precision == "f32"
-          ? std::string(passes::kDefaultPipeline)
-          : fmt::format("autocast{{precision={}}},{}", options.precision, passes::kDefaultPipeline);
+  // After decompose, so matmuls inside composites and called functions are cast too.
+  std::string pipeline_text(passes::kDefaultPipeline);
+  if (options.precision != "f32")
+    pipeline_text.replace(pipeline_text.find("decompose,"), 10,
+                          fmt::format("decompose,autocast{{precision={}}},", options.precision));
   KILN_ASSIGN_OR_RETURN(std::vector<passes::PassSpec> specs, passes::parse_pipeline_text(pipeline_text));
   if (!options.fuse) passes::set_option_default(specs, "fusion", "fuse", "false");
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));

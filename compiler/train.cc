@@ -4,6 +4,7 @@
 
 #include "ir/builder.h"
 #include "ir/interpreter.h"
+#include "passes/autocast.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 
@@ -36,6 +37,22 @@ class UpdateBuilder {
     attrs.set("to", to);
     return b_.emit(Op::Cast, {x}, std::move(attrs));
   }
+  // cond ? x : y, a scalar cond spread over x's shape.
+  ValueId select(ValueId cond, ValueId x, ValueId y) {
+    const ir::Shape& shape = g_.type(x).shape;
+    if (!shape.empty()) cond = b_.broadcast(cond, shape, {});
+    return b_.emit(Op::Select, {cond, x, y});
+  }
+  // Whether x holds an inf or a NaN: x - x is 0 for every finite element, NaN otherwise.
+  ValueId not_finite_sum(ValueId x) {
+    ValueId d = sub(x, x);
+    std::vector<int64_t> axes;
+    for (size_t a = 0; a < g_.type(x).shape.size(); ++a) axes.push_back(static_cast<int64_t>(a));
+    return cast(axes.empty() ? d : b_.reduce(Op::ReduceSum, d, axes), ir::DType::F32);
+  }
+  ValueId ne(ValueId x, ValueId y) { return b_.binary(Op::Ne, x, y); }
+  ir::DType dtype(ValueId x) const { return g_.type(x).dtype; }
+  ValueId ge(ValueId x, ValueId y) { return b_.binary(Op::Ge, x, y); }
 
  private:
   ir::Graph& g_;
@@ -85,9 +102,32 @@ void adam_updates(const Adam& opt, UpdateBuilder& u, const std::vector<Trained>&
   }
 }
 
-}  // namespace
+// Dynamic loss scaling's part of the step (torch.amp.GradScaler): the gradients divided
+// by the scale, and when any holds an inf or NaN, every state update undone and the scale
+// backed off; otherwise the scale grows after growth_interval good steps in a row.
+// Returns whether any gradient holds an inf or a NaN (a bool scalar).
+ValueId unscale_gradients(UpdateBuilder& u, ValueId scale, std::vector<Trained>& params) {
+  ValueId inverse = u.div(u.c(1, scale), scale);
+  ValueId bad = ir::kNoValue;
+  for (Trained& p : params) {
+    p.grad = u.mul(p.grad, u.cast(inverse, u.dtype(p.grad)));
+    ValueId b = u.not_finite_sum(p.grad);
+    bad = bad == ir::kNoValue ? b : u.add(bad, b);
+  }
+  return u.ne(bad, bad);
+}
 
-Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimizer) {
+void scale_updates(const MixedPrecision& mixed, UpdateBuilder& u, ir::Graph& g, ValueId scale, ValueId tracker,
+                   ValueId found_inf, std::map<std::string, ValueId>& next) {
+  for (auto& [name, value] : next) value = u.select(found_inf, g.find_arg(name)->value, value);
+  ValueId counted = u.add(tracker, u.c(1, tracker));
+  ValueId grow = u.ge(counted, u.c(static_cast<double>(mixed.growth_interval), tracker));
+  next["amp.scale"] = u.select(found_inf, u.scaled(mixed.backoff_factor, scale),
+                               u.select(grow, u.scaled(mixed.growth_factor, scale), scale));
+  next["amp.growth_tracker"] = u.select(found_inf, u.c(0, tracker), u.select(grow, u.c(0, tracker), counted));
+}
+
+Result<TrainStep> build_step(const Model& model, const Optimizer& optimizer, const MixedPrecision* mixed) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, model.build());
   std::vector<std::string> weights;
   for (const ir::Arg& a : g.args) {
@@ -100,12 +140,38 @@ Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimize
   }
   if (weights.empty())
     return make_error(fmt::format("training step of @{}: the model has no floating-point params to train", g.name));
+  TrainStep step;
+  ValueId scale = ir::kNoValue, tracker = ir::kNoValue;
+  const ValueId loss = g.results[0];
+  if (mixed) {
+    if (mixed->compute != ir::DType::BF16 && mixed->compute != ir::DType::F16)
+      return make_error(fmt::format("training step of @{}: mixed precision computes in bf16 or f16, not {}", g.name,
+                                    ir::dtype_name(mixed->compute)));
+    if (mixed->loss_scaling &&
+        (!(mixed->initial_scale > 0) || mixed->growth_interval < 1 || !(mixed->growth_factor >= 1) ||
+         !(mixed->backoff_factor > 0 && mixed->backoff_factor < 1)))
+      return make_error(fmt::format(
+          "training step of @{}: loss scaling needs initial_scale > 0, growth_factor >= 1, 0 < backoff_factor < 1 "
+          "and growth_interval >= 1",
+          g.name));
+    // The master weights stay f32 params here (state below); their matmuls cast them.
+    KILN_RETURN_IF_ERROR(passes::AutocastPass(mixed->compute, /*store_params=*/false).run(g));
+    if (mixed->loss_scaling) {
+      ir::GraphBuilder b(g);
+      scale = b.arg("amp.scale", {ir::DType::F32, {}}, ir::ArgKind::State);
+      tracker = b.arg("amp.growth_tracker", {ir::DType::F32, {}}, ir::ArgKind::State);
+      step.initial_state["amp.scale"] = ir::Tensor::from_doubles({ir::DType::F32, {}}, {mixed->initial_scale});
+      step.initial_state["amp.growth_tracker"] = ir::Tensor::zeros({ir::DType::F32, {}});
+      ir::Attrs to;
+      to.set("to", g.type(loss).dtype);
+      g.results[0] = b.binary(Op::Mul, loss, b.emit(Op::Cast, {scale}, std::move(to)));  // differentiated scaled
+    }
+  }
   size_t outputs = g.results.size();
   auto differentiated = passes::AutodiffPass(weights).run(g);
   if (!differentiated.ok())
     return make_error(fmt::format("training step of @{}: {}", g.name, differentiated.error().message));
 
-  TrainStep step;
   std::vector<Trained> params;
   for (size_t i = 0; i < weights.size(); ++i) {
     ValueId grad = g.results[outputs + i];
@@ -117,11 +183,13 @@ Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimize
     if (a.kind == ir::ArgKind::Param && ir::is_float(g.type(a.value).dtype)) a.kind = ir::ArgKind::State;
 
   UpdateBuilder u(g);
+  ValueId found_inf = ir::kNoValue;
+  if (scale != ir::kNoValue) found_inf = unscale_gradients(u, scale, params);
   std::map<std::string, ValueId> next;
   if (const Sgd* sgd = std::get_if<Sgd>(&optimizer)) sgd_updates(*sgd, u, params, g, next, step.initial_state);
   else adam_updates(std::get<Adam>(optimizer), u, params, g, next, step.initial_state);
+  if (scale != ir::kNoValue) scale_updates(*mixed, u, g, scale, tracker, found_inf, next);
 
-  ValueId loss = g.results[0];
   g.results = {loss};
   for (const ir::Arg& a : g.args) {
     if (a.kind != ir::ArgKind::State) continue;
@@ -134,6 +202,16 @@ Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimize
   KILN_RETURN_IF_ERROR(passes::DcePass().run(g));
   step.graph = std::move(g);
   return step;
+}
+
+}  // namespace
+
+Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimizer) {
+  return build_step(model, optimizer, nullptr);
+}
+
+Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimizer, const MixedPrecision& mixed) {
+  return build_step(model, optimizer, &mixed);
 }
 
 Result<double> run_train_step(const TrainStep& step, std::map<std::string, ir::Tensor>& state,

@@ -56,9 +56,32 @@ struct TrainStep {
   std::map<std::string, ir::Tensor> initial_state;
 };
 
+/// Mixed-precision training (PyTorch's autocast with torch.amp.GradScaler): the weights
+/// stay f32 state (the master weights) and the optimizer runs in f32, while the matmuls of
+/// the forward and backward passes run in `compute` (passes/autocast.h). With
+/// `loss_scaling` (for f16, whose range is narrow) the loss is multiplied by the state
+/// %amp.scale before differentiation and the gradients divided by it; a step whose
+/// gradients hold an inf or NaN changes no weight or optimizer slot and halves the scale,
+/// and after `growth_interval` good steps in a row (counted in the state
+/// %amp.growth_tracker) the scale doubles. All of it is graph ops of the same step.
+struct MixedPrecision {
+  ir::DType compute = ir::DType::BF16;  ///< BF16 or F16
+  bool loss_scaling = false;            ///< on by default for f16: MixedPrecision::f16()
+  double initial_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+
+  static MixedPrecision bf16() { return {}; }
+  static MixedPrecision f16() { return {ir::DType::F16, true}; }
+};
+
 /// Builds the training step of a model whose first output is a floating-point scalar
 /// loss; every floating-point param is trained. Other outputs are dropped.
 Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimizer);
+/// The same, in mixed precision: state also holds %amp.scale and %amp.growth_tracker when
+/// the loss is scaled.
+Result<TrainStep> build_train_step(const Model& model, const Optimizer& optimizer, const MixedPrecision& mixed);
 
 /// Runs one step with the reference interpreter: reads `state` and the plain `inputs`,
 /// replaces `state` with the updated values, and returns the loss.

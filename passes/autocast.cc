@@ -1,5 +1,7 @@
 #include "passes/autocast.h"
 
+#include <functional>
+
 namespace kiln::passes {
 namespace {
 
@@ -27,8 +29,9 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   nodes.reserve(g.nodes.size());
   bool changed = false;
   for (Node& n : g.nodes) {
-    const bool f32_matmul =
-        n.op == Op::Matmul && g.type(n.operands[0]).dtype == DType::F32 && g.type(n.operands[1]).dtype == DType::F32;
+    // matmul, and linear (its bias cast too, as PyTorch's autocast does).
+    bool f32_matmul = n.op == Op::Matmul || n.op == Op::Linear;
+    for (ValueId operand : n.operands) f32_matmul = f32_matmul && g.type(operand).dtype == DType::F32;
     if (!f32_matmul) {
       nodes.push_back(std::move(n));
       continue;
@@ -46,7 +49,7 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
     nodes.push_back(cast_node(g, low, DType::F32, loc, result));  // the old value, its users unchanged
   }
   g.nodes = std::move(nodes);
-  if (!changed) return false;
+  if (!changed || !store_params_) return changed;
   // Params that only matmuls read (through their casts) take the low precision themselves.
   std::vector<std::vector<int>> users(g.values.size());
   for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -55,19 +58,33 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   for (ValueId v : g.results) is_result[v] = 1;
   std::vector<ValueId> replacement(g.values.size(), ir::kNoValue);
   std::vector<char> drop(g.nodes.size(), 0);
-  for (const ir::Arg& a : g.args) {
-    const ValueId v = a.value;
-    if (a.kind != ir::ArgKind::Param || g.type(v).dtype != DType::F32 || is_result[v] || users[v].empty()) continue;
-    bool only_casts = true;
-    for (int u : users[v])
-      only_casts = only_casts && g.nodes[u].op == Op::Cast && g.nodes[u].attrs.get_dtype("to") == precision_;
-    if (!only_casts) continue;
+  // Whether v reaches only casts to the precision, through movement ops that keep its
+  // values (a transpose of PyTorch's [out, in] weights, a reshape): the whole chain can
+  // then hold the precision, and the casts go.
+  std::function<bool(ValueId)> only_feeds_casts = [&](ValueId v) {
+    if (is_result[v] || users[v].empty()) return false;
+    for (int u : users[v]) {
+      const Node& n = g.nodes[u];
+      const bool cast = n.op == Op::Cast && n.attrs.get_dtype("to") == precision_;
+      const bool moved = (n.op == Op::Transpose || n.op == Op::Reshape) && only_feeds_casts(n.result);
+      if (!cast && !moved) return false;
+    }
+    return true;
+  };
+  std::function<void(ValueId)> retype = [&](ValueId v) {
     g.values[v].type.dtype = precision_;
     for (int u : users[v]) {
-      replacement[g.nodes[u].result] = v;
-      drop[u] = 1;
+      if (g.nodes[u].op == Op::Cast) {
+        replacement[g.nodes[u].result] = v;
+        drop[u] = 1;
+      } else {
+        retype(g.nodes[u].result);
+      }
     }
-  }
+  };
+  for (const ir::Arg& a : g.args)
+    if (a.kind == ir::ArgKind::Param && g.type(a.value).dtype == DType::F32 && only_feeds_casts(a.value))
+      retype(a.value);
   g.replace_uses(replacement);
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)

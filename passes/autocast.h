@@ -5,22 +5,25 @@
 
 namespace kiln::passes {
 
-/// Every f32 matmul takes its operands cast to `precision` (f16 or bf16) and gives a
-/// result of that type (f32 accumulation inside), cast back to f32 for its users; every
+/// Every f32 matmul (and linear, the composite of a matmul and its bias) takes its operands
+/// cast to `precision` (f16 or bf16) and gives a result of that type (f32 accumulation
+/// inside), cast back to f32 for its users; every
 /// other op computes in f32, as PyTorch's autocast lists have it for exp, log, pow,
 /// rsqrt, softmax, log_softmax, layer_norm, reductions and losses. The casts are
 /// elementwise ops, which fusion folds into the kernels beside them. A param that only
 /// matmuls read becomes a param of `precision` itself (its weights stored at half the
 /// size; the compiler rounds them to it). State (a training step's master weights) stays
-/// f32.
+/// f32, and so do all params with `store_params = false` (a training step's master weights).
 class AutocastPass : public Pass {
  public:
-  explicit AutocastPass(ir::DType precision) : precision_(precision) {}
+  explicit AutocastPass(ir::DType precision, bool store_params = true)
+      : precision_(precision), store_params_(store_params) {}
   std::string_view name() const override { return "autocast"; }
   Result<bool> run(ir::Graph& graph) override;
 
  private:
   ir::DType precision_;
+  bool store_params_;
 };
 
 }  // namespace kiln::passes
