@@ -256,3 +256,22 @@ TEST_CASE("CUDA: f16 and bf16 matmuls (cublasGemmStridedBatchedEx, f32 compute) 
     }
   }
 }
+
+TEST_CASE("CUDA: every op in f16 and bf16 against the interpreter's rounding of each op, within 4 units",
+          "[gpu][cuda][precision]") {
+  if (!have_gpu()) return;
+  auto [f32_graph, f32_args] = kiln::testing::all_ops_graph();
+  for (auto [dtype, bits] : {std::pair<ir::DType, int>{ir::DType::BF16, 8}, {ir::DType::F16, 11}}) {
+    ir::Graph g = kiln::testing::in_precision(f32_graph, dtype);
+    auto args = kiln::testing::in_precision(f32_args, dtype);
+    auto want = kiln::testing::eval_ok(g, args);
+    auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
+    if (!got.ok()) FAIL(got.error().message);
+    const double ulps = 4 * std::ldexp(1.0, 1 - bits);
+    for (size_t i = 0; i < want.size(); ++i) {
+      std::vector<double> expected;
+      for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
+      kiln::testing::check_close((*got)[i], want[i].type.to_string(), expected, ulps, ulps);
+    }
+  }
+}

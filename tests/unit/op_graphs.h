@@ -69,6 +69,25 @@ inline ir::Graph dtypes_graph() {
 )");
 }
 
+/// The graph with every f32 value (arguments, results of nodes, casts to f32) in `to`:
+/// the all-ops graph in half precision.
+inline ir::Graph in_precision(ir::Graph g, ir::DType to) {
+  for (ir::Value& v : g.values)
+    if (v.type.dtype == ir::DType::F32) v.type.dtype = to;
+  for (ir::Node& n : g.nodes)
+    if (n.op == ir::Op::Cast && n.attrs.get_dtype("to") == ir::DType::F32) n.attrs.set("to", to);
+  for (ir::Graph& f : g.functions) f = in_precision(std::move(f), to);
+  return g;
+}
+
+/// Arguments to match: f32 values rounded to `to`.
+inline std::map<std::string, ir::Tensor> in_precision(const std::map<std::string, ir::Tensor>& args, ir::DType to) {
+  std::map<std::string, ir::Tensor> rounded;
+  for (const auto& [name, t] : args)
+    rounded[name] = t.type.dtype == ir::DType::F32 ? ir::Tensor::from_doubles({to, t.type.shape}, t.floats) : t;
+  return rounded;
+}
+
 /// Checks dtypes_graph's outputs: f16 and bf16 carry 11 and 8 significant bits.
 inline void check_dtypes_close(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& expected) {
   REQUIRE(got.size() == expected.size());
