@@ -228,6 +228,13 @@ Tensor gelu(Tensor x, bool tanh_approximation = false);
 Tensor silu(Tensor x);
 /// x @ w + b with w: [in, out], b: [out].
 Tensor linear(Tensor x, Tensor w, Tensor b);
+/// Scaled dot-product attention, softmax(q kᵀ · scale) v over the last two dims (q:
+/// [..., T, D], k: [..., S, D], v: [..., S, E]; the leading dims are batch dims): `scale`
+/// 0 means 1/sqrt(D); `causal` keeps key j for query i only when j <= i; a `mask`
+/// (bool [..., T, S] or [T, S]) keeps the scores where it is true. The attention op, whose
+/// decomposition is that matmul-softmax-matmul.
+Tensor attention(Tensor q, Tensor k, Tensor v, double scale = 0, bool causal = false);
+Tensor attention(Tensor q, Tensor k, Tensor v, Tensor mask, double scale = 0, bool causal = false);
 /// Mean of squared differences.
 Tensor mse_loss(Tensor prediction, Tensor target);
 /// Mean over rows of -log_softmax(logits)[n, labels[n]]; labels are i32 or i64.

@@ -212,6 +212,23 @@ Tensor gelu(Tensor x, bool tanh_approximation) {
 
 Tensor silu(Tensor x) { return with_attr(Op::Silu, {x}, {}); }
 Tensor linear(Tensor x, Tensor w, Tensor b) { return with_attr(Op::Linear, {x, w, b}, {}); }
+
+namespace {
+ir::Attrs attention_attrs(double scale, bool causal) {
+  ir::Attrs attrs;
+  if (scale != 0) attrs.set("scale", scale);
+  if (causal) attrs.set("causal", true);
+  return attrs;
+}
+}  // namespace
+
+Tensor attention(Tensor q, Tensor k, Tensor v, double scale, bool causal) {
+  return with_attr(Op::Attention, {q, k, v}, attention_attrs(scale, causal));
+}
+
+Tensor attention(Tensor q, Tensor k, Tensor v, Tensor mask, double scale, bool causal) {
+  return with_attr(Op::Attention, {q, k, v, mask}, attention_attrs(scale, causal));
+}
 Tensor mse_loss(Tensor prediction, Tensor target) { return with_attr(Op::MseLoss, {prediction, target}, {}); }
 Tensor cross_entropy(Tensor logits, Tensor labels) { return with_attr(Op::CrossEntropy, {logits, labels}, {}); }
 

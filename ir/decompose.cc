@@ -136,6 +136,44 @@ ValueId cross_entropy(GraphBuilder& b, const Node& n) {
   return b.binary(Op::Mul, total, b.scalar(t.shape[0] ? -1.0 / static_cast<double>(t.shape[0]) : 0.0, t.dtype));
 }
 
+// softmax(q kᵀ · scale, masked) v, with masked scores -inf (a row masked whole gives NaN,
+// as PyTorch's scaled_dot_product_attention does). causal keeps key j for query i when
+// j <= i (the upper-left alignment of PyTorch's is_causal).
+ValueId attention(GraphBuilder& b, const Node& n) {
+  ValueId q = n.operands[0], k = n.operands[1], v = n.operands[2];
+  const TensorType qt = b.type(q);
+  const int64_t r = qt.rank();
+  std::vector<int64_t> perm(static_cast<size_t>(r));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[r - 1], perm[r - 2]);
+  Attrs transpose;
+  transpose.set("perm", perm);
+  ValueId scores = b.binary(Op::Matmul, q, b.emit(Op::Transpose, {k}, std::move(transpose)));
+  const double scale = n.attrs.get_float("scale", 1.0 / std::sqrt(static_cast<double>(qt.shape.back())));
+  scores = b.binary(Op::Mul, scores, b.scalar(scale, qt.dtype));
+  const Shape shape = b.type(scores).shape;
+  const int64_t queries = shape[r - 2], keys = shape[r - 1];
+  std::vector<int64_t> last_two = {r - 2, r - 1};
+  auto keep_where = [&](ValueId keep) {  // keep: bool[T,S] or the scores' shape
+    if (b.type(keep).shape != shape) keep = b.broadcast(keep, shape, last_two);
+    scores = b.emit(Op::Select, {keep, scores, b.scalar(-INFINITY, qt.dtype)});
+  };
+  if (n.attrs.get_bool("causal", false)) {
+    auto positions = [&](int64_t axis) {
+      Attrs iota;
+      iota.set("shape", Shape{queries, keys});
+      iota.set("axis", axis);
+      return *b.add(Op::Iota, {}, std::move(iota), DType::I64);
+    };
+    keep_where(b.binary(Op::Le, positions(1), positions(0)));
+  }
+  if (n.operands.size() == 4) keep_where(n.operands[3]);
+  Attrs softmax_axis;
+  softmax_axis.set("axis", int64_t{-1});
+  ValueId p = b.emit(Op::Softmax, {scores}, std::move(softmax_axis));
+  return b.binary(Op::Matmul, p, v);
+}
+
 // Copies the callee's body in, its arguments bound to the call's operands.
 ValueId inline_call(GraphBuilder& b, const Node& n) {
   Graph& g = b.graph();
@@ -168,6 +206,7 @@ ValueId expand(GraphBuilder& b, const Node& n) {
     case Op::Gelu: return gelu(b, n);
     case Op::Silu: return silu(b, n);
     case Op::Linear: return linear(b, n);
+    case Op::Attention: return attention(b, n);
     case Op::MseLoss: return mse_loss(b, n);
     case Op::CrossEntropy: return cross_entropy(b, n);
     default: assert(false && "expand: not a composite op"); return kNoValue;

@@ -279,6 +279,34 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
                                         norm.to_string(), x.to_string(), *axis, types_string(in.subspan(1))));
       return x;
     }
+    case Op::Attention: {
+      if (in.size() != 3 && in.size() != 4)
+        return op_error(op, fmt::format("expected q, k, v and an optional mask, got {} operands", in.size()));
+      const TensorType &k = in[1], &v = in[2];
+      const int64_t r = x.rank();
+      auto batch = [](const TensorType& t) { return Shape(t.shape.begin(), t.shape.end() - 2); };
+      if (r < 2 || k.rank() != r || v.rank() != r || batch(x) != batch(k) || batch(x) != batch(v) ||
+          k.shape[r - 1] != x.shape[r - 1] || v.shape[r - 2] != k.shape[r - 2] || k.dtype != x.dtype ||
+          v.dtype != x.dtype)
+        return op_error(op, fmt::format("expected q[...,T,D], k[...,S,D], v[...,S,E] of one float type, got {}",
+                                        types_string(in.subspan(0, 3))));
+      const int64_t queries = x.shape[r - 2], keys = k.shape[r - 2];
+      if (keys == 0) return op_error(op, fmt::format("cannot attend over no keys: k is {}", k.to_string()));
+      if (!attrs.has("scale") && x.shape[r - 1] == 0)
+        return op_error(op, fmt::format("the default scale 1/sqrt(D) needs D > 0: q is {}", x.to_string()));
+      if (in.size() == 4) {
+        Shape scores = batch(x);
+        scores.push_back(queries);
+        scores.push_back(keys);
+        const TensorType full{DType::Bool, scores}, square{DType::Bool, {queries, keys}};
+        if (in[3] != full && in[3] != square)
+          return op_error(op, fmt::format("the mask must be {} or {} (true keeps a score), got {}", full.to_string(),
+                                          square.to_string(), in[3].to_string()));
+      }
+      TensorType out = x;
+      out.shape.back() = v.shape[r - 1];
+      return out;
+    }
     case Op::Linear: {
       const TensorType &w = in[1], &b = in[2];
       if (x.rank() < 2 || w.rank() != 2 || b.rank() != 1 || w.shape[0] != x.shape.back() || b.shape[0] != w.shape[1] ||

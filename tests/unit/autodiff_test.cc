@@ -215,6 +215,14 @@ TEST_CASE("composites: direct rules and through decomposition", "[autodiff]") {
   check_gradients("silu", {{2, 3}}, [](Model&, auto& x) { return silu(x[0]); });
   check_gradients("linear", {{2, 3}, {3, 4}, {4}}, [](Model&, auto& x) { return linear(x[0], x[1], x[2]); });
   check_gradients("mse_loss", {{2, 3}, {2, 3}}, [](Model&, auto& x) { return mse_loss(x[0], x[1]); });
+  check_gradients("attention", {{2, 3, 4}, {2, 5, 4}, {2, 5, 2}},
+                  [](Model&, auto& x) { return attention(x[0], x[1], x[2]); });
+  check_gradients("attention causal, scaled", {{2, 4, 3}, {2, 4, 3}, {2, 4, 3}},
+                  [](Model&, auto& x) { return attention(x[0], x[1], x[2], 0.7, true); });
+  check_gradients("attention with a mask", {{3, 4}, {5, 4}, {5, 2}}, [](Model& m, auto& x) {
+    Tensor keep = ne(m.iota({3, 5}, 0), m.iota({3, 5}, 1));
+    return attention(x[0], x[1], x[2], keep);
+  });
   check_gradients("cross_entropy", {{3, 4}}, [](Model& m, auto& x) {
     return cross_entropy(x[0], m.constant({3, 0, 1}, {3}, DType::I32));
   });

@@ -51,6 +51,13 @@ inline std::vector<OpExample> op_examples() {
       {Op::Add, [](E& e) { return e.x + e.p; }},
       {Op::And, [](E& e) { return logical_and(e.flags, lt(e.x, e.p)); }},
       {Op::Argmax, [](E& e) { return argmax(e.x, 1); }},
+      {Op::Attention,
+       [](E& e) {
+         // x as queries, keys and values ([2,3]: T = S = 2, D = E = 3), causal; and with
+         // a mask that drops each query's own key, at scale 0.5.
+         Tensor off_diagonal = ne(e.m.iota({2, 2}, 0), e.m.iota({2, 2}, 1));
+         return attention(e.x, e.x, e.x, 0, true) + attention(e.x, e.x * 0.5, e.x, off_diagonal, 0.5);
+       }},
       {Op::Broadcast,
        [](E& e) {
          return broadcast(e.p, {2, 3}, {1});
