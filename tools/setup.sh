@@ -16,7 +16,8 @@ packages=(
   llvm-19-dev       # CPU code generation (linked as the shared libLLVM-19.so)
   lld-19            # links the kernels into a shared object
   libopenblas-dev   # matmul in the runtime (f64, and f32 where oneDNN is not installed)
-  libdnnl2          # oneDNN: f32 matmul in the runtime, opened at run time (docs/cpu.md)
+  libdnnl2          # oneDNN: f32 and bf16 matmuls in the runtime, opened at run time (docs/cpu.md)
+  libdnnl-dev       # oneDNN's C API header, for its types (runtime/cpu/dnnl_matmul.cc)
   nlohmann-json3-dev  # safetensors headers
   clang-19          # builds the libFuzzer targets
   libclang-rt-19-dev  # libFuzzer, ASan and UBSan runtimes

@@ -1,9 +1,9 @@
 // A library matmul step on the CPU, per batch index, with the transposes folded into the
 // call: f32 on oneDNN's sgemm, opened at run time, where it is installed (it ran the models
-// suite's GEMMs 1.07-20x faster than OpenBLAS: docs/benchmarks.md), else OpenBLAS's; f16 and
-// bf16 widened to f32 for that sgemm and the result rounded to nearest even (f32
-// accumulation, as cuBLAS gives on the GPU); f64 on OpenBLAS's dgemm; integer matmuls in a
-// plain loop.
+// suite's GEMMs 1.07-20x faster than OpenBLAS: docs/benchmarks.md), else OpenBLAS's; bf16 on
+// oneDNN's matmul primitive (dnnl_matmul.h) where it has one; f16 (and bf16 without it)
+// widened to f32 for that sgemm and the result rounded to nearest even (f32 accumulation,
+// as cuBLAS gives on the GPU); f64 on OpenBLAS's dgemm; integer matmuls in a plain loop.
 #pragma once
 
 #include <cstdint>
