@@ -1,13 +1,10 @@
 // End to end on the CPU: graphs compiled to artifacts, loaded by the runtime and run,
 // against the reference interpreter; fused and unfused artifacts agree; one loaded
 // model runs from 8 threads at once.
-#include <dlfcn.h>
-
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "compiler/compile.h"
 #include "compiler/model.h"
@@ -358,27 +355,6 @@ TEST_CASE("a profiled run times every step and the copies after them, and writes
   CHECK(wrong.error().message == "run: missing input %x: f32[64]");
 }
 
-TEST_CASE("matmuls of every batch pattern, folded into fewer GEMMs where they can be, give the interpreter's values",
-          "[runtime][matmul]") {
-  // tests/lit/cli/gemm_shapes.test shows the GEMM each becomes.
-  const char* graphs[] = {
-      "graph @g(%x: f32[8,16,32], %w: f32[32,24]) {\n  %y: f32[8,16,24] = matmul(%x, %w)\n  return %y\n}\n",
-      "graph @g(%x: f32[2,3,5,7], %w: f32[7,4]) {\n  %y: f32[2,3,5,4] = matmul(%x, %w)\n  return %y\n}\n",
-      "graph @g(%q: f32[4,3,6,5], %k: f32[4,3,5,6]) {\n  %s: f32[4,3,6,6] = matmul(%q, %k)\n  return %s\n}\n",
-      "graph @g(%x: f32[8,6,4], %w: f32[6,9]) {\n  %t: f32[8,4,6] = transpose(%x) {perm=[0,2,1]}\n"
-      "  %y: f32[8,4,9] = matmul(%t, %w)\n  return %y\n}\n",
-      "graph @g(%x: f32[2,3,20,7], %w: f32[1,1,7,5]) {\n  %y: f32[2,3,20,5] = matmul(%x, %w)\n  return %y\n}\n",
-      "graph @g(%x: f32[16,4], %w: f32[3,4,8]) {\n  %y: f32[3,16,8] = matmul(%x, %w)\n  return %y\n}\n",
-      "graph @g(%x: f32[3,1,5,4], %w: f32[2,4,6]) {\n  %y: f32[3,2,5,6] = matmul(%x, %w)\n  return %y\n}\n",
-      "graph @g(%x: f64[4,5,3], %w: f64[3,2]) {\n  %y: f64[4,5,2] = matmul(%x, %w)\n  return %y\n}\n",
-  };
-  for (const char* text : graphs) {
-    INFO(text);
-    ir::Graph g = kiln::testing::parse_ok(text);
-    check_against_interpreter("matmul", g, seeded_arguments(g, 5));
-  }
-}
-
 TEST_CASE("reshapes index their operand block by block: split, merged, regrouped and unit dims", "[runtime][reshape]") {
   // Each reshape feeds an add and a transpose, so it is a movement inside a loop kernel,
   // walked a row of the last dim at a time (rows of at least 16).
@@ -412,40 +388,4 @@ TEST_CASE("reshapes index their operand block by block: split, merged, regrouped
     ir::Graph g = kiln::testing::parse_ok(text);
     kiln::testing::check_against_interpreter("reshape", g, kiln::testing::seeded_arguments(g, 3, 2));
   }
-}
-
-TEST_CASE("--threads bounds oneDNN's OpenMP threads too, per calling thread", "[runtime][threads][matmul]") {
-  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%a: f32[64,64], %b: f32[64,64]) {
-  %c: f32[64,64] = matmul(%a, %b)
-  return %c
-}
-)");
-  auto artifact = compile_to_artifact(g, {});
-  REQUIRE(artifact.ok());
-  if (runtime::cpu_matmul_library().rfind("oneDNN", 0) != 0) {
-    WARN("skipped (f32 matmuls are not on oneDNN here): " << runtime::cpu_matmul_library());
-    return;
-  }
-  // oneDNN's OpenMP runtime, loaded with it.
-  void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(gomp);
-  auto max_threads = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_get_max_threads"));
-  REQUIRE(max_threads);
-  auto args = kiln::testing::seeded_arguments(g, 1);
-  for (int threads : {1, 3}) {
-    runtime::Options load;
-    load.threads = threads;
-    auto model = runtime::Model::load_bytes(*artifact, load);
-    REQUIRE(model.ok());
-    int seen = 0;
-    std::thread caller([&] {  // a fresh thread, whose OpenMP count starts at the default
-      auto out =
-          (*model)->run({{"a", kiln::testing::host(args.at("a"), "a")}, {"b", kiln::testing::host(args.at("b"), "b")}});
-      REQUIRE(out.ok());
-      seen = max_threads();
-    });
-    caller.join();
-    CHECK(seen == threads);
-  }
-  dlclose(gomp);
 }
