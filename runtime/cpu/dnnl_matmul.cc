@@ -26,6 +26,12 @@ struct DnnlPrimitives {
   decltype(&dnnl_memory_destroy) memory_destroy = nullptr;
   decltype(&dnnl_primitive_execute) primitive_execute = nullptr;
   decltype(&dnnl_stream_wait) stream_wait = nullptr;
+  decltype(&dnnl_stream_destroy) stream_destroy = nullptr;
+  decltype(&dnnl_primitive_attr_create) attr_create = nullptr;
+  decltype(&dnnl_primitive_attr_destroy) attr_destroy = nullptr;
+  decltype(&dnnl_primitive_attr_set_scratchpad_mode) attr_set_scratchpad_mode = nullptr;
+  decltype(&dnnl_primitive_desc_query_md) primitive_desc_query_md = nullptr;
+  decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
   void (*omp_set_num_threads)(int) = nullptr;
   dnnl_engine_t engine = nullptr;
 };
@@ -52,6 +58,12 @@ const DnnlPrimitives* primitives() {
     bind(p.memory_destroy, "dnnl_memory_destroy");
     bind(p.primitive_execute, "dnnl_primitive_execute");
     bind(p.stream_wait, "dnnl_stream_wait");
+    bind(p.stream_destroy, "dnnl_stream_destroy");
+    bind(p.attr_create, "dnnl_primitive_attr_create");
+    bind(p.attr_destroy, "dnnl_primitive_attr_destroy");
+    bind(p.attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode");
+    bind(p.primitive_desc_query_md, "dnnl_primitive_desc_query_md");
+    bind(p.memory_desc_get_size, "dnnl_memory_desc_get_size");
     p.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(library, "omp_set_num_threads"));
     if (!all || p.engine_create(&p.engine, dnnl_cpu, 0) != dnnl_success) return nullptr;
     return &p;
@@ -94,6 +106,11 @@ bool describe(const DnnlPrimitives& p, const format::Matmul& mm, dnnl_data_type_
 struct Prepared {
   dnnl_primitive_t primitive = nullptr;  // null: oneDNN has none for this call
   Descs descs;
+  // Its scratchpad, which each call supplies: with oneDNN's own (library-managed) one, one
+  // primitive run from two threads at once shared it, and results came out wrong
+  // (precision_test's [threads] case) unless oneDNN was built for concurrent execution.
+  dnnl_memory_desc_t scratchpad;
+  size_t scratchpad_bytes = 0;
 };
 
 // The primitive of each distinct call (its shape, strides and type), created once.
@@ -109,13 +126,22 @@ const Prepared& prepared(const DnnlPrimitives& p, const format::Matmul& mm, bool
   if (!inserted) return it->second;
   Prepared& prep = it->second;
   dnnl_matmul_desc_t desc;
+  dnnl_primitive_attr_t attr = nullptr;
   dnnl_primitive_desc_t pd = nullptr;
-  if (describe(p, mm, bf16 ? dnnl_bf16 : dnnl_f16, prep.descs) &&
+  if (p.attr_create(&attr) == dnnl_success &&
+      p.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+      describe(p, mm, bf16 ? dnnl_bf16 : dnnl_f16, prep.descs) &&
       p.matmul_desc_init(&desc, &prep.descs.a, &prep.descs.b, nullptr, &prep.descs.c) == dnnl_success &&
-      p.primitive_desc_create(&pd, &desc, nullptr, p.engine, nullptr) == dnnl_success) {
-    if (p.primitive_create(&prep.primitive, pd) != dnnl_success) prep.primitive = nullptr;
+      p.primitive_desc_create(&pd, &desc, attr, p.engine, nullptr) == dnnl_success) {
+    const dnnl_memory_desc_t* scratchpad = p.primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (scratchpad) {
+      prep.scratchpad = *scratchpad;
+      prep.scratchpad_bytes = p.memory_desc_get_size(scratchpad);
+    }
+    if (!scratchpad || p.primitive_create(&prep.primitive, pd) != dnnl_success) prep.primitive = nullptr;
   }
   if (pd) p.primitive_desc_destroy(pd);
+  if (attr) p.attr_destroy(attr);
   return prep;
 }
 
@@ -126,24 +152,42 @@ Result<bool> dnnl_half_matmul(const format::Matmul& mm, bool bf16, uint8_t* cons
   if (!p) return false;
   const Prepared& prep = prepared(*p, mm, bf16);
   if (!prep.primitive) return false;
-  // A stream per calling thread: oneDNN's primitives run from any thread, each on its own.
-  thread_local dnnl_stream_t stream = nullptr;
-  if (!stream && p->stream_create(&stream, p->engine, dnnl_stream_default_flags) != dnnl_success)
-    return make_error("runtime: oneDNN could not create a stream for a matmul");
+  // A stream per calling thread (oneDNN's primitives run from any thread, each on its
+  // own), destroyed when the thread ends.
+  struct ThreadStream {
+    const DnnlPrimitives* p = nullptr;
+    dnnl_stream_t stream = nullptr;
+    ~ThreadStream() {
+      if (stream) p->stream_destroy(stream);
+    }
+  };
+  thread_local ThreadStream mine;
+  if (!mine.stream) {
+    if (p->stream_create(&mine.stream, p->engine, dnnl_stream_default_flags) != dnnl_success)
+      return make_error("runtime: oneDNN could not create a stream for a matmul");
+    mine.p = p;
+  }
+  dnnl_stream_t stream = mine.stream;
   if (p->omp_set_num_threads) p->omp_set_num_threads(threads);
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  // The scratchpad: the calling thread's, 64-byte aligned, grown to the largest asked for.
+  thread_local std::vector<uint8_t> scratchpad_bytes;
+  if (scratchpad_bytes.size() < prep.scratchpad_bytes + 64) scratchpad_bytes.resize(prep.scratchpad_bytes + 64);
+  void* scratchpad_at = scratchpad_bytes.data() + (64 - reinterpret_cast<uintptr_t>(scratchpad_bytes.data()) % 64);
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, scratchpad = nullptr;
   auto release = [&] {
-    for (dnnl_memory_t mem : {a, b, c})
+    for (dnnl_memory_t mem : {a, b, c, scratchpad})
       if (mem) p->memory_destroy(mem);
   };
   if (p->memory_create(&a, &prep.descs.a, p->engine, args[0]) != dnnl_success ||
       p->memory_create(&b, &prep.descs.b, p->engine, args[1]) != dnnl_success ||
-      p->memory_create(&c, &prep.descs.c, p->engine, args[2]) != dnnl_success) {
+      p->memory_create(&c, &prep.descs.c, p->engine, args[2]) != dnnl_success ||
+      p->memory_create(&scratchpad, &prep.scratchpad, p->engine, scratchpad_at) != dnnl_success) {
     release();
     return make_error("runtime: oneDNN could not wrap a matmul's operands");
   }
-  const dnnl_exec_arg_t exec[] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-  const dnnl_status_t status = p->primitive_execute(prep.primitive, stream, 3, exec);
+  const dnnl_exec_arg_t exec[] = {
+      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratchpad}};
+  const dnnl_status_t status = p->primitive_execute(prep.primitive, stream, 4, exec);
   const dnnl_status_t waited = status == dnnl_success ? p->stream_wait(stream) : status;
   release();
   if (waited != dnnl_success)

@@ -154,3 +154,29 @@ TEST_CASE("every op in f16 and bf16, compiled fused and unfused, against the int
     }
   }
 }
+
+TEST_CASE("a --precision=bf16 model run from 8 threads at once gives each input's single-thread bytes",
+          "[precision][threads]") {
+  // The bf16 matmuls run on oneDNN's matmul primitive where it is installed, a stream per
+  // calling thread.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @mm(%x: f32[3,32,48], param %w: f32[48,64]) {
+  %y: f32[3,32,64] = matmul(%x, %w)
+  return %y
+}
+)");
+  CompileOptions options;
+  options.precision = "bf16";
+  options.weights["w"] = kiln::testing::seeded_arguments(g, 2).at("w");
+  auto artifact = compile_to_artifact(g, options);
+  REQUIRE(artifact.ok());
+  auto model = runtime::Model::load_bytes(std::move(*artifact));
+  REQUIRE(model.ok());
+  const int threads = 8, runs = 10;
+  std::vector<std::vector<uint8_t>> expected;
+  for (int i = 0; i < threads * runs; ++i) {
+    auto out = (*model)->run({{"x", kiln::testing::host(kiln::testing::wave_input({3, 32, 48}, i), "x")}});
+    REQUIRE(out.ok());
+    expected.push_back((*out)[0].data);
+  }
+  CHECK(kiln::testing::mismatches_across_threads(**model, "x", {3, 32, 48}, threads, runs, expected) == 0);
+}
