@@ -110,6 +110,12 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
 
 std::string compiler_version() { return "kiln " + std::string(kVersion); }
 
+Error missing_param_weights(const std::string& name, const ir::TensorType& type) {
+  return Error{
+      fmt::format("param %{}: {} has no value; give it in the weights (a safetensors file with a tensor named \"{}\")",
+                  name, type.to_string(), name)};
+}
+
 Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights,
                                                    const std::string& target, const std::string& ir_text) {
   if (!g.program || !g.memory)
@@ -147,10 +153,7 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     if (a.kind == ir::ArgKind::Param) {
       const std::string& name = g.value_name(a.value);
       auto it = weights.find(name);
-      if (it == weights.end())
-        return make_error(fmt::format(
-            "param %{}: {} has no value; give it in the weights (a safetensors file with a tensor named \"{}\")", name,
-            g.type(a.value).to_string(), name));
+      if (it == weights.end()) return missing_param_weights(name, g.type(a.value));
       if (it->second.type != g.type(a.value))
         return make_error(fmt::format("param %{} is {}, but its weights are {}", name, g.type(a.value).to_string(),
                                       it->second.type.to_string()));

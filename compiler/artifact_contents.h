@@ -15,6 +15,9 @@ namespace kiln {
 /// The compiler version artifacts record ("kiln 0.1.0").
 std::string compiler_version();
 
+/// The error of a param %`name` of `type` that the weights give no value.
+Error missing_param_weights(const std::string& name, const ir::TensorType& type);
+
 /// Describes a graph after the fusion and memory-plan passes as artifact contents: the
 /// values that cross steps, the signature, the plan, the steps (kernel steps name the
 /// entry point `kiln_STEP`, library steps their call), each param's bytes and each

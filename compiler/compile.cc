@@ -169,9 +169,7 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   // one is named with the type the graph gave it.)
   for (const ir::Arg& a : graph.args)
     if (a.kind == ir::ArgKind::Param && !weights.count(graph.value_name(a.value)))
-      return make_error(fmt::format(
-          "param %{}: {} has no value; give it in the weights (a safetensors file with a tensor named \"{}\")",
-          graph.value_name(a.value), graph.type(a.value).to_string(), graph.value_name(a.value)));
+      return missing_param_weights(graph.value_name(a.value), graph.type(a.value));
   for (const ir::Arg& a : g.args)
     if (auto it = weights.find(g.value_name(a.value)); it != weights.end() && it->second.type != g.type(a.value))
       it->second = ir::Tensor::from_doubles(g.type(a.value), it->second.floats);

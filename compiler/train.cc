@@ -141,6 +141,7 @@ Result<TrainStep> build_step(const Model& model, const Optimizer& optimizer, con
   if (weights.empty())
     return make_error(fmt::format("training step of @{}: the model has no floating-point params to train", g.name));
   TrainStep step;
+  UpdateBuilder u(g);
   ValueId scale = ir::kNoValue, tracker = ir::kNoValue;
   const ValueId loss = g.results[0];
   if (mixed) {
@@ -157,14 +158,10 @@ Result<TrainStep> build_step(const Model& model, const Optimizer& optimizer, con
     // The master weights stay f32 params here (state below); their matmuls cast them.
     KILN_RETURN_IF_ERROR(passes::AutocastPass(mixed->compute, /*store_params=*/false).run(g));
     if (mixed->loss_scaling) {
-      ir::GraphBuilder b(g);
-      scale = b.arg("amp.scale", {ir::DType::F32, {}}, ir::ArgKind::State);
-      tracker = b.arg("amp.growth_tracker", {ir::DType::F32, {}}, ir::ArgKind::State);
+      scale = u.state("amp.scale", {ir::DType::F32, {}}, step.initial_state);
       step.initial_state["amp.scale"] = ir::Tensor::from_doubles({ir::DType::F32, {}}, {mixed->initial_scale});
-      step.initial_state["amp.growth_tracker"] = ir::Tensor::zeros({ir::DType::F32, {}});
-      ir::Attrs to;
-      to.set("to", g.type(loss).dtype);
-      g.results[0] = b.binary(Op::Mul, loss, b.emit(Op::Cast, {scale}, std::move(to)));  // differentiated scaled
+      tracker = u.state("amp.growth_tracker", {ir::DType::F32, {}}, step.initial_state);
+      g.results[0] = u.mul(loss, u.cast(scale, u.dtype(loss)));  // what autodiff differentiates: the scaled loss
     }
   }
   size_t outputs = g.results.size();
@@ -182,7 +179,6 @@ Result<TrainStep> build_step(const Model& model, const Optimizer& optimizer, con
   for (ir::Arg& a : g.args)
     if (a.kind == ir::ArgKind::Param && ir::is_float(g.type(a.value).dtype)) a.kind = ir::ArgKind::State;
 
-  UpdateBuilder u(g);
   ValueId found_inf = ir::kNoValue;
   if (scale != ir::kNoValue) found_inf = unscale_gradients(u, scale, params);
   std::map<std::string, ValueId> next;

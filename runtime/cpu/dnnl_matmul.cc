@@ -10,6 +10,23 @@
 #include <vector>
 
 namespace kiln::runtime::cpu {
+
+const DnnlLibrary& dnnl_library() {
+  static const DnnlLibrary opened = [] {
+    DnnlLibrary d;
+    const char* file = std::getenv("KILN_LIBDNNL");
+    d.handle = dlopen(file && *file ? file : "libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!d.handle) {
+      const char* error = dlerror();
+      d.why_not = std::string("oneDNN not found: ") + (error ? error : "dlopen failed");
+      return d;
+    }
+    d.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(d.handle, "omp_set_num_threads"));
+    return d;
+  }();
+  return opened;
+}
+
 namespace {
 
 // The calls of oneDNN's C API this path makes (the header gives their types only: the
@@ -32,14 +49,12 @@ struct DnnlPrimitives {
   decltype(&dnnl_primitive_attr_set_scratchpad_mode) attr_set_scratchpad_mode = nullptr;
   decltype(&dnnl_primitive_desc_query_md) primitive_desc_query_md = nullptr;
   decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
-  void (*omp_set_num_threads)(int) = nullptr;
   dnnl_engine_t engine = nullptr;
 };
 
 const DnnlPrimitives* primitives() {
   static const DnnlPrimitives* opened = []() -> const DnnlPrimitives* {
-    const char* file = std::getenv("KILN_LIBDNNL");
-    void* library = dlopen(file && *file ? file : "libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    void* library = dnnl_library().handle;
     if (!library) return nullptr;
     static DnnlPrimitives p;
     bool all = true;
@@ -64,7 +79,6 @@ const DnnlPrimitives* primitives() {
     bind(p.attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode");
     bind(p.primitive_desc_query_md, "dnnl_primitive_desc_query_md");
     bind(p.memory_desc_get_size, "dnnl_memory_desc_get_size");
-    p.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(library, "omp_set_num_threads"));
     if (!all || p.engine_create(&p.engine, dnnl_cpu, 0) != dnnl_success) return nullptr;
     return &p;
   }();
@@ -168,7 +182,7 @@ Result<bool> dnnl_half_matmul(const format::Matmul& mm, bool bf16, uint8_t* cons
     mine.p = p;
   }
   dnnl_stream_t stream = mine.stream;
-  if (p->omp_set_num_threads) p->omp_set_num_threads(threads);
+  if (auto set_threads = dnnl_library().omp_set_num_threads) set_threads(threads);
   // The scratchpad: the calling thread's, 64-byte aligned, grown to the largest asked for.
   thread_local std::vector<uint8_t> scratchpad_bytes;
   if (scratchpad_bytes.size() < prep.scratchpad_bytes + 64) scratchpad_bytes.resize(prep.scratchpad_bytes + 64);

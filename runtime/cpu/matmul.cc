@@ -3,7 +3,6 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -37,26 +36,20 @@ struct Dnnl {
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = nullptr;
   const Version* (*version)() = nullptr;
   int (*effective_cpu_isa)() = nullptr;
-  // The OpenMP runtime oneDNN's threads come from (found through oneDNN's dependencies);
-  // null where it threads otherwise, when only --threads cannot bound it.
-  void (*omp_set_num_threads)(int) = nullptr;
   std::string why_not;  // when sgemm is null
 };
 
 const Dnnl& dnnl() {
   static const Dnnl d = [] {
     Dnnl d;
-    const char* file = std::getenv("KILN_LIBDNNL");
-    void* library = dlopen(file && *file ? file : "libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    void* library = dnnl_library().handle;
     if (!library) {
-      const char* error = dlerror();
-      d.why_not = std::string("oneDNN not found: ") + (error ? error : "dlopen failed");
+      d.why_not = dnnl_library().why_not;
       return d;
     }
     d.sgemm = reinterpret_cast<decltype(d.sgemm)>(dlsym(library, "dnnl_sgemm"));
     d.version = reinterpret_cast<decltype(d.version)>(dlsym(library, "dnnl_version"));
     d.effective_cpu_isa = reinterpret_cast<decltype(d.effective_cpu_isa)>(dlsym(library, "dnnl_get_effective_cpu_isa"));
-    d.omp_set_num_threads = reinterpret_cast<decltype(d.omp_set_num_threads)>(dlsym(library, "omp_set_num_threads"));
     if (!d.sgemm || !d.version || !d.effective_cpu_isa) {
       d.sgemm = nullptr;
       d.why_not = "oneDNN is too old: it lacks dnnl_sgemm, dnnl_version or dnnl_get_effective_cpu_isa";
@@ -93,7 +86,7 @@ bool openblas_uses_avx2(const std::string& core) {
 Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, int threads) {
   const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   if (const Dnnl& d = dnnl(); d.sgemm) {
-    if (d.omp_set_num_threads) d.omp_set_num_threads(threads);
+    if (auto set_threads = dnnl_library().omp_set_num_threads) set_threads(threads);
     if (int status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n); status != 0)
       return make_error("runtime: oneDNN's sgemm failed with status " + std::to_string(status) + " for a " +
                         std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " matmul");

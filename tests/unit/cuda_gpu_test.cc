@@ -247,13 +247,8 @@ TEST_CASE("CUDA: f16 and bf16 matmuls (cublasGemmStridedBatchedEx, f32 compute) 
     auto args = seeded_arguments(g, 3);
     auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
     if (!got.ok()) FAIL(got.error().message);
-    auto want = kiln::testing::eval_ok(g, args);
-    for (size_t i = 0; i < want.size(); ++i) {
-      std::vector<double> expected;
-      for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
-      // The second matmul's operand differs by the first's rounding: two units.
-      kiln::testing::check_close((*got)[i], want[i].type.to_string(), expected, std::ldexp(2.0, 1 - bits), 1e-4);
-    }
+    // The second matmul's operand differs by the first's rounding: two units.
+    check_same(*got, kiln::testing::eval_ok(g, args), std::ldexp(2.0, 1 - bits), 1e-4);
   }
 }
 
@@ -268,10 +263,6 @@ TEST_CASE("CUDA: every op in f16 and bf16 against the interpreter's rounding of 
     auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
     if (!got.ok()) FAIL(got.error().message);
     const double ulps = 4 * std::ldexp(1.0, 1 - bits);
-    for (size_t i = 0; i < want.size(); ++i) {
-      std::vector<double> expected;
-      for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
-      kiln::testing::check_close((*got)[i], want[i].type.to_string(), expected, ulps, ulps);
-    }
+    check_same(*got, want, ulps, ulps);
   }
 }

@@ -27,15 +27,6 @@ struct Precision {
 };
 constexpr Precision kPrecisions[] = {{ir::DType::BF16, "bf16", 8}, {ir::DType::F16, "f16", 11}};
 
-void check_within(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want, double rtol, double atol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    std::vector<double> expected;
-    for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
-    kiln::testing::check_close(got[i], got[i].type.to_string(), expected, rtol, atol);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("f32 to f16 and bf16 round to nearest even, as the interpreter does, at every edge", "[precision]") {
@@ -78,7 +69,7 @@ TEST_CASE("f16 and bf16 matmuls of every batch pattern against the interpreter, 
       auto args = kiln::testing::seeded_arguments(g, 3);
       auto got = kiln::testing::compile_and_run(g, args, {});
       if (!got.ok()) FAIL(got.error().message);
-      check_within(*got, kiln::testing::eval_ok(g, args), std::ldexp(1.0, 1 - p.mantissa_bits), 1e-5);
+      kiln::testing::check_same(*got, kiln::testing::eval_ok(g, args), std::ldexp(1.0, 1 - p.mantissa_bits), 1e-5);
     }
 }
 
@@ -123,7 +114,7 @@ TEST_CASE("--precision=bf16|f16: params only matmuls read are stored in it, and 
     // Inputs and weights rounded to p bits, products summed over 64 and 128 terms: a few
     // units of 2^-p of the values' scale (about 1 here).
     const double bound = 8 * std::ldexp(1.0, -p.mantissa_bits);
-    check_within(*got, want, bound, bound);
+    kiln::testing::check_same(*got, want, bound, bound);
   }
   CompileOptions bad;
   bad.precision = "f8";
@@ -150,7 +141,7 @@ TEST_CASE("every op in f16 and bf16, compiled fused and unfused, against the int
       options.fuse = fuse;
       auto got = kiln::testing::compile_and_run(g, args, options);
       if (!got.ok()) FAIL(got.error().message);
-      check_within(*got, want, ulps, ulps);
+      kiln::testing::check_same(*got, want, ulps, ulps);
     }
   }
 }

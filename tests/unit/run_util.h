@@ -68,13 +68,15 @@ inline int mismatches_across_threads(const runtime::Model& model, const std::str
   return mismatches;
 }
 
-/// Checks outputs against the interpreter's, at the matmul tolerance (1e-4).
-inline void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want) {
+/// Checks outputs against the interpreter's: their types, and values at the matmul
+/// tolerance (1e-4) unless given others.
+inline void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want, double rtol = 1e-4,
+                       double atol = 1e-4) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     std::vector<double> expected;
     for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
-    check_close(got[i], want[i].type.to_string(), expected, 1e-4, 1e-4);
+    check_close(got[i], want[i].type.to_string(), expected, rtol, atol);
   }
 }
 
