@@ -66,6 +66,7 @@ struct ModelState {
   uint64_t seed = 0;
   std::optional<Error> error;
   std::map<std::string, ir::Tensor> initial_values;
+  std::map<std::string, ir::ValueId> updates;
 };
 
 }  // namespace detail
@@ -145,6 +146,25 @@ void Model::output(Tensor value, const std::string& name) {
   if (!name.empty()) named(value, name);
   state_->graph.results.push_back(value.id());
 }
+
+void Model::update(Tensor state, Tensor value) {
+  if (!state.valid() || !value.valid()) {
+    fail("update of or to an invalid value (an earlier op failed)");
+    return;
+  }
+  const ir::Graph& g = state_->graph;
+  const std::string& name = g.value_name(state.id());
+  const ir::Arg* arg = g.find_arg(name);
+  if (!arg || arg->value != state.id() || arg->kind != ir::ArgKind::State)
+    return fail(fmt::format("update: %{} is not a state argument", name));
+  if (g.type(value.id()) != g.type(state.id()))
+    return fail(fmt::format("update: the new value of state %{} must be {}, got {}", name,
+                            g.type(state.id()).to_string(), g.type(value.id()).to_string()));
+  if (!state_->updates.emplace(name, value.id()).second)
+    return fail(fmt::format("update: state %{} is updated twice", name));
+}
+
+const std::map<std::string, ir::ValueId>& Model::state_updates() const { return state_->updates; }
 
 Tensor Model::apply(ir::Op op, const std::vector<Tensor>& operands, ir::Attrs attrs) {
   std::vector<ir::ValueId> ids;

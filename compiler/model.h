@@ -105,6 +105,11 @@ class Model {
   Tensor state(const std::string& name, ir::Shape shape, Init init = Init::zeros(), ir::DType dtype = ir::DType::F32);
   /// Marks a value as a graph result, naming it `name` when given.
   void output(Tensor value, const std::string& name = "");
+  /// Declares the new value a training step gives a state tensor that is not trained
+  /// (a batch norm's running statistics): build_train_step returns it as %NAME.next.
+  void update(Tensor state, Tensor value);
+  /// The declared updates: state name to new value.
+  const std::map<std::string, ir::ValueId>& state_updates() const;
   /// Names a value in the IR (shown as %name).
   Tensor named(Tensor value, const std::string& name);
 
@@ -235,6 +240,27 @@ Tensor linear(Tensor x, Tensor w, Tensor b);
 /// decomposition is that matmul-softmax-matmul.
 Tensor attention(Tensor q, Tensor k, Tensor v, double scale = 0, bool causal = false);
 Tensor attention(Tensor q, Tensor k, Tensor v, Tensor mask, double scale = 0, bool causal = false);
+
+// Convolutional ops over x: [N, C, D1..Dk] (k = 1 to 3 spatial dims), as ONNX defines
+// them. An empty list leaves the op's default: strides and dilations 1, pads 0; pads list
+// all begin pads, then all end pads.
+struct ConvOptions {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups = 1;
+};
+/// w: [O, C/groups, K1..Kk]; bias is a separate broadcast add.
+Tensor conv(Tensor x, Tensor w, const ConvOptions& options = {});
+struct PoolOptions {
+  std::vector<int64_t> strides, pads, dilations;  ///< dilations: max_pool only
+  bool ceil_mode = false;
+  bool count_include_pad = false;  ///< avg_pool only
+};
+Tensor max_pool(Tensor x, std::vector<int64_t> window, const PoolOptions& options = {});
+Tensor avg_pool(Tensor x, std::vector<int64_t> window, const PoolOptions& options = {});
+/// Constant padding of every dim (negative pads crop).
+Tensor pad(Tensor x, std::vector<int64_t> pads, double value = 0);
+/// Inference batch normalization over axis 1: scale (x - mean) / sqrt(var + epsilon) + bias.
+Tensor batch_norm(Tensor x, Tensor scale, Tensor bias, Tensor mean, Tensor var, double epsilon = 1e-5);
 /// Mean of squared differences.
 Tensor mse_loss(Tensor prediction, Tensor target);
 /// Mean over rows of -log_softmax(logits)[n, labels[n]]; labels are i32 or i64.

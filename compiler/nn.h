@@ -58,6 +58,85 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+/// Options of a Conv2d layer, as PyTorch's nn.Conv2d takes them (pads the same on both
+/// sides of each spatial dim).
+struct Conv2dOptions {
+  std::vector<int64_t> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+/// A 2-D convolution of x: [N, in, H, W] with weight [out, in/groups, kh, kw] (He-uniform,
+/// U(±sqrt(6/fan_in)), fan_in = in/groups·kh·kw) and bias [out] (zeros), named NAME.weight and
+/// NAME.bias as PyTorch names them, so a state_dict loads as it is.
+class Conv2d : public Module {
+ public:
+  Conv2d(Model& model, const std::string& name, int64_t in_channels, int64_t out_channels,
+         std::vector<int64_t> kernel_size, const Conv2dOptions& options = {});
+  Tensor operator()(Tensor x) override;
+  Tensor weight, bias;
+
+ private:
+  ConvOptions conv_;
+};
+
+/// Options of a BatchNorm2d layer.
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;  ///< running = (1 - momentum) running + momentum batch, as PyTorch
+  /// Training: normalize with the batch's statistics and update the running ones (state,
+  /// with Model::update). Inference: the batch_norm op with the running statistics as params.
+  bool training = false;
+};
+
+/// Batch normalization over axis 1 of x: [N, C, ...], with scale NAME.weight (ones), bias
+/// NAME.bias (zeros), NAME.running_mean (zeros) and NAME.running_var (ones), PyTorch's names.
+/// Training uses the biased batch variance to normalize and the unbiased one in the
+/// running variance, as PyTorch does.
+class BatchNorm2d : public Module {
+ public:
+  BatchNorm2d(Model& model, const std::string& name, int64_t channels, const BatchNormOptions& options = {});
+  Tensor operator()(Tensor x) override;
+  Tensor scale, bias, running_mean, running_var;
+
+ private:
+  Model* model_;
+  BatchNormOptions options_;
+};
+
+/// Options of the pooling layers; an empty stride means the kernel size, as in PyTorch.
+struct Pool2dOptions {
+  std::vector<int64_t> stride, padding{0, 0}, dilation{1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = true;  ///< AvgPool2d only; PyTorch's default
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(std::vector<int64_t> kernel_size, const Pool2dOptions& options = {});
+  Tensor operator()(Tensor x) override;
+
+ private:
+  std::vector<int64_t> window_;
+  PoolOptions pool_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(std::vector<int64_t> kernel_size, const Pool2dOptions& options = {});
+  Tensor operator()(Tensor x) override;
+
+ private:
+  std::vector<int64_t> window_;
+  PoolOptions pool_;
+};
+
+/// [N, d1, d2, ...] to [N, d1·d2·...].
+class Flatten : public Module {
+ public:
+  Tensor operator()(Tensor x) override;
+};
+
 /// Activation functions as modules.
 enum class Activation { Relu, Gelu, GeluTanh, Tanh, Sigmoid, Silu, None };
 /// Applies an activation.

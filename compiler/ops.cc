@@ -229,6 +229,48 @@ Tensor attention(Tensor q, Tensor k, Tensor v, double scale, bool causal) {
 Tensor attention(Tensor q, Tensor k, Tensor v, Tensor mask, double scale, bool causal) {
   return with_attr(Op::Attention, {q, k, v, mask}, attention_attrs(scale, causal));
 }
+namespace {
+void set_if_given(ir::Attrs& attrs, const char* name, std::vector<int64_t> values) {
+  if (!values.empty()) attrs.set(name, std::move(values));
+}
+Tensor pool(Op op, Tensor x, std::vector<int64_t> window, const PoolOptions& o) {
+  ir::Attrs attrs;
+  attrs.set("window", std::move(window));
+  set_if_given(attrs, "strides", o.strides);
+  set_if_given(attrs, "pads", o.pads);
+  set_if_given(attrs, "dilations", o.dilations);
+  if (o.ceil_mode) attrs.set("ceil_mode", true);
+  if (o.count_include_pad) attrs.set("count_include_pad", true);
+  return with_attr(op, {x}, std::move(attrs));
+}
+}  // namespace
+
+Tensor conv(Tensor x, Tensor w, const ConvOptions& o) {
+  ir::Attrs attrs;
+  set_if_given(attrs, "strides", o.strides);
+  set_if_given(attrs, "pads", o.pads);
+  set_if_given(attrs, "dilations", o.dilations);
+  if (o.groups != 1) attrs.set("groups", o.groups);
+  return with_attr(Op::Conv, {x, w}, std::move(attrs));
+}
+Tensor max_pool(Tensor x, std::vector<int64_t> window, const PoolOptions& o) {
+  return pool(Op::MaxPool, x, std::move(window), o);
+}
+Tensor avg_pool(Tensor x, std::vector<int64_t> window, const PoolOptions& o) {
+  return pool(Op::AvgPool, x, std::move(window), o);
+}
+Tensor pad(Tensor x, std::vector<int64_t> pads, double value) {
+  ir::Attrs attrs;
+  attrs.set("pads", std::move(pads));
+  if (value != 0) attrs.set("value", value);
+  return with_attr(Op::Pad, {x}, std::move(attrs));
+}
+Tensor batch_norm(Tensor x, Tensor scale, Tensor bias, Tensor mean, Tensor var, double epsilon) {
+  ir::Attrs attrs;
+  if (epsilon != 1e-5) attrs.set("epsilon", epsilon);
+  return with_attr(Op::BatchNorm, {x, scale, bias, mean, var}, std::move(attrs));
+}
+
 Tensor mse_loss(Tensor prediction, Tensor target) { return with_attr(Op::MseLoss, {prediction, target}, {}); }
 Tensor cross_entropy(Tensor logits, Tensor labels) { return with_attr(Op::CrossEntropy, {logits, labels}, {}); }
 

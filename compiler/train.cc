@@ -130,12 +130,21 @@ void scale_updates(const MixedPrecision& mixed, UpdateBuilder& u, ir::Graph& g, 
 Result<TrainStep> build_step(const Model& model, const Optimizer& optimizer, const MixedPrecision* mixed) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, model.build());
   std::vector<std::string> weights;
+  // State the model updates itself (running statistics): not trained, its new value
+  // returned as the model computes it.
+  std::vector<std::pair<std::string, ValueId>> updated;
   for (const ir::Arg& a : g.args) {
-    if (a.kind == ir::ArgKind::State)
-      return make_error(
-          fmt::format("training step of @{}: the model already has state %{}; declare trained weights with "
-                      "param, and the step makes them state",
-                      g.name, g.value_name(a.value)));
+    if (a.kind == ir::ArgKind::State) {
+      const std::string& name = g.value_name(a.value);
+      auto update = model.state_updates().find(name);
+      if (update == model.state_updates().end())
+        return make_error(
+            fmt::format("training step of @{}: the model has state %{} without an update; declare trained weights "
+                        "with param (the step makes them state), and state the model updates with Model::update",
+                        g.name, name));
+      updated.emplace_back(name, update->second);
+      continue;
+    }
     if (a.kind == ir::ArgKind::Param && ir::is_float(g.type(a.value).dtype)) weights.push_back(g.value_name(a.value));
   }
   if (weights.empty())
@@ -164,6 +173,7 @@ Result<TrainStep> build_step(const Model& model, const Optimizer& optimizer, con
       g.results[0] = u.mul(loss, u.cast(scale, u.dtype(loss)));  // what autodiff differentiates: the scaled loss
     }
   }
+  for (const auto& [name, value] : updated) g.results.push_back(value);  // kept alive through autodiff
   size_t outputs = g.results.size();
   auto differentiated = passes::AutodiffPass(weights).run(g);
   if (!differentiated.ok())
@@ -185,6 +195,10 @@ Result<TrainStep> build_step(const Model& model, const Optimizer& optimizer, con
   if (const Sgd* sgd = std::get_if<Sgd>(&optimizer)) sgd_updates(*sgd, u, params, g, next, step.initial_state);
   else adam_updates(std::get<Adam>(optimizer), u, params, g, next, step.initial_state);
   if (scale != ir::kNoValue) scale_updates(*mixed, u, g, scale, tracker, found_inf, next);
+  for (const auto& [name, value] : updated) {
+    next[name] = value;
+    step.initial_state[name] = model.initial_values().at(name);
+  }
 
   g.results = {loss};
   for (const ir::Arg& a : g.args) {

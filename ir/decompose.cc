@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "ir/builder.h"
+#include "ir/decompose_window.h"
 #include "ir/shape_inference.h"
 
 namespace kiln::ir {
@@ -209,6 +210,11 @@ ValueId expand(GraphBuilder& b, const Node& n) {
     case Op::Attention: return attention(b, n);
     case Op::MseLoss: return mse_loss(b, n);
     case Op::CrossEntropy: return cross_entropy(b, n);
+    case Op::Conv: return decompose_conv(b, n);
+    case Op::MaxPool:
+    case Op::AvgPool: return decompose_pool(b, n);
+    case Op::Pad: return decompose_pad(b, n);
+    case Op::BatchNorm: return decompose_batch_norm(b, n);
     default: assert(false && "expand: not a composite op"); return kNoValue;
   }
 }

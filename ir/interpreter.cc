@@ -428,7 +428,9 @@ Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> in, const Attrs
       return movement(op, *in[0], attrs, rt);
     case OpKind::Library: return matmul(*in[0], *in[1], rt);
     case OpKind::Source: return source(op, attrs, rt);
-    case OpKind::Composite: break;
+    case OpKind::Composite:
+      if (interpreted_directly(op)) return evaluate_window_op(op, in, attrs, rt);
+      break;
   }
   return make_error(fmt::format("{}: composite ops are evaluated through their decomposition", op_name(op)));
 }
@@ -466,10 +468,12 @@ Result<Tensor> evaluate_node(const Graph& g, const Node& n, std::span<const Tens
 Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
   Graph decomposed;
   const Graph* g = &graph;
-  if (std::any_of(graph.nodes.begin(), graph.nodes.end(),
-                  [](const Node& n) { return op_kind(n.op) == OpKind::Composite; })) {
+  auto decomposed_here = [](const Node& n) {
+    return op_kind(n.op) == OpKind::Composite && !interpreted_directly(n.op);
+  };
+  if (std::any_of(graph.nodes.begin(), graph.nodes.end(), decomposed_here)) {
     decomposed = graph;
-    decompose_composites(decomposed);
+    decompose_composites(decomposed, decomposed_here);
     g = &decomposed;
   }
   KILN_RETURN_IF_ERROR(check_inputs(*g, inputs));

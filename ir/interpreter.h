@@ -20,6 +20,15 @@ namespace kiln::ir {
 Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> operands, const Attrs& attrs,
                            const TensorType& result_type);
 
+/// Whether the interpreter computes a composite op itself rather than through its
+/// decomposition: conv, max_pool, avg_pool and pad, so that their decompositions (what the
+/// code generators run) are checked against direct sums.
+bool interpreted_directly(Op op);
+/// One of those ops (ir/interpreter_window.cc); operands and attributes must have passed
+/// shape inference.
+Tensor evaluate_window_op(Op op, std::span<const Tensor* const> operands, const Attrs& attrs,
+                          const TensorType& result_type);
+
 /// Evaluates one node of `graph` (a primitive op) on its operands. An allocation failure
 /// is an error naming the value and the bytes it needs, not a std::bad_alloc.
 Result<Tensor> evaluate_node(const Graph& graph, const Node& node, std::span<const Tensor* const> operands);
@@ -28,7 +37,7 @@ Result<Tensor> evaluate_node(const Graph& graph, const Node& node, std::span<con
 /// tensor of exactly its type, and names nothing else.
 Status check_inputs(const Graph& graph, const std::map<std::string, Tensor>& inputs);
 
-/// Evaluates a verified graph (composites through their decomposition). `inputs` maps
+/// Evaluates a verified graph (other composites through their decomposition). `inputs` maps
 /// each argument's name (without '%') to a tensor of exactly its type; every argument
 /// (input, param or state) needs one. Returns the graph's results in order.
 Result<std::vector<Tensor>> evaluate(const Graph& graph, const std::map<std::string, Tensor>& inputs);

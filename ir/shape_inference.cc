@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ir/window.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -269,6 +271,17 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
       return x;
     }
     case Op::Silu: return x;
+    case Op::Conv:
+    case Op::MaxPool:
+    case Op::AvgPool:
+    case Op::Pad: return infer_window_op(op, in, attrs);
+    case Op::BatchNorm: {
+      const TensorType channel{x.dtype, {x.rank() >= 2 ? x.shape[1] : 0}};
+      if (x.rank() < 2 || !std::all_of(in.begin() + 1, in.end(), [&](const TensorType& t) { return t == channel; }))
+        return op_error(op, fmt::format("expected x: [N, C, ...] and scale, bias, mean, var: [C] of one type, got {}",
+                                        types_string(in)));
+      return x;
+    }
     case Op::LayerNorm: {
       auto axis = normalize_axis(attrs.get_int("axis", -1), x.rank());
       if (!axis || x.rank() == 0)

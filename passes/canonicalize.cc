@@ -136,6 +136,9 @@ class Canonicalizer {
     if (kind == ir::OpKind::Composite || n.op == Op::Constant) return false;
     const ir::TensorType& rt = g_.type(n.result);
     if (rt.num_elements() > CanonicalizePass::kMaxFoldElements) return false;
+    // A scalar broadcast (a fill) stays one: kernels compute it as an immediate, where a
+    // folded literal would be an array in memory.
+    if (n.op == Op::Broadcast && g_.type(n.operands[0]).rank() == 0) return false;
     std::vector<ir::Tensor> inputs;
     for (ValueId v : n.operands) {
       const Node* p = producer(v);

@@ -58,6 +58,12 @@ inline std::vector<OpExample> op_examples() {
          Tensor off_diagonal = ne(e.m.iota({2, 2}, 0), e.m.iota({2, 2}, 1));
          return attention(e.x, e.x, e.x, 0, true) + attention(e.x, e.x * 0.5, e.x, off_diagonal, 0.5);
        }},
+      {Op::AvgPool,
+       [](E& e) {
+         // x as [1, 2, 3] (N, C, one spatial dim), windows of 2 with the end padded.
+         return reshape(avg_pool(reshape(e.x, {1, 2, 3}), {2}, {{1}, {0, 1}, {}, false, false}), {2, 3});
+       }},
+      {Op::BatchNorm, [](E& e) { return batch_norm(e.x, e.p * 0.0 + 1.0, e.p, e.p * 0.5, e.p); }},
       {Op::Broadcast,
        [](E& e) {
          return broadcast(e.p, {2, 3}, {1});
@@ -74,6 +80,12 @@ inline std::vector<OpExample> op_examples() {
       {Op::Constant,
        [](E& e) {
          return e.m.constant({1, 2, 3}, {3});
+       }},
+      {Op::Conv,
+       [](E& e) {
+         // x as [1, 2, 3] convolved with 3 output channels of 2 taps over 2 channels, padded.
+         Tensor w = reshape(concat({e.p, e.p, e.p, e.p}, 0), {3, 2, 2});
+         return reshape(conv(reshape(e.x, {1, 2, 3}), w, {{1}, {1, 0}, {}, 1}), {3, 3});
        }},
       {Op::CrossEntropy, [](E& e) { return cross_entropy(e.x, e.i); }},
       {Op::Div, [](E& e) { return e.x / e.p; }},
@@ -98,12 +110,20 @@ inline std::vector<OpExample> op_examples() {
        [](E& e) {
          return matmul(e.x, transpose(e.x, {1, 0}));
        }},
+      {Op::MaxPool,
+       [](E& e) {
+         return reshape(max_pool(reshape(e.x, {1, 2, 3}), {2}, {{1}, {1, 0}, {}, false, false}), {2, 3});
+       }},
       {Op::Maximum, [](E& e) { return maximum(e.x, e.p); }},
       {Op::Minimum, [](E& e) { return minimum(e.x, e.p); }},
       {Op::MseLoss, [](E& e) { return mse_loss(e.x, e.x * 0.5); }},
       {Op::Mul, [](E& e) { return e.x * e.p; }},
       {Op::Ne, [](E& e) { return ne(e.x, e.p); }},
       {Op::Or, [](E& e) { return logical_or(e.flags, lt(e.x, e.p)); }},
+      {Op::Pad,
+       [](E& e) {
+         return pad(e.x, {1, -1, 0, 1}, 0.5);
+       }},
       {Op::Pow, [](E& e) { return pow(e.pos, e.x); }},
       {Op::ReduceMax, [](E& e) { return reduce_max(e.x, {1}, true); }},
       {Op::ReduceMin, [](E& e) { return reduce_min(e.x, {-1}); }},
