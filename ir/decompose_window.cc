@@ -125,7 +125,9 @@ ValueId decompose_conv(GraphBuilder& b, const Node& n) {
   const int64_t positions = std::accumulate(win.output.begin(), win.output.end(), int64_t{1}, std::multiplies<>());
   ValueId xp = padded_for_windows(b, x, win, 0.0);
   if (group_in == 1 && group_out == 1 && groups > 1) return depthwise_conv(b, xp, w, win, out);
-  // The columns [N, C, taps, positions] (im2col): channel-major, taps within, as w's rows.
+  // The columns (im2col) as [C·taps, N·positions]: channel-major rows, taps within, as w's
+  // rows; the batch folded into the columns, so that each group is one GEMM with a long N
+  // (and its gradients GEMMs with a long K), not one small GEMM per image.
   std::vector<ValueId> columns;
   for_each_tap(b, xp, win, [&](int64_t, ValueId slice) {
     columns.push_back(reshape_to(b, slice, {batch, channels, 1, positions}));
@@ -136,15 +138,20 @@ ValueId decompose_conv(GraphBuilder& b, const Node& n) {
     attrs.set("axis", int64_t{2});
     cols = b.emit(Op::Concat, std::move(columns), std::move(attrs));
   }
-  ValueId y;
-  if (groups == 1) {
-    cols = reshape_to(b, cols, {batch, channels * taps, positions});
-    y = b.binary(Op::Matmul, reshape_to(b, w, {outs, channels * taps}), cols);
-  } else {
-    cols = reshape_to(b, cols, {batch, groups, group_in * taps, positions});
-    y = b.binary(Op::Matmul, reshape_to(b, w, {groups, group_out, group_in * taps}), cols);
-  }
-  return reshape_to(b, y, out);
+  Attrs channels_first;
+  channels_first.set("perm", std::vector<int64_t>{1, 2, 0, 3});
+  cols = b.emit(Op::Transpose, {cols}, std::move(channels_first));  // [C, taps, N, positions]
+  cols = reshape_to(b, cols, {groups, group_in * taps, batch * positions});
+  ValueId y = b.binary(Op::Matmul, reshape_to(b, w, {groups, group_out, group_in * taps}), cols);
+  Shape channels_outer{outs, batch};
+  channels_outer.insert(channels_outer.end(), win.output.begin(), win.output.end());
+  y = reshape_to(b, y, channels_outer);  // [O, N, E1..Ek]
+  std::vector<int64_t> perm(out.size());
+  std::iota(perm.begin(), perm.end(), int64_t{0});
+  std::swap(perm[0], perm[1]);
+  Attrs batch_first;
+  batch_first.set("perm", std::move(perm));
+  return b.emit(Op::Transpose, {y}, std::move(batch_first));
 }
 
 ValueId decompose_pool(GraphBuilder& b, const Node& n) {

@@ -28,6 +28,7 @@ struct Group {
 
 bool is_source(Op op) { return ir::op_kind(op) == OpKind::Source; }
 bool is_reduction(Op op) { return ir::op_kind(op) == OpKind::Reduction; }
+bool is_movement(Op op) { return ir::op_kind(op) == OpKind::Movement || ir::op_kind(op) == OpKind::Source; }
 bool is_loop_op(Op op) {
   OpKind k = ir::op_kind(op);
   return (k == OpKind::Elementwise || k == OpKind::Movement) && op != Op::ScatterAdd;
@@ -111,6 +112,11 @@ class Partitioner {
     // reads the operand transposed), so it is never copied.
     if (user_groups.size() == 1 && groups_[user_groups[0]].kind == StepKind::Library)
       return !is_result_[n.result] && swaps_last_two(n) ? user_groups[0] : -1;
+    // A computed value that several windows read (the taps of a convolution or a pool:
+    // slices of it) is computed once into memory, not again inside the kernel for each tap.
+    if (!is_movement(n.op) &&
+        std::count_if(users.begin(), users.end(), [&](int u) { return g_.nodes[u].op == Op::Slice; }) > 2)
+      return -1;
     for (int target : user_groups) {
       Group& grp = groups_[target];
       if (grp.kind == StepKind::Library || grp.kind == StepKind::Scatter) continue;

@@ -105,8 +105,8 @@ TEST_CASE("training-step errors say what is wrong", "[train][errors]") {
   st.state("s", {1});
   st.output(reduce_sum(st.param("w", {2}), {0}));
   CHECK(build_train_step(st, Sgd{}).error().message ==
-        "training step of @st: the model already has state %s; declare trained weights with param, and the step makes "
-        "them state");
+        "training step of @st: the model has state %s without an update; declare trained weights with param (the "
+        "step makes them state), and state the model updates with Model::update");
 }
 
 TEST_CASE("a 2-layer MLP learns a separable problem with Adam through the interpreter", "[train][e2e]") {

@@ -305,15 +305,3 @@ TEST_CASE("nn conv layers: shapes, PyTorch's names, batch norm's running statist
   if (!loss.ok()) FAIL(loss.error().message);
   check_close(state.at("bn.running_mean"), "f32[4]", expected, 1e-5, 1e-6);
 }
-
-TEST_CASE("a model's state without an update cannot be trained", "[window][nn]") {
-  Model m("stateful");
-  Tensor s = m.state("s", {2});
-  Tensor w = m.param("w", {2}, Init::ones());
-  m.output(reduce_sum(s * w, {0}), "loss");
-  auto step = build_train_step(m, Sgd{});
-  REQUIRE(!step.ok());
-  CHECK(step.error().message ==
-        "training step of @stateful: the model has state %s without an update; declare trained weights with param "
-        "(the step makes them state), and state the model updates with Model::update");
-}

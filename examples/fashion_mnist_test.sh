@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The Fashion-MNIST example end to end on a few hundred images: the training loss falls
+# from the first epoch to the second, and the saved inference artifact, run by the
+# runtime-only classifier, gives the accuracy the training program reported.
+set -euo pipefail
+out="${TEST_TMPDIR:-$(mktemp -d)}/fm"
+log="$out.log"
+examples/fashion_mnist --epochs=2 --limit=640 --test-limit=500 --threads=2 --out="$out" | tee "$log"
+first=$(sed -n 's/^epoch 1: loss \([0-9.]*\),.*/\1/p' "$log")
+second=$(sed -n 's/^epoch 2: loss \([0-9.]*\),.*/\1/p' "$log")
+trained=$(sed -n 's/^test accuracy: //p' "$log")
+[[ -n "$first" && -n "$second" && -n "$trained" ]] || { echo "FAIL: missing epoch or accuracy lines"; exit 1; }
+awk -v a="$first" -v b="$second" 'BEGIN { exit !(b < a) }' || { echo "FAIL: loss did not fall: $first -> $second"; exit 1; }
+classified=$(examples/fashion_mnist_classify "$out/fashion_mnist.kiln" 500 | sed -n 's/^test accuracy: //p')
+[[ "$classified" == "$trained" ]] || { echo "FAIL: the artifact gives $classified, training reported $trained"; exit 1; }
+# Bad flags are errors with a usage line.
+if examples/fashion_mnist --epoch=2 2>"$out.err"; then echo "FAIL: a bad flag was accepted"; exit 1; fi
+grep -q "^fashion_mnist: unknown flag '--epoch=2'" "$out.err" || { cat "$out.err"; echo "FAIL: bad flag message"; exit 1; }
+echo "PASS: loss $first -> $second, accuracy $trained"
