@@ -22,7 +22,10 @@ tanh GELU) and `bert_layer` (BERT-base's post-norm encoder layer, erf GELU, Laye
 run forward under no_grad; `gpt2_block_train` (mse_loss against a target, backward,
 torch.optim.AdamW with lr 1e-3 and weight decay 0.01, its default implementation) and
 `mlp_train` / `mlp_train_step` (cross-entropy, backward, torch.optim.Adam, lr 1e-3) time
-one whole step each. Attention is written as kiln's rows compute it (q kᵀ scaled, masked
+one whole step each; `resnet18` (torchvision's ResNet-18, written out here without
+torchvision, in eval mode) runs forward under no_grad, and `cnn_train` (the Fashion-MNIST
+CNN of examples/fashion_mnist.cc: cross-entropy, torch.optim.Adam, lr 1e-3) one whole
+step. Attention is written as kiln's rows compute it (q kᵀ scaled, masked
 with -1e9, softmax, times v); `--attention=sdpa` uses F.scaled_dot_product_attention
 instead, PyTorch's fused kernels, as a PyTorch user would write it today.
 
@@ -42,7 +45,7 @@ import time
 
 ROWS = {"coscos", "chain2", "chain4", "chain8", "chain16", "bias_gelu", "softmax_256", "softmax_4096",
         "softmax_32768", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step",
-        "gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train"}
+        "gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train", "resnet18", "cnn_train"}
 
 # What AdamW's defaults are in PyTorch, and what kiln's gpt2_block_train uses.
 ADAMW_LR, ADAMW_WEIGHT_DECAY = 1e-3, 0.01
@@ -145,6 +148,41 @@ def bert_layer(torch, width, heads, sdpa):
     return init_dense(torch, Layer())
 
 
+def resnet18(torch):
+    """torchvision's ResNet-18 (BasicBlocks, 1000 classes), without torchvision."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, inp, out, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(inp, out, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(out)
+            self.conv2 = nn.Conv2d(out, out, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(out)
+            self.downsample = None
+            if stride != 1 or inp != out:
+                self.downsample = nn.Sequential(nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+
+        def forward(self, x):
+            shortcut = x if self.downsample is None else self.downsample(x)
+            return torch.relu(self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))) + shortcut)
+
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    width = 64
+    for layer in range(4):
+        out = 64 << layer
+        layers += [Block(width, out, 2 if layer > 0 else 1), Block(out, out, 1)]
+        width = out
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
+    return nn.Sequential(*layers).eval()
+
+
+def fashion_cnn(torch):
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
 def no_grad(torch, model):
     def forward(*inputs):
         with torch.no_grad():
@@ -224,6 +262,17 @@ def make_row(torch, row, device, sdpa=False):
         # 0 marks padding; kiln bench fills integer inputs with r % 10 alike.
         mask = torch.randint(0, 10, tuple(shape["attention_mask"]), dtype=torch.int32, device=device)
         return no_grad(torch, model), [rand(batch, seq, width), mask]
+    if name == "resnet18":
+        torch.manual_seed(18)
+        model = resnet18(torch).to(device)
+        return no_grad(torch, model), [rand(*shape["x"])]
+    if name == "cnn_train":
+        torch.manual_seed(1)
+        model = fashion_cnn(torch).to(device)
+        labels = torch.randint(0, 10, tuple(shape["labels"]), device=device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        return train_step(model, optimizer, lambda m, x, labels: F.cross_entropy(m(x), labels)), [rand(*shape["x"]),
+                                                                                                   labels]
     raise KeyError(name)
 
 

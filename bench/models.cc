@@ -161,6 +161,8 @@ Result<std::vector<SuiteRow>> model_rows(bool quick) {
   rows.push_back(gpt2_block(gpt2, true));
   rows.push_back(bert_layer(bert));
   rows.push_back(mlp_row("mlp_train", quick ? 8 : 128, true));
+  rows.push_back(resnet18(quick ? 1 : 16, quick ? 32 : 224));
+  rows.push_back(cnn_train(quick ? 4 : 128));
   std::vector<SuiteRow> out;
   for (auto& r : rows) {
     if (!r.ok()) return make_error("bench: cannot build the models suite: " + r.error().message);

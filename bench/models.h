@@ -29,8 +29,16 @@ Result<SuiteRow> bert_layer(const TransformerSizes& sizes);
 /// against %labels: i32[batch]. Both suites have it, under their own row names.
 Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train);
 
-/// The models suite: gpt2_block, gpt2_block_train, bert_layer, mlp_train. Quick: C=64,
-/// 4 heads, T=16, B=2 and an MLP batch of 8, small enough for a unit test.
+/// torchvision's ResNet-18 (BasicBlocks, inference batch norm, 1000 classes) on
+/// x: f32[batch, 3, image, image] (bench/cnn_models.cc).
+Result<SuiteRow> resnet18(int64_t batch, int64_t image);
+
+/// One Adam step of examples/fashion_mnist.cc's CNN on x: f32[batch, 1, 28, 28].
+Result<SuiteRow> cnn_train(int64_t batch);
+
+/// The models suite: gpt2_block, gpt2_block_train, bert_layer, mlp_train, resnet18,
+/// cnn_train. Quick: C=64, 4 heads, T=16, B=2, an MLP batch of 8, ResNet-18 on one 32x32
+/// image and the CNN on 4 images, small enough for a unit test.
 Result<std::vector<SuiteRow>> model_rows(bool quick);
 
 }  // namespace kiln::bench

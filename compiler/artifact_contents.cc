@@ -6,6 +6,7 @@
 
 #include "ir/reduction_split.h"
 #include "ir/row_class.h"
+#include "ir/window.h"
 #include "runtime/format/target.h"
 
 namespace kiln {
@@ -106,6 +107,29 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   return call;
 }
 
+// The parameters of a library convolution step: its one node, with the IR's attributes.
+Result<format::ArtifactContents::ConvInfo> conv_call(const ir::Graph& g, const ir::Node& n) {
+  format::ArtifactContents::ConvInfo c;
+  const bool input_grad = n.op == ir::Op::ConvInputGrad, weight_grad = n.op == ir::Op::ConvWeightGrad;
+  c.kind = input_grad    ? format::ConvKind::BackwardData
+           : weight_grad ? format::ConvKind::BackwardWeights
+                         : format::ConvKind::Forward;
+  c.x = input_grad ? n.attrs.get_ints("shape") : g.type(n.operands[0]).shape;
+  c.w = weight_grad ? n.attrs.get_ints("shape") : g.type(n.operands[1]).shape;
+  c.y = input_grad ? g.type(n.operands[0]).shape : weight_grad ? g.type(n.operands[1]).shape : g.type(n.result).shape;
+  KILN_ASSIGN_OR_RETURN(ir::Window win,
+                        ir::window_of(ir::Op::Conv, c.x, ir::Shape(c.w.begin() + 2, c.w.end()), n.attrs));
+  c.strides = win.strides;
+  c.dilations = win.dilations;
+  c.pads_lo = win.pad_lo;
+  c.pads_hi = win.pad_hi;
+  c.groups = n.attrs.get_int("groups", 1);
+  if (g.type(n.result).dtype != ir::DType::F32)
+    return make_error(fmt::format("artifact: {} of {} on the CPU's convolution library takes f32 only",
+                                  ir::op_name(n.op), g.type(n.result).to_string()));
+  return c;
+}
+
 }  // namespace
 
 std::string compiler_version() { return "kiln " + std::string(kVersion); }
@@ -176,7 +200,12 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       if (node.op != ir::Op::Constant)
         info.ops.push_back(fmt::format("%{} = {}", names[node.result], ir::op_name(node.op)));
     }
-    if (step.kind == ir::StepKind::Library) {
+    const ir::Node& first = g.nodes[static_cast<size_t>(step.nodes[0])];
+    if (step.kind == ir::StepKind::Library && ir::is_convolution(first.op)) {
+      KILN_ASSIGN_OR_RETURN(info.conv, conv_call(g, first));
+      info.symbol = "conv";
+      info.inputs = {value(first.operands[0]), value(first.operands[1])};
+    } else if (step.kind == ir::StepKind::Library) {
       KILN_ASSIGN_OR_RETURN(MatmulCall call, matmul_call(g, step));
       info.matmul = call.params;
       info.inputs = {value(call.a), value(call.b)};

@@ -210,7 +210,6 @@ ValueId expand(GraphBuilder& b, const Node& n) {
     case Op::Attention: return attention(b, n);
     case Op::MseLoss: return mse_loss(b, n);
     case Op::CrossEntropy: return cross_entropy(b, n);
-    case Op::Conv: return decompose_conv(b, n);
     case Op::MaxPool:
     case Op::AvgPool: return decompose_pool(b, n);
     case Op::Pad: return decompose_pad(b, n);
@@ -222,8 +221,29 @@ ValueId expand(GraphBuilder& b, const Node& n) {
 }  // namespace
 
 namespace {
-void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen);
+using Expander = ValueId (*)(GraphBuilder&, const Node&);
+void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen, Expander expander = expand);
+
+ValueId lower_convolution(GraphBuilder& b, const Node& n) {
+  switch (n.op) {
+    case Op::Conv: return lower_conv(b, n);
+    case Op::ConvInputGrad: return lower_conv_input_grad(b, n);
+    case Op::ConvWeightGrad: return lower_conv_weight_grad(b, n);
+    default: assert(false && "lower_convolution: not a convolution"); return kNoValue;
+  }
+}
 }  // namespace
+
+bool lower_convolutions(Graph& g) {
+  return lower_convolutions(g, [](const Node&) { return true; });
+}
+
+bool lower_convolutions(Graph& g, const std::function<bool(const Node&)>& select) {
+  auto chosen = [&](const Node& n) { return is_convolution(n.op) && select(n); };
+  if (std::none_of(g.nodes.begin(), g.nodes.end(), chosen)) return false;
+  decompose_once(g, chosen, lower_convolution);
+  return true;
+}
 
 bool decompose_composites(Graph& g) {
   return decompose_composites(g, [](const Node&) { return true; });
@@ -244,7 +264,7 @@ bool decompose_composites(Graph& g, const std::function<bool(const Node&)>& sele
 
 namespace {
 
-void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen) {
+void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen, Expander expander) {
   std::vector<Node> old_nodes = std::move(g.nodes);
   g.nodes.clear();
   GraphBuilder b(g);
@@ -253,7 +273,7 @@ void decompose_once(Graph& g, const std::function<bool(const Node&)>& chosen) {
       g.nodes.push_back(std::move(n));
       continue;
     }
-    [[maybe_unused]] ValueId v = expand(b, n);
+    [[maybe_unused]] ValueId v = expander(b, n);
     assert(!g.nodes.empty() && g.nodes.back().result == v && g.type(v) == g.type(n.result));
     g.nodes.back().result = n.result;  // the expansion's last node takes over the result
     g.nodes.back().loc = n.loc;

@@ -5,6 +5,7 @@
 
 #include "ir/builder.h"
 #include "ir/graph.h"
+#include "ir/window.h"
 
 namespace kiln::ir {
 
@@ -23,5 +24,12 @@ LayerNormStats layer_norm_stats(GraphBuilder& b, ValueId x, int64_t axis, double
 bool decompose_composites(Graph& graph);
 /// Like decompose_composites, for the composite nodes `select` accepts.
 bool decompose_composites(Graph& graph, const std::function<bool(const Node&)>& select);
+
+/// Rewrites every convolution into im2col (strided slices of the padded input, which fusion
+/// makes one gather kernel) and matmuls, for targets without a convolution library (CUDA)
+/// and half-precision compiles. Returns true when anything changed.
+bool lower_convolutions(Graph& graph);
+/// Like lower_convolutions, for the convolutions `select` accepts.
+bool lower_convolutions(Graph& graph, const std::function<bool(const Node&)>& select);
 
 }  // namespace kiln::ir

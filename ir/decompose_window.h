@@ -8,9 +8,18 @@
 
 namespace kiln::ir {
 
-ValueId decompose_conv(GraphBuilder& b, const Node& n);
+/// conv, conv_input_grad and conv_weight_grad as im2col and matmuls (ir/decompose.h's
+/// lower_convolutions).
+ValueId lower_conv(GraphBuilder& b, const Node& n);
+ValueId lower_conv_input_grad(GraphBuilder& b, const Node& n);
+ValueId lower_conv_weight_grad(GraphBuilder& b, const Node& n);
 ValueId decompose_pool(GraphBuilder& b, const Node& n);
 ValueId decompose_pad(GraphBuilder& b, const Node& n);
 ValueId decompose_batch_norm(GraphBuilder& b, const Node& n);
+
+/// The gradient of a slice {starts, strides} of a tensor of shape `full`: g put back in
+/// place, zeros elsewhere (the slice rule of passes/gradients.cc, and col2im).
+ValueId unslice(GraphBuilder& b, ValueId g, const Shape& full, const std::vector<int64_t>& starts,
+                const std::vector<int64_t>& strides);
 
 }  // namespace kiln::ir

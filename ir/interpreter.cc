@@ -426,7 +426,9 @@ Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> in, const Attrs
       if (op == Op::Concat) return concat(in, attrs, rt);
       if (op == Op::ScatterAdd) return scatter_add(*in[0], *in[1], *in[2], attrs);
       return movement(op, *in[0], attrs, rt);
-    case OpKind::Library: return matmul(*in[0], *in[1], rt);
+    case OpKind::Library:
+      if (op != Op::Matmul) return evaluate_window_op(op, in, attrs, rt);
+      return matmul(*in[0], *in[1], rt);
     case OpKind::Source: return source(op, attrs, rt);
     case OpKind::Composite:
       if (interpreted_directly(op)) return evaluate_window_op(op, in, attrs, rt);

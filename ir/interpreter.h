@@ -21,11 +21,12 @@ Result<Tensor> evaluate_op(Op op, std::span<const Tensor* const> operands, const
                            const TensorType& result_type);
 
 /// Whether the interpreter computes a composite op itself rather than through its
-/// decomposition: conv, max_pool, avg_pool and pad, so that their decompositions (what the
-/// code generators run) are checked against direct sums.
+/// decomposition: max_pool, avg_pool and pad, so that their decompositions (what the code
+/// generators run) are checked against direct sums.
 bool interpreted_directly(Op op);
-/// One of those ops (ir/interpreter_window.cc); operands and attributes must have passed
-/// shape inference.
+/// One of those ops, or conv, conv_input_grad or conv_weight_grad (whose lowering to
+/// im2col and matmuls is checked against these sums), in ir/interpreter_window.cc;
+/// operands and attributes must have passed shape inference.
 Tensor evaluate_window_op(Op op, std::span<const Tensor* const> operands, const Attrs& attrs,
                           const TensorType& result_type);
 

@@ -54,25 +54,35 @@ struct Window3 {
   }
 };
 
-Tensor conv(const Tensor& x, const Tensor& w, const Attrs& attrs, const TensorType& rt) {
-  const Shape kernel(w.type.shape.begin() + 2, w.type.shape.end());
-  const Window3 g(*window_of(Op::Conv, x.type.shape, kernel, attrs));
-  const int64_t batch = x.type.shape[0], channels = x.type.shape[1], outs = w.type.shape[0];
+// conv and its two gradients share one loop over (image, output channel, input channel of
+// its group, output position, tap): y += x·w, dx += dy·w, dw += dy·x.
+Tensor conv_family(Op op, const Tensor& a, const Tensor& b, const Attrs& attrs, const TensorType& rt) {
+  const bool input_grad = op == Op::ConvInputGrad, weight_grad = op == Op::ConvWeightGrad;
+  const Shape x_shape = input_grad ? Shape(attrs.get_ints("shape")) : a.type.shape;
+  const Shape w_shape = weight_grad ? Shape(attrs.get_ints("shape")) : b.type.shape;
+  const Window3 g(*window_of(Op::Conv, x_shape, Shape(w_shape.begin() + 2, w_shape.end()), attrs));
+  const int64_t batch = x_shape[0], channels = x_shape[1], outs = w_shape[0];
   const int64_t groups = attrs.get_int("groups", 1), group_in = channels / groups, group_out = outs / groups;
-  std::vector<double> y(static_cast<size_t>(rt.num_elements()), 0.0);
+  const double* x = input_grad ? nullptr : a.floats.data();
+  const double* w = weight_grad ? nullptr : b.floats.data();
+  const double* dy = input_grad ? a.floats.data() : b.floats.data();  // conv: unused
+  std::vector<double> out(static_cast<size_t>(rt.num_elements()), 0.0);
   for (int64_t n = 0; n < batch; ++n)
     for (int64_t o = 0; o < outs; ++o) {
-      double* out = &y[static_cast<size_t>((n * outs + o) * g.output_size())];
+      const size_t y_at = static_cast<size_t>((n * outs + o) * g.output_size());
       const int64_t group = o / group_out;
       for (int64_t c = 0; c < group_in; ++c) {
-        const double* image = &x.floats[static_cast<size_t>((n * channels + group * group_in + c) * g.input_size())];
-        const double* taps = &w.floats[static_cast<size_t>((o * group_in + c) * g.window_size())];
+        const size_t x_at = static_cast<size_t>((n * channels + group * group_in + c) * g.input_size());
+        const size_t w_at = static_cast<size_t>((o * group_in + c) * g.window_size());
         g.for_each_tap([&](int64_t e, int64_t t, int64_t i) {
-          if (i >= 0) out[e] += image[i] * taps[t];
+          if (i < 0) return;
+          if (op == Op::Conv) out[y_at + e] += x[x_at + i] * w[w_at + t];
+          else if (input_grad) out[x_at + i] += dy[y_at + e] * w[w_at + t];
+          else out[w_at + t] += dy[y_at + e] * x[x_at + i];
         });
       }
     }
-  return Tensor::from_doubles(rt, y);
+  return Tensor::from_doubles(rt, out);
 }
 
 Tensor pool(Op op, const Tensor& x, const Attrs& attrs, const TensorType& rt) {
@@ -141,10 +151,11 @@ Tensor pad(const Tensor& x, const Attrs& attrs, const TensorType& rt) {
 
 }  // namespace
 
-bool interpreted_directly(Op op) { return op == Op::Conv || op == Op::MaxPool || op == Op::AvgPool || op == Op::Pad; }
+bool interpreted_directly(Op op) { return op == Op::MaxPool || op == Op::AvgPool || op == Op::Pad; }
 
 Tensor evaluate_window_op(Op op, std::span<const Tensor* const> in, const Attrs& attrs, const TensorType& rt) {
-  if (op == Op::Conv) return conv(*in[0], *in[1], attrs, rt);
+  if (op == Op::Conv || op == Op::ConvInputGrad || op == Op::ConvWeightGrad)
+    return conv_family(op, *in[0], *in[1], attrs, rt);
   if (op == Op::Pad) return pad(*in[0], attrs, rt);
   return pool(op, *in[0], attrs, rt);
 }

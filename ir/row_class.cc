@@ -122,6 +122,20 @@ int64_t work_items(const Graph& g, const Step& step) {
   return 0;
 }
 
+namespace {
+// 2·N·O·E·(C/groups)·taps, the same for conv and both its gradients.
+int64_t conv_flops(const Graph& g, const Node& node) {
+  const bool input_grad = node.op == Op::ConvInputGrad, weight_grad = node.op == Op::ConvWeightGrad;
+  const Shape& y = input_grad    ? g.type(node.operands[0]).shape
+                   : weight_grad ? g.type(node.operands[1]).shape
+                                 : g.type(node.result).shape;
+  const Shape& w = input_grad    ? g.type(node.operands[1]).shape
+                   : weight_grad ? g.type(node.result).shape
+                                 : g.type(node.operands[1]).shape;
+  return 2 * num_elements(y) * (num_elements(w) / std::max<int64_t>(w.empty() ? 1 : w[0], 1));
+}
+}  // namespace
+
 int64_t step_flops(const Graph& g, const Step& step) {
   int64_t flops = 0;
   for (int n : step.nodes) {
@@ -131,7 +145,10 @@ int64_t step_flops(const Graph& g, const Step& step) {
       case OpKind::Elementwise: flops += out; break;
       case OpKind::Reduction: flops += g.type(node.operands[0]).num_elements(); break;
       case OpKind::Library: {
-        // The contracted dim is the last of the first operand (matmul is the only library op).
+        if (node.op != Op::Matmul) {  // a convolution or its gradients: 2 per (output, input channel, tap)
+          flops += conv_flops(g, node);
+          break;
+        }
         const Shape& a = g.type(node.operands[0]).shape;
         flops += 2 * out * (a.empty() ? 1 : a.back());
         break;

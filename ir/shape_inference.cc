@@ -271,7 +271,6 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
       return x;
     }
     case Op::Silu: return x;
-    case Op::Conv:
     case Op::MaxPool:
     case Op::AvgPool:
     case Op::Pad: return infer_window_op(op, in, attrs);
@@ -454,7 +453,12 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
       return in.size() == 1 ? infer_unary(op, in[0]) : infer_binary(op, in);
     case OpKind::Reduction: return op == Op::Argmax ? infer_argmax(in[0], attrs) : infer_reduce(op, in[0], attrs);
     case OpKind::Movement: return infer_movement(op, in, attrs);
-    case OpKind::Library: return infer_matmul(in[0], in[1]);
+    case OpKind::Library:
+      if (op != Op::Matmul) {
+        for (const TensorType& t : in) KILN_RETURN_IF_ERROR(check_operand_types(op, t));
+        return infer_window_op(op, in, attrs);
+      }
+      return infer_matmul(in[0], in[1]);
     case OpKind::Composite: return infer_composite(op, in, attrs);
   }
   return op_error(op, "unknown op kind");

@@ -32,7 +32,8 @@ Result<Window> window_of(Op op, const Shape& x, const std::vector<int64_t>& wind
   const size_t k = x.size() - 2;
   Window w;
   w.input.assign(x.begin() + 2, x.end());
-  if (op != Op::Conv) {
+  const bool conv = is_convolution(op);
+  if (!conv) {
     KILN_ASSIGN_OR_RETURN(w.window, per_dim(op, attrs, "window", k, 1, 1, x));
   } else {
     w.window = window;
@@ -45,7 +46,7 @@ Result<Window> window_of(Op op, const Shape& x, const std::vector<int64_t>& wind
   w.ceil_mode = attrs.get_bool("ceil_mode", false);
   for (size_t d = 0; d < k; ++d) {
     const int64_t extent = w.extent(static_cast<int64_t>(d));
-    if (op != Op::Conv && (w.pad_lo[d] >= extent || w.pad_hi[d] >= extent))
+    if (!conv && (w.pad_lo[d] >= extent || w.pad_hi[d] >= extent))
       return op_error(op, fmt::format("pads {} must be smaller than the window's extent {} in each dim, so that "
                                       "every window covers the input",
                                       ints_string(pads), extent));
@@ -81,7 +82,55 @@ Result<Padding> padding_of(const Shape& x, const Attrs& attrs) {
   return p;
 }
 
+namespace {
+
+// conv's checks of x against w, and its result type.
+Result<TensorType> conv_type(Op op, const TensorType& x, const TensorType& w, const Attrs& attrs) {
+  const int64_t groups = attrs.get_int("groups", 1);
+  if (w.dtype != x.dtype || w.rank() != x.rank() || x.rank() < 3)
+    return op_error(op, fmt::format("expected x: [N, C, D1..Dk] and w: [O, C/groups, K1..Kk] of one type, got {}, {}",
+                                    x.to_string(), w.to_string()));
+  if (groups < 1 || groups > x.shape[1] || x.shape[1] % groups != 0 || w.shape[0] % groups != 0)
+    return op_error(op, fmt::format("groups={} must divide the input channels C and the output channels O of "
+                                    "x {} and w {}",
+                                    groups, x.to_string(), w.to_string()));
+  if (w.shape[1] != x.shape[1] / groups)
+    return op_error(op, fmt::format("w {} must have C/groups = {} input channels for x {} and groups={}", w.to_string(),
+                                    x.shape[1] / groups, x.to_string(), groups));
+  const std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+  for (int64_t k : kernel)
+    if (k < 1) return op_error(op, fmt::format("w {} has an empty window", w.to_string()));
+  KILN_ASSIGN_OR_RETURN(Window win, window_of(op, x.shape, kernel, attrs));
+  TensorType out{x.dtype, {x.shape[0], w.shape[0]}};
+  out.shape.insert(out.shape.end(), win.output.begin(), win.output.end());
+  return out;
+}
+
+// The gradients of conv: conv_input_grad(dy, w) {shape = x's} and conv_weight_grad(x, dy)
+// {shape = w's}; dy must be the type conv(x, w) has.
+Result<TensorType> conv_grad_type(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  const bool input = op == Op::ConvInputGrad;
+  const TensorType& dy = input ? in[0] : in[1];
+  TensorType x = input ? TensorType{dy.dtype, attrs.get_ints("shape")} : in[0];
+  TensorType w = input ? in[1] : TensorType{dy.dtype, attrs.get_ints("shape")};
+  if (!is_float(dy.dtype) || in[0].dtype != in[1].dtype)
+    return op_error(
+        op, fmt::format("expected operands of one float type, got {}, {}", in[0].to_string(), in[1].to_string()));
+  for (int64_t d : attrs.get_ints("shape"))
+    if (d < 0 || d > (int64_t{1} << 40))
+      return op_error(op, fmt::format("shape {} has a dimension out of range", shape_string(attrs.get_ints("shape"))));
+  KILN_ASSIGN_OR_RETURN(TensorType y, conv_type(op, x, w, attrs));
+  if (y != dy)
+    return op_error(op, fmt::format("the gradient {} must have the type of conv's result, {}, for x {} and w {}",
+                                    dy.to_string(), y.to_string(), x.to_string(), w.to_string()));
+  return input ? x : w;
+}
+
+}  // namespace
+
 Result<TensorType> infer_window_op(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  if (op == Op::Conv) return conv_type(op, in[0], in[1], attrs);
+  if (op == Op::ConvInputGrad || op == Op::ConvWeightGrad) return conv_grad_type(op, in, attrs);
   const TensorType& x = in[0];
   if (op == Op::Pad) {
     KILN_ASSIGN_OR_RETURN(Padding p, padding_of(x.shape, attrs));
@@ -92,27 +141,8 @@ Result<TensorType> infer_window_op(Op op, std::span<const TensorType> in, const 
     for (size_t d = 0; d < x.shape.size(); ++d) out.shape[d] += p.lo[d] + p.hi[d];
     return out;
   }
-  std::vector<int64_t> kernel;
-  int64_t channels = x.shape.size() > 1 ? x.shape[1] : 0;
-  if (op == Op::Conv) {
-    const TensorType& w = in[1];
-    const int64_t groups = attrs.get_int("groups", 1);
-    if (w.dtype != x.dtype || w.rank() != x.rank() || x.rank() < 3)
-      return op_error(op, fmt::format("expected x: [N, C, D1..Dk] and w: [O, C/groups, K1..Kk] of one type, got {}, {}",
-                                      x.to_string(), w.to_string()));
-    if (groups < 1 || groups > x.shape[1] || x.shape[1] % groups != 0 || w.shape[0] % groups != 0)
-      return op_error(op, fmt::format("groups={} must divide the input channels C and the output channels O of "
-                                      "x {} and w {}",
-                                      groups, x.to_string(), w.to_string()));
-    if (w.shape[1] != x.shape[1] / groups)
-      return op_error(op, fmt::format("w {} must have C/groups = {} input channels for x {} and groups={}",
-                                      w.to_string(), x.shape[1] / groups, x.to_string(), groups));
-    kernel.assign(w.shape.begin() + 2, w.shape.end());
-    for (int64_t k : kernel)
-      if (k < 1) return op_error(op, fmt::format("w {} has an empty window", w.to_string()));
-    channels = w.shape[0];
-  }
-  KILN_ASSIGN_OR_RETURN(Window w, window_of(op, x.shape, kernel, attrs));
+  const int64_t channels = x.shape.size() > 1 ? x.shape[1] : 0;
+  KILN_ASSIGN_OR_RETURN(Window w, window_of(op, x.shape, {}, attrs));
   TensorType out{x.dtype, {x.shape[0], channels}};
   out.shape.insert(out.shape.end(), w.output.begin(), w.output.end());
   return out;

@@ -13,6 +13,10 @@
 
 namespace kiln::ir {
 
+/// conv, conv_input_grad and conv_weight_grad: library ops, which the CPU runs on oneDNN
+/// and other targets lower to im2col and matmuls (ir/decompose.h).
+inline bool is_convolution(Op op) { return op == Op::Conv || op == Op::ConvInputGrad || op == Op::ConvWeightGrad; }
+
 /// One windowed op's geometry, each vector with one entry per spatial dim.
 struct Window {
   std::vector<int64_t> input;   ///< D_i

@@ -66,7 +66,7 @@ class Partitioner {
   void start_group(int node) {
     const Node& n = g_.nodes[node];
     Group grp;
-    if (n.op == Op::Matmul) grp.kind = StepKind::Library;
+    if (ir::op_kind(n.op) == OpKind::Library) grp.kind = StepKind::Library;
     else if (n.op == Op::ScatterAdd) grp.kind = StepKind::Scatter;
     else if (is_reduction(n.op)) set_row_class(grp, n);
     groups_.push_back(std::move(grp));
@@ -101,7 +101,7 @@ class Partitioner {
   // the kernel's and no group of its other users can reach that group (no cycle).
   int joinable_group(int node) {
     const Node& n = g_.nodes[node];
-    if (n.op == Op::Matmul || n.op == Op::ScatterAdd) return -1;
+    if (ir::op_kind(n.op) == OpKind::Library || n.op == Op::ScatterAdd) return -1;
     const std::vector<int>& users = users_[n.result];
     if (users.empty()) return -1;
     std::vector<int> user_groups;
@@ -308,6 +308,15 @@ class Partitioner {
     // A reduction kernel: n must fit the class, and if a broadcast in the kernel repeats
     // n it must be a row broadcast of a row value.
     if (!fits_row(grp, n, inside)) return false;
+    // A reduction kernel cannot hold slices and concats (the gradients of a pool's or a
+    // conv's taps). An elementwise op that reads one roots a loop kernel instead, which
+    // takes in all of them (their sum, one pass), rather than leaving each of them a
+    // kernel that writes a whole tensor for the reduction to read back.
+    if (ir::op_kind(n.op) == OpKind::Elementwise)
+      for (ValueId v : n.operands) {
+        const int p = producer_[v];
+        if (p >= 0 && (g_.nodes[p].op == Op::Slice || g_.nodes[p].op == Op::Concat)) return false;
+      }
     for (int u : users_[n.result]) {
       if (group_of_[u] != target) continue;
       const Node& user = g_.nodes[u];
@@ -367,7 +376,9 @@ class Partitioner {
 };
 
 std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
-  if (grp.kind == StepKind::Library) return fmt::format("matmul_{}", index);
+  if (grp.kind == StepKind::Library)
+    for (int m : grp.members)
+      if (ir::op_kind(g.nodes[m].op) == OpKind::Library) return fmt::format("{}_{}", ir::op_name(g.nodes[m].op), index);
   int op_nodes = 0;
   const Node* only = nullptr;
   for (int m : grp.members)

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "ir/decompose.h"
+#include "ir/decompose_window.h"
 #include "ir/shape_inference.h"
 
 namespace kiln::passes {
@@ -89,20 +90,6 @@ ValueId slice_along(GraphBuilder& b, ValueId x, int64_t axis, int64_t start, int
   attrs.set("starts", std::move(starts));
   attrs.set("ends", std::move(ends));
   return b.emit(Op::Slice, {x}, std::move(attrs));
-}
-
-ValueId concat_along(GraphBuilder& b, std::vector<ValueId> parts, int64_t axis) {
-  if (parts.size() == 1) return parts[0];
-  Attrs attrs;
-  attrs.set("axis", axis);
-  return b.emit(Op::Concat, std::move(parts), std::move(attrs));
-}
-
-// Zeros shaped like x except `extent` along `axis`.
-ValueId zeros_along(GraphBuilder& b, ValueId x, int64_t axis, int64_t extent) {
-  ir::TensorType t = b.type(x);
-  t.shape[axis] = extent;
-  return b.broadcast(b.scalar(0, t.dtype), t.shape, {});
 }
 
 // ---- the rules ------------------------------------------------------------------
@@ -242,35 +229,19 @@ Grads broadcast(GraphBuilder& b, const Node& n, ValueId g) {
   return {sum_to_shape(b, v, x_shape)};
 }
 Grads slice(GraphBuilder& b, const Node& n, ValueId g) {
-  // Pads g back to x's shape with zeros, one dim at a time; a stride s spreads each
-  // element to every s-th place by appending s-1 zeros behind it.
   const ir::Shape x_shape = b.type(n.operands[0]).shape;
-  const auto& starts = n.attrs.get_ints("starts");
   std::vector<int64_t> strides =
       n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(x_shape.size(), 1);
-  ValueId v = g;
-  for (int64_t d = 0; d < static_cast<int64_t>(x_shape.size()); ++d) {
-    int64_t count = b.type(v).shape[d], s = strides[d];
-    if (count == x_shape[d]) continue;
-    if (s > 1 && count > 0) {
-      ir::Shape split = b.type(v).shape;
-      split.insert(split.begin() + d + 1, 1);
-      ValueId column = reshape(b, v, split);
-      ValueId spread = concat_along(b, {column, zeros_along(b, column, d + 1, s - 1)}, d + 1);
-      ir::Shape merged = b.type(v).shape;
-      merged[d] = count * s;
-      v = reshape(b, spread, merged);
-      int64_t keep = std::min(count * s, x_shape[d] - starts[d]);
-      if (keep < count * s) v = slice_along(b, v, d, 0, keep);
-    }
-    int64_t before = starts[d], after = x_shape[d] - starts[d] - b.type(v).shape[d];
-    std::vector<ValueId> parts;
-    if (before > 0) parts.push_back(zeros_along(b, v, d, before));
-    parts.push_back(v);
-    if (after > 0) parts.push_back(zeros_along(b, v, d, after));
-    v = concat_along(b, parts, d);
-  }
-  return {v};
+  return {ir::unslice(b, g, x_shape, n.attrs.get_ints("starts"), strides)};
+}
+// The convolution's gradients are library ops of their own (oneDNN's backward data and
+// backward weights on the CPU; lowered to matmuls elsewhere).
+Grads conv(GraphBuilder& b, const Node& n, ValueId g) {
+  ValueId x = n.operands[0], w = n.operands[1];
+  Attrs input = n.attrs, weights = n.attrs;
+  input.set("shape", b.type(x).shape);
+  weights.set("shape", b.type(w).shape);
+  return {b.emit(Op::ConvInputGrad, {g, w}, std::move(input)), b.emit(Op::ConvWeightGrad, {x, g}, std::move(weights))};
 }
 Grads concat(GraphBuilder& b, const Node& n, ValueId g) {
   int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis"), b.type(g).rank());
@@ -389,6 +360,7 @@ constexpr Entry kRules[] = {
     {Op::Call, call},
     {Op::Cast, cast},
     {Op::Concat, concat},
+    {Op::Conv, conv},
     {Op::Cos, cos},
     {Op::Div, div},
     {Op::Erf, erf},

@@ -16,6 +16,7 @@
 #include "passes/dce.h"
 #include "passes/decompose.h"
 #include "passes/fusion.h"
+#include "passes/lower_conv.h"
 #include "passes/memory_plan.h"
 
 namespace kiln::passes {
@@ -36,6 +37,11 @@ Result<std::unique_ptr<Pass>> make(PassOptionReader&) {
 Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
   KILN_ASSIGN_OR_RETURN(bool fuse, reader.flag("fuse", true));
   return std::unique_ptr<Pass>(std::make_unique<FusionPass>(fuse));
+}
+
+Result<std::unique_ptr<Pass>> make_lower_conv(PassOptionReader& reader) {
+  KILN_ASSIGN_OR_RETURN(bool keep_f32, reader.flag("keep_f32", false));
+  return std::unique_ptr<Pass>(std::make_unique<LowerConvPass>(keep_f32));
 }
 
 Result<std::unique_ptr<Pass>> make_autodiff(PassOptionReader& reader) {
@@ -64,6 +70,7 @@ constexpr Registration kPasses[] = {
     {"cse", "", make<CsePass>},
     {"dce", "", make<DcePass>},
     {"fusion", "{fuse=true|false}", make_fusion},
+    {"lower-conv", "{keep_f32=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},
 };
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/allocation.h"
+#include "runtime/cpu/dnnl_conv.h"
 #include "runtime/cpu/kernel_library.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/thread_pool.h"
@@ -190,6 +191,7 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     Kernel partial = kernels_.partial_kernel(s);
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
+      if (step.kind() == format::StepKind::Library && step.conv()) return run_conv(*step.conv(), ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Library)
         return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Scatter) {

@@ -186,6 +186,10 @@ struct Impl {
       step.name = s->name() ? s->name()->str() : "step " + std::to_string(index);
       for (uint32_t v : *s->inputs()) step.args.push_back(v);
       for (uint32_t v : *s->outputs()) step.args.push_back(v);
+      if (step.kind == format::StepKind::Library && s->conv())
+        return make_error("runtime: step " + step.name +
+                          " is a library convolution, which runs on the CPU's oneDNN; kiln compiles convolutions "
+                          "for CUDA as im2col and matmuls, so this artifact was not written by kiln for CUDA");
       if (step.kind == format::StepKind::Library) {
         step.matmul = s->matmul();
         const format::Value* a = artifact->values()->Get(step.args[0]);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 4;
+inline constexpr uint16_t kFormatMinor = 5;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -64,11 +65,17 @@ struct ArtifactContents {
     bool trans_a = false, trans_b = false;
     std::vector<BatchDim> batch;
   };
+  struct ConvInfo {
+    ConvKind kind = ConvKind::Forward;
+    std::vector<int64_t> x, w, y, strides, dilations, pads_lo, pads_hi;
+    int64_t groups = 1;
+  };
   struct StepInfo {
     StepKind kind = StepKind::Loop;
     std::string name, symbol;
     std::vector<uint32_t> inputs, outputs;
-    MatmulInfo matmul;             ///< for library steps
+    MatmulInfo matmul;             ///< for library matmul steps
+    std::optional<ConvInfo> conv;  ///< for library convolution steps (format 1.5)
     int64_t work_items = 0;        ///< for kernel steps
     int32_t block_threads = 0;     ///< for CUDA kernel steps
     int64_t grid_blocks = 0;       ///< for CUDA kernel steps

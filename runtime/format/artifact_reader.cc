@@ -112,6 +112,37 @@ Status check_work_items(const Step& step, int s, const std::vector<uint64_t>& va
   return Status::Ok();
 }
 
+// Why a library convolution's parameters are inconsistent, or "" when they are not: ranks,
+// ranges, groups, and each output extent from the input's, as the IR's conv computes it.
+std::string conv_problem(const Conv& c) {
+  if (static_cast<int>(c.kind()) > static_cast<int>(ConvKind::MAX)) return "has an unknown kind";
+  if (!c.x() || !c.w() || !c.y() || !c.strides() || !c.dilations() || !c.pads_lo() || !c.pads_hi())
+    return "lacks a shape or an attribute";
+  const uint32_t rank = c.x()->size();
+  if (rank < 3 || rank > 5 || c.w()->size() != rank || c.y()->size() != rank) return "has shapes of the wrong ranks";
+  const uint32_t k = rank - 2;
+  if (c.strides()->size() != k || c.dilations()->size() != k || c.pads_lo()->size() != k || c.pads_hi()->size() != k)
+    return "has attributes of the wrong lengths";
+  const int64_t limit = int64_t{1} << 32;
+  for (const auto* v : {c.x(), c.w(), c.y()})
+    for (int64_t d : *v)
+      if (d < 1 || d > limit) return "has a dimension out of range";
+  const int64_t groups = c.groups();
+  if (groups < 1 || c.x()->Get(1) % groups != 0 || c.w()->Get(0) % groups != 0 ||
+      c.w()->Get(1) * groups != c.x()->Get(1) || c.y()->Get(0) != c.x()->Get(0) || c.y()->Get(1) != c.w()->Get(0))
+    return "has channels or groups that do not fit";
+  for (uint32_t d = 0; d < k; ++d) {
+    const int64_t stride = c.strides()->Get(d), dilation = c.dilations()->Get(d), lo = c.pads_lo()->Get(d),
+                  hi = c.pads_hi()->Get(d);
+    if (stride < 1 || stride > limit || dilation < 1 || dilation > limit || lo < 0 || lo > limit || hi < 0 ||
+        hi > limit)
+      return "has a stride, dilation or pad out of range";
+    const int64_t span = c.x()->Get(2 + d) + lo + hi - dilation * (c.w()->Get(2 + d) - 1) - 1;
+    if (span < 0 || span / stride + 1 != c.y()->Get(2 + d)) return "gives an output extent its input does not";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string_view artifact_error_name(ArtifactErrorKind kind) {
@@ -357,10 +388,27 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   for (int s = 0; s < steps; ++s) {
     const Step* step = a.steps()->Get(s);
     if (step->kind() != StepKind::Library) continue;
+    if (count(step->inputs()) != 2 || count(step->outputs()) != 1)
+      return fail(Kind::MalformedMetadata, "library step " + n(s) + " needs two inputs and one output");
+    if (const Conv* conv = step->conv()) {
+      std::string why = conv_problem(*conv);
+      if (!why.empty()) return fail(Kind::ShapeMismatch, "the convolution of step " + n(s) + " " + why);
+      // Its operands are f32 tensors of exactly those shapes.
+      const flatbuffers::Vector<int64_t>* shapes[3][3] = {
+          {conv->x(), conv->w(), conv->y()}, {conv->y(), conv->w(), conv->x()}, {conv->x(), conv->y(), conv->w()}};
+      const uint32_t operands[3] = {step->inputs()->Get(0), step->inputs()->Get(1), step->outputs()->Get(0)};
+      for (int o = 0; o < 3; ++o) {
+        const Value* v = a.values()->Get(operands[o]);
+        const auto* want = shapes[static_cast<int>(conv->kind())][o];
+        if (v->dtype() != DType::F32 || !v->shape() || v->shape()->size() != want->size() ||
+            !std::equal(want->begin(), want->end(), v->shape()->begin()))
+          return fail(Kind::ShapeMismatch, "the convolution of step " + n(s) + ": operand " + n(o) +
+                                               " is not an f32 tensor of the shape the convolution gives it");
+      }
+      continue;
+    }
     const Matmul* mm = step->matmul();
-    if (!mm || count(step->inputs()) != 2 || count(step->outputs()) != 1)
-      return fail(Kind::MalformedMetadata,
-                  "library step " + n(s) + " needs matmul parameters, two inputs and one output");
+    if (!mm) return fail(Kind::MalformedMetadata, "library step " + n(s) + " needs matmul or convolution parameters");
     if (mm->batch() && reinterpret_cast<uintptr_t>(mm->batch()->data()) % 8 != 0 && mm->batch()->size() > 0)
       return fail(Kind::MalformedMetadata, "the batch dims of step " + n(s) + " are misaligned");
     const int64_t limit = int64_t{1} << 40;

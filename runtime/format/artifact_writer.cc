@@ -44,14 +44,20 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   std::vector<flatbuffers::Offset<Step>> steps;
   for (const auto& s : c.steps) {
     flatbuffers::Offset<Matmul> matmul = 0;
-    if (s.kind == StepKind::Library)
+    flatbuffers::Offset<Conv> conv = 0;
+    if (s.kind == StepKind::Library && s.conv)
+      conv =
+          CreateConv(fb, s.conv->kind, fb.CreateVector(s.conv->x), fb.CreateVector(s.conv->w),
+                     fb.CreateVector(s.conv->y), fb.CreateVector(s.conv->strides), fb.CreateVector(s.conv->dilations),
+                     fb.CreateVector(s.conv->pads_lo), fb.CreateVector(s.conv->pads_hi), s.conv->groups);
+    else if (s.kind == StepKind::Library)
       matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b,
                             fb.CreateVectorOfStructs(s.matmul.batch));
-    steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol),
-                               fb.CreateVector(s.inputs), fb.CreateVector(s.outputs), matmul, s.work_items,
-                               s.block_threads, s.grid_blocks, fb.CreateVectorOfStrings(s.ops), s.flops,
-                               s.partial_symbol.empty() ? 0 : fb.CreateString(s.partial_symbol), s.partial_items,
-                               s.scratch_offset, s.scratch_bytes, s.partial_block_threads, s.partial_grid_blocks));
+    steps.push_back(CreateStep(
+        fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol), fb.CreateVector(s.inputs),
+        fb.CreateVector(s.outputs), matmul, s.work_items, s.block_threads, s.grid_blocks,
+        fb.CreateVectorOfStrings(s.ops), s.flops, s.partial_symbol.empty() ? 0 : fb.CreateString(s.partial_symbol),
+        s.partial_items, s.scratch_offset, s.scratch_bytes, s.partial_block_threads, s.partial_grid_blocks, conv));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));

@@ -213,7 +213,7 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
   newer[10] = 7;  // minor version 7
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.4)");
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.5)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -259,4 +259,53 @@ TEST_CASE("a param without weights is an error naming it", "[artifact][errors]")
   auto wrong = artifact_contents(g, {{"w", kiln::testing::tensor(ir::DType::F32, {3}, {1, 2, 3})}}, "cpu-x86_64", "");
   REQUIRE(!wrong.ok());
   CHECK(wrong.error().message == "param %w is f32[2], but its weights are f32[3]");
+}
+
+TEST_CASE("a library convolution's parameters must agree with each other and its operands", "[artifact][errors]") {
+  Model m("conv", 1);
+  Tensor x = m.input("x", {2, 3, 8, 8});
+  m.output(conv(x, m.param("w", {4, 3, 3, 3}, Init::uniform(-1, 1)), {{2, 2}, {1, 1, 1, 1}, {}, 1}), "y");
+  auto built = m.build();
+  REQUIRE(built.ok());
+  ir::Graph g = *built;
+  auto pipeline = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
+  REQUIRE(pipeline.ok());
+  REQUIRE(pipeline->run(g).ok());
+  auto good = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
+  if (!good.ok()) FAIL(good.error().message);
+  good->code.push_back({"elf", "x86_64", std::vector<uint8_t>(100, 0x7f), {}, {}});
+  REQUIRE(good->steps.size() == 1);
+  REQUIRE(good->steps[0].conv);
+  CHECK(format::read_artifact(format::write_artifact(*good)).ok());
+  auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)); };
+  {
+    auto c = *good;
+    c.steps[0].conv->strides = {1, 1};  // 8 + 2 - 3 over stride 1 gives 8 positions, y has 4
+    CHECK(refused(c).message ==
+          "artifact: shape mismatch: the convolution of step 0 gives an output extent its input does not");
+  }
+  {
+    auto c = *good;
+    c.steps[0].conv->groups = 2;
+    CHECK(refused(c).message ==
+          "artifact: shape mismatch: the convolution of step 0 has channels or groups that do not fit");
+  }
+  {
+    auto c = *good;
+    c.steps[0].conv->pads_lo = {1, -1};
+    CHECK(refused(c).message ==
+          "artifact: shape mismatch: the convolution of step 0 has a stride, dilation or pad out of range");
+  }
+  {
+    auto c = *good;
+    c.steps[0].conv->x = {2, 3, 8, 8, 1};
+    CHECK(refused(c).message == "artifact: shape mismatch: the convolution of step 0 has shapes of the wrong ranks");
+  }
+  {
+    auto c = *good;
+    c.steps[0].conv->kind = format::ConvKind::BackwardData;  // its operands are then (dy, w) -> dx
+    CHECK(refused(c).message ==
+          "artifact: shape mismatch: the convolution of step 0: operand 0 is not an f32 "
+          "tensor of the shape the convolution gives it");
+  }
 }

@@ -94,7 +94,8 @@ TEST_CASE("the models suite is a suite of kiln bench, with its four rows", "[ben
   CHECK(std::find(names.begin(), names.end(), "models") != names.end());
   std::vector<std::string> rows;
   for (const bench::SuiteRow& row : quick_rows()) rows.push_back(row.name);
-  CHECK(rows == std::vector<std::string>{"gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train"});
+  CHECK(rows ==
+        std::vector<std::string>{"gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train", "resnet18", "cnn_train"});
   CHECK(bench::suite_rows("nope", true).error().message == "bench: no suite 'nope' (suites: fusion, models)");
   CHECK(bench::gpt2_block({2, 16, 60, 7}, false).error().message ==
         "bench: transformer sizes B=2 T=16 C=60 H=7 need positive sizes and H dividing C");

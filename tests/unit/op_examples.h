@@ -87,6 +87,24 @@ inline std::vector<OpExample> op_examples() {
          Tensor w = reshape(concat({e.p, e.p, e.p, e.p}, 0), {3, 2, 2});
          return reshape(conv(reshape(e.x, {1, 2, 3}), w, {{1}, {1, 0}, {}, 1}), {3, 3});
        }},
+      {Op::ConvInputGrad,
+       [](E& e) {
+         // The gradients of the conv example above, at dy [1, 3, 3] made of x and p.
+         Tensor dy = reshape(concat({e.x, reshape(e.p, {1, 3})}, 0), {1, 3, 3});
+         Tensor w = reshape(concat({e.p, e.p, e.p, e.p}, 0), {3, 2, 2});
+         ir::Attrs attrs;
+         attrs.set("shape", ir::Shape{1, 2, 3});
+         attrs.set("pads", std::vector<int64_t>{1, 0});
+         return reshape(e.m.apply(Op::ConvInputGrad, {dy, w}, attrs), {2, 3});
+       }},
+      {Op::ConvWeightGrad,
+       [](E& e) {
+         Tensor dy = reshape(concat({e.x, reshape(e.p, {1, 3})}, 0), {1, 3, 3});
+         ir::Attrs attrs;
+         attrs.set("shape", ir::Shape{3, 2, 2});
+         attrs.set("pads", std::vector<int64_t>{1, 0});
+         return reshape(e.m.apply(Op::ConvWeightGrad, {reshape(e.x, {1, 2, 3}), dy}, attrs), {3, 4});
+       }},
       {Op::CrossEntropy, [](E& e) { return cross_entropy(e.x, e.i); }},
       {Op::Div, [](E& e) { return e.x / e.p; }},
       {Op::Eq, [](E& e) { return eq(e.x, e.x); }},

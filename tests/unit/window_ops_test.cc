@@ -22,15 +22,18 @@ std::vector<double> counting(int64_t n, double scale = 1) {
   return v;
 }
 
-// The graph, evaluated directly and through its decomposition, with seeded arguments.
+// The graph, evaluated directly and through its decomposition (composites) or lowering
+// (convolutions), with seeded arguments.
 void check_decomposition(const std::string& what, const ir::Graph& g) {
   INFO(what);
   auto args = kiln::testing::seeded_arguments(g, 7);
   auto direct = kiln::testing::eval_ok(g, args);
   ir::Graph lowered = g;
-  REQUIRE(ir::decompose_composites(lowered));
-  REQUIRE(std::none_of(lowered.nodes.begin(), lowered.nodes.end(),
-                       [](const ir::Node& n) { return ir::op_kind(n.op) == ir::OpKind::Composite; }));
+  const bool composites = ir::decompose_composites(lowered), convs = ir::lower_convolutions(lowered);
+  REQUIRE((composites || convs));
+  REQUIRE(std::none_of(lowered.nodes.begin(), lowered.nodes.end(), [](const ir::Node& n) {
+    return ir::op_kind(n.op) == ir::OpKind::Composite || ir::is_convolution(n.op);
+  }));
   auto decomposed = kiln::testing::eval_ok(lowered, args);
   kiln::testing::check_same(decomposed, direct, 1e-5, 1e-5);
 }
@@ -80,7 +83,7 @@ graph @w(%x: f32[1,1,3,3], %k: f32[1,1,2,2]) {
   check_close(out[5], "f32[1,1,4,2]", {-1, -1, 1, 2, 4, 5, 7, 8});
 }
 
-TEST_CASE("conv: the decomposition matches the direct sum for every accepted combination", "[window]") {
+TEST_CASE("conv and its gradients: the lowering matches the direct sums for every accepted combination", "[window]") {
   int accepted = 0, refused = 0;
   for (int64_t k : {1, 2, 3}) {
     const std::vector<int64_t> dims = k == 1   ? std::vector<int64_t>{7}
@@ -93,12 +96,23 @@ TEST_CASE("conv: the decomposition matches the direct sum for every accepted com
             for (int64_t groups : {1, 2, 4})
               for (int64_t kernel : {1, 2, 3}) {
                 if (k == 3 && (stride == 3 || pad_lo == 2 || kernel == 3)) continue;  // keep the 3-D sweep small
+                // conv, and its two gradients at a gradient of its result's shape.
                 auto g = one_op([&](Model& m) {
                   Tensor x = m.input("x", spatial(2, 4, dims));
                   Tensor w = m.input("w", spatial(groups == 4 ? 4 : 6, 4 / groups, repeat(kernel, k)));
                   ConvOptions o{repeat(stride, k), repeat(pad_lo, k), repeat(dilation, k), groups};
                   for (int64_t d = 0; d < k; ++d) o.pads.push_back(pad_hi);
-                  return conv(x, w, o);
+                  Tensor y = conv(x, w, o);
+                  if (!y.valid()) return y;
+                  ir::Attrs attrs = m.graph().nodes.back().attrs, input = attrs, weights = attrs;
+                  input.set("shape", x.shape());
+                  weights.set("shape", w.shape());
+                  Tensor dy = m.input("dy", y.shape());
+                  Tensor dx = m.apply(ir::Op::ConvInputGrad, {dy, w}, input);
+                  Tensor dw = m.apply(ir::Op::ConvWeightGrad, {x, dy}, weights);
+                  m.output(dx, "dx");
+                  m.output(dw, "dw");
+                  return y;
                 });
                 if (!g) {
                   ++refused;
@@ -167,6 +181,18 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          Tensor y = conv(m.input("x", {2, 4, 9, 8}), m.param("w", {6, 2, 3, 3}, Init::uniform(-1, 1)),
                          {{2, 2}, {1, 1, 1, 0}, {}, 2});
          return relu(y + broadcast(m.param("b", {6}, Init::uniform(-1, 1)), y.shape(), {1}));
+       }},
+      {"conv's gradients on oneDNN: stride 2, asymmetric pads, dilation 2, groups 2",
+       [](Model& m) {
+         Tensor x = m.input("x", {2, 4, 9, 8}), w = m.input("w", {6, 2, 3, 2});
+         ConvOptions o{{2, 1}, {1, 0, 2, 1}, {2, 1}, 2};
+         Tensor y = conv(x, w, o);
+         ir::Attrs input = m.graph().nodes.back().attrs, weights = input;
+         input.set("shape", x.shape());
+         weights.set("shape", w.shape());
+         Tensor dy = m.input("dy", y.shape());
+         m.output(m.apply(ir::Op::ConvWeightGrad, {x, dy}, weights), "dw");
+         return m.apply(ir::Op::ConvInputGrad, {dy, w}, input);
        }},
       {"conv 1x1",
        [](Model& m) {

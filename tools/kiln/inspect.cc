@@ -121,6 +121,13 @@ int run_inspect(std::span<char* const> argv) {
         fmt::print("        gemm m={} n={} k={}{}{}, batch{}\n", mm.m(), mm.n(), mm.k(), mm.trans_a() ? " trans_a" : "",
                    mm.trans_b() ? " trans_b" : "", batch.empty() ? " none" : batch);
       }
+      if (step->kind() == format::StepKind::Library && step->conv()) {
+        const format::Conv& c = *step->conv();
+        auto list = [](const flatbuffers::Vector<int64_t>* v) { return fmt::format("[{}]", fmt::join(*v, ",")); };
+        fmt::print("        oneDNN convolution {}: x {} w {} y {}, strides {} dilations {} pads {} {} groups {}\n",
+                   format::EnumNameConvKind(c.kind()), list(c.x()), list(c.w()), list(c.y()), list(c.strides()),
+                   list(c.dilations()), list(c.pads_lo()), list(c.pads_hi()), c.groups());
+      }
       if (step->partial_symbol() && step->partial_symbol()->size() > 0)
         fmt::print("        split: {} parts first [{}]{}, {} bytes of scratch at {}\n", step->partial_items(),
                    step->partial_symbol()->str(),
