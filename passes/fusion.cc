@@ -113,10 +113,9 @@ class Partitioner {
     if (user_groups.size() == 1 && groups_[user_groups[0]].kind == StepKind::Library)
       return !is_result_[n.result] && swaps_last_two(n) ? user_groups[0] : -1;
     // A computed value that several windows read (the taps of a convolution or a pool:
-    // slices of it) is computed once into memory, not again inside the kernel for each tap.
-    if (!is_movement(n.op) &&
-        std::count_if(users.begin(), users.end(), [&](int u) { return g_.nodes[u].op == Op::Slice; }) > 2)
-      return -1;
+    // slices of it, or of its padded copy) is computed once into memory, not again inside
+    // the kernel for each tap.
+    if (!is_movement(n.op) && window_reads(n.result) > 2) return -1;
     for (int target : user_groups) {
       Group& grp = groups_[target];
       if (grp.kind == StepKind::Library || grp.kind == StepKind::Scatter) continue;
@@ -135,6 +134,18 @@ class Partitioner {
       return target;
     }
     return -1;
+  }
+
+  // The slices that read v, directly or through other movement ops (a pool's padding).
+  int window_reads(ValueId v, int depth = 0) const {
+    int reads = 0;
+    for (int u : users_[v]) {
+      const Node& user = g_.nodes[u];
+      if (user.op == Op::Slice) ++reads;
+      else if (is_movement(user.op) && user.op != Op::Broadcast && depth < 4)
+        reads += window_reads(user.result, depth + 1);
+    }
+    return reads;
   }
 
   // An extra output is written once per element of the kernel's iteration space (or once

@@ -55,6 +55,8 @@ const DnnlApi* dnnl_api() {
     bind(p.attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode");
     bind(p.primitive_desc_query_md, "dnnl_primitive_desc_query_md");
     bind(p.memory_desc_get_size, "dnnl_memory_desc_get_size");
+    bind(p.memory_desc_equal, "dnnl_memory_desc_equal");
+    bind(p.reorder_desc_create, "dnnl_reorder_primitive_desc_create");
     if (!all || p.engine_create(&p.engine, dnnl_cpu, 0) != dnnl_success) return nullptr;
     return &p;
   }();
@@ -70,6 +72,19 @@ dnnl_primitive_desc_t dnnl_describe(const DnnlApi& api, const void* op_desc, con
     pd = nullptr;
   api.attr_destroy(attr);
   return pd;
+}
+
+DnnlPrimitive dnnl_reorder(const DnnlApi& api, const dnnl_memory_desc_t& from, const dnnl_memory_desc_t& to) {
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (api.attr_create(&attr) != dnnl_success) return {};
+  if (api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success ||
+      api.reorder_desc_create(&pd, &from, api.engine, &to, api.engine, attr) != dnnl_success)
+    pd = nullptr;
+  api.attr_destroy(attr);
+  DnnlPrimitive made = dnnl_create(api, pd);
+  if (pd) api.primitive_desc_destroy(pd);
+  return made;
 }
 
 DnnlPrimitive dnnl_create(const DnnlApi& api, const_dnnl_primitive_desc_t pd) {

@@ -47,6 +47,8 @@ struct DnnlApi {
   decltype(&dnnl_primitive_attr_set_scratchpad_mode) attr_set_scratchpad_mode = nullptr;
   decltype(&dnnl_primitive_desc_query_md) primitive_desc_query_md = nullptr;
   decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
+  decltype(&dnnl_memory_desc_equal) memory_desc_equal = nullptr;
+  decltype(&dnnl_reorder_primitive_desc_create) reorder_desc_create = nullptr;
   dnnl_engine_t engine = nullptr;
 };
 /// The API, or null when oneDNN cannot be opened or lacks one of the calls.
@@ -64,6 +66,8 @@ struct DnnlPrimitive {
 /// The primitive descriptor of `op_desc` (with a user scratchpad; `hint` is a backward
 /// primitive's forward descriptor), or null. The caller destroys it.
 dnnl_primitive_desc_t dnnl_describe(const DnnlApi& api, const void* op_desc, const_dnnl_primitive_desc_t hint);
+/// A reorder from one layout to another (with a user scratchpad), or none.
+DnnlPrimitive dnnl_reorder(const DnnlApi& api, const dnnl_memory_desc_t& from, const dnnl_memory_desc_t& to);
 /// The primitive of a descriptor (left to the caller to destroy).
 DnnlPrimitive dnnl_create(const DnnlApi& api, const_dnnl_primitive_desc_t pd);
 

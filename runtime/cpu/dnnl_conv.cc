@@ -29,9 +29,19 @@ dnnl_format_tag_t plain(size_t rank) {
   }
 }
 
+// One operand of a convolution: its plain (IR) layout, the layout oneDNN's primitive
+// chose (a blocked one such as nChw16c, which its fastest kernels take), and the reorder
+// between them where they differ.
+struct Operand {
+  dnnl_memory_desc_t plain{}, chosen{};
+  DnnlPrimitive reorder;  // plain -> chosen for inputs, chosen -> plain for the output
+  size_t chosen_bytes = 0;
+  bool reordered() const { return reorder.primitive != nullptr; }
+};
+
 struct Prepared {
   DnnlPrimitive primitive;
-  dnnl_memory_desc_t x{}, w{}, y{};
+  Operand x, w, y;
 };
 
 std::string describe(const format::Conv& c) {
@@ -61,37 +71,56 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
   std::vector<dnnl_dim_t> strides = dims_of(c.strides()), dilations = dims_of(c.dilations()), lo = dims_of(c.pads_lo()),
                           hi = dims_of(c.pads_hi());
   for (dnnl_dim_t& d : dilations) d -= 1;  // oneDNN counts the gaps between taps
-  if (api.memory_desc_init_by_tag(&prep.x, static_cast<int>(x.size()), x.data(), dnnl_f32, plain(x.size())) !=
-          dnnl_success ||
-      api.memory_desc_init_by_tag(&prep.w, static_cast<int>(w.size()), w.data(), dnnl_f32, plain(w.size())) !=
-          dnnl_success ||
-      api.memory_desc_init_by_tag(&prep.y, static_cast<int>(y.size()), y.data(), dnnl_f32, plain(y.size())) !=
-          dnnl_success)
-    return prep;
+  // Plain layouts for the operands as they lie in memory; "any" lets the primitive pick.
+  dnnl_memory_desc_t any_x, any_w, any_y;
+  auto init = [&](dnnl_memory_desc_t& plain_md, dnnl_memory_desc_t& any_md, const std::vector<dnnl_dim_t>& dims) {
+    const int n = static_cast<int>(dims.size());
+    return api.memory_desc_init_by_tag(&plain_md, n, dims.data(), dnnl_f32, plain(dims.size())) == dnnl_success &&
+           api.memory_desc_init_by_tag(&any_md, n, dims.data(), dnnl_f32, dnnl_format_tag_any) == dnnl_success;
+  };
+  if (!init(prep.x.plain, any_x, x) || !init(prep.w.plain, any_w, w) || !init(prep.y.plain, any_y, y)) return prep;
   dnnl_convolution_desc_t forward;
   const bool inference = c.kind() == format::ConvKind::Forward;
   if (api.conv_forward_desc_init(&forward, inference ? dnnl_forward_inference : dnnl_forward_training,
-                                 dnnl_convolution_direct, &prep.x, &prep.w, nullptr, &prep.y, strides.data(),
+                                 dnnl_convolution_direct, &any_x, &any_w, nullptr, &any_y, strides.data(),
                                  dilations.data(), lo.data(), hi.data()) != dnnl_success)
     return prep;
-  dnnl_primitive_desc_t forward_pd = dnnl_describe(api, &forward, nullptr);
+  dnnl_primitive_desc_t forward_pd = dnnl_describe(api, &forward, nullptr), pd = nullptr;
   if (!forward_pd) return prep;
+  dnnl_query_t x_query = dnnl_query_src_md, w_query = dnnl_query_weights_md, y_query = dnnl_query_dst_md;
   if (inference) {
-    prep.primitive = dnnl_create(api, forward_pd);
+    pd = forward_pd;
   } else {
     dnnl_convolution_desc_t backward;
     const bool data = c.kind() == format::ConvKind::BackwardData;
     const dnnl_status_t made =
-        data ? api.conv_backward_data_desc_init(&backward, dnnl_convolution_direct, &prep.x, &prep.w, &prep.y,
+        data ? api.conv_backward_data_desc_init(&backward, dnnl_convolution_direct, &any_x, &any_w, &any_y,
                                                 strides.data(), dilations.data(), lo.data(), hi.data())
-             : api.conv_backward_weights_desc_init(&backward, dnnl_convolution_direct, &prep.x, &prep.w, nullptr,
-                                                   &prep.y, strides.data(), dilations.data(), lo.data(), hi.data());
-    if (made == dnnl_success) {
-      dnnl_primitive_desc_t pd = dnnl_describe(api, &backward, forward_pd);
-      prep.primitive = dnnl_create(api, pd);
-      if (pd) api.primitive_desc_destroy(pd);
-    }
+             : api.conv_backward_weights_desc_init(&backward, dnnl_convolution_direct, &any_x, &any_w, nullptr, &any_y,
+                                                   strides.data(), dilations.data(), lo.data(), hi.data());
+    if (made == dnnl_success) pd = dnnl_describe(api, &backward, forward_pd);
+    if (data) x_query = dnnl_query_diff_src_md;
+    else w_query = dnnl_query_diff_weights_md;
+    y_query = dnnl_query_diff_dst_md;
   }
+  if (pd) {
+    const bool x_in = c.kind() != format::ConvKind::BackwardData, w_in = c.kind() != format::ConvKind::BackwardWeights;
+    bool ready = true;
+    auto choose = [&](Operand& o, dnnl_query_t query, bool input) {
+      const dnnl_memory_desc_t* md = api.primitive_desc_query_md(pd, query, 0);
+      if (!md) return void(ready = false);
+      o.chosen = *md;
+      o.chosen_bytes = api.memory_desc_get_size(md);
+      if (api.memory_desc_equal(&o.chosen, &o.plain)) return;
+      o.reorder = input ? dnnl_reorder(api, o.plain, o.chosen) : dnnl_reorder(api, o.chosen, o.plain);
+      ready = ready && o.reorder.primitive;
+    };
+    choose(prep.x, x_query, x_in);
+    choose(prep.w, w_query, w_in);
+    choose(prep.y, y_query, c.kind() != format::ConvKind::Forward);
+    if (ready) prep.primitive = dnnl_create(api, pd);
+  }
+  if (pd && pd != forward_pd) api.primitive_desc_destroy(pd);
   api.primitive_desc_destroy(forward_pd);
   return prep;
 }
@@ -103,24 +132,49 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads) {
   if (!api) return run_conv_gemm(conv, args);
   const Prepared& prep = prepared(*api, conv);
   if (!prep.primitive.primitive) return make_error("runtime: oneDNN has no primitive for the " + describe(conv));
-  std::vector<DnnlArg> operands;
+  // The step's operands in order (two inputs, then the output), with oneDNN's roles.
+  struct Role {
+    const Operand* operand;
+    int arg;
+  };
+  Role roles[3];
   switch (conv.kind()) {
     case format::ConvKind::Forward:
-      operands = {
-          {DNNL_ARG_SRC, &prep.x, args[0]}, {DNNL_ARG_WEIGHTS, &prep.w, args[1]}, {DNNL_ARG_DST, &prep.y, args[2]}};
+      roles[0] = {&prep.x, DNNL_ARG_SRC}, roles[1] = {&prep.w, DNNL_ARG_WEIGHTS}, roles[2] = {&prep.y, DNNL_ARG_DST};
       break;
     case format::ConvKind::BackwardData:
-      operands = {{DNNL_ARG_DIFF_DST, &prep.y, args[0]},
-                  {DNNL_ARG_WEIGHTS, &prep.w, args[1]},
-                  {DNNL_ARG_DIFF_SRC, &prep.x, args[2]}};
+      roles[0] = {&prep.y, DNNL_ARG_DIFF_DST}, roles[1] = {&prep.w, DNNL_ARG_WEIGHTS},
+      roles[2] = {&prep.x, DNNL_ARG_DIFF_SRC};
       break;
     case format::ConvKind::BackwardWeights:
-      operands = {{DNNL_ARG_SRC, &prep.x, args[0]},
-                  {DNNL_ARG_DIFF_DST, &prep.y, args[1]},
-                  {DNNL_ARG_DIFF_WEIGHTS, &prep.w, args[2]}};
+      roles[0] = {&prep.x, DNNL_ARG_SRC}, roles[1] = {&prep.y, DNNL_ARG_DIFF_DST},
+      roles[2] = {&prep.w, DNNL_ARG_DIFF_WEIGHTS};
       break;
   }
-  return dnnl_run(*api, prep.primitive, operands, threads, "the " + describe(conv));
+  const std::string what = "the " + describe(conv);
+  // Operands in another layout than the primitive's go through the calling thread's
+  // buffers, reordered in before and out after.
+  thread_local std::vector<uint8_t> buffers[3];
+  void* at[3];
+  for (int i = 0; i < 3; ++i) {
+    const Operand& o = *roles[i].operand;
+    at[i] = args[i];
+    if (!o.reordered()) continue;
+    buffers[i].resize(o.chosen_bytes + 64);
+    at[i] = buffers[i].data() + (64 - reinterpret_cast<uintptr_t>(buffers[i].data()) % 64);
+    if (i < 2) {
+      const DnnlArg reorder[] = {{DNNL_ARG_FROM, &o.plain, args[i]}, {DNNL_ARG_TO, &o.chosen, at[i]}};
+      KILN_RETURN_IF_ERROR(dnnl_run(*api, o.reorder, reorder, threads, "a reorder for " + what));
+    }
+  }
+  std::vector<DnnlArg> operands;
+  for (int i = 0; i < 3; ++i) operands.push_back({roles[i].arg, &roles[i].operand->chosen, at[i]});
+  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep.primitive, operands, threads, what));
+  if (const Operand& out = *roles[2].operand; out.reordered()) {
+    const DnnlArg reorder[] = {{DNNL_ARG_FROM, &out.chosen, at[2]}, {DNNL_ARG_TO, &out.plain, args[2]}};
+    KILN_RETURN_IF_ERROR(dnnl_run(*api, out.reorder, reorder, threads, "a reorder for " + what));
+  }
+  return Status::Ok();
 }
 
 }  // namespace kiln::runtime::cpu
