@@ -333,6 +333,80 @@ ValueId decompose_pool(GraphBuilder& b, const Node& n) {
   return b.binary(Op::Div, acc, divisor);
 }
 
+ValueId max_pool_gradient(GraphBuilder& b, const Node& n, ValueId g) {
+  const ValueId x = n.operands[0], y = n.result;
+  const TensorType xt = b.type(x);
+  const Window win = *window_of(n.op, xt.shape, {}, n.attrs);
+  const int64_t k = win.spatial_rank();
+  ValueId xp = padded_for_windows(b, x, win, -INFINITY);
+  const Shape padded_shape = b.type(xp).shape;
+  // Each tap's share: g where the tap is the window's maximum and no earlier tap was.
+  std::vector<ValueId> shares;
+  ValueId seen = kNoValue, zero = b.scalar(0, xt.dtype);
+  for_each_tap(b, xp, win, [&](int64_t, ValueId slice) {
+    ValueId hit = b.binary(Op::Eq, slice, y);
+    ValueId first = seen == kNoValue ? hit : b.binary(Op::And, hit, b.unary(Op::Not, seen));
+    seen = seen == kNoValue ? hit : b.binary(Op::Or, seen, hit);
+    shares.push_back(b.emit(Op::Select, {first, g, zero}));
+  });
+  bool tiles = true;
+  for (int64_t d = 0; d < k; ++d)
+    tiles = tiles && win.strides[static_cast<size_t>(d)] == win.window[static_cast<size_t>(d)] &&
+            win.dilations[static_cast<size_t>(d)] == 1;
+  ValueId placed = kNoValue;
+  if (tiles) {
+    // [N, C, E1, 1, ..., Ek, 1] per tap, joined along the tap axes from the last spatial
+    // dim to the first, then merged: [N, C, E1·K1, ..., Ek·Kk].
+    Shape spread{xt.shape[0], xt.shape[1]};
+    for (int64_t d = 0; d < k; ++d) spread.insert(spread.end(), {win.output[static_cast<size_t>(d)], 1});
+    for (ValueId& s : shares) s = reshape_to(b, s, spread);
+    for (int64_t d = k; d-- > 0;) {
+      const int64_t count = win.window[static_cast<size_t>(d)];
+      std::vector<ValueId> joined;
+      for (size_t start = 0; start < shares.size(); start += static_cast<size_t>(count)) {
+        std::vector<ValueId> group(shares.begin() + static_cast<std::ptrdiff_t>(start),
+                                   shares.begin() + static_cast<std::ptrdiff_t>(start + static_cast<size_t>(count)));
+        if (group.size() == 1) {
+          joined.push_back(group[0]);
+          continue;
+        }
+        Attrs attrs;
+        attrs.set("axis", 2 + 2 * d + 1);
+        joined.push_back(b.emit(Op::Concat, std::move(group), std::move(attrs)));
+      }
+      shares = std::move(joined);
+    }
+    Shape merged{xt.shape[0], xt.shape[1]};
+    for (int64_t d = 0; d < k; ++d)
+      merged.push_back(win.output[static_cast<size_t>(d)] * win.window[static_cast<size_t>(d)]);
+    placed = reshape_to(b, shares[0], merged);
+  } else {
+    std::vector<int64_t> tap(static_cast<size_t>(k), 0);
+    for (ValueId share : shares) {
+      std::vector<int64_t> starts(padded_shape.size(), 0), strides(padded_shape.size(), 1);
+      for (int64_t d = 0; d < k; ++d) {
+        starts[static_cast<size_t>(2 + d)] = tap[static_cast<size_t>(d)] * win.dilations[static_cast<size_t>(d)];
+        strides[static_cast<size_t>(2 + d)] = win.strides[static_cast<size_t>(d)];
+      }
+      ValueId part = unslice(b, share, padded_shape, starts, strides);
+      placed = placed == kNoValue ? part : b.binary(Op::Add, placed, part);
+      for (int64_t d = k; d-- > 0;) {
+        if (++tap[static_cast<size_t>(d)] < win.window[static_cast<size_t>(d)]) break;
+        tap[static_cast<size_t>(d)] = 0;
+      }
+    }
+  }
+  // Back from the windows' reach to x: the begin padding cut off, the end cut or filled.
+  std::vector<int64_t> lo(xt.shape.size(), 0), hi(xt.shape.size(), 0);
+  const Shape placed_shape = b.type(placed).shape;
+  for (int64_t d = 0; d < k; ++d) {
+    lo[static_cast<size_t>(2 + d)] = -win.pad_lo[static_cast<size_t>(d)];
+    hi[static_cast<size_t>(2 + d)] = xt.shape[static_cast<size_t>(2 + d)] + win.pad_lo[static_cast<size_t>(d)] -
+                                     placed_shape[static_cast<size_t>(2 + d)];
+  }
+  return padded(b, placed, lo, hi, 0.0);
+}
+
 ValueId decompose_pad(GraphBuilder& b, const Node& n) {
   const ValueId x = n.operands[0];
   const Padding p = *padding_of(b.type(x).shape, n.attrs);

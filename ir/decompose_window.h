@@ -17,6 +17,12 @@ ValueId decompose_pool(GraphBuilder& b, const Node& n);
 ValueId decompose_pad(GraphBuilder& b, const Node& n);
 ValueId decompose_batch_norm(GraphBuilder& b, const Node& n);
 
+/// max_pool's gradient at g: each window's g goes to the first maximum among its taps (the
+/// taps of the forward's decomposition, which cse then shares). Where the windows tile the
+/// input (stride = window, no dilation), the taps' shares are interleaved into place;
+/// elsewhere each is put back where its slice came from and they are added.
+ValueId max_pool_gradient(GraphBuilder& b, const Node& n, ValueId g);
+
 /// The gradient of a slice {starts, strides} of a tensor of shape `full`: g put back in
 /// place, zeros elsewhere (the slice rule of passes/gradients.cc, and col2im).
 ValueId unslice(GraphBuilder& b, ValueId g, const Shape& full, const std::vector<int64_t>& starts,

@@ -214,7 +214,20 @@ Grads broadcast(GraphBuilder& b, const Node& n, ValueId g) {
   std::vector<int64_t> unmapped;
   for (int64_t d = 0; d < static_cast<int64_t>(out_shape.size()); ++d)
     if (std::find(dims.begin(), dims.end(), d) == dims.end()) unmapped.push_back(d);
-  ValueId v = unmapped.empty() ? g : b.reduce(Op::ReduceSum, g, unmapped);
+  // Trailing dims first when others are summed too (a conv's bias, broadcast over N, H and
+  // W of NCHW): their rows lie back to back, a fast row sum, which leaves a small column
+  // sum, where one reduction over N, H and W walks every row with a stride.
+  size_t trailing = 0;
+  while (trailing < unmapped.size() &&
+         unmapped[unmapped.size() - 1 - trailing] == static_cast<int64_t>(out_shape.size() - 1 - trailing))
+    ++trailing;
+  ValueId v = g;
+  if (trailing > 0 && trailing < unmapped.size()) {
+    v = b.reduce(Op::ReduceSum, v,
+                 std::vector<int64_t>(unmapped.end() - static_cast<std::ptrdiff_t>(trailing), unmapped.end()));
+    unmapped.resize(unmapped.size() - trailing);
+  }
+  if (!unmapped.empty()) v = b.reduce(Op::ReduceSum, v, unmapped);
   // v's dims are the mapped result dims in increasing order; put them in operand order.
   std::vector<int64_t> order(dims.begin(), dims.end());
   std::vector<int64_t> sorted = order;
@@ -234,6 +247,7 @@ Grads slice(GraphBuilder& b, const Node& n, ValueId g) {
       n.attrs.has("strides") ? n.attrs.get_ints("strides") : std::vector<int64_t>(x_shape.size(), 1);
   return {ir::unslice(b, g, x_shape, n.attrs.get_ints("starts"), strides)};
 }
+Grads max_pool(GraphBuilder& b, const Node& n, ValueId g) { return {ir::max_pool_gradient(b, n, g)}; }
 // The convolution's gradients are library ops of their own (oneDNN's backward data and
 // backward weights on the CPU; lowered to matmuls elsewhere).
 Grads conv(GraphBuilder& b, const Node& n, ValueId g) {
@@ -371,6 +385,7 @@ constexpr Entry kRules[] = {
     {Op::Log, log},
     {Op::LogSoftmax, log_softmax},
     {Op::Matmul, matmul},
+    {Op::MaxPool, max_pool},
     {Op::Maximum, maximum},
     {Op::Minimum, minimum},
     {Op::Mul, mul},

@@ -247,6 +247,14 @@ TEST_CASE("windowed ops: gradients against finite differences", "[window][autodi
   check_gradients("max_pool, overlapping windows, pads, ceil_mode", {{2, 2, 5, 6}}, [](Model&, V x) {
     return max_pool(x[0], {3, 2}, {{2, 1}, {1, 1, 1, 0}, {1, 2}, true});
   });
+  check_gradients("max_pool tiling its input, a row and a column left over", {{2, 3, 5, 7}}, [](Model&, V x) {
+    return max_pool(x[0], {2, 2}, {{2, 2}, {}, {}, false});
+  });
+  check_gradients("max_pool tiling, padded, ceil_mode, 1-D and 3-D", {{1, 2, 7}, {1, 2, 3, 4, 5}}, [](Model&, V x) {
+    Tensor a = max_pool(x[0], {3}, {{3}, {1, 1}, {}, true});
+    Tensor b = max_pool(x[1], {2, 2, 3}, {{2, 2, 3}, {1, 0, 0, 0, 1, 1}, {}, false});
+    return reduce_sum(a, {1, 2}) + reduce_sum(b, {1, 2, 3, 4});
+  });
   check_gradients("avg_pool, pads excluded", {{1, 2, 5, 5}}, [](Model&, V x) {
     return avg_pool(x[0], {3, 3}, {{2, 2}, {1, 1, 1, 1}, {}, true, false});
   });
@@ -330,4 +338,24 @@ TEST_CASE("nn conv layers: shapes, PyTorch's names, batch norm's running statist
   auto loss = run_train_step(*step, state, inputs);
   if (!loss.ok()) FAIL(loss.error().message);
   check_close(state.at("bn.running_mean"), "f32[4]", expected, 1e-5, 1e-6);
+}
+
+TEST_CASE("max_pool's gradient goes to the first maximum of each window", "[window][autodiff]") {
+  // Ties: relu's zeros and equal maxima, in tiling and in overlapping windows.
+  for (bool tiling : {true, false}) {
+    INFO((tiling ? "tiling" : "overlapping"));
+    Model m("ties");
+    Tensor x = m.input("x", {1, 1, 2, 4});
+    Tensor y =
+        tiling ? max_pool(x, {2, 2}, {{2, 2}, {}, {}, false}) : max_pool(x, {2, 2}, {{1, 2}, {0, 0, 1, 0}, {}, false});
+    m.output(reduce_sum(y, {0, 1, 2, 3}), "loss");
+    ir::Graph g = *m.build();
+    REQUIRE(passes::AutodiffPass({"x"}).run(g).ok());
+    auto out =
+        kiln::testing::eval_ok(g, {{"x", kiln::testing::tensor(DType::F32, {1, 1, 2, 4}, {1, 1, 0, 0, 0, 1, 0, 0})}});
+    // Windows [[1,1],[0,1]] and [[0,0],[0,0]]; overlapping adds a padded third row whose
+    // windows [[0,1],[pad,pad]] and [[0,0],[pad,pad]] pick the first 0 of the second row.
+    check_close(out[1], "f32[1,1,2,4]",
+                tiling ? std::vector<double>{1, 0, 1, 0, 0, 0, 0, 0} : std::vector<double>{1, 0, 1, 0, 0, 1, 1, 0});
+  }
 }
