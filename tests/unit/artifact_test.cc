@@ -14,6 +14,20 @@ using format::ArtifactErrorKind;
 
 namespace {
 
+// The artifact contents of a model through the default pipeline, with stand-in CPU code.
+format::ArtifactContents contents_of(const Model& m) {
+  auto built = m.build();
+  REQUIRE(built.ok());
+  ir::Graph g = *built;
+  auto pipeline = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
+  REQUIRE(pipeline.ok());
+  REQUIRE(pipeline->run(g).ok());
+  auto contents = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
+  if (!contents.ok()) FAIL(contents.error().message);
+  contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(100, 0x7f), {}, {}});
+  return *contents;
+}
+
 // A small MLP with its loss, plus a step counter kept as state: every kind of argument
 // (inputs, params with weights, state updated in place), library steps and kernels.
 format::ArtifactContents small_artifact() {
@@ -24,17 +38,9 @@ format::ArtifactContents small_artifact() {
   m.output(cross_entropy(net(x), y), "loss");
   Tensor steps = m.state("steps", {}, Init::zeros());
   m.output(steps + 1.0, "steps.next");
-  auto built = m.build();
-  REQUIRE(built.ok());
-  ir::Graph g = *built;
-  auto pipeline = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
-  REQUIRE(pipeline.ok());
-  REQUIRE(pipeline->run(g).ok());
-  auto contents = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
-  if (!contents.ok()) FAIL(contents.error().message);
-  REQUIRE(contents->weights.size() == 5);  // fc.0 and fc.1, weight and bias; the initial value of %steps
-  contents->code.push_back({"elf", "x86_64", std::vector<uint8_t>(100, 0x7f), {}, {}});
-  return *contents;
+  format::ArtifactContents contents = contents_of(m);
+  REQUIRE(contents.weights.size() == 5);  // fc.0 and fc.1, weight and bias; the initial value of %steps
+  return contents;
 }
 
 Error refusal(const std::vector<uint8_t>& bytes, std::string_view target = "") {
@@ -265,44 +271,36 @@ TEST_CASE("a library convolution's parameters must agree with each other and its
   Model m("conv", 1);
   Tensor x = m.input("x", {2, 3, 8, 8});
   m.output(conv(x, m.param("w", {4, 3, 3, 3}, Init::uniform(-1, 1)), {{2, 2}, {1, 1, 1, 1}, {}, 1}), "y");
-  auto built = m.build();
-  REQUIRE(built.ok());
-  ir::Graph g = *built;
-  auto pipeline = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
-  REQUIRE(pipeline.ok());
-  REQUIRE(pipeline->run(g).ok());
-  auto good = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
-  if (!good.ok()) FAIL(good.error().message);
-  good->code.push_back({"elf", "x86_64", std::vector<uint8_t>(100, 0x7f), {}, {}});
-  REQUIRE(good->steps.size() == 1);
-  REQUIRE(good->steps[0].conv);
-  CHECK(format::read_artifact(format::write_artifact(*good)).ok());
+  const format::ArtifactContents good = contents_of(m);
+  REQUIRE(good.steps.size() == 1);
+  REQUIRE(good.steps[0].conv);
+  CHECK(format::read_artifact(format::write_artifact(good)).ok());
   auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)); };
   {
-    auto c = *good;
+    auto c = good;
     c.steps[0].conv->strides = {1, 1};  // 8 + 2 - 3 over stride 1 gives 8 positions, y has 4
     CHECK(refused(c).message ==
           "artifact: shape mismatch: the convolution of step 0 gives an output extent its input does not");
   }
   {
-    auto c = *good;
+    auto c = good;
     c.steps[0].conv->groups = 2;
     CHECK(refused(c).message ==
           "artifact: shape mismatch: the convolution of step 0 has channels or groups that do not fit");
   }
   {
-    auto c = *good;
+    auto c = good;
     c.steps[0].conv->pads_lo = {1, -1};
     CHECK(refused(c).message ==
           "artifact: shape mismatch: the convolution of step 0 has a stride, dilation or pad out of range");
   }
   {
-    auto c = *good;
+    auto c = good;
     c.steps[0].conv->x = {2, 3, 8, 8, 1};
     CHECK(refused(c).message == "artifact: shape mismatch: the convolution of step 0 has shapes of the wrong ranks");
   }
   {
-    auto c = *good;
+    auto c = good;
     c.steps[0].conv->kind = format::ConvKind::BackwardData;  // its operands are then (dy, w) -> dx
     CHECK(refused(c).message ==
           "artifact: shape mismatch: the convolution of step 0: operand 0 is not an f32 "
