@@ -22,8 +22,9 @@ inline ir::Attrs attrs_of(std::initializer_list<std::pair<const char*, ir::AttrV
 }
 
 // A random graph over f32 values of shapes [r,c], [c], [r] and scalars: elementwise ops,
-// broadcasts, reductions, movement ops, matmuls; with state arguments updated through
-// %NAME.next results.
+// broadcasts, reductions, movement ops, matmuls, and the windowed ops over [r,c] as one
+// image (conv, max_pool, avg_pool, pad, padded to keep its size); with state arguments
+// updated through %NAME.next results.
 struct RandomGraph {
   ir::Graph graph;
   std::map<std::string, ir::Tensor> inputs;
@@ -63,7 +64,7 @@ inline RandomGraph random_graph(uint64_t seed) {
     ValueId x = pool[pick(static_cast<int>(pool.size()))];
     const ir::Shape shape = g.type(x).shape;
     Result<ValueId> made = ir::kNoValue;
-    switch (pick(9)) {
+    switch (pick(10)) {
       case 0: {
         const Op unary[] = {Op::Neg, Op::Abs, Op::Tanh, Op::Sin, Op::Cos, Op::Sigmoid, Op::Relu, Op::Exp};
         made = b.add(unary[pick(8)], {x});
@@ -123,6 +124,35 @@ inline RandomGraph random_graph(uint64_t seed) {
           ValueId cond = b.binary(Op::Gt, x, b.scalar(0, DType::F32));
           auto same = of_shape(shape);
           made = b.add(Op::Select, {cond, x, same[pick(static_cast<int>(same.size()))]});
+        }
+        break;
+      case 9:  // [r,c] as a one-channel image through a windowed op that keeps its size
+        if (shape.size() == 2) {
+          const int64_t k = 1 + pick(3), lo = (k - 1) / 2, hi = k - 1 - lo;
+          const std::vector<int64_t> same = {lo, lo, hi, hi};
+          ValueId image = b.emit(Op::Reshape, {x}, attrs_of({{"shape", ir::Shape{1, 1, r, c}}}));
+          switch (pick(4)) {
+            case 0: {
+              std::vector<double> taps;
+              for (int64_t t = 0; t < k * k; ++t) taps.push_back(value(rng));
+              ir::Attrs weights;
+              weights.set("value", ir::Literal{{1, 1, k, k}, taps, std::vector<int64_t>(taps.size(), 0), false});
+              ValueId w = *b.add(Op::Constant, {}, std::move(weights), DType::F32);
+              made = b.add(Op::Conv, {image, w}, attrs_of({{"pads", same}}));
+              break;
+            }
+            case 1:
+            case 2:
+              made = b.add(pick(2) ? Op::MaxPool : Op::AvgPool, {image},
+                           attrs_of({{"window", std::vector<int64_t>{k, k}},
+                                     {"strides", std::vector<int64_t>{1, 1}},
+                                     {"pads", same}}));
+              break;
+            default:
+              made = b.add(Op::Pad, {image}, attrs_of({{"pads", std::vector<int64_t>{0, 0, 1, 0, 0, 0, -1, 0}}}));
+          }
+          if (made.ok()) made = b.add(Op::Reshape, {*made}, attrs_of({{"shape", shape}}));
+          out.elementwise_only = false;
         }
         break;
     }
