@@ -131,7 +131,8 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads) {
   const DnnlApi* api = dnnl_api();
   if (!api) return run_conv_gemm(conv, args);
   const Prepared& prep = prepared(*api, conv);
-  if (!prep.primitive.primitive) return make_error("runtime: oneDNN has no primitive for the " + describe(conv));
+  // As for matmuls: where oneDNN has no primitive for a call, the portable path runs it.
+  if (!prep.primitive.primitive) return run_conv_gemm(conv, args);
   // The step's operands in order (two inputs, then the output), with oneDNN's roles.
   struct Role {
     const Operand* operand;

@@ -11,7 +11,8 @@ namespace kiln::runtime::cpu {
 
 /// Runs a convolution step: `args` are its two inputs, then its output (format::Conv says
 /// which are which). The primitive of each distinct convolution is made once, on its first
-/// run. Without oneDNN, im2col and OpenBLAS (conv_gemm.h).
+/// run. Without oneDNN, or where it has no primitive for the convolution, im2col and
+/// OpenBLAS (conv_gemm.h).
 Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads);
 
 }  // namespace kiln::runtime::cpu
