@@ -57,6 +57,26 @@ ValueId unslice(GraphBuilder& b, ValueId g, const Shape& full, const std::vector
   return v;
 }
 
+ValueId add_back_taps(GraphBuilder& b, const std::vector<ValueId>& shares, const Window& w, const Shape& padded_shape) {
+  ValueId sum = kNoValue;
+  for (size_t t = 0; t < shares.size(); ++t) {
+    ValueId part = unslice(b, shares[t], padded_shape, tap_starts(w, static_cast<int64_t>(t), padded_shape.size()),
+                           window_strides(w, padded_shape.size()));
+    sum = sum == kNoValue ? part : b.binary(Op::Add, sum, part);
+  }
+  return sum;
+}
+
+ValueId unpadded(GraphBuilder& b, ValueId v, const Window& w, const Shape& x_shape) {
+  const Shape shape = b.type(v).shape;
+  std::vector<int64_t> lo(x_shape.size(), 0), hi(x_shape.size(), 0);
+  for (size_t d = 0; d < static_cast<size_t>(w.spatial_rank()); ++d) {
+    lo[2 + d] = -w.pad_lo[d];
+    hi[2 + d] = x_shape[2 + d] + w.pad_lo[d] - shape[2 + d];
+  }
+  return padded(b, v, lo, hi, 0.0);
+}
+
 ValueId decompose_pool(GraphBuilder& b, const Node& n) {
   const ValueId x = n.operands[0];
   const TensorType xt = b.type(x);
@@ -143,30 +163,9 @@ ValueId max_pool_gradient(GraphBuilder& b, const Node& n, ValueId g) {
       merged.push_back(win.output[static_cast<size_t>(d)] * win.window[static_cast<size_t>(d)]);
     placed = reshape_to(b, shares[0], merged);
   } else {
-    std::vector<int64_t> tap(static_cast<size_t>(k), 0);
-    for (ValueId share : shares) {
-      std::vector<int64_t> starts(padded_shape.size(), 0), strides(padded_shape.size(), 1);
-      for (int64_t d = 0; d < k; ++d) {
-        starts[static_cast<size_t>(2 + d)] = tap[static_cast<size_t>(d)] * win.dilations[static_cast<size_t>(d)];
-        strides[static_cast<size_t>(2 + d)] = win.strides[static_cast<size_t>(d)];
-      }
-      ValueId part = unslice(b, share, padded_shape, starts, strides);
-      placed = placed == kNoValue ? part : b.binary(Op::Add, placed, part);
-      for (int64_t d = k; d-- > 0;) {
-        if (++tap[static_cast<size_t>(d)] < win.window[static_cast<size_t>(d)]) break;
-        tap[static_cast<size_t>(d)] = 0;
-      }
-    }
+    placed = add_back_taps(b, shares, win, padded_shape);
   }
-  // Back from the windows' reach to x: the begin padding cut off, the end cut or filled.
-  std::vector<int64_t> lo(xt.shape.size(), 0), hi(xt.shape.size(), 0);
-  const Shape placed_shape = b.type(placed).shape;
-  for (int64_t d = 0; d < k; ++d) {
-    lo[static_cast<size_t>(2 + d)] = -win.pad_lo[static_cast<size_t>(d)];
-    hi[static_cast<size_t>(2 + d)] = xt.shape[static_cast<size_t>(2 + d)] + win.pad_lo[static_cast<size_t>(d)] -
-                                     placed_shape[static_cast<size_t>(2 + d)];
-  }
-  return padded(b, placed, lo, hi, 0.0);
+  return unpadded(b, placed, win, xt.shape);
 }
 
 ValueId decompose_pad(GraphBuilder& b, const Node& n) {

@@ -5,6 +5,7 @@
 
 #include "ir/builder.h"
 #include "ir/graph.h"
+#include "ir/window.h"
 
 namespace kiln::ir {
 
@@ -22,6 +23,13 @@ ValueId decompose_batch_norm(GraphBuilder& b, const Node& n);
 /// input (stride = window, no dilation), the taps' shares are interleaved into place;
 /// elsewhere each is put back where its slice came from and they are added.
 ValueId max_pool_gradient(GraphBuilder& b, const Node& n, ValueId g);
+
+/// The gradients of a window's taps (shares of for_each_tap's slices, in tap order) put back
+/// where each slice came from in the padded input's shape, and added (col2im).
+ValueId add_back_taps(GraphBuilder& b, const std::vector<ValueId>& shares, const Window& w, const Shape& padded_shape);
+/// From the windows' reach in the padded input back to x's shape: the begin padding cut
+/// off, the end cut or filled with zeros.
+ValueId unpadded(GraphBuilder& b, ValueId v, const Window& w, const Shape& x_shape);
 
 /// The gradient of a slice {starts, strides} of a tensor of shape `full`: g put back in
 /// place, zeros elsewhere (the slice rule of passes/gradients.cc, and col2im).

@@ -104,15 +104,8 @@ ValueId lower_conv_input_grad(GraphBuilder& b, const Node& n) {
   // Each tap's share goes back where its slice of the padded input came from; the taps'
   // shares add up, and the padding is cut off again.
   Shape padded_shape{c.batch, c.channels};
-  std::vector<int64_t> lo(x_shape.size(), 0), hi(x_shape.size(), 0);
-  for (int64_t d = 0; d < k; ++d) {
-    padded_shape.push_back(c.win.padded_end(d));
-    lo[static_cast<size_t>(2 + d)] = -c.win.pad_lo[static_cast<size_t>(d)];
-    hi[static_cast<size_t>(2 + d)] =
-        c.win.pad_lo[static_cast<size_t>(d)] + c.win.input[static_cast<size_t>(d)] - c.win.padded_end(d);
-  }
-  std::vector<int64_t> tap(static_cast<size_t>(k), 0);
-  ValueId sum = kNoValue;
+  for (int64_t d = 0; d < k; ++d) padded_shape.push_back(c.win.padded_end(d));
+  std::vector<ValueId> shares;
   for (int64_t t = 0; t < c.taps; ++t) {
     std::vector<int64_t> from(by_tap.size(), 0), to = by_tap;
     from[1] = t;
@@ -126,20 +119,10 @@ ValueId lower_conv_input_grad(GraphBuilder& b, const Node& n) {
     std::vector<int64_t> perm(one_tap.size());
     std::iota(perm.begin(), perm.end(), int64_t{0});
     std::swap(perm[0], perm[1]);
-    part = b.emit(Op::Transpose, {part}, perm_attrs(std::move(perm)));  // [N, C, E...]
-    std::vector<int64_t> starts(padded_shape.size(), 0), strides(padded_shape.size(), 1);
-    for (int64_t d = 0; d < k; ++d) {
-      starts[static_cast<size_t>(2 + d)] = tap[static_cast<size_t>(d)] * c.win.dilations[static_cast<size_t>(d)];
-      strides[static_cast<size_t>(2 + d)] = c.win.strides[static_cast<size_t>(d)];
-    }
-    part = unslice(b, part, padded_shape, starts, strides);
-    sum = sum == kNoValue ? part : b.binary(Op::Add, sum, part);
-    for (int64_t d = k; d-- > 0;) {
-      if (++tap[static_cast<size_t>(d)] < c.win.window[static_cast<size_t>(d)]) break;
-      tap[static_cast<size_t>(d)] = 0;
-    }
+    shares.push_back(b.emit(Op::Transpose, {part}, perm_attrs(std::move(perm))));  // [N, C, E...]
   }
-  ValueId dx = padded(b, sum, lo, hi, 0.0);
+  ValueId sum = add_back_taps(b, shares, c.win, padded_shape);
+  ValueId dx = unpadded(b, sum, c.win, x_shape);
   if (dx == sum && b.graph().nodes.back().result != dx) dx = reshape_to(b, dx, x_shape);
   return dx;
 }

@@ -55,27 +55,34 @@ ValueId padded_for_windows(GraphBuilder& b, ValueId x, const Window& w, double f
   return padded(b, x, lo, hi, fill);
 }
 
+std::vector<int64_t> tap_starts(const Window& w, int64_t tap, size_t rank) {
+  std::vector<int64_t> starts(rank, 0);
+  for (int64_t d = w.spatial_rank(); d-- > 0;) {
+    starts[static_cast<size_t>(2 + d)] = tap % w.window[static_cast<size_t>(d)] * w.dilations[static_cast<size_t>(d)];
+    tap /= w.window[static_cast<size_t>(d)];
+  }
+  return starts;
+}
+
+std::vector<int64_t> window_strides(const Window& w, size_t rank) {
+  std::vector<int64_t> strides(rank, 1);
+  std::copy(w.strides.begin(), w.strides.end(), strides.begin() + 2);
+  return strides;
+}
+
 void for_each_tap(GraphBuilder& b, ValueId xp, const Window& w, const std::function<void(int64_t, ValueId)>& f) {
   const Shape shape = b.type(xp).shape;
-  const int64_t k = w.spatial_rank();
-  std::vector<int64_t> tap(k, 0);
   const int64_t taps = std::accumulate(w.window.begin(), w.window.end(), int64_t{1}, std::multiplies<>());
   for (int64_t t = 0; t < taps; ++t) {
-    std::vector<int64_t> starts(shape.size(), 0), ends = shape, strides(shape.size(), 1);
-    for (int64_t d = 0; d < k; ++d) {
-      starts[2 + d] = tap[d] * w.dilations[d];
-      ends[2 + d] = starts[2 + d] + (w.output[d] - 1) * w.strides[d] + 1;
-      strides[2 + d] = w.strides[d];
-    }
+    std::vector<int64_t> starts = tap_starts(w, t, shape.size()), ends = shape;
+    for (int64_t d = 0; d < w.spatial_rank(); ++d)
+      ends[static_cast<size_t>(2 + d)] = starts[static_cast<size_t>(2 + d)] +
+                                         (w.output[static_cast<size_t>(d)] - 1) * w.strides[static_cast<size_t>(d)] + 1;
     Attrs attrs;
     attrs.set("starts", std::move(starts));
     attrs.set("ends", std::move(ends));
-    attrs.set("strides", std::move(strides));
+    attrs.set("strides", window_strides(w, shape.size()));
     f(t, b.emit(Op::Slice, {xp}, std::move(attrs)));
-    for (int64_t d = k; d-- > 0;) {
-      if (++tap[d] < w.window[d]) break;
-      tap[d] = 0;
-    }
   }
 }
 
