@@ -42,6 +42,10 @@ struct Operand {
 struct Prepared {
   DnnlPrimitive primitive;
   Operand x, w, y;
+  // The step's operands in order (two inputs, then the output) with their oneDNN roles.
+  const Operand* in_order[3] = {};
+  int roles[3] = {};
+  std::string what, reorder_what;  // for errors
 };
 
 std::string describe(const format::Conv& c) {
@@ -63,6 +67,22 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
   auto [it, inserted] = cache.try_emplace(key);
   if (!inserted) return it->second;
   Prepared& prep = it->second;
+  prep.what = "the " + describe(c);
+  prep.reorder_what = "a reorder for " + prep.what;
+  switch (c.kind()) {
+    case format::ConvKind::Forward:
+      prep.in_order[0] = &prep.x, prep.in_order[1] = &prep.w, prep.in_order[2] = &prep.y;
+      prep.roles[0] = DNNL_ARG_SRC, prep.roles[1] = DNNL_ARG_WEIGHTS, prep.roles[2] = DNNL_ARG_DST;
+      break;
+    case format::ConvKind::BackwardData:
+      prep.in_order[0] = &prep.y, prep.in_order[1] = &prep.w, prep.in_order[2] = &prep.x;
+      prep.roles[0] = DNNL_ARG_DIFF_DST, prep.roles[1] = DNNL_ARG_WEIGHTS, prep.roles[2] = DNNL_ARG_DIFF_SRC;
+      break;
+    case format::ConvKind::BackwardWeights:
+      prep.in_order[0] = &prep.x, prep.in_order[1] = &prep.y, prep.in_order[2] = &prep.w;
+      prep.roles[0] = DNNL_ARG_SRC, prep.roles[1] = DNNL_ARG_DIFF_DST, prep.roles[2] = DNNL_ARG_DIFF_WEIGHTS;
+      break;
+  }
   std::vector<dnnl_dim_t> x = dims_of(c.x()), y = dims_of(c.y()), w = dims_of(c.w());
   if (c.groups() > 1) {  // grouped weights: [G, O/G, C/G, K...]
     w[0] /= c.groups();
@@ -133,47 +153,27 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads) {
   const Prepared& prep = prepared(*api, conv);
   // As for matmuls: where oneDNN has no primitive for a call, the portable path runs it.
   if (!prep.primitive.primitive) return run_conv_gemm(conv, args);
-  // The step's operands in order (two inputs, then the output), with oneDNN's roles.
-  struct Role {
-    const Operand* operand;
-    int arg;
-  };
-  Role roles[3];
-  switch (conv.kind()) {
-    case format::ConvKind::Forward:
-      roles[0] = {&prep.x, DNNL_ARG_SRC}, roles[1] = {&prep.w, DNNL_ARG_WEIGHTS}, roles[2] = {&prep.y, DNNL_ARG_DST};
-      break;
-    case format::ConvKind::BackwardData:
-      roles[0] = {&prep.y, DNNL_ARG_DIFF_DST}, roles[1] = {&prep.w, DNNL_ARG_WEIGHTS},
-      roles[2] = {&prep.x, DNNL_ARG_DIFF_SRC};
-      break;
-    case format::ConvKind::BackwardWeights:
-      roles[0] = {&prep.x, DNNL_ARG_SRC}, roles[1] = {&prep.y, DNNL_ARG_DIFF_DST},
-      roles[2] = {&prep.w, DNNL_ARG_DIFF_WEIGHTS};
-      break;
-  }
-  const std::string what = "the " + describe(conv);
   // Operands in another layout than the primitive's go through the calling thread's
   // buffers, reordered in before and out after.
   thread_local std::vector<uint8_t> buffers[3];
-  void* at[3];
+  DnnlArg operands[3];
   for (int i = 0; i < 3; ++i) {
-    const Operand& o = *roles[i].operand;
-    at[i] = args[i];
-    if (!o.reordered()) continue;
-    buffers[i].resize(o.chosen_bytes + 64);
-    at[i] = buffers[i].data() + (64 - reinterpret_cast<uintptr_t>(buffers[i].data()) % 64);
-    if (i < 2) {
-      const DnnlArg reorder[] = {{DNNL_ARG_FROM, &o.plain, args[i]}, {DNNL_ARG_TO, &o.chosen, at[i]}};
-      KILN_RETURN_IF_ERROR(dnnl_run(*api, o.reorder, reorder, threads, "a reorder for " + what));
+    const Operand& o = *prep.in_order[i];
+    void* at = args[i];
+    if (o.reordered()) {
+      buffers[i].resize(o.chosen_bytes + 64);
+      at = buffers[i].data() + (64 - reinterpret_cast<uintptr_t>(buffers[i].data()) % 64);
+      if (i < 2) {
+        const DnnlArg reorder[] = {{DNNL_ARG_FROM, &o.plain, args[i]}, {DNNL_ARG_TO, &o.chosen, at}};
+        KILN_RETURN_IF_ERROR(dnnl_run(*api, o.reorder, reorder, threads, prep.reorder_what));
+      }
     }
+    operands[i] = {prep.roles[i], &o.chosen, at};
   }
-  std::vector<DnnlArg> operands;
-  for (int i = 0; i < 3; ++i) operands.push_back({roles[i].arg, &roles[i].operand->chosen, at[i]});
-  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep.primitive, operands, threads, what));
-  if (const Operand& out = *roles[2].operand; out.reordered()) {
-    const DnnlArg reorder[] = {{DNNL_ARG_FROM, &out.chosen, at[2]}, {DNNL_ARG_TO, &out.plain, args[2]}};
-    KILN_RETURN_IF_ERROR(dnnl_run(*api, out.reorder, reorder, threads, "a reorder for " + what));
+  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep.primitive, operands, threads, prep.what));
+  if (const Operand& out = *prep.in_order[2]; out.reordered()) {
+    const DnnlArg reorder[] = {{DNNL_ARG_FROM, &out.chosen, operands[2].data}, {DNNL_ARG_TO, &out.plain, args[2]}};
+    KILN_RETURN_IF_ERROR(dnnl_run(*api, out.reorder, reorder, threads, prep.reorder_what));
   }
   return Status::Ok();
 }

@@ -44,6 +44,7 @@ bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, De
 struct Prepared {
   DnnlPrimitive primitive;
   Descs descs;
+  std::string what;  // for errors: "a MxNxK matmul"
 };
 
 // The primitive of each distinct call (its shape, strides and type), created once.
@@ -58,6 +59,7 @@ const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, bool bf16) 
   auto [it, inserted] = cache.try_emplace(key);
   if (!inserted) return it->second;
   Prepared& prep = it->second;
+  prep.what = "a " + std::to_string(mm.m()) + "x" + std::to_string(mm.n()) + "x" + std::to_string(mm.k()) + " matmul";
   dnnl_matmul_desc_t desc;
   if (describe(p, mm, bf16 ? dnnl_bf16 : dnnl_f16, prep.descs) &&
       p.matmul_desc_init(&desc, &prep.descs.a, &prep.descs.b, nullptr, &prep.descs.c) == dnnl_success) {
@@ -78,9 +80,7 @@ Result<bool> dnnl_half_matmul(const format::Matmul& mm, bool bf16, uint8_t* cons
   const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep.descs.a, args[0]},
                               {DNNL_ARG_WEIGHTS, &prep.descs.b, args[1]},
                               {DNNL_ARG_DST, &prep.descs.c, args[2]}};
-  KILN_RETURN_IF_ERROR(dnnl_run(
-      *p, prep.primitive, operands, threads,
-      "a " + std::to_string(mm.m()) + "x" + std::to_string(mm.n()) + "x" + std::to_string(mm.k()) + " matmul"));
+  KILN_RETURN_IF_ERROR(dnnl_run(*p, prep.primitive, operands, threads, prep.what));
   return true;
 }
 
