@@ -23,6 +23,7 @@
 #include "compiler/nn.h"
 #include "compiler/train.h"
 #include "examples/fashion_mnist_data.h"
+#include "examples/fashion_mnist_eval.h"
 #include "ir/printer.h"
 #include "runtime/format/safetensors.h"
 #include "runtime/model.h"
@@ -106,27 +107,6 @@ std::span<const uint8_t> bytes_of(const std::vector<float>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)};
 }
 
-// Test accuracy of `model` (x: [eval_batch, 1, 28, 28] -> logits [eval_batch, 10]); a last
-// partial batch is padded with zeros and its extra rows ignored.
-Result<double> accuracy(const kiln::runtime::Model& model, const Dataset& test, int64_t eval_batch) {
-  const int64_t pixels = test.rows * test.cols;
-  std::vector<float> x(static_cast<size_t>(eval_batch * pixels)), logits(static_cast<size_t>(eval_batch * 10));
-  int64_t correct = 0;
-  for (int64_t first = 0; first < test.count; first += eval_batch) {
-    const int64_t rows = std::min(eval_batch, test.count - first);
-    std::fill(x.begin(), x.end(), 0.0f);
-    std::copy_n(test.images.begin() + first * pixels, rows * pixels, x.begin());
-    std::span<uint8_t> out{reinterpret_cast<uint8_t*>(logits.data()), logits.size() * sizeof(float)};
-    KILN_RETURN_IF_ERROR(model.run({{"x", bytes_of(x)}}, {{model.outputs()[0].name, out}}));
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = &logits[static_cast<size_t>(r * 10)];
-      const int64_t guess = std::max_element(row, row + 10) - row;
-      correct += guess == test.labels[static_cast<size_t>(first + r)];
-    }
-  }
-  return static_cast<double>(correct) / static_cast<double>(test.count);
-}
-
 Status train(const Flags& flags) {
   const auto started = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(Dataset train_set, kiln::examples::read_fashion_mnist(flags.data, true, flags.limit));
@@ -196,7 +176,8 @@ Status train(const Flags& flags) {
       KILN_ASSIGN_OR_RETURN(kiln::runtime::HostTensor value, trainer->read_state(s.name));
       KILN_RETURN_IF_ERROR(evaluator->write_state(s.name, value));
     }
-    KILN_ASSIGN_OR_RETURN(last_accuracy, accuracy(*evaluator, test_set, flags.eval_batch));
+    KILN_ASSIGN_OR_RETURN(int64_t correct, kiln::examples::count_correct(*evaluator, test_set));
+    last_accuracy = static_cast<double>(correct) / static_cast<double>(test_set.count);
     fmt::print("epoch {}: loss {:.4f}, test accuracy {:.4f}, {:.0f} images/s ({:.1f} s)\n", epoch,
                loss_sum / static_cast<double>(batches), last_accuracy,
                static_cast<double>(batches * flags.batch) / seconds, seconds);
