@@ -55,6 +55,20 @@ ir::Shape spatial(int64_t n, int64_t c, std::vector<int64_t> dims) {
   return s;
 }
 
+// conv(x, w) with its two gradients at an input %dy of y's shape, made by the model's last
+// op (the conv): the gradients are outputs %dx and %dw, the conv's result is returned.
+Tensor conv_with_gradients(Model& m, Tensor x, Tensor w, const ConvOptions& o) {
+  Tensor y = conv(x, w, o);
+  if (!y.valid()) return y;
+  ir::Attrs input = m.graph().nodes.back().attrs, weights = input;
+  input.set("shape", x.shape());
+  weights.set("shape", w.shape());
+  Tensor dy = m.input("dy", y.shape());
+  m.output(m.apply(ir::Op::ConvInputGrad, {dy, w}, input), "dx");
+  m.output(m.apply(ir::Op::ConvWeightGrad, {x, dy}, weights), "dw");
+  return y;
+}
+
 std::vector<int64_t> repeat(int64_t v, int64_t k) { return std::vector<int64_t>(static_cast<size_t>(k), v); }
 
 }  // namespace
@@ -102,17 +116,7 @@ TEST_CASE("conv and its gradients: the lowering matches the direct sums for ever
                   Tensor w = m.input("w", spatial(groups == 4 ? 4 : 6, 4 / groups, repeat(kernel, k)));
                   ConvOptions o{repeat(stride, k), repeat(pad_lo, k), repeat(dilation, k), groups};
                   for (int64_t d = 0; d < k; ++d) o.pads.push_back(pad_hi);
-                  Tensor y = conv(x, w, o);
-                  if (!y.valid()) return y;
-                  ir::Attrs attrs = m.graph().nodes.back().attrs, input = attrs, weights = attrs;
-                  input.set("shape", x.shape());
-                  weights.set("shape", w.shape());
-                  Tensor dy = m.input("dy", y.shape());
-                  Tensor dx = m.apply(ir::Op::ConvInputGrad, {dy, w}, input);
-                  Tensor dw = m.apply(ir::Op::ConvWeightGrad, {x, dy}, weights);
-                  m.output(dx, "dx");
-                  m.output(dw, "dw");
-                  return y;
+                  return conv_with_gradients(m, x, w, o);
                 });
                 if (!g) {
                   ++refused;
@@ -184,15 +188,8 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
        }},
       {"conv's gradients on oneDNN: stride 2, asymmetric pads, dilation 2, groups 2",
        [](Model& m) {
-         Tensor x = m.input("x", {2, 4, 9, 8}), w = m.input("w", {6, 2, 3, 2});
-         ConvOptions o{{2, 1}, {1, 0, 2, 1}, {2, 1}, 2};
-         Tensor y = conv(x, w, o);
-         ir::Attrs input = m.graph().nodes.back().attrs, weights = input;
-         input.set("shape", x.shape());
-         weights.set("shape", w.shape());
-         Tensor dy = m.input("dy", y.shape());
-         m.output(m.apply(ir::Op::ConvWeightGrad, {x, dy}, weights), "dw");
-         return m.apply(ir::Op::ConvInputGrad, {dy, w}, input);
+         return conv_with_gradients(m, m.input("x", {2, 4, 9, 8}), m.input("w", {6, 2, 3, 2}),
+                                    {{2, 1}, {1, 0, 2, 1}, {2, 1}, 2});
        }},
       {"conv 1x1",
        [](Model& m) {
