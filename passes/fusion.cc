@@ -28,7 +28,8 @@ struct Group {
 
 bool is_source(Op op) { return ir::op_kind(op) == OpKind::Source; }
 bool is_reduction(Op op) { return ir::op_kind(op) == OpKind::Reduction; }
-bool is_movement(Op op) { return ir::op_kind(op) == OpKind::Movement || ir::op_kind(op) == OpKind::Source; }
+// An op that computes elements, rather than moving its operand's or making constants.
+bool computes(Op op) { return ir::op_kind(op) != OpKind::Movement && ir::op_kind(op) != OpKind::Source; }
 bool is_loop_op(Op op) {
   OpKind k = ir::op_kind(op);
   return (k == OpKind::Elementwise || k == OpKind::Movement) && op != Op::ScatterAdd;
@@ -115,7 +116,7 @@ class Partitioner {
     // A computed value that several windows read (the taps of a convolution or a pool:
     // slices of it, or of its padded copy) is computed once into memory, not again inside
     // the kernel for each tap.
-    if (!is_movement(n.op) && window_reads(n.result) > 2) return -1;
+    if (computes(n.op) && window_reads(n.result) > 2) return -1;
     for (int target : user_groups) {
       Group& grp = groups_[target];
       if (grp.kind == StepKind::Library || grp.kind == StepKind::Scatter) continue;
@@ -142,7 +143,7 @@ class Partitioner {
     for (int u : users_[v]) {
       const Node& user = g_.nodes[u];
       if (user.op == Op::Slice) ++reads;
-      else if (is_movement(user.op) && user.op != Op::Broadcast && depth < 4)
+      else if (ir::op_kind(user.op) == OpKind::Movement && user.op != Op::Broadcast && depth < 4)
         reads += window_reads(user.result, depth + 1);
     }
     return reads;
