@@ -109,6 +109,34 @@ Status add_cpu_code(const ir::Graph& g, const CompileOptions& options, format::A
   return Status::Ok();
 }
 
+// The rows of the batch `--batch` marks: the first dim of every input and result, the
+// same for all of them, in a graph without state.
+Result<int64_t> batch_rows(const ir::Graph& graph) {
+  int64_t rows = -1;
+  std::string first;
+  auto check = [&](ir::ValueId v, std::string_view what) -> Status {
+    const std::string name = fmt::format("{} %{} ({})", what, graph.value_name(v), graph.type(v).to_string());
+    if (graph.type(v).rank() == 0)
+      return make_error(
+          fmt::format("compile: --batch: {} is a scalar; every input and output must lead with the batch dim", name));
+    const int64_t dim = graph.type(v).shape[0];
+    if (rows >= 0 && dim != rows)
+      return make_error(fmt::format("compile: --batch: {} leads with {} rows, but {} with {}", name, dim, first, rows));
+    if (rows < 0) rows = dim, first = name;
+    return Status::Ok();
+  };
+  for (const ir::Arg& a : graph.args) {
+    if (a.kind == ir::ArgKind::State)
+      return make_error(fmt::format(
+          "compile: --batch: the graph has state (%{}); a batched model carries nothing from one run to the next",
+          graph.value_name(a.value)));
+    if (a.kind == ir::ArgKind::Input) KILN_RETURN_IF_ERROR(check(a.value, "input"));
+  }
+  for (ir::ValueId r : graph.results) KILN_RETURN_IF_ERROR(check(r, "output"));
+  if (rows < 1) return make_error("compile: --batch: the graph has no inputs and outputs with rows");
+  return rows;
+}
+
 // The targets `kiln compile --target` takes. A new one is a row here (and a code
 // generator of its own, and an executor in the runtime: docs/architecture.md).
 struct CompileTarget {
@@ -182,6 +210,10 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   KILN_RETURN_IF_ERROR(compile_target->add_code(g, options, contents));
   if (!options.fuse) contents.flags.push_back("--no-fusion");
   if (options.precision != "f32") contents.flags.push_back("--precision=" + options.precision);
+  if (options.batch) {
+    KILN_ASSIGN_OR_RETURN(contents.batch, batch_rows(graph));
+    contents.flags.push_back("--batch");
+  }
   return format::write_artifact(contents);
 }
 

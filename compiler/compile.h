@@ -53,6 +53,11 @@ struct CompileOptions {
   /// accumulation and everything else computes in f32; params that only matmuls read are
   /// stored in the half precision (their f32 weights rounded to it).
   std::string precision = "f32";
+  /// Marks the first dim of every input and output as a batch whose rows the graph
+  /// computes independently (the artifact's `batch`, format 1.6), so that `kiln serve`
+  /// packs the rows of concurrent requests into one run. The graph must have no state,
+  /// and every input and output must lead with the same dim.
+  bool batch = false;
 };
 
 /// Runs the default pipeline (decompose, canonicalize, cse, dce, fusion, memory-plan),

@@ -197,6 +197,8 @@ Status train(const Flags& flags) {
                     model_path = flags.out + "/fashion_mnist.kiln";
   KILN_RETURN_IF_ERROR(kiln::format::write_safetensors_file(weights_path, tensors));
   std::vector<uint8_t> artifact;
+  // The saved model's rows are independent images: `kiln serve` may batch requests.
+  options.batch = true;
   KILN_ASSIGN_OR_RETURN(auto final_model, compile_and_load(inference, options, flags, &artifact));
   std::ofstream(model_path, std::ios::binary)
       .write(reinterpret_cast<const char*>(artifact.data()), static_cast<std::streamsize>(artifact.size()));

@@ -16,7 +16,7 @@ namespace kiln::runtime {
 
 /// "0.1.0": this runtime's version.
 std::string_view runtime_version();
-/// The artifact format versions this runtime reads: "1.0 to 1.2".
+/// The artifact format versions this runtime reads: "1.0 to 1.6".
 std::string artifact_format_versions();
 /// The libraries CPU matmuls run on, with the kernels they chose for this CPU (loudly
 /// marked GENERIC where a library fell back to pre-AVX2 code on a CPU with AVX2):
@@ -75,6 +75,10 @@ class Model {
   /// CUDA artifacts: profile() on device memory the caller owns, as run_device takes it.
   Result<RunProfile> profile_device(const std::map<std::string, uint64_t>& inputs,
                                     const std::map<std::string, uint64_t>& outputs) const;
+  /// Rows of the batch that leads every input and output (`kiln compile --batch`), whose
+  /// rows the model computes independently, so runs may pack rows of unrelated requests
+  /// (serving/); 0 where the artifact marks none.
+  int64_t batch() const;
   /// The artifact's target: "cpu-x86_64" or "cuda-sm_XX".
   std::string target() const;
   /// Reads a state tensor (for example trained weights).

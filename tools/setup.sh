@@ -23,6 +23,9 @@ packages=(
   libclang-rt-19-dev  # libFuzzer, ASan and UBSan runtimes
   cmake             # builds the embedding example against an installed kiln (tests)
   pkgconf           # pkg-config, for the same test
+  libcpp-httplib-dev  # the HTTP server of serving/ (kiln serve)
+  libssl-dev        # OpenSSL headers: Debian's cpp-httplib is built with TLS, so its header includes them
+  libbrotli-dev     # brotli headers, likewise
   zlib1g-dev        # zlib, reads the gzip IDX files of examples/fashion_mnist_data
   dataset-fashion-mnist  # Fashion-MNIST (gzip IDX) in /usr/share/datasets/fashion-mnist, for the examples
 )

@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 5;
+inline constexpr uint16_t kFormatMinor = 6;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -110,6 +110,7 @@ struct ArtifactContents {
   std::vector<std::vector<uint8_t>> weights;
   std::string ir;
   bool allow_tf32 = false;  ///< CUDA f32 matmuls may use TF32 tensor cores
+  int64_t batch = 0;        ///< > 0: every input's and result's first dim is a batch of this many rows
 };
 
 /// Serializes an artifact: header, FlatBuffers metadata, then the code, weight and IR

@@ -85,6 +85,35 @@ Status check_coverage(std::span<const uint8_t> file, std::vector<std::pair<uint6
   return Status::Ok();
 }
 
+// A batch (format 1.6) is the first dim of every input and every result, and a model
+// with state has none: a run that packs several requests' rows must not carry anything
+// from one run to the next.
+Status check_batch(const Artifact& a, const std::vector<int>& arg_kind) {
+  if (a.batch() == 0) return Status::Ok();
+  if (a.batch() < 0) return fail(Kind::OutOfRange, "the batch is " + std::to_string(a.batch()));
+  auto named = [&](uint32_t v) {
+    const Value* value = a.values()->Get(v);
+    return value->name() ? "%" + value->name()->str() : "value " + n(v);
+  };
+  auto leads_with_batch = [&](uint32_t v) {
+    const auto* shape = a.values()->Get(v)->shape();
+    return count(shape) > 0 && shape->Get(0) == a.batch();
+  };
+  for (uint32_t v = 0; v < arg_kind.size(); ++v) {
+    if (arg_kind[v] == static_cast<int>(ArgKind::State))
+      return fail(Kind::ShapeMismatch,
+                  "a model with state has no batch, but the batch is " + std::to_string(a.batch()));
+    if (arg_kind[v] == static_cast<int>(ArgKind::Input) && !leads_with_batch(v))
+      return fail(Kind::ShapeMismatch,
+                  "input " + named(v) + " does not lead with the batch of " + std::to_string(a.batch()));
+  }
+  for (uint32_t i = 0; i < count(a.results()); ++i)
+    if (!leads_with_batch(a.results()->Get(i)))
+      return fail(Kind::ShapeMismatch, "result " + named(a.results()->Get(i)) + " does not lead with the batch of " +
+                                           std::to_string(a.batch()));
+  return Status::Ok();
+}
+
 // A kernel step's range of work items must be what its outputs hold: a loop kernel's,
 // the elements of its first output; a reduction's, rows that divide every output (a row
 // value per row, or whole rows); a scatter, one. (The kernels' code was compiled for
@@ -439,6 +468,7 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (!value_ok(v)) return fail(Kind::OutOfRange, "result " + n(i) + " names value " + n(v) + " of " + n(values));
     if (available[v] == -2) return fail(Kind::UseBeforeProduce, "result " + n(i) + " is produced by no step");
   }
+  KILN_RETURN_IF_ERROR(check_batch(a, arg_kind));
   for (uint32_t i = 0; i < count(a.state_copies()); ++i) {
     const StateCopy* c = a.state_copies()->Get(i);
     if (!value_ok(c->state()) || !value_ok(c->value()))

@@ -70,7 +70,7 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                              fb.CreateVector(values), fb.CreateVector(args), fb.CreateVector(c.results),
                              fb.CreateVector(buffers), c.arena_bytes, c.alignment, fb.CreateVector(steps),
                              fb.CreateVector(copies), fb.CreateVector(objects), fb.CreateVectorOfStructs(weights), &ir,
-                             c.allow_tf32);
+                             c.allow_tf32, c.batch);
   FinishArtifactBuffer(fb, root);
   Section metadata = append_section(out, std::span(fb.GetBufferPointer(), fb.GetSize()));
 

@@ -219,7 +219,7 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
   newer[10] = 7;  // minor version 7
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.5)");
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.6)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -232,6 +232,27 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   longer.resize(bytes.size() + 64, 0);
   CHECK(refusal(longer).message == fmt::format("artifact: trailing bytes: the file is {} bytes, its header says {}",
                                                bytes.size() + 64, bytes.size()));
+}
+
+TEST_CASE("a batch leads every input and result, in a model without state", "[artifact][errors]") {
+  Model m("classifier", 3);
+  nn::Sequential net = nn::mlp(m, "fc", {6, 8, 3});
+  m.output(net(m.input("x", {4, 6})), "logits");
+  format::ArtifactContents c = contents_of(m);
+  c.batch = 4;
+  auto view = format::read_artifact(format::write_artifact(c));
+  REQUIRE(view.ok());
+  CHECK(view->metadata().batch() == 4);
+  c.batch = 3;
+  Error e = refusal(format::write_artifact(c));
+  CHECK(e.code == static_cast<int>(ArtifactErrorKind::ShapeMismatch));
+  CHECK(e.message == "artifact: shape mismatch: input %x does not lead with the batch of 3");
+  c.batch = -2;
+  CHECK(refusal(format::write_artifact(c)).message == "artifact: out of range: the batch is -2");
+  format::ArtifactContents with_state = small_artifact();
+  with_state.batch = 4;
+  CHECK(refusal(format::write_artifact(with_state)).message ==
+        "artifact: shape mismatch: a model with state has no batch, but the batch is 4");
 }
 
 TEST_CASE("a state's initial value is a weights section of its size; an input has none", "[artifact][errors]") {

@@ -41,6 +41,9 @@ plus PTX of the newest (which newer GPUs compile when they load the artifact).
   --allow-tf32        CUDA: f32 matmuls may use TF32 tensor cores (inputs rounded to 10
                       mantissa bits), as torch.set_float32_matmul_precision("high") does;
                       off by default (docs/cuda.md gives the tolerance it costs)
+  --batch             mark the first dim of every input and output as a batch of
+                      independent rows, so 'kiln serve' packs concurrent requests into
+                      one run (the graph must have no state)
   -o, --output=FILE   the artifact to write
   -h, --help          this help
 )";
@@ -52,9 +55,9 @@ int run_compile(std::span<char* const> argv) {
     if (std::string_view(a) == "-o") a = const_cast<char*>("--output");
     if (std::string_view(a) == "-v") a = const_cast<char*>("--verbose");
   }
-  std::vector<FlagSpec> specs = {{"target", true}, {"cpu", true},      {"cuda-arch", true}, {"no-cache"},
-                                 {"verbose"},      {"emit", true},     {"no-fusion"},       {"output", true},
-                                 {"allow-tf32"},   {"precision", true}};
+  std::vector<FlagSpec> specs = {
+      {"target", true}, {"cpu", true},    {"cuda-arch", true}, {"no-cache"},        {"verbose"}, {"emit", true},
+      {"no-fusion"},    {"output", true}, {"allow-tf32"},      {"precision", true}, {"batch"}};
   specs.insert(specs.end(), std::begin(kWeightsFlags), std::end(kWeightsFlags));
   auto parsed = parse_args(cmd, args, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
@@ -86,6 +89,7 @@ int run_compile(std::span<char* const> argv) {
   options.verbose = parsed->has("verbose");
   options.allow_tf32 = parsed->has("allow-tf32");
   options.precision = parsed->get("precision", "f32");
+  options.batch = parsed->has("batch");
   if (parsed->has("cuda-arch")) {
     options.cuda_archs.clear();
     std::string list = parsed->get("cuda-arch");

@@ -72,6 +72,7 @@ int run_inspect(std::span<char* const> argv) {
   fmt::print("flags: {}\n", flags.empty() ? "(none)" : flags);
   fmt::print("target: {}\n", a.target()->str());
   if (a.allow_tf32()) fmt::print("f32 matmuls: TF32 tensor cores allowed (--allow-tf32)\n");
+  if (a.batch() > 0) fmt::print("batch: {} independent rows lead every input and output (--batch)\n", a.batch());
   const char* kinds[] = {"input", "param", "state"};
   fmt::print("arguments:\n");
   if (a.args())

@@ -6,6 +6,7 @@
 
 #include "tools/kiln/cli.h"
 #include "tools/kiln/run_cli.h"
+#include "tools/kiln/serve.h"
 #include "tools/kiln/versions.h"
 
 namespace {
@@ -25,6 +26,7 @@ constexpr Subcommand kSubcommands[] = {
     {"run", "M.kiln", "run an artifact with the runtime",
      [](std::span<char* const> argv) { return kiln::cli::run_artifact("kiln run", argv); }},
     {"inspect", "M.kiln", "verify an artifact and show what it holds", kiln::cli::run_inspect},
+    {"serve", "M.kiln", "serve artifacts over HTTP (KServe v2 protocol)", kiln::cli::run_serve},
     {"bench", "", "time a model, step by step with --profile, or the benchmark suites", kiln::cli::run_bench},
 };
 
