@@ -193,6 +193,10 @@ Result<std::vector<std::string>> cpu_list(const std::string& cpus) {
 }
 
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
+  int64_t batch = 0;
+  if (options.batch) {
+    KILN_ASSIGN_OR_RETURN(batch, batch_rows(graph));
+  }
   KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
   KILN_ASSIGN_OR_RETURN(const CompileTarget* compile_target, find_target(options.target));
   KILN_ASSIGN_OR_RETURN(std::string target, compile_target->artifact_target(options));
@@ -211,7 +215,7 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   if (!options.fuse) contents.flags.push_back("--no-fusion");
   if (options.precision != "f32") contents.flags.push_back("--precision=" + options.precision);
   if (options.batch) {
-    KILN_ASSIGN_OR_RETURN(contents.batch, batch_rows(graph));
+    contents.batch = batch;
     contents.flags.push_back("--batch");
   }
   return format::write_artifact(contents);
