@@ -3,11 +3,11 @@
 # tools/install.sh does) and builds the programs of docs/embedding.md outside this
 # workspace: with CMake, with pkg-config, and in a Bazel workspace of their own; each runs.
 # Also compiles every installed runtime header alone under strict warnings.
-# Arguments: VERSION_HEADER INSTALL_TREE KILN KILN_RUN RUNTIME_LIB COMPILER_LIB STAND_IN_WORKSPACES... -- HEADERS...
+# Arguments: VERSION_HEADER INSTALL_TREE KILN KILN_RUN RUNTIME_LIB COMPILER_LIB SERVING_LIB STAND_IN_WORKSPACES... -- HEADERS...
 set -euo pipefail
 version=$(sed -nE 's/.*kVersion = "([^"]+)".*/\1/p' "$1")
-install_tree=$2 kiln=$3 kiln_run=$4 runtime_lib=$5 compiler_lib=$6
-shift 6
+install_tree=$2 kiln=$3 kiln_run=$4 runtime_lib=$5 compiler_lib=$6 serving_lib=$7
+shift 7
 stand_ins=()
 while [[ $1 != -- ]]; do
   stand_ins+=("$(dirname "$1")")
@@ -20,9 +20,10 @@ prefix=$work/prefix
 src=$PWD
 
 echo "== install"
-"$install_tree" "$prefix" "$version" --bazel-repos "${stand_ins[@]}" --bin "$kiln" "$kiln_run" --lib "$runtime_lib" "$compiler_lib" --include "${headers[@]}"
-for f in bin/kiln bin/kiln-run lib/libkiln_runtime.so lib/libkiln_compiler.so include/kiln/runtime/model.h \
-  lib/pkgconfig/kiln-runtime.pc lib/pkgconfig/kiln-compiler.pc lib/cmake/kiln/kilnConfig.cmake share/kiln/kiln.BUILD; do
+"$install_tree" "$prefix" "$version" --bazel-repos "${stand_ins[@]}" --bin "$kiln" "$kiln_run" --lib "$runtime_lib" "$compiler_lib" "$serving_lib" --include "${headers[@]}"
+for f in bin/kiln bin/kiln-run lib/libkiln_runtime.so lib/libkiln_compiler.so lib/libkiln_serving.so \
+  include/kiln/runtime/model.h include/kiln/serving/server.h lib/pkgconfig/kiln-runtime.pc lib/pkgconfig/kiln-compiler.pc \
+  lib/pkgconfig/kiln-serving.pc lib/cmake/kiln/kilnConfig.cmake share/kiln/kiln.BUILD; do
   [[ -e $prefix/$f ]] || { echo "missing $prefix/$f" >&2; exit 1; }
 done
 "$prefix/bin/kiln" --version | grep -q "compiler: kiln $version"
@@ -51,12 +52,29 @@ mkdir -p "$work/out"
 "$prefix/bin/kiln-run" "$work/classifier.kiln" --input x="$work/x.npy" --output "$work/out_run" > /dev/null
 cmp "$work/out/probs.npy" "$work/out_run/probs.npy"
 ! ldd "$work/cmake/predict" | grep -qE 'libkiln_compiler|libLLVM|nvrtc'
+# The embedded server answers over HTTP, and stops when its input closes.
+python3 - "$work/cmake/serve" "$work/classifier.kiln" <<'PY'
+import http.client, subprocess, sys
+server = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+port = int(server.stdout.readline().rsplit(":", 1)[1])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+c.request("POST", "/v2/models/classifier/infer",
+          '{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,-1,-2,-3,-4]}]}')
+r = c.getresponse()
+body = r.read().decode()
+assert r.status == 200 and '"shape":[2,3]' in body, (r.status, body)
+c.close()
+server.stdin.close()
+assert server.wait(timeout=30) == 0 and server.stdout.read() == "stopped\n"
+PY
+! ldd "$work/cmake/serve" | grep -qE 'libkiln_compiler|libLLVM|nvrtc'
 
 echo "== pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 g++ "$src/examples/embedding/cmake/predict.cc" $(pkg-config --cflags --libs kiln-runtime) -o "$work/predict_pc"
 "$work/predict_pc" "$work/classifier.kiln" "$work/x.npy" "$work/out" | grep -q "probs.npy"
 g++ "$src/examples/embedding/cmake/make_model.cc" $(pkg-config --cflags --libs kiln-compiler) -o "$work/make_model_pc"
+g++ "$src/examples/embedding/cmake/serve.cc" $(pkg-config --cflags --libs kiln-serving) -o "$work/serve_pc"
 "$work/make_model_pc" "$work/again.kiln" | grep -q "wrote"
 
 echo "== a Bazel workspace of its own"

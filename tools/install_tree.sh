@@ -2,9 +2,9 @@
 # Lays out an installed kiln under PREFIX from files already built (tools/install.sh builds
 # them; //tests:embedding_test passes them from Bazel's runfiles):
 #   PREFIX/bin/kiln, kiln-run
-#   PREFIX/lib/libkiln_runtime.so, libkiln_compiler.so
+#   PREFIX/lib/libkiln_runtime.so, libkiln_compiler.so, libkiln_serving.so
 #   PREFIX/include/kiln/...            the public headers, at their repository paths
-#   PREFIX/lib/pkgconfig/kiln-runtime.pc, kiln-compiler.pc
+#   PREFIX/lib/pkgconfig/kiln-runtime.pc, kiln-compiler.pc, kiln-serving.pc
 #   PREFIX/lib/cmake/kiln/kilnConfig.cmake, kilnConfigVersion.cmake
 #   PREFIX/share/kiln/kiln.BUILD       for a Bazel workspace's new_local_repository
 #   PREFIX/share/kiln/bazel/NAME/      offline stand-ins for the repositories Bazel 4 would
@@ -36,10 +36,11 @@ for arg in "$@"; do
   esac
 done
 
-for lib in runtime compiler; do
+for lib in runtime compiler serving; do
   case $lib in
     runtime) description="loads and runs compiled .kiln artifacts"; requires="" ;;
     compiler) description="the model-definition API, the text IR and compile_to_artifact"; requires="Requires: kiln-runtime = $version" ;;
+    serving) description="an HTTP server of artifacts (KServe v2 protocol)"; requires="Requires: kiln-runtime = $version" ;;
   esac
   cat > "$prefix/lib/pkgconfig/kiln-$lib.pc" <<PC
 prefix=$prefix
@@ -56,10 +57,11 @@ PC
 done
 
 cat > "$prefix/lib/cmake/kiln/kilnConfig.cmake" <<'CMAKE'
-# find_package(kiln) defines the imported targets kiln::runtime (load and run artifacts)
-# and kiln::compiler (the model-definition API and compile_to_artifact), C++20.
+# find_package(kiln) defines the imported targets kiln::runtime (load and run artifacts),
+# kiln::compiler (the model-definition API and compile_to_artifact) and kiln::serving (an
+# HTTP server of artifacts), C++20.
 get_filename_component(_kiln_prefix "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
-foreach(_kiln_lib runtime compiler)
+foreach(_kiln_lib runtime compiler serving)
   if(NOT TARGET kiln::${_kiln_lib})
     add_library(kiln::${_kiln_lib} SHARED IMPORTED)
     set_target_properties(kiln::${_kiln_lib} PROPERTIES
@@ -69,6 +71,7 @@ foreach(_kiln_lib runtime compiler)
   endif()
 endforeach()
 set_property(TARGET kiln::compiler PROPERTY INTERFACE_LINK_LIBRARIES kiln::runtime)
+set_property(TARGET kiln::serving PROPERTY INTERFACE_LINK_LIBRARIES kiln::runtime)
 unset(_kiln_lib)
 unset(_kiln_prefix)
 CMAKE
@@ -89,7 +92,7 @@ CMAKE
 cat > "$prefix/share/kiln/kiln.BUILD" <<'BUILD'
 # The installed kiln for a Bazel workspace (docs/embedding.md):
 #   new_local_repository(name = "kiln", path = "PREFIX", build_file = "PREFIX/share/kiln/kiln.BUILD")
-# then depend on "@kiln//:runtime" or "@kiln//:compiler". C++20.
+# then depend on "@kiln//:runtime", "@kiln//:compiler" or "@kiln//:serving". C++20.
 cc_library(
     name = "runtime",
     srcs = ["lib/libkiln_runtime.so"],
@@ -102,6 +105,15 @@ cc_library(
     name = "compiler",
     srcs = ["lib/libkiln_compiler.so"],
     hdrs = glob(["include/kiln/**/*.h", "include/kiln/**/*.def"]),
+    strip_include_prefix = "include/kiln",
+    visibility = ["//visibility:public"],
+    deps = [":runtime"],
+)
+
+cc_library(
+    name = "serving",
+    srcs = ["lib/libkiln_serving.so"],
+    hdrs = glob(["include/kiln/**/*.h"]),
     strip_include_prefix = "include/kiln",
     visibility = ["//visibility:public"],
     deps = [":runtime"],
