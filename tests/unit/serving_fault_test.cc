@@ -163,7 +163,13 @@ TEST_CASE("malformed requests get 4xx and valid ones their answers, without grow
   CHECK(round(1000) == 0);
   const int64_t after = resident_bytes();
   INFO("resident " << before << " bytes before, " << after << " after");
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer holds freed memory in its quarantine (256 MB), so the resident size
+  // grows whatever the server does; LeakSanitizer checks for leaks at exit instead.
+  WARN("resident memory not compared under AddressSanitizer: " << before << " bytes before, " << after << " after");
+#else
   CHECK(after <= before + before / 10);
+#endif
   serving::HttpConnection c = s.connect();
   auto health = c.request("GET", "/v2/health/live");
   REQUIRE(health.ok());
