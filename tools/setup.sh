@@ -26,6 +26,9 @@ packages=(
   libcpp-httplib-dev  # the HTTP server of serving/ (kiln serve)
   libssl-dev        # OpenSSL headers: Debian's cpp-httplib is built with TLS, so its header includes them
   libbrotli-dev     # brotli headers, likewise
+  libonnx-dev       # ONNX's protobuf messages, for the ONNX importer (frontends/onnx)
+  libprotobuf-dev   # protobuf, which they are parsed with
+  libonnx-testdata  # ONNX's node tests, the importer's conformance suite
   zlib1g-dev        # zlib, reads the gzip IDX files of examples/fashion_mnist_data
   dataset-fashion-mnist  # Fashion-MNIST (gzip IDX) in /usr/share/datasets/fashion-mnist, for the examples
 )

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "base/file.h"
+#include "base/parse_number.h"
 #include "compiler/safetensors.h"
+#include "frontends/onnx/importer.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/program.h"
@@ -12,10 +14,44 @@
 
 namespace kiln::cli {
 
-Result<ir::Graph> load_graph(std::string_view command, const std::string& path) {
+Result<ir::Graph> load_graph(std::string_view command, const std::string& path,
+                             std::map<std::string, ir::Tensor>* onnx_weights,
+                             const std::map<std::string, std::vector<int64_t>>& shapes) {
+  if (path.ends_with(".onnx")) {
+    auto imported = onnx_import::import_file(path, import_options(shapes));
+    if (!imported.ok()) return make_error(fmt::format("{}: error: {}", command, imported.error().message));
+    if (onnx_weights) *onnx_weights = std::move(imported->weights);
+    return std::move(imported->graph);
+  }
+  if (!shapes.empty())
+    return make_error(fmt::format("{}: error: --shape is for .onnx files; {} is not one", command, path));
   auto text = read_file(path, ir::ParseLimits{}.max_bytes);
   if (!text.ok()) return make_error(fmt::format("{}: error: {}", command, text.error().message));
   return ir::parse(*text, path == "-" ? "<stdin>" : path);
+}
+
+onnx_import::ImportOptions import_options(const std::map<std::string, std::vector<int64_t>>& shapes) {
+  onnx_import::ImportOptions options;
+  options.shapes = shapes;
+  return options;
+}
+
+Result<std::map<std::string, std::vector<int64_t>>> shape_flags(const Args& args) {
+  KILN_ASSIGN_OR_RETURN(std::vector<NamedValue> specs, named_values(args, "shape", "NAME=D0,D1,..."));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const NamedValue& spec : specs) {
+    std::vector<int64_t>& dims = shapes[spec.name];
+    for (size_t start = 0; start <= spec.value.size();) {
+      const size_t comma = std::min(spec.value.find(',', start), spec.value.size());
+      auto dim = parse_integer(std::string_view(spec.value).substr(start, comma - start));
+      if (!dim || *dim < 0)
+        return make_error(
+            fmt::format("--shape {}={}: dims are integers from 0, separated by commas", spec.name, spec.value));
+      dims.push_back(*dim);
+      start = comma + 1;
+    }
+  }
+  return shapes;
 }
 
 namespace {

@@ -8,16 +8,29 @@
 
 #include "base/result.h"
 #include "compiler/weights.h"
+#include "frontends/onnx/importer.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "tools/kiln/flags.h"
 
 namespace kiln::cli {
 
-/// Reads and parses (and verifies) a .kir file ('-' for stdin). Errors are whole lines:
-/// a parse error carries its location, a read error the command ("kiln opt: error:
-/// cannot read ..."), for fail_located.
-Result<ir::Graph> load_graph(std::string_view command, const std::string& path);
+/// Reads and parses (and verifies) a .kir file ('-' for stdin), or imports an .onnx file
+/// (its symbolic dims fixed by `shapes`, its initializers' values put in `onnx_weights`
+/// where given). Errors are whole lines: a parse error carries its location, others the
+/// command ("kiln opt: error: cannot read ..."), for fail_located.
+Result<ir::Graph> load_graph(std::string_view command, const std::string& path,
+                             std::map<std::string, ir::Tensor>* onnx_weights = nullptr,
+                             const std::map<std::string, std::vector<int64_t>>& shapes = {});
+/// Import options with the --shape flags' dims.
+onnx_import::ImportOptions import_options(const std::map<std::string, std::vector<int64_t>>& shapes);
+/// The --shape NAME=D0,D1,... flags (ONNX inputs' dims), by input name.
+Result<std::map<std::string, std::vector<int64_t>>> shape_flags(const Args& args);
+/// The help line of --shape.
+inline constexpr std::string_view kShapeHelp =
+    R"(  --shape=NAME=D0,D1,...  an .onnx input's dims, for its symbolic or unknown ones
+                      (repeatable)
+)";
 /// The pass flags opt, eval and dot share.
 inline constexpr FlagSpec kPassFlags[] = {
     {"passes", true}, {"pipeline", true}, {"wrt", true}, {"no-fusion"}, {"stats"}};
@@ -54,6 +67,7 @@ int run_eval(std::span<char* const> argv);
 int run_dot(std::span<char* const> argv);
 int run_inspect(std::span<char* const> argv);
 int run_compile(std::span<char* const> argv);
+int run_import(std::span<char* const> argv);
 int run_bench(std::span<char* const> argv);
 /// kiln bench MODEL (tools/kiln/bench_model.cc), from run_bench's parsed flags.
 int run_bench_model(const Args& args);

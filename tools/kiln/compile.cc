@@ -10,12 +10,13 @@
 namespace kiln::cli {
 
 constexpr std::string_view kCompileHelp =
-    R"(usage: kiln compile FILE.kir [--target=cpu|cuda] [--weights W.safetensors] [--cpu=NAME]
+    R"(usage: kiln compile FILE.kir|FILE.onnx [--target=cpu|cuda] [--weights W.safetensors] [--cpu=NAME]
                     [--cuda-arch=sm_80,sm_90] [--no-cache] [-v] [--no-fusion] [--allow-tf32]
                     [--precision=f32|bf16|f16] -o M.kiln
        kiln compile FILE.kir --target=cuda --emit=source [-o FILE.cu]
 
-Compiles FILE.kir through the default pipeline (decompose, canonicalize, cse, dce, fusion,
+Compiles FILE.kir (or an ONNX model, imported with its initializers as the weights; see
+'kiln import') through the default pipeline (decompose, canonicalize, cse, dce, fusion,
 memory-plan) and code generation into the artifact M.kiln, which the runtime (`kiln run`,
 `kiln-run`, runtime/model.h) loads without the compiler. The CPU target generates LLVM
 (O3); the CUDA target generates CUDA C++, compiled by NVRTC to cubin for each --cuda-arch
@@ -55,14 +56,14 @@ int run_compile(std::span<char* const> argv) {
     if (std::string_view(a) == "-o") a = const_cast<char*>("--output");
     if (std::string_view(a) == "-v") a = const_cast<char*>("--verbose");
   }
-  std::vector<FlagSpec> specs = {
-      {"target", true}, {"cpu", true},    {"cuda-arch", true}, {"no-cache"},        {"verbose"}, {"emit", true},
-      {"no-fusion"},    {"output", true}, {"allow-tf32"},      {"precision", true}, {"batch"}};
+  std::vector<FlagSpec> specs = {{"target", true}, {"cpu", true},       {"cuda-arch", true}, {"no-cache"},
+                                 {"verbose"},      {"emit", true},      {"no-fusion"},       {"output", true},
+                                 {"allow-tf32"},   {"precision", true}, {"batch"},           {"shape", true, true}};
   specs.insert(specs.end(), std::begin(kWeightsFlags), std::end(kWeightsFlags));
   auto parsed = parse_args(cmd, args, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
   if (parsed->help) {
-    fmt::print("{}{}", kCompileHelp, kWeightsHelp);
+    fmt::print("{}{}{}", kCompileHelp, kWeightsHelp, kShapeHelp);
     return 0;
   }
   if (parsed->get("cpu") == "help") {
@@ -79,7 +80,10 @@ int run_compile(std::span<char* const> argv) {
   if (emit == "artifact" && !parsed->has("output")) return fail(cmd, "no output file; give one with -o M.kiln");
   if (parsed->has("output") && same_file(parsed->get("output"), parsed->positional[0]))
     return fail(cmd, fmt::format("-o '{}' is the input file; it would be overwritten", parsed->get("output")));
-  auto graph = load_graph(cmd, parsed->positional[0]);
+  auto shapes = shape_flags(*parsed);
+  if (!shapes.ok()) return fail(cmd, shapes.error().message);
+  std::map<std::string, ir::Tensor> onnx_weights;
+  auto graph = load_graph(cmd, parsed->positional[0], &onnx_weights, *shapes);
   if (!graph.ok()) return fail_located(graph.error());
   CompileOptions options;
   options.target = parsed->get("target", "cpu");
@@ -102,6 +106,8 @@ int run_compile(std::span<char* const> argv) {
   auto weights = read_weights_flag(*parsed);
   if (!weights.ok()) return fail(cmd, weights.error().message);
   options.weights = std::move(*weights);
+  // An .onnx file's initializers, unless --weights gives the same names.
+  options.weights.merge(onnx_weights);
   auto matching = weights_options(*parsed);
   if (!matching.ok()) return fail(cmd, matching.error().message);
   options.convert_weight_dtypes = matching->convert_dtypes;

@@ -43,7 +43,8 @@ int run_eval(std::span<char* const> argv) {
     return 0;
   }
   if (args->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln eval --help'");
-  auto graph = load_graph(cmd, args->positional[0]);
+  std::map<std::string, ir::Tensor> onnx_weights;
+  auto graph = load_graph(cmd, args->positional[0], &onnx_weights);
   if (!graph.ok()) return fail_located(graph.error());
   // Results keep the names written in the file, even where a pass forwards a result to
   // another value (x*1 -> x).
@@ -55,6 +56,7 @@ int run_eval(std::span<char* const> argv) {
 
   auto weights = read_weights_flag(*args);
   if (!weights.ok()) return fail(cmd, weights.error().message);
+  weights->merge(onnx_weights);  // an .onnx file's initializers, unless --weights gives them
   auto matching = weights_options(*args);
   if (!matching.ok()) return fail(cmd, matching.error().message);
   auto matched = match_weights(*graph, *weights, *matching);

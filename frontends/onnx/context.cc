@@ -1,0 +1,228 @@
+#include "frontends/onnx/context.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "frontends/onnx/importer.h"
+#include "frontends/onnx/ops.h"
+#include "ir/interpreter.h"
+#include "ir/shape_inference.h"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+// Constants this small fold through the ops that read them (shape arithmetic); larger ones
+// stay graph values, computed by the compiled model.
+constexpr int64_t kMostFoldedElements = 4096;
+// Constants this large become params (with weights) rather than literals in the IR.
+constexpr int64_t kMostLiteralElements = 16;
+
+ir::Literal literal_of(const ir::Tensor& t) {
+  ir::Literal lit;
+  lit.shape = t.type.shape;
+  const int64_t n = t.size();
+  for (int64_t k = 0; k < n; ++k) {
+    if (t.holds_floats()) {
+      lit.floats.push_back(t.floats[static_cast<size_t>(k)]);
+      lit.ints.push_back(0);
+    } else {
+      lit.ints.push_back(t.ints[static_cast<size_t>(k)]);
+      lit.floats.push_back(static_cast<double>(t.ints[static_cast<size_t>(k)]));
+    }
+  }
+  lit.integral = !t.holds_floats();
+  return lit;
+}
+
+bool foldable(ir::Op op) {
+  const ir::OpKind kind = ir::op_kind(op);
+  return kind == ir::OpKind::Elementwise || kind == ir::OpKind::Movement || kind == ir::OpKind::Reduction;
+}
+
+}  // namespace
+
+std::string where(const onnx::NodeProto& node) { return fmt::format("node '{}' ({}): ", node.name(), node.op_type()); }
+
+Error node_error(const onnx::NodeProto& node, const std::string& message) {
+  return make_error("onnx: " + where(node) + message);
+}
+
+void Context::define(const std::string& name, Value value) {
+  value.name = name;
+  values_[name] = std::move(value);
+}
+
+ir::TensorType Context::type_of(const Value& v) const { return v.id ? builder_.type(*v.id) : v.constant->type; }
+
+ir::TensorType Context::type(const std::string& name) const { return type_of(values_.at(name)); }
+
+const ir::Tensor* Context::constant(const std::string& name) const {
+  auto it = values_.find(name);
+  return it != values_.end() && it->second.constant ? &*it->second.constant : nullptr;
+}
+
+std::string Context::unique_name(const std::string& onnx_name) {
+  std::string name = kiln_name(onnx_name);
+  for (int suffix = 1; used_names_.count(name); ++suffix) name = kiln_name(onnx_name) + "_" + std::to_string(suffix);
+  used_names_.insert(name);
+  return name;
+}
+
+Result<ir::ValueId> Context::materialize(const Value& v) {
+  if (v.id) return *v.id;
+  if (!v.name.empty() && values_.count(v.name)) return operand(v.name);
+  return constant_value(*v.constant, "");
+}
+
+Result<ir::ValueId> Context::constant_value(const ir::Tensor& t, const std::string& onnx_name) {
+  if (t.size() > kMostLiteralElements) {
+    const std::string name = unique_name(onnx_name.empty() ? "const" : onnx_name);
+    weights_[name] = t;
+    return builder_.arg(name, t.type, ir::ArgKind::Param);
+  }
+  ir::Attrs attrs;
+  attrs.set("value", literal_of(t));
+  return builder_.add(ir::Op::Constant, {}, std::move(attrs), t.type.dtype);
+}
+
+Result<ir::ValueId> Context::operand(const std::string& name) {
+  Value& v = values_.at(name);
+  if (v.id) return *v.id;
+  ir::ValueId id;
+  if (v.initializer) {
+    const std::string kname = unique_name(name);
+    weights_[kname] = *v.constant;
+    id = builder_.arg(kname, v.constant->type, ir::ArgKind::Param);
+  } else {
+    KILN_ASSIGN_OR_RETURN(id, constant_value(*v.constant, name));
+  }
+  v.id = id;
+  return id;
+}
+
+bool Context::has_input(const onnx::NodeProto& node, int index) {
+  return index < node.input_size() && !node.input(index).empty();
+}
+
+Result<Value> Context::input(const onnx::NodeProto& node, int index) {
+  if (!has_input(node, index)) return node_error(node, fmt::format("input {} is missing", index));
+  const std::string& name = node.input(index);
+  auto it = values_.find(name);
+  if (it == values_.end()) return node_error(node, fmt::format("input '{}' is defined by no earlier node", name));
+  return it->second;
+}
+
+Result<Value> Context::apply(const onnx::NodeProto& node, ir::Op op, const std::vector<Value>& operands,
+                             ir::Attrs attrs, std::optional<ir::DType> dtype) {
+  Status attrs_ok = ir::check_attrs(op, attrs);
+  if (!attrs_ok.ok()) return node_error(node, attrs_ok.error().message);
+  std::vector<ir::TensorType> types;
+  bool all_constant = true;
+  for (const Value& v : operands) {
+    types.push_back(type_of(v));
+    // Float initializers are weights: they stay params, which compute at run time.
+    all_constant = all_constant && !v.id && v.constant && !(v.initializer && ir::is_float(v.constant->type.dtype));
+  }
+  auto type = ir::infer_type(op, types, attrs, dtype);
+  if (!type.ok()) return node_error(node, type.error().message);
+  if (all_constant && foldable(op) && type->num_elements() <= kMostFoldedElements) {
+    std::vector<const ir::Tensor*> tensors;
+    for (const Value& v : operands) tensors.push_back(&*v.constant);
+    auto folded = ir::evaluate_op(op, tensors, attrs, *type);
+    if (!folded.ok()) return node_error(node, folded.error().message);
+    return Value{std::nullopt, std::move(*folded), false, ""};
+  }
+  std::vector<ir::ValueId> ids;
+  for (const Value& v : operands) {
+    KILN_ASSIGN_OR_RETURN(ir::ValueId id, materialize(v));
+    ids.push_back(id);
+  }
+  auto added = builder_.add(op, std::move(ids), std::move(attrs), dtype);
+  if (!added.ok()) return node_error(node, added.error().message);
+  return Value{*added, std::nullopt, false, ""};
+}
+
+Result<Value> Context::broadcast_to(const onnx::NodeProto& node, const Value& v, const ir::Shape& shape) {
+  const ir::Shape from = type_of(v).shape;
+  if (from == shape) return v;
+  if (from.size() > shape.size())
+    return node_error(node, fmt::format("cannot broadcast {} to {}", type_of(v).to_string(), ir::shape_string(shape)));
+  std::vector<int64_t> dims;
+  const size_t lead = shape.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != shape[lead + i] && from[i] != 1)
+      return node_error(node,
+                        fmt::format("cannot broadcast {} to {}", type_of(v).to_string(), ir::shape_string(shape)));
+    dims.push_back(static_cast<int64_t>(lead + i));
+  }
+  // Size-1 dims that grow are dropped first: broadcast maps each operand dim to one of
+  // the result's with the same extent.
+  Value squeezed = v;
+  ir::Shape kept;
+  std::vector<int64_t> kept_dims;
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] == shape[lead + i]) kept.push_back(from[i]), kept_dims.push_back(dims[i]);
+  if (kept.size() != from.size()) {
+    ir::Attrs reshape;
+    reshape.set("shape", kept);
+    KILN_ASSIGN_OR_RETURN(squeezed, apply(node, ir::Op::Reshape, {v}, std::move(reshape)));
+  }
+  ir::Attrs attrs;
+  attrs.set("shape", shape);
+  attrs.set("dims", kept_dims);
+  return apply(node, ir::Op::Broadcast, {squeezed}, std::move(attrs));
+}
+
+Result<std::pair<Value, Value>> Context::broadcast_pair(const onnx::NodeProto& node, const Value& a, const Value& b) {
+  const ir::Shape sa = type_of(a).shape, sb = type_of(b).shape;
+  const size_t rank = std::max(sa.size(), sb.size());
+  ir::Shape shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i + sa.size() >= rank ? sa[i + sa.size() - rank] : 1;
+    const int64_t db = i + sb.size() >= rank ? sb[i + sb.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      return node_error(
+          node, fmt::format("shapes {} and {} do not broadcast", type_of(a).to_string(), type_of(b).to_string()));
+    shape[i] = da == 1 ? db : da;
+  }
+  KILN_ASSIGN_OR_RETURN(Value ba, broadcast_to(node, a, shape));
+  KILN_ASSIGN_OR_RETURN(Value bb, broadcast_to(node, b, shape));
+  return std::pair{ba, bb};
+}
+
+Result<std::vector<int64_t>> constant_ints(Context& ctx, const onnx::NodeProto& node, int index, const char* what) {
+  if (!Context::has_input(node, index)) return node_error(node, fmt::format("input {} ({}) is missing", index, what));
+  KILN_ASSIGN_OR_RETURN(Value v, ctx.input(node, index));
+  if (!v.constant || (v.initializer && ir::is_float(v.constant->type.dtype)))
+    return node_error(node,
+                      fmt::format("input {} ({}) is computed at run time; kiln needs it known at import", index, what));
+  return ints_of(*v.constant);
+}
+
+Result<Value> reshaped(Context& ctx, const onnx::NodeProto& node, const Value& x, ir::Shape shape) {
+  if (ctx.type_of(x).shape == shape) return x;
+  ir::Attrs attrs;
+  attrs.set("shape", std::move(shape));
+  return ctx.apply(node, ir::Op::Reshape, {x}, std::move(attrs));
+}
+
+Result<std::optional<std::vector<int64_t>>> axes_of(Context& ctx, const onnx::NodeProto& node,
+                                                    int64_t input_from_opset) {
+  if (ctx.opset() < input_from_opset) {
+    if (!attribute(node, "axes")) return std::optional<std::vector<int64_t>>();
+    KILN_ASSIGN_OR_RETURN(auto axes, ints_attribute(node, "axes", std::nullopt));
+    return std::optional(axes);
+  }
+  if (!Context::has_input(node, 1)) return std::optional<std::vector<int64_t>>();
+  KILN_ASSIGN_OR_RETURN(auto axes, constant_ints(ctx, node, 1, "axes"));
+  return std::optional(axes);
+}
+
+Result<Value> binary(Context& ctx, const onnx::NodeProto& node, ir::Op op, const Value& a, const Value& b) {
+  KILN_ASSIGN_OR_RETURN(auto pair, ctx.broadcast_pair(node, a, b));
+  return ctx.apply(node, op, {pair.first, pair.second});
+}
+
+}  // namespace kiln::onnx_import

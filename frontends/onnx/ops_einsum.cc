@@ -1,0 +1,116 @@
+// Einsum over letters (no ellipsis, no letter twice in one operand): every operand laid out
+// over all the equation's letters (transposed, then broadcast along the letters it lacks),
+// multiplied, and summed over the letters the output lacks.
+#include <map>
+
+#include <fmt/format.h>
+
+#include "frontends/onnx/ops.h"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using ir::Op;
+
+Status convert_einsum(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"equation"}));
+  KILN_ASSIGN_OR_RETURN(std::string equation, string_attribute(node, "equation", std::nullopt));
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ') eq += c;
+  if (eq.find("...") != std::string::npos) return node_error(node, "equations with '...' are not supported");
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  for (size_t start = 0, end = std::min(arrow, eq.size());;) {
+    const size_t comma = std::min(eq.find(',', start), end);
+    terms.push_back(eq.substr(start, comma - start));
+    if (comma >= end) break;
+    start = comma + 1;
+  }
+  if (static_cast<int>(terms.size()) != node.input_size())
+    return node_error(
+        node, fmt::format("the equation '{}' has {} operands, the node {}", equation, terms.size(), node.input_size()));
+  // Every letter in first-seen order, its extent, and how often it appears.
+  std::string letters;
+  std::map<char, int64_t> extent;
+  std::map<char, int> uses;
+  std::vector<Value> operands;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Value v, ctx.input(node, static_cast<int>(i)));
+    const ir::Shape shape = ctx.type_of(v).shape;
+    if (terms[i].size() != shape.size())
+      return node_error(node, fmt::format("operand {} has rank {}, but '{}' names {} dims", i, shape.size(), terms[i],
+                                          terms[i].size()));
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      const char c = terms[i][d];
+      if (!std::isalpha(static_cast<unsigned char>(c))) return node_error(node, fmt::format("'{}' is not a letter", c));
+      if (terms[i].find(c) != d)
+        return node_error(node,
+                          fmt::format("a letter twice in one operand ('{}': a diagonal) is not supported", terms[i]));
+      if (extent.count(c) && extent[c] != shape[d])
+        return node_error(node, fmt::format("letter '{}' has extents {} and {}", c, extent[c], shape[d]));
+      if (!extent.count(c)) letters += c;
+      extent[c] = shape[d];
+      ++uses[c];
+    }
+    operands.push_back(v);
+  }
+  std::string output;
+  if (arrow != std::string::npos) {
+    output = eq.substr(arrow + 2);
+    for (char c : output)
+      if (!extent.count(c)) return node_error(node, fmt::format("output letter '{}' names no operand dim", c));
+  } else {
+    for (const auto& [c, n] : uses)
+      if (n == 1) output += c;  // std::map: alphabetical, as numpy's implicit output
+  }
+  // The full layout: the output's letters first, then the summed ones.
+  std::string full = output;
+  for (char c : letters)
+    if (output.find(c) == std::string::npos) full += c;
+  ir::Shape shape;
+  for (char c : full) shape.push_back(extent[c]);
+  Value product;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const std::string& term = terms[i];
+    std::vector<int64_t> perm, dims;
+    for (size_t f = 0; f < full.size(); ++f)
+      if (const size_t d = term.find(full[f]); d != std::string::npos)
+        perm.push_back(static_cast<int64_t>(d)), dims.push_back(static_cast<int64_t>(f));
+    Value v = operands[i];
+    if (!std::is_sorted(perm.begin(), perm.end())) {
+      ir::Attrs attrs;
+      attrs.set("perm", perm);
+      KILN_ASSIGN_OR_RETURN(v, ctx.apply(node, Op::Transpose, {v}, std::move(attrs)));
+    }
+    ir::Attrs spread;
+    spread.set("shape", shape);
+    spread.set("dims", dims);
+    KILN_ASSIGN_OR_RETURN(v, ctx.apply(node, Op::Broadcast, {v}, std::move(spread)));
+    if (i == 0) {
+      product = v;
+    } else {
+      KILN_ASSIGN_OR_RETURN(product, ctx.apply(node, Op::Mul, {product, v}));
+    }
+  }
+  if (full.size() > output.size()) {
+    std::vector<int64_t> summed;
+    for (size_t f = output.size(); f < full.size(); ++f) summed.push_back(static_cast<int64_t>(f));
+    ir::Attrs attrs;
+    attrs.set("axes", summed);
+    attrs.set("keepdims", false);
+    KILN_ASSIGN_OR_RETURN(product, ctx.apply(node, Op::ReduceSum, {product}, std::move(attrs)));
+  }
+  return define_output(ctx, node, 0, product);
+}
+
+constexpr OpConverter kConverters[] = {
+    {"Einsum", convert_einsum},
+};
+
+}  // namespace
+
+std::span<const OpConverter> einsum_converters() { return kConverters; }
+
+}  // namespace kiln::onnx_import

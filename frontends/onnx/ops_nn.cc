@@ -1,0 +1,398 @@
+// Neural-network ONNX ops: MatMul, Gemm, Conv, ConvTranspose, the pools, Softmax,
+// Dropout, PRelu.
+#include <fmt/format.h>
+
+#include "frontends/onnx/ops.h"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using ir::Op;
+
+Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> perm) {
+  ir::Attrs attrs;
+  attrs.set("perm", std::move(perm));
+  return ctx.apply(node, Op::Transpose, {x}, std::move(attrs));
+}
+
+// numpy's matmul: a 1-D operand gains a dim of 1 (leading for a, trailing for b), which the
+// result then loses.
+Result<Value> matmul(Context& ctx, const onnx::NodeProto& node, Value a, Value b) {
+  ir::Shape sa = ctx.type_of(a).shape, sb = ctx.type_of(b).shape;
+  const bool a_vector = sa.size() == 1, b_vector = sb.size() == 1;
+  if (sa.empty() || sb.empty()) return node_error(node, "MatMul of a scalar");
+  if (a_vector) {
+    KILN_ASSIGN_OR_RETURN(a, reshaped(ctx, node, a, {1, sa[0]}));
+  }
+  if (b_vector) {
+    KILN_ASSIGN_OR_RETURN(b, reshaped(ctx, node, b, {sb[0], 1}));
+  }
+  KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Matmul, {a, b}));
+  ir::Shape shape = ctx.type_of(r).shape;
+  if (b_vector) shape.erase(shape.end() - 1);
+  if (a_vector) shape.erase(shape.end() - (b_vector ? 1 : 2));
+  return reshaped(ctx, node, r, shape);
+}
+
+Status convert_matmul(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {}));
+  KILN_ASSIGN_OR_RETURN(Value a, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 1));
+  KILN_ASSIGN_OR_RETURN(Value r, matmul(ctx, node, a, b));
+  return define_output(ctx, node, 0, r);
+}
+
+// alpha * op(A) @ op(B) + beta * C.
+Status convert_gemm(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"alpha", "beta", "transA", "transB", "broadcast"}));
+  KILN_ASSIGN_OR_RETURN(float alpha, float_attribute(node, "alpha", 1.0f));
+  KILN_ASSIGN_OR_RETURN(float beta, float_attribute(node, "beta", 1.0f));
+  KILN_ASSIGN_OR_RETURN(int64_t trans_a, int_attribute(node, "transA", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t trans_b, int_attribute(node, "transB", 0));
+  KILN_ASSIGN_OR_RETURN(Value a, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 1));
+  if (ctx.type_of(a).rank() != 2 || ctx.type_of(b).rank() != 2)
+    return node_error(node, fmt::format("A and B must be matrices, got {} and {}", ctx.type_of(a).to_string(),
+                                        ctx.type_of(b).to_string()));
+  if (trans_a) {
+    KILN_ASSIGN_OR_RETURN(a, transposed(ctx, node, a, {1, 0}));
+  }
+  if (trans_b) {
+    KILN_ASSIGN_OR_RETURN(b, transposed(ctx, node, b, {1, 0}));
+  }
+  KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Matmul, {a, b}));
+  const ir::DType dtype = ctx.type_of(r).dtype;
+  if (alpha != 1.0f) {
+    KILN_ASSIGN_OR_RETURN(auto pair, ctx.broadcast_pair(node, r, scalar(alpha, dtype)));
+    KILN_ASSIGN_OR_RETURN(r, ctx.apply(node, Op::Mul, {pair.first, pair.second}));
+  }
+  if (Context::has_input(node, 2) && beta != 0.0f) {
+    KILN_ASSIGN_OR_RETURN(Value c, ctx.input(node, 2));
+    if (beta != 1.0f) {
+      KILN_ASSIGN_OR_RETURN(auto pair, ctx.broadcast_pair(node, c, scalar(beta, dtype)));
+      KILN_ASSIGN_OR_RETURN(c, ctx.apply(node, Op::Mul, {pair.first, pair.second}));
+    }
+    KILN_ASSIGN_OR_RETURN(c, ctx.broadcast_to(node, c, ctx.type_of(r).shape));
+    KILN_ASSIGN_OR_RETURN(r, ctx.apply(node, Op::Add, {r, c}));
+  }
+  return define_output(ctx, node, 0, r);
+}
+
+// Explicit pads from auto_pad (SAME_UPPER, SAME_LOWER, VALID) or the pads attribute:
+// all begin pads, then all end pads.
+Result<std::vector<int64_t>> window_pads(const onnx::NodeProto& node, const ir::Shape& x,
+                                         const std::vector<int64_t>& window, const std::vector<int64_t>& strides,
+                                         const std::vector<int64_t>& dilations) {
+  const size_t k = window.size();
+  KILN_ASSIGN_OR_RETURN(std::string auto_pad, string_attribute(node, "auto_pad", "NOTSET"));
+  if (auto_pad == "NOTSET") return ints_attribute(node, "pads", std::vector<int64_t>(2 * k, 0));
+  if (auto_pad == "VALID") return std::vector<int64_t>(2 * k, 0);
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    return node_error(node, fmt::format("auto_pad '{}' is none of NOTSET, SAME_UPPER, SAME_LOWER and VALID", auto_pad));
+  std::vector<int64_t> pads(2 * k);
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t in = x[2 + i], out = (in + strides[i] - 1) / strides[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + dilations[i] * (window[i] - 1) + 1 - in);
+    const int64_t small = total / 2, large = total - small;
+    pads[i] = auto_pad == "SAME_UPPER" ? small : large;
+    pads[k + i] = auto_pad == "SAME_UPPER" ? large : small;
+  }
+  return pads;
+}
+
+Status convert_conv(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value w, ctx.input(node, 1));
+  const ir::Shape xs = ctx.type_of(x).shape, ws = ctx.type_of(w).shape;
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return node_error(node, fmt::format("expected X [N, C, D...] and W [M, C/group, K...], got {} and {}",
+                                        ctx.type_of(x).to_string(), ctx.type_of(w).to_string()));
+  const size_t k = xs.size() - 2;
+  const std::vector<int64_t> window(ws.begin() + 2, ws.end());
+  KILN_ASSIGN_OR_RETURN(auto kernel_shape, ints_attribute(node, "kernel_shape", window));
+  if (kernel_shape != window) return node_error(node, "kernel_shape differs from W's spatial dims");
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_attribute(node, "strides", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(int64_t group, int_attribute(node, "group", 1));
+  if (strides.size() != k || dilations.size() != k)
+    return node_error(node, fmt::format("strides and dilations need {} entries", k));
+  KILN_ASSIGN_OR_RETURN(auto pads, window_pads(node, xs, window, strides, dilations));
+  ir::Attrs attrs;
+  attrs.set("strides", strides);
+  attrs.set("pads", pads);
+  attrs.set("dilations", dilations);
+  attrs.set("groups", group);
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::Conv, {x, w}, std::move(attrs)));
+  if (Context::has_input(node, 2)) {
+    KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 2));
+    ir::Shape bias_shape(ctx.type_of(y).rank(), 1);
+    bias_shape[1] = ctx.type_of(y).shape[1];
+    KILN_ASSIGN_OR_RETURN(b, reshaped(ctx, node, b, bias_shape));
+    KILN_ASSIGN_OR_RETURN(b, ctx.broadcast_to(node, b, ctx.type_of(y).shape));
+    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Add, {y, b}));
+  }
+  return define_output(ctx, node, 0, y);
+}
+
+// ConvTranspose as the input gradient of the conv that maps its output back to its input:
+// W [C_in, C_out/group, K...] is that conv's weight.
+Status convert_conv_transpose(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(
+      node, {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value w, ctx.input(node, 1));
+  const ir::Shape xs = ctx.type_of(x).shape, ws = ctx.type_of(w).shape;
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return node_error(node, fmt::format("expected X [N, C, D...] and W [C, M/group, K...], got {} and {}",
+                                        ctx.type_of(x).to_string(), ctx.type_of(w).to_string()));
+  const size_t k = xs.size() - 2;
+  const std::vector<int64_t> window(ws.begin() + 2, ws.end());
+  KILN_ASSIGN_OR_RETURN(auto kernel_shape, ints_attribute(node, "kernel_shape", window));
+  if (kernel_shape != window) return node_error(node, "kernel_shape differs from W's spatial dims");
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_attribute(node, "strides", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(auto output_padding, ints_attribute(node, "output_padding", std::vector<int64_t>(k, 0)));
+  KILN_ASSIGN_OR_RETURN(int64_t group, int_attribute(node, "group", 1));
+  KILN_ASSIGN_OR_RETURN(std::string auto_pad, string_attribute(node, "auto_pad", "NOTSET"));
+  if (strides.size() != k || dilations.size() != k || output_padding.size() != k)
+    return node_error(node, fmt::format("strides, dilations and output_padding need {} entries", k));
+  std::vector<int64_t> full(k), pads(2 * k, 0);
+  for (size_t i = 0; i < k; ++i)
+    full[i] = strides[i] * (xs[2 + i] - 1) + output_padding[i] + (window[i] - 1) * dilations[i] + 1;
+  std::optional<std::vector<int64_t>> output_shape;
+  if (attribute(node, "output_shape")) {
+    KILN_ASSIGN_OR_RETURN(auto given, ints_attribute(node, "output_shape", std::nullopt));
+    if (given.size() == k + 2) given.erase(given.begin(), given.begin() + 2);
+    output_shape = given;
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    output_shape = std::vector<int64_t>(k);
+    for (size_t i = 0; i < k; ++i) (*output_shape)[i] = xs[2 + i] * strides[i];
+  }
+  if (output_shape) {
+    if (output_shape->size() != k) return node_error(node, fmt::format("output_shape needs {} entries", k));
+    // Padding as ONNX's reference computes it (floor division); a negative pad is zeros
+    // added after the convolution.
+    auto floor_half = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t total = full[i] - (*output_shape)[i];
+      const bool upper = auto_pad == "SAME_UPPER";
+      pads[i] = upper ? floor_half(total) : total - floor_half(total);
+      pads[k + i] = upper ? total - floor_half(total) : floor_half(total);
+    }
+  } else if (auto_pad == "NOTSET") {
+    KILN_ASSIGN_OR_RETURN(pads, ints_attribute(node, "pads", std::vector<int64_t>(2 * k, 0)));
+    if (pads.size() != 2 * k) return node_error(node, fmt::format("pads need {} entries", 2 * k));
+  } else if (auto_pad != "VALID") {
+    return node_error(node, fmt::format("auto_pad '{}' is none of NOTSET, SAME_UPPER, SAME_LOWER and VALID", auto_pad));
+  }
+  std::vector<int64_t> extra(2 * k, 0);
+  for (size_t i = 0; i < 2 * k; ++i)
+    if (pads[i] < 0) extra[i] = -pads[i], pads[i] = 0;
+  ir::Shape out = {xs[0], ws[1] * group};
+  for (size_t i = 0; i < k; ++i) out.push_back(full[i] - pads[i] - pads[k + i]);
+  ir::Attrs attrs;
+  attrs.set("shape", out);
+  attrs.set("strides", strides);
+  attrs.set("pads", pads);
+  attrs.set("dilations", dilations);
+  attrs.set("groups", group);
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::ConvInputGrad, {x, w}, std::move(attrs)));
+  if (extra != std::vector<int64_t>(2 * k, 0)) {
+    std::vector<int64_t> all(2 * (k + 2), 0);
+    for (size_t i = 0; i < k; ++i) all[2 + i] = extra[i], all[k + 4 + i] = extra[k + i];
+    ir::Attrs pad;
+    pad.set("pads", all);
+    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Pad, {y}, std::move(pad)));
+  }
+  if (Context::has_input(node, 2)) {
+    KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 2));
+    ir::Shape bias_shape(out.size(), 1);
+    bias_shape[1] = out[1];
+    KILN_ASSIGN_OR_RETURN(b, reshaped(ctx, node, b, bias_shape));
+    KILN_ASSIGN_OR_RETURN(y, binary(ctx, node, Op::Add, y, b));
+  }
+  return define_output(ctx, node, 0, y);
+}
+
+template <Op op>
+Status convert_pool(Context& ctx, const onnx::NodeProto& node) {
+  const bool max = op == Op::MaxPool;
+  KILN_RETURN_IF_ERROR(max ? check_attributes(node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads",
+                                                     "storage_order", "strides"})
+                           : check_attributes(node, {"auto_pad", "ceil_mode", "count_include_pad", "dilations",
+                                                     "kernel_shape", "pads", "strides"}));
+  if (node.output_size() > 1 && !node.output(1).empty()) return node_error(node, "the Indices output is not supported");
+  KILN_ASSIGN_OR_RETURN(int64_t storage_order, int_attribute(node, "storage_order", 0));
+  if (storage_order != 0) return node_error(node, "storage_order 1 (column-major indices) is not supported");
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  const ir::Shape xs = ctx.type_of(x).shape;
+  KILN_ASSIGN_OR_RETURN(auto window, ints_attribute(node, "kernel_shape", std::nullopt));
+  const size_t k = window.size();
+  if (xs.size() != k + 2)
+    return node_error(node, fmt::format("kernel_shape has {} dims for {}", k, ctx.type_of(x).to_string()));
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_attribute(node, "strides", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(int64_t ceil_mode, int_attribute(node, "ceil_mode", 0));
+  KILN_ASSIGN_OR_RETURN(auto pads, window_pads(node, xs, window, strides, dilations));
+  ir::Attrs attrs;
+  attrs.set("window", window);
+  attrs.set("strides", strides);
+  attrs.set("pads", pads);
+  if (max) {
+    attrs.set("dilations", dilations);
+  } else {
+    if (dilations != std::vector<int64_t>(k, 1)) return node_error(node, "AveragePool with dilations is not supported");
+    KILN_ASSIGN_OR_RETURN(int64_t count_include_pad, int_attribute(node, "count_include_pad", 0));
+    attrs.set("count_include_pad", count_include_pad != 0);
+  }
+  attrs.set("ceil_mode", ceil_mode != 0);
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, op, {x}, std::move(attrs)));
+  return define_output(ctx, node, 0, y);
+}
+
+template <Op reduce>
+Status convert_global_pool(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  const ir::TensorType t = ctx.type_of(x);
+  if (t.rank() < 3) return node_error(node, fmt::format("expected X [N, C, D...], got {}", t.to_string()));
+  std::vector<int64_t> axes;
+  int64_t count = 1;
+  for (int64_t d = 2; d < t.rank(); ++d) axes.push_back(d), count *= t.shape[static_cast<size_t>(d)];
+  ir::Attrs attrs;
+  attrs.set("axes", axes);
+  attrs.set("keepdims", true);
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, reduce, {x}, std::move(attrs)));
+  if (reduce == Op::ReduceSum) {
+    KILN_ASSIGN_OR_RETURN(Value n,
+                          ctx.broadcast_to(node, scalar(static_cast<double>(count), t.dtype), ctx.type_of(y).shape));
+    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Div, {y, n}));
+  }
+  return define_output(ctx, node, 0, y);
+}
+
+// Softmax and LogSoftmax: over one axis from opset 13; before, over the flattened dims
+// from `axis` (default 1) on.
+template <Op op>
+Status convert_softmax(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"axis"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  const ir::TensorType t = ctx.type_of(x);
+  KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", ctx.opset() >= 13 ? -1 : 1));
+  KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, t.rank()));
+  ir::Attrs attrs;
+  if (ctx.opset() >= 13) {
+    attrs.set("axis", axis);
+    KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, op, {x}, std::move(attrs)));
+    return define_output(ctx, node, 0, y);
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < t.rank(); ++d) (d < axis ? outer : inner) *= t.shape[static_cast<size_t>(d)];
+  KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, x, {outer, inner}));
+  attrs.set("axis", int64_t{1});
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, op, {flat}, std::move(attrs)));
+  KILN_ASSIGN_OR_RETURN(y, reshaped(ctx, node, y, t.shape));
+  return define_output(ctx, node, 0, y);
+}
+
+// Inference: Dropout passes its input through.
+Status convert_dropout(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"ratio", "seed", "is_test"}));
+  if (Context::has_input(node, 2)) {
+    // Training mode drops elements at random, unless the ratio is 0.
+    KILN_ASSIGN_OR_RETURN(auto training, constant_ints(ctx, node, 2, "training_mode"));
+    if (training.size() == 1 && training[0] != 0) {
+      std::vector<int64_t> ratio = {1};
+      if (Context::has_input(node, 1)) {
+        KILN_ASSIGN_OR_RETURN(Value r, ctx.input(node, 1));
+        if (!r.constant)
+          return node_error(node, "input 1 (ratio) is computed at run time; kiln needs it known at import");
+        ratio = {r.constant->get(0) == 0 ? 0 : 1};
+      }
+      if (ratio[0] != 0) return node_error(node, "training mode is not supported; export for inference");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, x));
+  if (node.output_size() < 2 || node.output(1).empty()) return Status::Ok();
+  // The mask: every element kept.
+  KILN_ASSIGN_OR_RETURN(
+      Value mask,
+      ctx.broadcast_to(node, Value{std::nullopt, ir::Tensor::from_ints({ir::DType::Bool, {}}, {1}), false, ""},
+                       ctx.type_of(x).shape));
+  return define_output(ctx, node, 1, mask);
+}
+
+// PRelu: x where x > 0, else slope * x (slope broadcast to x).
+Status convert_prelu(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value slope, ctx.input(node, 1));
+  KILN_ASSIGN_OR_RETURN(Value scaled, binary(ctx, node, Op::Mul, x, slope));
+  KILN_ASSIGN_OR_RETURN(Value positive, binary(ctx, node, Op::Gt, x, scalar(0.0, ctx.type_of(x).dtype)));
+  KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Select, {positive, x, scaled}));
+  return define_output(ctx, node, 0, r);
+}
+
+// LRN: x / (bias + alpha / size * sum of x² over the `size` channels around)^beta.
+Status convert_lrn(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"alpha", "beta", "bias", "size"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  const ir::TensorType t = ctx.type_of(x);
+  if (t.rank() < 3) return node_error(node, fmt::format("expected [N, C, D...], got {}", t.to_string()));
+  KILN_ASSIGN_OR_RETURN(float alpha, float_attribute(node, "alpha", 1e-4f));
+  KILN_ASSIGN_OR_RETURN(float beta, float_attribute(node, "beta", 0.75f));
+  KILN_ASSIGN_OR_RETURN(float bias, float_attribute(node, "bias", 1.0f));
+  KILN_ASSIGN_OR_RETURN(int64_t size, int_attribute(node, "size", std::nullopt));
+  if (size < 1 || size > 64) return node_error(node, fmt::format("size {} is not from 1 to 64", size));
+  KILN_ASSIGN_OR_RETURN(Value sq, ctx.apply(node, Op::Mul, {x, x}));
+  std::vector<int64_t> pads(2 * static_cast<size_t>(t.rank()), 0);
+  pads[1] = (size - 1) / 2, pads[static_cast<size_t>(t.rank()) + 1] = size - 1 - (size - 1) / 2;
+  ir::Attrs pad;
+  pad.set("pads", pads);
+  KILN_ASSIGN_OR_RETURN(Value padded, ctx.apply(node, Op::Pad, {sq}, std::move(pad)));
+  Value sum;
+  for (int64_t i = 0; i < size; ++i) {
+    std::vector<int64_t> starts(static_cast<size_t>(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
+    starts[1] = i, ends[1] = i + t.shape[1];
+    ir::Attrs slice;
+    slice.set("starts", starts);
+    slice.set("ends", ends);
+    KILN_ASSIGN_OR_RETURN(Value part, ctx.apply(node, Op::Slice, {padded}, std::move(slice)));
+    if (i == 0) {
+      sum = part;
+    } else {
+      KILN_ASSIGN_OR_RETURN(sum, ctx.apply(node, Op::Add, {sum, part}));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Value scaled,
+                        binary(ctx, node, Op::Mul, sum, scalar(alpha / static_cast<double>(size), t.dtype)));
+  KILN_ASSIGN_OR_RETURN(Value shifted, binary(ctx, node, Op::Add, scaled, scalar(bias, t.dtype)));
+  KILN_ASSIGN_OR_RETURN(Value powered, binary(ctx, node, Op::Pow, shifted, scalar(beta, t.dtype)));
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::Div, {x, powered}));
+  return define_output(ctx, node, 0, y);
+}
+
+constexpr OpConverter kConverters[] = {
+    {"AveragePool", convert_pool<Op::AvgPool>},
+    {"Conv", convert_conv},
+    {"ConvTranspose", convert_conv_transpose},
+    {"Dropout", convert_dropout},
+    {"Gemm", convert_gemm},
+    {"GlobalAveragePool", convert_global_pool<Op::ReduceSum>},
+    {"GlobalMaxPool", convert_global_pool<Op::ReduceMax>},
+    {"LRN", convert_lrn},
+    {"LogSoftmax", convert_softmax<Op::LogSoftmax>},
+    {"MatMul", convert_matmul},
+    {"MaxPool", convert_pool<Op::MaxPool>},
+    {"PRelu", convert_prelu},
+    {"Softmax", convert_softmax<Op::Softmax>},
+};
+
+}  // namespace
+
+std::span<const OpConverter> nn_converters() { return kConverters; }
+
+}  // namespace kiln::onnx_import

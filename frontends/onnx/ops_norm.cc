@@ -1,0 +1,147 @@
+// Normalization ONNX ops: BatchNormalization (inference), LayerNormalization,
+// InstanceNormalization, MeanVarianceNormalization.
+#include <fmt/format.h>
+
+#include "frontends/onnx/ops.h"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using ir::Op;
+
+// (x - mean) / sqrt(var + epsilon) over `axes` (kept as dims of 1), with the mean and
+// 1 / sqrt(var + epsilon) it used.
+struct Normalized {
+  Value y, mean, inv_std;
+};
+
+Result<Normalized> normalize(Context& ctx, const onnx::NodeProto& node, const Value& x,
+                             const std::vector<int64_t>& axes, double epsilon) {
+  const ir::TensorType t = ctx.type_of(x);
+  int64_t count = 1;
+  for (int64_t a : axes) count *= t.shape[static_cast<size_t>(a)];
+  auto mean_of = [&](const Value& v) -> Result<Value> {
+    ir::Attrs attrs;
+    attrs.set("axes", axes);
+    attrs.set("keepdims", true);
+    KILN_ASSIGN_OR_RETURN(Value sum, ctx.apply(node, Op::ReduceSum, {v}, std::move(attrs)));
+    return binary(ctx, node, Op::Div, sum, scalar(static_cast<double>(count), t.dtype));
+  };
+  Normalized n;
+  KILN_ASSIGN_OR_RETURN(n.mean, mean_of(x));
+  KILN_ASSIGN_OR_RETURN(Value centered, binary(ctx, node, Op::Sub, x, n.mean));
+  KILN_ASSIGN_OR_RETURN(Value squares, ctx.apply(node, Op::Mul, {centered, centered}));
+  KILN_ASSIGN_OR_RETURN(Value variance, mean_of(squares));
+  KILN_ASSIGN_OR_RETURN(Value shifted, binary(ctx, node, Op::Add, variance, scalar(epsilon, t.dtype)));
+  KILN_ASSIGN_OR_RETURN(n.inv_std, ctx.apply(node, Op::Rsqrt, {shifted}));
+  KILN_ASSIGN_OR_RETURN(n.y, binary(ctx, node, Op::Mul, centered, n.inv_std));
+  return n;
+}
+
+Status convert_batch_norm(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(
+      check_attributes(node, {"epsilon", "momentum", "spatial", "training_mode", "consumed_inputs", "is_test"}));
+  KILN_ASSIGN_OR_RETURN(int64_t training, int_attribute(node, "training_mode", 0));
+  if (training != 0 || node.output_size() > 1)
+    return node_error(node,
+                      "training mode (batch statistics, running-mean outputs) is not supported; export for inference");
+  KILN_ASSIGN_OR_RETURN(int64_t spatial, int_attribute(node, "spatial", 1));
+  if (spatial != 1) return node_error(node, "spatial 0 is not supported");
+  KILN_ASSIGN_OR_RETURN(float epsilon, float_attribute(node, "epsilon", 1e-5f));
+  std::vector<Value> operands;
+  for (int i = 0; i < 5; ++i) {
+    KILN_ASSIGN_OR_RETURN(Value v, ctx.input(node, i));
+    operands.push_back(v);
+  }
+  ir::Attrs attrs;
+  attrs.set("epsilon", static_cast<double>(epsilon));
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::BatchNorm, operands, std::move(attrs)));
+  return define_output(ctx, node, 0, y);
+}
+
+// LayerNormalization over the dims from `axis` on: kiln's layer_norm, or written out where
+// the Mean and InvStdDev outputs are asked for too.
+Status convert_layer_norm(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"axis", "epsilon", "stash_type"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value scale, ctx.input(node, 1));
+  const ir::TensorType t = ctx.type_of(x);
+  KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", -1));
+  KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, t.rank()));
+  KILN_ASSIGN_OR_RETURN(float epsilon, float_attribute(node, "epsilon", 1e-5f));
+  const ir::Shape norm(t.shape.begin() + axis, t.shape.end());
+  KILN_ASSIGN_OR_RETURN(scale, ctx.broadcast_to(node, scale, norm));
+  Value bias = scalar(0.0, t.dtype);
+  if (Context::has_input(node, 2)) {
+    KILN_ASSIGN_OR_RETURN(bias, ctx.input(node, 2));
+  }
+  KILN_ASSIGN_OR_RETURN(bias, ctx.broadcast_to(node, bias, norm));
+  const bool statistics =
+      (node.output_size() > 1 && !node.output(1).empty()) || (node.output_size() > 2 && !node.output(2).empty());
+  if (!statistics) {
+    ir::Attrs attrs;
+    attrs.set("axis", axis);
+    attrs.set("eps", static_cast<double>(epsilon));
+    KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::LayerNorm, {x, scale, bias}, std::move(attrs)));
+    return define_output(ctx, node, 0, y);
+  }
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < t.rank(); ++d) axes.push_back(d);
+  KILN_ASSIGN_OR_RETURN(Normalized n, normalize(ctx, node, x, axes, epsilon));
+  KILN_ASSIGN_OR_RETURN(Value scaled, binary(ctx, node, Op::Mul, n.y, scale));
+  KILN_ASSIGN_OR_RETURN(Value y, binary(ctx, node, Op::Add, scaled, bias));
+  KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, y));
+  KILN_RETURN_IF_ERROR(define_output(ctx, node, 1, n.mean));
+  return define_output(ctx, node, 2, n.inv_std);
+}
+
+// InstanceNormalization: over each (n, c)'s spatial dims, then scale[c] and B[c].
+Status convert_instance_norm(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"epsilon"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value scale, ctx.input(node, 1));
+  KILN_ASSIGN_OR_RETURN(Value bias, ctx.input(node, 2));
+  const ir::TensorType t = ctx.type_of(x);
+  if (t.rank() < 3) return node_error(node, fmt::format("expected [N, C, D...], got {}", t.to_string()));
+  KILN_ASSIGN_OR_RETURN(float epsilon, float_attribute(node, "epsilon", 1e-5f));
+  std::vector<int64_t> axes;
+  for (int64_t d = 2; d < t.rank(); ++d) axes.push_back(d);
+  KILN_ASSIGN_OR_RETURN(Normalized n, normalize(ctx, node, x, axes, epsilon));
+  ir::Shape per_channel(static_cast<size_t>(t.rank()), 1);
+  per_channel[1] = t.shape[1];
+  KILN_ASSIGN_OR_RETURN(scale, reshaped(ctx, node, scale, per_channel));
+  KILN_ASSIGN_OR_RETURN(bias, reshaped(ctx, node, bias, per_channel));
+  KILN_ASSIGN_OR_RETURN(Value scaled, binary(ctx, node, Op::Mul, n.y, scale));
+  KILN_ASSIGN_OR_RETURN(Value y, binary(ctx, node, Op::Add, scaled, bias));
+  return define_output(ctx, node, 0, y);
+}
+
+// MeanVarianceNormalization over `axes` (default [0, 2, 3]); ONNX's function adds 1e-9.
+Status convert_mvn(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"axes"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  const int64_t rank = ctx.type_of(x).rank();
+  KILN_ASSIGN_OR_RETURN(auto given, ints_attribute(node, "axes", std::vector<int64_t>{0, 2, 3}));
+  std::vector<int64_t> axes;
+  for (int64_t a : given) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node, a, rank));
+    axes.push_back(axis);
+  }
+  std::sort(axes.begin(), axes.end());
+  KILN_ASSIGN_OR_RETURN(Normalized n, normalize(ctx, node, x, axes, 1e-9));
+  return define_output(ctx, node, 0, n.y);
+}
+
+constexpr OpConverter kConverters[] = {
+    {"BatchNormalization", convert_batch_norm},
+    {"InstanceNormalization", convert_instance_norm},
+    {"LayerNormalization", convert_layer_norm},
+    {"MeanVarianceNormalization", convert_mvn},
+};
+
+}  // namespace
+
+std::span<const OpConverter> norm_converters() { return kConverters; }
+
+}  // namespace kiln::onnx_import

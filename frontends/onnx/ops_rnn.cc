@@ -1,0 +1,233 @@
+// RNN, GRU and LSTM, unrolled over the sequence (which is static): per step and direction,
+// the gates as matmuls with the slices of W and R, in ONNX's gate orders (GRU: z, r, h;
+// LSTM: i, o, f, c) and default activations (sigmoid and tanh).
+#include <fmt/format.h>
+
+#include "frontends/onnx/ops.h"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using ir::Op;
+
+enum class Cell { Rnn, Gru, Lstm };
+
+struct Recurrence {
+  Context& ctx;
+  const onnx::NodeProto& node;
+  ir::DType dtype;
+  int64_t hidden = 0;
+
+  Result<Value> slice(const Value& v, int64_t axis, int64_t begin, int64_t end) {
+    const ir::Shape shape = ctx.type_of(v).shape;
+    std::vector<int64_t> starts(shape.size(), 0), ends(shape.begin(), shape.end());
+    starts[static_cast<size_t>(axis)] = begin, ends[static_cast<size_t>(axis)] = end;
+    ir::Attrs attrs;
+    attrs.set("starts", starts);
+    attrs.set("ends", ends);
+    return ctx.apply(node, Op::Slice, {v}, std::move(attrs));
+  }
+  // Gate g of a [gates * hidden, n] weight of direction d, transposed to [n, hidden].
+  Result<Value> gate_weight(const Value& w, int64_t d, int64_t g) {
+    KILN_ASSIGN_OR_RETURN(Value wd, slice(w, 0, d, d + 1));
+    KILN_ASSIGN_OR_RETURN(Value wg, slice(wd, 1, g * hidden, (g + 1) * hidden));
+    const int64_t n = ctx.type_of(wg).shape[2];
+    KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, wg, {hidden, n}));
+    ir::Attrs perm;
+    perm.set("perm", std::vector<int64_t>{1, 0});
+    return ctx.apply(node, Op::Transpose, {flat}, std::move(perm));
+  }
+  // A [hidden] slice of a bias [num_dir, k * hidden], or zeros.
+  Result<Value> bias(const std::optional<Value>& b, int64_t d, int64_t part) {
+    if (!b) return ctx.broadcast_to(node, scalar(0.0, dtype), {hidden});
+    KILN_ASSIGN_OR_RETURN(Value bd, slice(*b, 0, d, d + 1));
+    KILN_ASSIGN_OR_RETURN(Value bp, slice(bd, 1, part * hidden, (part + 1) * hidden));
+    return reshaped(ctx, node, bp, {hidden});
+  }
+  // x @ w + bias, over the batch.
+  Result<Value> affine(const Value& x, const Value& w, const Value& b) {
+    KILN_ASSIGN_OR_RETURN(Value xw, ctx.apply(node, Op::Matmul, {x, w}));
+    return binary(ctx, node, Op::Add, xw, b);
+  }
+  Result<Value> add(const Value& a, const Value& b) { return ctx.apply(node, Op::Add, {a, b}); }
+  Result<Value> mul(const Value& a, const Value& b) { return ctx.apply(node, Op::Mul, {a, b}); }
+  Result<Value> unary(Op op, const Value& x) { return ctx.apply(node, op, {x}); }
+};
+
+template <Cell cell>
+Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(
+      check_attributes(node, {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                              "layout", "linear_before_reset", "input_forget"}));
+  if (attribute(node, "activations") || attribute(node, "clip"))
+    return node_error(node, "activations other than the defaults, and clip, are not supported");
+  KILN_ASSIGN_OR_RETURN(int64_t input_forget, int_attribute(node, "input_forget", 0));
+  if (input_forget) return node_error(node, "input_forget 1 is not supported");
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value w, ctx.input(node, 1));
+  KILN_ASSIGN_OR_RETURN(Value r, ctx.input(node, 2));
+  std::optional<Value> b, h0, c0, peepholes;
+  if (Context::has_input(node, 3)) {
+    KILN_ASSIGN_OR_RETURN(b, ctx.input(node, 3));
+  }
+  std::optional<std::vector<int64_t>> lengths;
+  if (Context::has_input(node, 4)) {
+    KILN_ASSIGN_OR_RETURN(lengths, constant_ints(ctx, node, 4, "sequence_lens"));
+  }
+  if (Context::has_input(node, 5)) {
+    KILN_ASSIGN_OR_RETURN(h0, ctx.input(node, 5));
+  }
+  if (cell == Cell::Lstm && Context::has_input(node, 6)) {
+    KILN_ASSIGN_OR_RETURN(c0, ctx.input(node, 6));
+  }
+  if (cell == Cell::Lstm && Context::has_input(node, 7)) {
+    KILN_ASSIGN_OR_RETURN(peepholes, ctx.input(node, 7));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t layout, int_attribute(node, "layout", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t lbr, int_attribute(node, "linear_before_reset", 0));
+  KILN_ASSIGN_OR_RETURN(std::string direction, string_attribute(node, "direction", "forward"));
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+    return node_error(node, fmt::format("direction '{}' is none of forward, reverse and bidirectional", direction));
+  const ir::TensorType xt = ctx.type_of(x);
+  if (xt.rank() != 3 || !ir::is_float(xt.dtype))
+    return node_error(node, fmt::format("expected X of rank 3, got {}", xt.to_string()));
+  Recurrence rec{ctx, node, xt.dtype, ctx.type_of(r).shape.back()};
+  ir::Attrs swap;
+  swap.set("perm", std::vector<int64_t>{1, 0, 2});
+  if (layout) {
+    KILN_ASSIGN_OR_RETURN(x, ctx.apply(node, Op::Transpose, {x}, swap));  // to [seq, batch, input]
+  }
+  const int64_t seq = ctx.type_of(x).shape[0], batch = ctx.type_of(x).shape[1], hidden = rec.hidden;
+  if (lengths)
+    for (int64_t n : *lengths)
+      if (n != seq)
+        return node_error(node, fmt::format("sequence_lens of {} in a sequence of {} is not supported", n, seq));
+  const int64_t dirs = direction == "bidirectional" ? 2 : 1, gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+  const ir::Shape state = {batch, hidden};
+  std::vector<std::vector<Value>> ys(static_cast<size_t>(dirs));
+  std::vector<Value> last_h, last_c;
+  for (int64_t d = 0; d < dirs; ++d) {
+    const bool reverse = direction == "reverse" || d == 1;
+    std::vector<Value> wg, rg, wb, rb;
+    for (int64_t g = 0; g < gates; ++g) {
+      KILN_ASSIGN_OR_RETURN(Value a, rec.gate_weight(w, d, g));
+      KILN_ASSIGN_OR_RETURN(Value c, rec.gate_weight(r, d, g));
+      KILN_ASSIGN_OR_RETURN(Value bw, rec.bias(b, d, g));
+      KILN_ASSIGN_OR_RETURN(Value br, rec.bias(b, d, gates + g));
+      wg.push_back(a), rg.push_back(c), wb.push_back(bw), rb.push_back(br);
+    }
+    auto initial = [&](const std::optional<Value>& given) -> Result<Value> {
+      if (!given) return ctx.broadcast_to(node, scalar(0.0, xt.dtype), state);
+      KILN_ASSIGN_OR_RETURN(Value s, rec.slice(*given, 0, d, d + 1));
+      return reshaped(ctx, node, s, state);
+    };
+    KILN_ASSIGN_OR_RETURN(Value h, initial(h0));
+    KILN_ASSIGN_OR_RETURN(Value c, initial(c0));
+    std::vector<Value> p(3);
+    for (int64_t k = 0; k < 3 && peepholes; ++k) {
+      KILN_ASSIGN_OR_RETURN(p[static_cast<size_t>(k)], rec.bias(peepholes, d, k));
+    }
+    ys[static_cast<size_t>(d)].resize(static_cast<size_t>(seq));
+    for (int64_t step = 0; step < seq; ++step) {
+      const int64_t t = reverse ? seq - 1 - step : step;
+      KILN_ASSIGN_OR_RETURN(Value xt_step, rec.slice(x, 0, t, t + 1));
+      KILN_ASSIGN_OR_RETURN(Value xs, reshaped(ctx, node, xt_step, {batch, ctx.type_of(x).shape[2]}));
+      // Gate g's pre-activation: x W_g + Wb_g + h R_g + Rb_g.
+      auto gate = [&](int64_t g, const Value& from) -> Result<Value> {
+        KILN_ASSIGN_OR_RETURN(Value a, rec.affine(xs, wg[static_cast<size_t>(g)], wb[static_cast<size_t>(g)]));
+        KILN_ASSIGN_OR_RETURN(Value b2, rec.affine(from, rg[static_cast<size_t>(g)], rb[static_cast<size_t>(g)]));
+        return rec.add(a, b2);
+      };
+      if (cell == Cell::Rnn) {
+        KILN_ASSIGN_OR_RETURN(Value pre, gate(0, h));
+        KILN_ASSIGN_OR_RETURN(h, rec.unary(Op::Tanh, pre));
+      } else if (cell == Cell::Gru) {
+        KILN_ASSIGN_OR_RETURN(Value zp, gate(0, h));
+        KILN_ASSIGN_OR_RETURN(Value z, rec.unary(Op::Sigmoid, zp));
+        KILN_ASSIGN_OR_RETURN(Value rp, gate(1, h));
+        KILN_ASSIGN_OR_RETURN(Value rs, rec.unary(Op::Sigmoid, rp));
+        Value hp;
+        if (lbr) {  // x Wh + Wbh + r * (h Rh + Rbh)
+          KILN_ASSIGN_OR_RETURN(Value a, rec.affine(xs, wg[2], wb[2]));
+          KILN_ASSIGN_OR_RETURN(Value hr, rec.affine(h, rg[2], rb[2]));
+          KILN_ASSIGN_OR_RETURN(Value g2, rec.mul(rs, hr));
+          KILN_ASSIGN_OR_RETURN(hp, rec.add(a, g2));
+        } else {  // x Wh + Wbh + (r * h) Rh + Rbh
+          KILN_ASSIGN_OR_RETURN(Value rh, rec.mul(rs, h));
+          KILN_ASSIGN_OR_RETURN(hp, gate(2, rh));
+        }
+        KILN_ASSIGN_OR_RETURN(Value ht, rec.unary(Op::Tanh, hp));
+        // h = (1 - z) * ht + z * h = ht + z * (h - ht)
+        KILN_ASSIGN_OR_RETURN(Value diff, ctx.apply(node, Op::Sub, {h, ht}));
+        KILN_ASSIGN_OR_RETURN(Value zd, rec.mul(z, diff));
+        KILN_ASSIGN_OR_RETURN(h, rec.add(ht, zd));
+      } else {
+        auto peep = [&](Value pre, int64_t k, const Value& cell_state) -> Result<Value> {
+          if (!peepholes) return pre;
+          KILN_ASSIGN_OR_RETURN(Value pc, binary(ctx, node, Op::Mul, cell_state, p[static_cast<size_t>(k)]));
+          return rec.add(pre, pc);
+        };
+        KILN_ASSIGN_OR_RETURN(Value ip, gate(0, h));
+        KILN_ASSIGN_OR_RETURN(ip, peep(ip, 0, c));
+        KILN_ASSIGN_OR_RETURN(Value i, rec.unary(Op::Sigmoid, ip));
+        KILN_ASSIGN_OR_RETURN(Value fp, gate(2, h));
+        KILN_ASSIGN_OR_RETURN(fp, peep(fp, 2, c));
+        KILN_ASSIGN_OR_RETURN(Value f, rec.unary(Op::Sigmoid, fp));
+        KILN_ASSIGN_OR_RETURN(Value cp, gate(3, h));
+        KILN_ASSIGN_OR_RETURN(Value ct, rec.unary(Op::Tanh, cp));
+        KILN_ASSIGN_OR_RETURN(Value fc, rec.mul(f, c));
+        KILN_ASSIGN_OR_RETURN(Value ic, rec.mul(i, ct));
+        KILN_ASSIGN_OR_RETURN(c, rec.add(fc, ic));
+        KILN_ASSIGN_OR_RETURN(Value op, gate(1, h));
+        KILN_ASSIGN_OR_RETURN(op, peep(op, 1, c));
+        KILN_ASSIGN_OR_RETURN(Value o, rec.unary(Op::Sigmoid, op));
+        KILN_ASSIGN_OR_RETURN(Value tc, rec.unary(Op::Tanh, c));
+        KILN_ASSIGN_OR_RETURN(h, rec.mul(o, tc));
+      }
+      KILN_ASSIGN_OR_RETURN(ys[static_cast<size_t>(d)][static_cast<size_t>(t)],
+                            reshaped(ctx, node, h, {1, 1, batch, hidden}));
+    }
+    KILN_ASSIGN_OR_RETURN(Value hl, reshaped(ctx, node, h, {1, batch, hidden}));
+    KILN_ASSIGN_OR_RETURN(Value cl, reshaped(ctx, node, c, {1, batch, hidden}));
+    last_h.push_back(hl), last_c.push_back(cl);
+  }
+  auto concat = [&](const std::vector<Value>& parts, int64_t axis) -> Result<Value> {
+    if (parts.size() == 1) return parts[0];
+    ir::Attrs attrs;
+    attrs.set("axis", axis);
+    return ctx.apply(node, Op::Concat, parts, std::move(attrs));
+  };
+  std::vector<Value> per_step;
+  for (int64_t t = 0; t < seq; ++t) {
+    std::vector<Value> across;
+    for (int64_t d = 0; d < dirs; ++d) across.push_back(ys[static_cast<size_t>(d)][static_cast<size_t>(t)]);
+    KILN_ASSIGN_OR_RETURN(Value yt, concat(across, 1));
+    per_step.push_back(yt);
+  }
+  KILN_ASSIGN_OR_RETURN(Value y, concat(per_step, 0));  // [seq, dirs, batch, hidden]
+  KILN_ASSIGN_OR_RETURN(Value yh, concat(last_h, 0));   // [dirs, batch, hidden]
+  KILN_ASSIGN_OR_RETURN(Value yc, concat(last_c, 0));
+  if (layout) {
+    ir::Attrs to_batch;
+    to_batch.set("perm", std::vector<int64_t>{2, 0, 1, 3});
+    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Transpose, {y}, to_batch));
+    KILN_ASSIGN_OR_RETURN(yh, ctx.apply(node, Op::Transpose, {yh}, swap));
+    KILN_ASSIGN_OR_RETURN(yc, ctx.apply(node, Op::Transpose, {yc}, swap));
+  }
+  KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, y));
+  KILN_RETURN_IF_ERROR(define_output(ctx, node, 1, yh));
+  return cell == Cell::Lstm ? define_output(ctx, node, 2, yc) : Status::Ok();
+}
+
+constexpr OpConverter kConverters[] = {
+    {"GRU", convert_recurrent<Cell::Gru>},
+    {"LSTM", convert_recurrent<Cell::Lstm>},
+    {"RNN", convert_recurrent<Cell::Rnn>},
+};
+
+}  // namespace
+
+std::span<const OpConverter> rnn_converters() { return kConverters; }
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,215 @@
+// ScatterElements (and Scatter), ScatterND and GatherND, written with one-hot comparisons:
+// each update position compared with every index it could address.
+#include <fmt/format.h>
+
+#include "frontends/onnx/ops.h"
+
+namespace kiln::onnx_import {
+
+namespace {
+
+using ir::Op;
+
+Result<Value> iota(Context& ctx, const onnx::NodeProto& node, const ir::Shape& shape, int64_t axis) {
+  ir::Attrs attrs;
+  attrs.set("shape", shape);
+  attrs.set("axis", axis);
+  return ctx.apply(node, Op::Iota, {}, std::move(attrs), ir::DType::I64);
+}
+
+Result<Value> reduce_sum(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> axes) {
+  ir::Attrs attrs;
+  attrs.set("axes", std::move(axes));
+  attrs.set("keepdims", false);
+  return ctx.apply(node, Op::ReduceSum, {x}, std::move(attrs));
+}
+
+// Whether any of the bools along `axes` is true.
+Result<Value> reduce_any(Context& ctx, const onnx::NodeProto& node, const Value& hit, std::vector<int64_t> axes) {
+  ir::Attrs to;
+  to.set("to", ir::DType::I32);
+  KILN_ASSIGN_OR_RETURN(Value counts, ctx.apply(node, Op::Cast, {hit}, std::move(to)));
+  KILN_ASSIGN_OR_RETURN(Value count, reduce_sum(ctx, node, counts, std::move(axes)));
+  return binary(ctx, node, Op::Gt, count, scalar(0, ir::DType::I32));
+}
+
+// ScatterElements: out = data, except out[p with p[axis] = indices[u]] = updates[u] (or,
+// with reduction add, plus it). The indices must cover data's other dims whole.
+Status convert_scatter_elements(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"axis", "reduction"}));
+  KILN_ASSIGN_OR_RETURN(std::string reduction, string_attribute(node, "reduction", "none"));
+  if (reduction != "none" && reduction != "add")
+    return node_error(node, fmt::format("reduction '{}' is not supported (none and add are)", reduction));
+  KILN_ASSIGN_OR_RETURN(Value data, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value indices, ctx.input(node, 1));
+  KILN_ASSIGN_OR_RETURN(Value updates, ctx.input(node, 2));
+  const ir::TensorType dt = ctx.type_of(data), it = ctx.type_of(indices);
+  KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", 0));
+  KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, dt.rank()));
+  const size_t a = static_cast<size_t>(axis), rank = static_cast<size_t>(dt.rank());
+  if (it.rank() != dt.rank() || ctx.type_of(updates).shape != it.shape)
+    return node_error(node, fmt::format("expected indices and updates of one shape and data's rank, got {}, {} and {}",
+                                        dt.to_string(), it.to_string(), ctx.type_of(updates).to_string()));
+  for (size_t d = 0; d < rank; ++d)
+    if (d != a && it.shape[d] != dt.shape[d])
+      return node_error(node, "indices that do not cover data's other dims whole are not supported");
+  const int64_t n = dt.shape[a];
+  // hit[u..., k] = (indices[u] mod n == k), over the update dims and a trailing k.
+  ir::Shape wide(it.shape.begin(), it.shape.end());
+  wide.push_back(n);
+  KILN_ASSIGN_OR_RETURN(Value negative, binary(ctx, node, Op::Lt, indices, scalar(0, it.dtype)));
+  KILN_ASSIGN_OR_RETURN(Value shifted, binary(ctx, node, Op::Add, indices, scalar(static_cast<double>(n), it.dtype)));
+  KILN_ASSIGN_OR_RETURN(Value k, ctx.apply(node, Op::Select, {negative, shifted, indices}));
+  ir::Shape with_one(it.shape.begin(), it.shape.end());
+  with_one.push_back(1);
+  KILN_ASSIGN_OR_RETURN(Value k1, reshaped(ctx, node, k, with_one));
+  KILN_ASSIGN_OR_RETURN(Value kw, ctx.broadcast_to(node, k1, wide));
+  KILN_ASSIGN_OR_RETURN(Value positions, iota(ctx, node, wide, static_cast<int64_t>(rank)));
+  ir::Attrs to;
+  to.set("to", it.dtype);
+  KILN_ASSIGN_OR_RETURN(Value pos, ctx.apply(node, Op::Cast, {positions}, to));
+  KILN_ASSIGN_OR_RETURN(Value hit, ctx.apply(node, Op::Eq, {pos, kw}));
+  KILN_ASSIGN_OR_RETURN(Value u1, reshaped(ctx, node, updates, with_one));
+  KILN_ASSIGN_OR_RETURN(Value uw, ctx.broadcast_to(node, u1, wide));
+  KILN_ASSIGN_OR_RETURN(Value zeros, ctx.broadcast_to(node, scalar(0.0, dt.dtype), wide));
+  KILN_ASSIGN_OR_RETURN(Value placed, ctx.apply(node, Op::Select, {hit, uw, zeros}));
+  KILN_ASSIGN_OR_RETURN(Value sum, reduce_sum(ctx, node, placed, {axis}));  // [others..., n]
+  KILN_ASSIGN_OR_RETURN(Value any, reduce_any(ctx, node, hit, {axis}));
+  std::vector<int64_t> perm;
+  for (size_t d = 0; d < rank; ++d)
+    perm.push_back(d < a    ? static_cast<int64_t>(d)
+                   : d == a ? static_cast<int64_t>(rank - 1)
+                            : static_cast<int64_t>(d - 1));
+  ir::Attrs back;
+  back.set("perm", perm);
+  KILN_ASSIGN_OR_RETURN(Value value, ctx.apply(node, Op::Transpose, {sum}, back));
+  KILN_ASSIGN_OR_RETURN(Value mask, ctx.apply(node, Op::Transpose, {any}, back));
+  Value r;
+  if (reduction == "add") {
+    KILN_ASSIGN_OR_RETURN(r, ctx.apply(node, Op::Add, {data, value}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(r, ctx.apply(node, Op::Select, {mask, value, data}));
+  }
+  return define_output(ctx, node, 0, r);
+}
+
+// The linear index into data's first k dims of each index tuple (the last dim of
+// `indices`), known at import; negative entries count from the end.
+Result<std::vector<int64_t>> linear_indices(Context& ctx, const onnx::NodeProto& node, const ir::Shape& data,
+                                            int index) {
+  KILN_ASSIGN_OR_RETURN(auto flat, constant_ints(ctx, node, index, "indices"));
+  KILN_ASSIGN_OR_RETURN(Value v, ctx.input(node, index));
+  const ir::Shape shape = ctx.type_of(v).shape;
+  if (shape.empty() || shape.back() < 1 || shape.back() > static_cast<int64_t>(data.size()))
+    return node_error(node, fmt::format("index tuples of {} entries for data of rank {}",
+                                        shape.empty() ? 0 : shape.back(), data.size()));
+  const size_t k = static_cast<size_t>(shape.back());
+  std::vector<int64_t> out;
+  for (size_t t = 0; t + k <= flat.size(); t += k) {
+    int64_t linear = 0;
+    for (size_t j = 0; j < k; ++j) {
+      int64_t i = flat[t + j];
+      if (i < 0) i += data[j];
+      if (i < 0 || i >= data[j])
+        return node_error(
+            node, fmt::format("index {} is out of range for dim {} of {}", flat[t + j], j, ir::shape_string(data)));
+      linear = linear * data[j] + i;
+    }
+    out.push_back(linear);
+  }
+  return out;
+}
+
+// GatherND with batch_dims 0: data's first k dims flattened and gathered.
+Status convert_gather_nd(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"batch_dims"}));
+  KILN_ASSIGN_OR_RETURN(int64_t batch_dims, int_attribute(node, "batch_dims", 0));
+  if (batch_dims != 0) return node_error(node, "batch_dims other than 0 are not supported");
+  KILN_ASSIGN_OR_RETURN(Value data, ctx.input(node, 0));
+  const ir::Shape ds = ctx.type_of(data).shape;
+  KILN_ASSIGN_OR_RETURN(auto linear, linear_indices(ctx, node, ds, 1));
+  KILN_ASSIGN_OR_RETURN(Value indices, ctx.input(node, 1));
+  const ir::Shape is = ctx.type_of(indices).shape;
+  const size_t k = static_cast<size_t>(is.back());
+  int64_t p = 1;
+  for (size_t j = 0; j < k; ++j) p *= ds[j];
+  ir::Shape flat = {p};
+  flat.insert(flat.end(), ds.begin() + static_cast<std::ptrdiff_t>(k), ds.end());
+  KILN_ASSIGN_OR_RETURN(Value table, reshaped(ctx, node, data, flat));
+  ir::Attrs attrs;
+  attrs.set("axis", int64_t{0});
+  const int64_t m = static_cast<int64_t>(linear.size());
+  KILN_ASSIGN_OR_RETURN(
+      Value rows,
+      ctx.apply(node, Op::Gather,
+                {table, Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {m}}, linear), false, ""}},
+                std::move(attrs)));
+  ir::Shape out(is.begin(), is.end() - 1);
+  out.insert(out.end(), ds.begin() + static_cast<std::ptrdiff_t>(k), ds.end());
+  KILN_ASSIGN_OR_RETURN(Value r, reshaped(ctx, node, rows, out));
+  return define_output(ctx, node, 0, r);
+}
+
+// ScatterND, reduction none or add: data's first k dims flattened, each update row placed
+// at its tuple's linear index.
+Status convert_scatter_nd(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"reduction"}));
+  KILN_ASSIGN_OR_RETURN(std::string reduction, string_attribute(node, "reduction", "none"));
+  if (reduction != "none" && reduction != "add")
+    return node_error(node, fmt::format("reduction '{}' is not supported (none and add are)", reduction));
+  KILN_ASSIGN_OR_RETURN(Value data, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(Value updates, ctx.input(node, 2));
+  const ir::TensorType dt = ctx.type_of(data);
+  KILN_ASSIGN_OR_RETURN(auto linear, linear_indices(ctx, node, dt.shape, 1));
+  KILN_ASSIGN_OR_RETURN(Value indices, ctx.input(node, 1));
+  const size_t k = static_cast<size_t>(ctx.type_of(indices).shape.back());
+  int64_t p = 1;
+  for (size_t j = 0; j < k; ++j) p *= dt.shape[j];
+  const ir::Shape rest(dt.shape.begin() + static_cast<std::ptrdiff_t>(k), dt.shape.end());
+  const int64_t m = static_cast<int64_t>(linear.size());
+  ir::Shape flat_data = {p}, flat_updates = {m}, hit_shape = {m, p};
+  flat_data.insert(flat_data.end(), rest.begin(), rest.end());
+  flat_updates.insert(flat_updates.end(), rest.begin(), rest.end());
+  KILN_ASSIGN_OR_RETURN(Value table, reshaped(ctx, node, data, flat_data));
+  KILN_ASSIGN_OR_RETURN(Value rows, reshaped(ctx, node, updates, flat_updates));
+  std::vector<int64_t> hits(static_cast<size_t>(m * p), 0);
+  for (int64_t i = 0; i < m; ++i) hits[static_cast<size_t>(i * p + linear[static_cast<size_t>(i)])] = 1;
+  ir::Shape wide = {m, p};
+  wide.insert(wide.end(), rest.begin(), rest.end());
+  ir::Shape hit_ones = hit_shape;
+  hit_ones.insert(hit_ones.end(), rest.size(), 1);
+  KILN_ASSIGN_OR_RETURN(
+      Value hit,
+      reshaped(ctx, node, Value{std::nullopt, ir::Tensor::from_ints({ir::DType::Bool, hit_shape}, hits), false, ""},
+               hit_ones));
+  KILN_ASSIGN_OR_RETURN(Value hit_wide, ctx.broadcast_to(node, hit, wide));
+  ir::Shape row_one = {m, 1};
+  row_one.insert(row_one.end(), rest.begin(), rest.end());
+  KILN_ASSIGN_OR_RETURN(Value r1, reshaped(ctx, node, rows, row_one));
+  KILN_ASSIGN_OR_RETURN(Value rw, ctx.broadcast_to(node, r1, wide));
+  KILN_ASSIGN_OR_RETURN(Value zeros, ctx.broadcast_to(node, scalar(0.0, dt.dtype), wide));
+  KILN_ASSIGN_OR_RETURN(Value placed, ctx.apply(node, Op::Select, {hit_wide, rw, zeros}));
+  KILN_ASSIGN_OR_RETURN(Value value, reduce_sum(ctx, node, placed, {0}));
+  Value r;
+  if (reduction == "add") {
+    KILN_ASSIGN_OR_RETURN(r, ctx.apply(node, Op::Add, {table, value}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(Value any, reduce_any(ctx, node, hit_wide, {0}));
+    KILN_ASSIGN_OR_RETURN(r, ctx.apply(node, Op::Select, {any, value, table}));
+  }
+  KILN_ASSIGN_OR_RETURN(r, reshaped(ctx, node, r, dt.shape));
+  return define_output(ctx, node, 0, r);
+}
+
+constexpr OpConverter kConverters[] = {
+    {"GatherND", convert_gather_nd},
+    {"Scatter", convert_scatter_elements},
+    {"ScatterElements", convert_scatter_elements},
+    {"ScatterND", convert_scatter_nd},
+};
+
+}  // namespace
+
+std::span<const OpConverter> scatter_converters() { return kConverters; }
+
+}  // namespace kiln::onnx_import

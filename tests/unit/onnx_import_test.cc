@@ -1,0 +1,195 @@
+// ONNX import: models built here with ONNX's protobuf classes, imported, and checked as
+// IR and through the interpreter; every refusal as the text the user reads.
+#include <onnx/onnx_pb.h>
+
+#include "frontends/onnx/importer.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "tests/unit/test_util.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+onnx::ValueInfoProto* add_value(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list, const std::string& name,
+                                std::vector<int64_t> dims, std::vector<std::string> symbolic = {}) {
+  onnx::ValueInfoProto* v = list->Add();
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  for (const std::string& s : symbolic) t->mutable_shape()->add_dim()->set_dim_param(s);
+  return v;
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
+                          std::vector<std::string> out, const std::string& name = "") {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name.empty() ? op + "_0" : name);
+  for (const auto& i : in) n->add_input(i);
+  for (const auto& o : out) n->add_output(o);
+  return n;
+}
+
+// y = relu(x @ w + b) with x: [2,3] named "input:0", w and b initializers.
+onnx::ModelProto linear_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("linear");
+  add_value(g->mutable_input(), "input:0", {2, 3});
+  add_value(g->mutable_output(), "y", {2, 2});
+  onnx::TensorProto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3), w->add_dims(2);
+  for (float f : {1.f, 0.f, 0.f, 1.f, 1.f, 1.f}) w->add_float_data(f);
+  onnx::TensorProto* b = g->add_initializer();
+  b->set_name("b");
+  b->set_data_type(onnx::TensorProto::FLOAT);
+  b->add_dims(2);
+  b->add_float_data(0.5f), b->add_float_data(-10.f);
+  add_node(g, "MatMul", {"input:0", "w"}, {"xw"});
+  add_node(g, "Add", {"xw", "b"}, {"s"});
+  add_node(g, "Relu", {"s"}, {"y"});
+  return m;
+}
+
+std::vector<uint8_t> bytes_of(const onnx::ModelProto& m) {
+  std::string s = m.SerializeAsString();
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+ImportOptions with_shape(const std::string& name, std::vector<int64_t> dims) {
+  ImportOptions options;
+  options.shapes[name] = std::move(dims);
+  return options;
+}
+
+std::string import_error(const onnx::ModelProto& m, const ImportOptions& options = {}) {
+  auto r = import_model(bytes_of(m), options);
+  return r.ok() ? "(imported)" : r.error().message;
+}
+
+TEST_CASE("a model imports: initializers become params, names become kiln's", "[onnx]") {
+  auto r = import_model(bytes_of(linear_model()));
+  if (!r.ok()) FAIL(r.error().message);
+  CHECK(r->opset == 17);
+  CHECK(r->inputs[0].onnx == "input:0");
+  CHECK(r->inputs[0].kiln == "input_0");
+  CHECK(r->outputs[0].kiln == "y");
+  REQUIRE(r->weights.count("w") == 1);
+  CHECK(ir::print(r->graph) == R"(graph @linear(%input_0: f32[2,3], param %w: f32[3,2], param %b: f32[2]) {
+  %0: f32[2,2] = matmul(%input_0, %w)
+  %1: f32[2,2] = broadcast(%b) {shape=[2,2], dims=[1]}
+  %2: f32[2,2] = add(%0, %1)
+  %y: f32[2,2] = relu(%2)
+  return %y
+}
+)");
+  std::map<std::string, ir::Tensor> args = r->weights;
+  args["input_0"] = ir::Tensor::from_doubles({ir::DType::F32, {2, 3}}, {1, 2, 3, 4, 5, 6});
+  auto out = ir::evaluate(r->graph, args);
+  REQUIRE(out.ok());
+  CHECK((*out)[0].floats == std::vector<double>{4.5, 0, 10.5, 1});
+}
+
+TEST_CASE("shape arithmetic on constants folds at import", "[onnx]") {
+  onnx::ModelProto m;
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", {2, 3, 4});
+  add_value(g->mutable_output(), "y", {6, 4});
+  add_node(g, "Shape", {"x"}, {"shape"});
+  onnx::NodeProto* c = add_node(g, "Constant", {}, {"idx"});
+  onnx::AttributeProto* a = c->add_attribute();
+  a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS), a->add_ints(2);
+  add_node(g, "Gather", {"shape", "idx"}, {"last"});
+  onnx::NodeProto* k = add_node(g, "Constant", {}, {"minus1"});
+  a = k->add_attribute();
+  a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS), a->add_ints(-1);
+  add_node(g, "Concat", {"minus1", "last"}, {"new_shape"})->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto axis;
+    axis.set_name("axis"), axis.set_type(onnx::AttributeProto::INT), axis.set_i(0);
+    return axis;
+  }());
+  add_node(g, "Reshape", {"x", "new_shape"}, {"y"});
+  auto r = import_model(bytes_of(m));
+  if (!r.ok()) FAIL(r.error().message);
+  CHECK(ir::print(r->graph) ==
+        "graph @model(%x: f32[2,3,4]) {\n  %y: f32[6,4] = reshape(%x) {shape=[6,4]}\n  return %y\n}\n");
+}
+
+TEST_CASE("symbolic dims need --shape, which must fit", "[onnx]") {
+  onnx::ModelProto m = linear_model();
+  m.mutable_graph()->mutable_input()->Clear();
+  add_value(m.mutable_graph()->mutable_input(), "input:0", {}, {"batch", "features"});
+  CHECK(import_error(m) ==
+        "onnx: input 'input:0' has the symbolic dim 0 ('batch'); fix it with --shape input:0=D0,D1,...");
+  CHECK(import_error(m, with_shape("input:0", {2, 3})) == "(imported)");
+  CHECK(import_error(m, with_shape("input:0", {2})) == "onnx: --shape input:0 gives 1 dims, but the input has 2");
+  CHECK(import_error(m, with_shape("nope", {2})) == "onnx: --shape names 'nope', which is no input of the model");
+  CHECK(import_error(m, with_shape("input:0", {2, 4})) ==
+        "onnx: node 'MatMul_0' (MatMul): matmul: contracting dims differ: f32[2,4] x f32[3,2]");
+}
+
+TEST_CASE("what kiln does not import is an error naming the node, op and attribute", "[onnx]") {
+  onnx::ModelProto m = linear_model();
+  m.mutable_graph()->mutable_node(2)->set_op_type("Mish");
+  CHECK(import_error(m) == "onnx: node 'Relu_0' (Mish): kiln does not support the op Mish");
+  m = linear_model();
+  m.mutable_graph()->mutable_node(2)->set_domain("com.microsoft");
+  CHECK(import_error(m) ==
+        "onnx: node 'Relu_0' (Relu): the domain 'com.microsoft' is not supported (kiln imports the default domain "
+        "ai.onnx)");
+  m = linear_model();
+  onnx::AttributeProto* a = m.mutable_graph()->mutable_node(2)->add_attribute();
+  a->set_name("fast"), a->set_type(onnx::AttributeProto::INT), a->set_i(1);
+  CHECK(import_error(m) == "onnx: node 'Relu_0' (Relu): attribute 'fast' is not supported");
+}
+
+TEST_CASE("broken graphs and files are errors, never crashes", "[onnx]") {
+  onnx::ModelProto m = linear_model();
+  // A cycle: the first node reads the last one's output.
+  m.mutable_graph()->mutable_node(0)->set_input(0, "y");
+  CHECK(import_error(m) == "onnx: node 'MatMul_0' (MatMul): input 'y' is defined by no earlier node");
+  m = linear_model();
+  m.mutable_graph()->mutable_node(1)->set_output(0, "xw");
+  CHECK(import_error(m) == "onnx: node 'Add_0' (Add): output 'xw' is already defined");
+  m = linear_model();
+  m.mutable_graph()->mutable_output(0)->set_name("z");
+  CHECK(import_error(m) == "onnx: output 'z' is defined by no node, input or initializer");
+  m = linear_model();
+  m.mutable_graph()->mutable_initializer(0)->set_data_location(onnx::TensorProto::EXTERNAL);
+  CHECK(import_error(m) == "onnx: tensor 'w' keeps its data in an external file, which kiln does not read yet");
+  m = linear_model();
+  m.mutable_graph()->mutable_initializer(0)->set_data_type(onnx::TensorProto::UINT8);
+  CHECK(import_error(m) ==
+        "onnx: tensor 'w' has element type UINT8, which kiln does not have (it has FLOAT, DOUBLE, FLOAT16, BFLOAT16, "
+        "INT32, INT64 and BOOL)");
+  m = linear_model();
+  m.mutable_graph()->mutable_initializer(0)->add_float_data(1.f);
+  CHECK(import_error(m) == "onnx: tensor 'w' has 7 elements of data, but its shape holds 6");
+  std::vector<uint8_t> bytes = bytes_of(linear_model());
+  for (size_t cut = 0; cut < bytes.size(); cut += 7) {
+    auto r = import_model(std::span(bytes.data(), cut));
+    if (r.ok()) continue;  // a prefix may still be a whole message
+    CHECK(r.error().message.rfind("onnx: ", 0) == 0);
+  }
+  std::vector<uint8_t> garbage(64, 0xff);
+  CHECK(import_model(garbage).error().message ==
+        "onnx: the file is not an ONNX model (protobuf could not parse it: truncated or corrupt?)");
+  CHECK(import_file("/nonexistent/model.onnx").error().message.find("cannot read '/nonexistent/model.onnx'") !=
+        std::string::npos);
+}
+
+TEST_CASE("kiln names replace characters outside [A-Za-z0-9_.]", "[onnx]") {
+  CHECK(kiln_name("input:0") == "input_0");
+  CHECK(kiln_name("/encoder/layer.0/Add_output_0") == "_encoder_layer.0_Add_output_0");
+  CHECK(kiln_name("0") == "_0");
+  CHECK(kiln_name("") == "_");
+}
+
+}  // namespace
+}  // namespace kiln::onnx_import
