@@ -101,38 +101,56 @@ Result<std::vector<int64_t>> window_pads(const onnx::NodeProto& node, const ir::
   return pads;
 }
 
+// What Conv and ConvTranspose share: X, W and the window attributes.
+struct ConvOperands {
+  Value x, w;
+  ir::Shape xs, ws;
+  size_t k = 0;  // spatial dims
+  std::vector<int64_t> window, strides, dilations;
+  int64_t group = 1;
+};
+
+Result<ConvOperands> conv_operands(Context& ctx, const onnx::NodeProto& node, std::string_view w_form) {
+  ConvOperands c;
+  KILN_ASSIGN_OR_RETURN(c.x, ctx.input(node, 0));
+  KILN_ASSIGN_OR_RETURN(c.w, ctx.input(node, 1));
+  c.xs = ctx.type_of(c.x).shape, c.ws = ctx.type_of(c.w).shape;
+  if (c.xs.size() < 3 || c.ws.size() != c.xs.size())
+    return node_error(node, fmt::format("expected X [N, C, D...] and W {}, got {} and {}", w_form,
+                                        ctx.type_of(c.x).to_string(), ctx.type_of(c.w).to_string()));
+  c.k = c.xs.size() - 2;
+  c.window.assign(c.ws.begin() + 2, c.ws.end());
+  KILN_ASSIGN_OR_RETURN(auto kernel_shape, ints_attribute(node, "kernel_shape", c.window));
+  if (kernel_shape != c.window) return node_error(node, "kernel_shape differs from W's spatial dims");
+  KILN_ASSIGN_OR_RETURN(c.strides, ints_attribute(node, "strides", std::vector<int64_t>(c.k, 1)));
+  KILN_ASSIGN_OR_RETURN(c.dilations, ints_attribute(node, "dilations", std::vector<int64_t>(c.k, 1)));
+  KILN_ASSIGN_OR_RETURN(c.group, int_attribute(node, "group", 1));
+  if (c.strides.size() != c.k || c.dilations.size() != c.k)
+    return node_error(node, fmt::format("strides and dilations need {} entries", c.k));
+  return c;
+}
+
+// y plus the optional bias input 2, one value per channel (dim 1).
+Result<Value> with_channel_bias(Context& ctx, const onnx::NodeProto& node, Value y) {
+  if (!Context::has_input(node, 2)) return y;
+  KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 2));
+  ir::Shape bias_shape(static_cast<size_t>(ctx.type_of(y).rank()), 1);
+  bias_shape[1] = ctx.type_of(y).shape[1];
+  KILN_ASSIGN_OR_RETURN(b, reshaped(ctx, node, b, bias_shape));
+  return binary(ctx, node, Op::Add, y, b);
+}
+
 Status convert_conv(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
-  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
-  KILN_ASSIGN_OR_RETURN(Value w, ctx.input(node, 1));
-  const ir::Shape xs = ctx.type_of(x).shape, ws = ctx.type_of(w).shape;
-  if (xs.size() < 3 || ws.size() != xs.size())
-    return node_error(node, fmt::format("expected X [N, C, D...] and W [M, C/group, K...], got {} and {}",
-                                        ctx.type_of(x).to_string(), ctx.type_of(w).to_string()));
-  const size_t k = xs.size() - 2;
-  const std::vector<int64_t> window(ws.begin() + 2, ws.end());
-  KILN_ASSIGN_OR_RETURN(auto kernel_shape, ints_attribute(node, "kernel_shape", window));
-  if (kernel_shape != window) return node_error(node, "kernel_shape differs from W's spatial dims");
-  KILN_ASSIGN_OR_RETURN(auto strides, ints_attribute(node, "strides", std::vector<int64_t>(k, 1)));
-  KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
-  KILN_ASSIGN_OR_RETURN(int64_t group, int_attribute(node, "group", 1));
-  if (strides.size() != k || dilations.size() != k)
-    return node_error(node, fmt::format("strides and dilations need {} entries", k));
-  KILN_ASSIGN_OR_RETURN(auto pads, window_pads(node, xs, window, strides, dilations));
+  KILN_ASSIGN_OR_RETURN(ConvOperands c, conv_operands(ctx, node, "[M, C/group, K...]"));
+  KILN_ASSIGN_OR_RETURN(auto pads, window_pads(node, c.xs, c.window, c.strides, c.dilations));
   ir::Attrs attrs;
-  attrs.set("strides", strides);
+  attrs.set("strides", c.strides);
   attrs.set("pads", pads);
-  attrs.set("dilations", dilations);
-  attrs.set("groups", group);
-  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::Conv, {x, w}, std::move(attrs)));
-  if (Context::has_input(node, 2)) {
-    KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 2));
-    ir::Shape bias_shape(ctx.type_of(y).rank(), 1);
-    bias_shape[1] = ctx.type_of(y).shape[1];
-    KILN_ASSIGN_OR_RETURN(b, reshaped(ctx, node, b, bias_shape));
-    KILN_ASSIGN_OR_RETURN(b, ctx.broadcast_to(node, b, ctx.type_of(y).shape));
-    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Add, {y, b}));
-  }
+  attrs.set("dilations", c.dilations);
+  attrs.set("groups", c.group);
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::Conv, {c.x, c.w}, std::move(attrs)));
+  KILN_ASSIGN_OR_RETURN(y, with_channel_bias(ctx, node, y));
   return define_output(ctx, node, 0, y);
 }
 
@@ -141,23 +159,11 @@ Status convert_conv(Context& ctx, const onnx::NodeProto& node) {
 Status convert_conv_transpose(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(
       node, {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}));
-  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
-  KILN_ASSIGN_OR_RETURN(Value w, ctx.input(node, 1));
-  const ir::Shape xs = ctx.type_of(x).shape, ws = ctx.type_of(w).shape;
-  if (xs.size() < 3 || ws.size() != xs.size())
-    return node_error(node, fmt::format("expected X [N, C, D...] and W [C, M/group, K...], got {} and {}",
-                                        ctx.type_of(x).to_string(), ctx.type_of(w).to_string()));
-  const size_t k = xs.size() - 2;
-  const std::vector<int64_t> window(ws.begin() + 2, ws.end());
-  KILN_ASSIGN_OR_RETURN(auto kernel_shape, ints_attribute(node, "kernel_shape", window));
-  if (kernel_shape != window) return node_error(node, "kernel_shape differs from W's spatial dims");
-  KILN_ASSIGN_OR_RETURN(auto strides, ints_attribute(node, "strides", std::vector<int64_t>(k, 1)));
-  KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(ConvOperands c, conv_operands(ctx, node, "[C, M/group, K...]"));
+  const auto& [x, w, xs, ws, k, window, strides, dilations, group] = c;
   KILN_ASSIGN_OR_RETURN(auto output_padding, ints_attribute(node, "output_padding", std::vector<int64_t>(k, 0)));
-  KILN_ASSIGN_OR_RETURN(int64_t group, int_attribute(node, "group", 1));
   KILN_ASSIGN_OR_RETURN(std::string auto_pad, string_attribute(node, "auto_pad", "NOTSET"));
-  if (strides.size() != k || dilations.size() != k || output_padding.size() != k)
-    return node_error(node, fmt::format("strides, dilations and output_padding need {} entries", k));
+  if (output_padding.size() != k) return node_error(node, fmt::format("output_padding needs {} entries", k));
   std::vector<int64_t> full(k), pads(2 * k, 0);
   for (size_t i = 0; i < k; ++i)
     full[i] = strides[i] * (xs[2 + i] - 1) + output_padding[i] + (window[i] - 1) * dilations[i] + 1;
@@ -206,13 +212,7 @@ Status convert_conv_transpose(Context& ctx, const onnx::NodeProto& node) {
     pad.set("pads", all);
     KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Pad, {y}, std::move(pad)));
   }
-  if (Context::has_input(node, 2)) {
-    KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 2));
-    ir::Shape bias_shape(out.size(), 1);
-    bias_shape[1] = out[1];
-    KILN_ASSIGN_OR_RETURN(b, reshaped(ctx, node, b, bias_shape));
-    KILN_ASSIGN_OR_RETURN(y, binary(ctx, node, Op::Add, y, b));
-  }
+  KILN_ASSIGN_OR_RETURN(y, with_channel_bias(ctx, node, y));
   return define_output(ctx, node, 0, y);
 }
 
