@@ -177,6 +177,7 @@ Status convert_cumsum(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(int64_t exclusive, int_attribute(node, "exclusive", 0));
   KILN_ASSIGN_OR_RETURN(int64_t reverse, int_attribute(node, "reverse", 0));
   const int64_t n = t.shape[static_cast<size_t>(axis)];
+  if (n > 4096) return node_error(node, fmt::format("CumSum along a dim of {} is not supported (at most 4096)", n));
   std::vector<double> ones(static_cast<size_t>(n * n), 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)

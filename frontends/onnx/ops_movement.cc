@@ -61,7 +61,8 @@ Status convert_tile(Context& ctx, const onnx::NodeProto& node) {
     return node_error(node, fmt::format("{} repeats for rank {}", repeats.size(), ctx.type_of(x).rank()));
   Value r = x;
   for (size_t d = 0; d < repeats.size(); ++d) {
-    if (repeats[d] < 0) return node_error(node, fmt::format("repeat {} is negative", repeats[d]));
+    if (repeats[d] < 0 || repeats[d] > 4096)
+      return node_error(node, fmt::format("repeat {} is not from 0 to 4096", repeats[d]));
     if (repeats[d] == 1) continue;
     ir::Attrs attrs;
     attrs.set("axis", static_cast<int64_t>(d));
@@ -117,7 +118,7 @@ Status convert_pad(Context& ctx, const onnx::NodeProto& node) {
       const int64_t lo = pads[static_cast<size_t>(d)], hi = pads[static_cast<size_t>(rank + d)];
       const int64_t n = ctx.type_of(r).shape[static_cast<size_t>(d)];
       if (lo == 0 && hi == 0) continue;
-      if (lo < 0 || hi < 0 || n == 0 || (mode == "reflect" && (lo >= n || hi >= n)))
+      if (lo < 0 || hi < 0 || n == 0 || n + lo + hi > (int64_t{1} << 24) || (mode == "reflect" && (lo >= n || hi >= n)))
         return node_error(node, fmt::format("pads {} and {} do not fit {} mode on a dim of {}", lo, hi, mode, n));
       std::vector<int64_t> source;
       for (int64_t j = -lo; j < n + hi; ++j)

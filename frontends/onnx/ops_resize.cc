@@ -76,6 +76,7 @@ Result<Value> resize_axis(Context& ctx, const onnx::NodeProto& node, const Value
                           int64_t out, double scale) {
   const ir::TensorType t = ctx.type_of(x);
   const int64_t in = t.shape[static_cast<size_t>(axis)];
+  if (out > (int64_t{1} << 24)) return node_error(node, fmt::format("resize to {} is not supported", out));
   if (m.mode == "nearest") {
     std::vector<int64_t> index(static_cast<size_t>(out));
     for (int64_t o = 0; o < out; ++o) {

@@ -90,9 +90,35 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
     return node_error(node, fmt::format("direction '{}' is none of forward, reverse and bidirectional", direction));
   const ir::TensorType xt = ctx.type_of(x);
-  if (xt.rank() != 3 || !ir::is_float(xt.dtype))
-    return node_error(node, fmt::format("expected X of rank 3, got {}", xt.to_string()));
-  Recurrence rec{ctx, node, xt.dtype, ctx.type_of(r).shape.back()};
+  if (xt.rank() != 3 || !ir::is_float(xt.dtype) || xt.shape[0] < 1 || xt.shape[1] < 1)
+    return node_error(
+        node, fmt::format("expected a float X [seq, batch, input] of at least one step, got {}", xt.to_string()));
+  // Every operand's shape, checked before any is sliced.
+  const int64_t dirs = direction == "bidirectional" ? 2 : 1, gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+  const ir::Shape rs = ctx.type_of(r).shape;
+  if (rs.size() != 3 || rs[0] != dirs || rs[2] < 1 || rs[1] != gates * rs[2])
+    return node_error(
+        node, fmt::format("expected R [{}, {} * hidden, hidden], got {}", dirs, gates, ctx.type_of(r).to_string()));
+  const int64_t hidden_size = rs[2];
+  KILN_ASSIGN_OR_RETURN(int64_t declared, int_attribute(node, "hidden_size", hidden_size));
+  const int64_t input = xt.shape[2];
+  auto expect = [&](const std::optional<Value>& v, ir::Shape shape, const char* what) -> Status {
+    if (v && (ctx.type_of(*v).shape != shape || ctx.type_of(*v).dtype != xt.dtype))
+      return node_error(node, fmt::format("expected {} {}{}, got {}", what, ir::dtype_name(xt.dtype),
+                                          ir::shape_string(shape), ctx.type_of(*v).to_string()));
+    return Status::Ok();
+  };
+  const int64_t batch_dim = layout ? xt.shape[0] : xt.shape[1];
+  if (declared != hidden_size)
+    return node_error(node, fmt::format("hidden_size {} differs from R's {}", declared, hidden_size));
+  KILN_RETURN_IF_ERROR(expect(w, {dirs, gates * hidden_size, input}, "W"));
+  KILN_RETURN_IF_ERROR(expect(r, {dirs, gates * hidden_size, hidden_size}, "R"));
+  KILN_RETURN_IF_ERROR(expect(b, {dirs, 2 * gates * hidden_size}, "B"));
+  KILN_RETURN_IF_ERROR(expect(h0, {dirs, batch_dim, hidden_size}, "initial_h"));
+  KILN_RETURN_IF_ERROR(expect(c0, {dirs, batch_dim, hidden_size}, "initial_c"));
+  KILN_RETURN_IF_ERROR(expect(peepholes, {dirs, 3 * hidden_size}, "P"));
+  if (layout && (h0 || c0)) return node_error(node, "initial states with layout 1 are not supported");
+  Recurrence rec{ctx, node, xt.dtype, hidden_size};
   ir::Attrs swap;
   swap.set("perm", std::vector<int64_t>{1, 0, 2});
   if (layout) {
@@ -103,7 +129,6 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
     for (int64_t n : *lengths)
       if (n != seq)
         return node_error(node, fmt::format("sequence_lens of {} in a sequence of {} is not supported", n, seq));
-  const int64_t dirs = direction == "bidirectional" ? 2 : 1, gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
   const ir::Shape state = {batch, hidden};
   std::vector<std::vector<Value>> ys(static_cast<size_t>(dirs));
   std::vector<Value> last_h, last_c;

@@ -167,6 +167,8 @@ Status convert_scatter_nd(Context& ctx, const onnx::NodeProto& node) {
   for (size_t j = 0; j < k; ++j) p *= dt.shape[j];
   const ir::Shape rest(dt.shape.begin() + static_cast<std::ptrdiff_t>(k), dt.shape.end());
   const int64_t m = static_cast<int64_t>(linear.size());
+  if (m * p > (int64_t{1} << 24))
+    return node_error(node, fmt::format("{} updates into {} rows are not supported", m, p));
   ir::Shape flat_data = {p}, flat_updates = {m}, hit_shape = {m, p};
   flat_data.insert(flat_data.end(), rest.begin(), rest.end());
   flat_updates.insert(flat_updates.end(), rest.begin(), rest.end());

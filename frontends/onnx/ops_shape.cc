@@ -279,6 +279,8 @@ Status convert_slice(Context& ctx, const onnx::NodeProto& node) {
     if (steps[i] >= 0) continue;
     KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node, axes[i], t.rank()));
     const int64_t n = t.shape[static_cast<size_t>(axis)];
+    if (n > (int64_t{1} << 24))
+      return node_error(node, fmt::format("a negative step along a dim of {} is not supported", n));
     const int64_t from = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + n : starts[i], 0, n - 1);
     const int64_t to = std::clamp<int64_t>(ends[i] < 0 ? ends[i] + n : ends[i], -1, n - 1);
     std::vector<int64_t> walk;
