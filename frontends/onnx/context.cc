@@ -225,4 +225,56 @@ Result<Value> binary(Context& ctx, const onnx::NodeProto& node, ir::Op op, const
   return ctx.apply(node, op, {pair.first, pair.second});
 }
 
+Result<Value> with_scalar(Context& ctx, const onnx::NodeProto& node, ir::Op op, const Value& x, double s) {
+  return binary(ctx, node, op, x, scalar(s, ctx.type_of(x).dtype));
+}
+
+Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> perm) {
+  ir::Attrs attrs;
+  attrs.set("perm", std::move(perm));
+  return ctx.apply(node, ir::Op::Transpose, {x}, std::move(attrs));
+}
+
+Result<Value> cast(Context& ctx, const onnx::NodeProto& node, const Value& x, ir::DType to) {
+  if (ctx.type_of(x).dtype == to) return x;
+  ir::Attrs attrs;
+  attrs.set("to", to);
+  return ctx.apply(node, ir::Op::Cast, {x}, std::move(attrs));
+}
+
+Result<Value> iota(Context& ctx, const onnx::NodeProto& node, const ir::Shape& shape, int64_t axis, ir::DType dtype) {
+  ir::Attrs attrs;
+  attrs.set("shape", shape);
+  attrs.set("axis", axis);
+  return ctx.apply(node, ir::Op::Iota, {}, std::move(attrs), dtype);
+}
+
+Result<Value> slice_axis(Context& ctx, const onnx::NodeProto& node, const Value& x, int64_t axis, int64_t begin,
+                         int64_t end) {
+  const ir::Shape shape = ctx.type_of(x).shape;
+  std::vector<int64_t> starts(shape.size(), 0), ends(shape.begin(), shape.end());
+  starts[static_cast<size_t>(axis)] = begin;
+  ends[static_cast<size_t>(axis)] = end;
+  ir::Attrs attrs;
+  attrs.set("starts", starts);
+  attrs.set("ends", ends);
+  return ctx.apply(node, ir::Op::Slice, {x}, std::move(attrs));
+}
+
+AxisLast axis_last(int64_t rank, int64_t axis) {
+  AxisLast p;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) p.to_last.push_back(d);
+  p.to_last.push_back(axis);
+  p.back.resize(p.to_last.size());
+  for (size_t i = 0; i < p.to_last.size(); ++i) p.back[static_cast<size_t>(p.to_last[i])] = static_cast<int64_t>(i);
+  return p;
+}
+
+Result<Value> wrap_negative(Context& ctx, const onnx::NodeProto& node, const Value& indices, int64_t extent) {
+  KILN_ASSIGN_OR_RETURN(Value negative, with_scalar(ctx, node, ir::Op::Lt, indices, 0));
+  KILN_ASSIGN_OR_RETURN(Value shifted, with_scalar(ctx, node, ir::Op::Add, indices, static_cast<double>(extent)));
+  return ctx.apply(node, ir::Op::Select, {negative, shifted, indices});
+}
+
 }  // namespace kiln::onnx_import

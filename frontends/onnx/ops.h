@@ -48,5 +48,23 @@ Result<std::optional<std::vector<int64_t>>> axes_of(Context& ctx, const onnx::No
                                                     int64_t input_from_opset);
 /// a op b with numpy broadcasting.
 Result<Value> binary(Context& ctx, const onnx::NodeProto& node, ir::Op op, const Value& a, const Value& b);
+/// x op s, for a scalar s of x's element type.
+Result<Value> with_scalar(Context& ctx, const onnx::NodeProto& node, ir::Op op, const Value& x, double s);
+/// x with its dims permuted.
+Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> perm);
+/// x cast to `to` (itself when it has that type).
+Result<Value> cast(Context& ctx, const onnx::NodeProto& node, const Value& x, ir::DType to);
+/// The indices 0, 1, ... along `axis` of `shape`.
+Result<Value> iota(Context& ctx, const onnx::NodeProto& node, const ir::Shape& shape, int64_t axis, ir::DType dtype);
+/// x[begin:end] along one axis.
+Result<Value> slice_axis(Context& ctx, const onnx::NodeProto& node, const Value& x, int64_t axis, int64_t begin,
+                         int64_t end);
+/// The permutation that moves `axis` of a rank-`rank` tensor last, and its inverse.
+struct AxisLast {
+  std::vector<int64_t> to_last, back;
+};
+AxisLast axis_last(int64_t rank, int64_t axis);
+/// Indices made non-negative along an axis of `extent`: where(i < 0, i + extent, i).
+Result<Value> wrap_negative(Context& ctx, const onnx::NodeProto& node, const Value& indices, int64_t extent);
 
 }  // namespace kiln::onnx_import

@@ -80,9 +80,7 @@ Status convert_einsum(Context& ctx, const onnx::NodeProto& node) {
         perm.push_back(static_cast<int64_t>(d)), dims.push_back(static_cast<int64_t>(f));
     Value v = operands[i];
     if (!std::is_sorted(perm.begin(), perm.end())) {
-      ir::Attrs attrs;
-      attrs.set("perm", perm);
-      KILN_ASSIGN_OR_RETURN(v, ctx.apply(node, Op::Transpose, {v}, std::move(attrs)));
+      KILN_ASSIGN_OR_RETURN(v, transposed(ctx, node, v, perm));
     }
     ir::Attrs spread;
     spread.set("shape", shape);

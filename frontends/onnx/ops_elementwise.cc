@@ -60,11 +60,7 @@ Status convert_pow(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value b, ctx.input(node, 1));
   const ir::DType dtype = ctx.type_of(a).dtype;
   if (!ir::is_float(dtype)) return node_error(node, "Pow of an integer base is not supported");
-  if (ctx.type_of(b).dtype != dtype) {
-    ir::Attrs attrs;
-    attrs.set("to", dtype);
-    KILN_ASSIGN_OR_RETURN(b, ctx.apply(node, Op::Cast, {b}, std::move(attrs)));
-  }
+  KILN_ASSIGN_OR_RETURN(b, cast(ctx, node, b, dtype));
   KILN_ASSIGN_OR_RETURN(Value r, binary(ctx, node, Op::Pow, a, b));
   return define_output(ctx, node, 0, r);
 }
@@ -112,15 +108,9 @@ Status convert_formula(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 0, r);
 }
 
-Result<Value> with_scalar(Context& ctx, const onnx::NodeProto& node, Op op, const Value& x, double s,
-                          bool scalar_first = false) {
-  const Value c = scalar(s, ctx.type_of(x).dtype);
-  return scalar_first ? binary(ctx, node, op, c, x) : binary(ctx, node, op, x, c);
-}
-
 Result<Value> reciprocal(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {}));
-  return with_scalar(ctx, node, Op::Div, x, 1.0, true);
+  return binary(ctx, node, Op::Div, scalar(1.0, ctx.type_of(x).dtype), x);
 }
 
 Result<Value> softplus(Context& ctx, const onnx::NodeProto& node, const Value& x) {

@@ -10,34 +10,6 @@ namespace {
 
 using ir::Op;
 
-Result<Value> iota(Context& ctx, const onnx::NodeProto& node, const ir::Shape& shape, int64_t axis, ir::DType dtype) {
-  ir::Attrs attrs;
-  attrs.set("shape", shape);
-  attrs.set("axis", axis);
-  return ctx.apply(node, Op::Iota, {}, std::move(attrs), dtype);
-}
-
-Result<Value> cast(Context& ctx, const onnx::NodeProto& node, const Value& x, ir::DType to) {
-  if (ctx.type_of(x).dtype == to) return x;
-  ir::Attrs attrs;
-  attrs.set("to", to);
-  return ctx.apply(node, Op::Cast, {x}, std::move(attrs));
-}
-
-Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> perm) {
-  ir::Attrs attrs;
-  attrs.set("perm", std::move(perm));
-  return ctx.apply(node, Op::Transpose, {x}, std::move(attrs));
-}
-
-// Indices made non-negative along an axis of `extent`: where(i < 0, i + extent, i).
-Result<Value> wrapped(Context& ctx, const onnx::NodeProto& node, const Value& indices, int64_t extent) {
-  const ir::DType t = ctx.type_of(indices).dtype;
-  KILN_ASSIGN_OR_RETURN(Value negative, binary(ctx, node, Op::Lt, indices, scalar(0, t)));
-  KILN_ASSIGN_OR_RETURN(Value shifted, binary(ctx, node, Op::Add, indices, scalar(static_cast<double>(extent), t)));
-  return ctx.apply(node, Op::Select, {negative, shifted, indices});
-}
-
 // out[p] = x[p with p[axis] = indices[p]]: x's dims other than the axis cut to the indices',
 // the axis moved last and every index compared with an iota over it.
 Status convert_gather_elements(Context& ctx, const onnx::NodeProto& node) {
@@ -60,11 +32,7 @@ Status convert_gather_elements(Context& ctx, const onnx::NodeProto& node) {
   slice.set("starts", starts);
   slice.set("ends", ends);
   KILN_ASSIGN_OR_RETURN(Value cut, ctx.apply(node, Op::Slice, {x}, std::move(slice)));
-  std::vector<int64_t> perm;
-  for (size_t d = 0; d < rank; ++d)
-    if (d != a) perm.push_back(static_cast<int64_t>(d));
-  perm.push_back(axis);
-  KILN_ASSIGN_OR_RETURN(Value last, transposed(ctx, node, cut, perm));  // [others..., n]
+  KILN_ASSIGN_OR_RETURN(Value last, transposed(ctx, node, cut, axis_last(xt.rank(), axis).to_last));  // [others..., n]
   ir::Shape wide(it.shape.begin(), it.shape.end());
   wide.push_back(n);
   std::vector<int64_t> dims;
@@ -75,7 +43,7 @@ Status convert_gather_elements(Context& ctx, const onnx::NodeProto& node) {
   spread.set("shape", wide);
   spread.set("dims", dims);
   KILN_ASSIGN_OR_RETURN(Value table, ctx.apply(node, Op::Broadcast, {last}, std::move(spread)));  // [indices..., n]
-  KILN_ASSIGN_OR_RETURN(Value k, wrapped(ctx, node, indices, n));
+  KILN_ASSIGN_OR_RETURN(Value k, wrap_negative(ctx, node, indices, n));
   ir::Shape with_one(it.shape.begin(), it.shape.end());
   with_one.push_back(1);
   KILN_ASSIGN_OR_RETURN(Value k1, reshaped(ctx, node, k, with_one));
@@ -111,7 +79,7 @@ Status convert_one_hot(Context& ctx, const onnx::NodeProto& node) {
   with_one.insert(with_one.begin() + axis, 1);
   // Indices of another integer type compare as i64; floats are truncated, as ONNX says.
   KILN_ASSIGN_OR_RETURN(Value k, cast(ctx, node, indices, ir::DType::I64));
-  KILN_ASSIGN_OR_RETURN(k, wrapped(ctx, node, k, depth));
+  KILN_ASSIGN_OR_RETURN(k, wrap_negative(ctx, node, k, depth));
   KILN_ASSIGN_OR_RETURN(Value k1, reshaped(ctx, node, k, with_one));
   KILN_ASSIGN_OR_RETURN(Value kw, ctx.broadcast_to(node, k1, out));
   KILN_ASSIGN_OR_RETURN(Value positions, iota(ctx, node, out, axis, ir::DType::I64));
@@ -183,13 +151,8 @@ Status convert_cumsum(Context& ctx, const onnx::NodeProto& node) {
     for (int64_t j = 0; j < n; ++j)
       if (reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j))
         ones[static_cast<size_t>(i * n + j)] = 1.0;
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < t.rank(); ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  std::vector<int64_t> back(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) back[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-  KILN_ASSIGN_OR_RETURN(Value last, transposed(ctx, node, x, perm));
+  const AxisLast perm = axis_last(t.rank(), axis);
+  KILN_ASSIGN_OR_RETURN(Value last, transposed(ctx, node, x, perm.to_last));
   if (t.rank() == 1) {
     KILN_ASSIGN_OR_RETURN(last, reshaped(ctx, node, last, {1, n}));
   }
@@ -198,7 +161,7 @@ Status convert_cumsum(Context& ctx, const onnx::NodeProto& node) {
   if (t.rank() == 1) {
     KILN_ASSIGN_OR_RETURN(summed, reshaped(ctx, node, summed, {n}));
   }
-  KILN_ASSIGN_OR_RETURN(Value r, transposed(ctx, node, summed, back));
+  KILN_ASSIGN_OR_RETURN(Value r, transposed(ctx, node, summed, perm.back));
   return define_output(ctx, node, 0, r);
 }
 

@@ -26,10 +26,7 @@ Result<Value> nll_loss(Context& ctx, const onnx::NodeProto& node, const Value& x
     return node_error(node, fmt::format("expected integer targets of shape {} for input {}, got {}",
                                         ir::shape_string(target_shape), xt.to_string(), tt.to_string()));
   // hit[n, c, ...] = (c == target[n, ...]).
-  ir::Attrs iota;
-  iota.set("shape", xt.shape);
-  iota.set("axis", int64_t{1});
-  KILN_ASSIGN_OR_RETURN(Value classes, ctx.apply(node, Op::Iota, {}, std::move(iota), tt.dtype));
+  KILN_ASSIGN_OR_RETURN(Value classes, iota(ctx, node, xt.shape, 1, tt.dtype));
   ir::Shape with_class = target_shape;
   with_class.insert(with_class.begin() + 1, 1);
   KILN_ASSIGN_OR_RETURN(Value t1, reshaped(ctx, node, target, with_class));

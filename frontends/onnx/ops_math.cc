@@ -10,10 +10,6 @@ namespace {
 
 using ir::Op;
 
-Result<Value> with(Context& ctx, const onnx::NodeProto& node, Op op, const Value& x, double s) {
-  return binary(ctx, node, op, x, scalar(s, ctx.type_of(x).dtype));
-}
-
 Result<Value> unary(Context& ctx, const onnx::NodeProto& node, Op op, const Value& x) {
   return ctx.apply(node, op, {x});
 }
@@ -38,7 +34,7 @@ Result<Value> hyperbolic(Context& ctx, const onnx::NodeProto& node, const Value&
   KILN_ASSIGN_OR_RETURN(Value nx, unary(ctx, node, Op::Neg, x));
   KILN_ASSIGN_OR_RETURN(Value en, unary(ctx, node, Op::Exp, nx));
   KILN_ASSIGN_OR_RETURN(Value s, ctx.apply(node, plus ? Op::Add : Op::Sub, {e, en}));
-  return with(ctx, node, Op::Mul, s, 0.5);
+  return with_scalar(ctx, node, Op::Mul, s, 0.5);
 }
 
 // asinh(x) = log(x + sqrt(x² + 1)); acosh(x) = log(x + sqrt(x² - 1)).
@@ -46,7 +42,7 @@ template <bool plus>
 Result<Value> inverse_hyperbolic(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {}));
   KILN_ASSIGN_OR_RETURN(Value sq, ctx.apply(node, Op::Mul, {x, x}));
-  KILN_ASSIGN_OR_RETURN(Value shifted, with(ctx, node, plus ? Op::Add : Op::Sub, sq, 1.0));
+  KILN_ASSIGN_OR_RETURN(Value shifted, with_scalar(ctx, node, plus ? Op::Add : Op::Sub, sq, 1.0));
   KILN_ASSIGN_OR_RETURN(Value root, unary(ctx, node, Op::Sqrt, shifted));
   KILN_ASSIGN_OR_RETURN(Value sum, ctx.apply(node, Op::Add, {x, root}));
   return unary(ctx, node, Op::Log, sum);
@@ -55,12 +51,12 @@ Result<Value> inverse_hyperbolic(Context& ctx, const onnx::NodeProto& node, cons
 // atanh(x) = log((1 + x) / (1 - x)) / 2.
 Result<Value> atanh(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {}));
-  KILN_ASSIGN_OR_RETURN(Value up, with(ctx, node, Op::Add, x, 1.0));
+  KILN_ASSIGN_OR_RETURN(Value up, with_scalar(ctx, node, Op::Add, x, 1.0));
   KILN_ASSIGN_OR_RETURN(Value nx, unary(ctx, node, Op::Neg, x));
-  KILN_ASSIGN_OR_RETURN(Value down, with(ctx, node, Op::Add, nx, 1.0));
+  KILN_ASSIGN_OR_RETURN(Value down, with_scalar(ctx, node, Op::Add, nx, 1.0));
   KILN_ASSIGN_OR_RETURN(Value q, ctx.apply(node, Op::Div, {up, down}));
   KILN_ASSIGN_OR_RETURN(Value l, unary(ctx, node, Op::Log, q));
-  return with(ctx, node, Op::Mul, l, 0.5);
+  return with_scalar(ctx, node, Op::Mul, l, 0.5);
 }
 
 Result<Value> tan(Context& ctx, const onnx::NodeProto& node, const Value& x) {
@@ -74,12 +70,10 @@ Result<Value> tan(Context& ctx, const onnx::NodeProto& node, const Value& x) {
 Result<Value> sign(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {}));
   const ir::DType t = ctx.type_of(x).dtype;
-  ir::Attrs to;
-  to.set("to", t);
-  KILN_ASSIGN_OR_RETURN(Value pos, with(ctx, node, Op::Gt, x, 0.0));
-  KILN_ASSIGN_OR_RETURN(Value neg, with(ctx, node, Op::Lt, x, 0.0));
-  KILN_ASSIGN_OR_RETURN(Value p, ctx.apply(node, Op::Cast, {pos}, to));
-  KILN_ASSIGN_OR_RETURN(Value n, ctx.apply(node, Op::Cast, {neg}, to));
+  KILN_ASSIGN_OR_RETURN(Value pos, with_scalar(ctx, node, Op::Gt, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(Value neg, with_scalar(ctx, node, Op::Lt, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(Value p, cast(ctx, node, pos, t));
+  KILN_ASSIGN_OR_RETURN(Value n, cast(ctx, node, neg, t));
   return ctx.apply(node, Op::Sub, {p, n});
 }
 
@@ -88,14 +82,14 @@ Result<Value> round(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {}));
   KILN_ASSIGN_OR_RETURN(Value f, unary(ctx, node, Op::Floor, x));
   KILN_ASSIGN_OR_RETURN(Value d, ctx.apply(node, Op::Sub, {x, f}));
-  KILN_ASSIGN_OR_RETURN(Value half_f, with(ctx, node, Op::Mul, f, 0.5));
+  KILN_ASSIGN_OR_RETURN(Value half_f, with_scalar(ctx, node, Op::Mul, f, 0.5));
   KILN_ASSIGN_OR_RETURN(Value half_floor, unary(ctx, node, Op::Floor, half_f));
-  KILN_ASSIGN_OR_RETURN(Value twice, with(ctx, node, Op::Mul, half_floor, 2.0));
+  KILN_ASSIGN_OR_RETURN(Value twice, with_scalar(ctx, node, Op::Mul, half_floor, 2.0));
   KILN_ASSIGN_OR_RETURN(Value parity, ctx.apply(node, Op::Sub, {f, twice}));  // 0 or 1
-  KILN_ASSIGN_OR_RETURN(Value up, with(ctx, node, Op::Add, f, 1.0));
+  KILN_ASSIGN_OR_RETURN(Value up, with_scalar(ctx, node, Op::Add, f, 1.0));
   KILN_ASSIGN_OR_RETURN(Value at_half, ctx.apply(node, Op::Add, {f, parity}));
-  KILN_ASSIGN_OR_RETURN(Value above, with(ctx, node, Op::Gt, d, 0.5));
-  KILN_ASSIGN_OR_RETURN(Value below, with(ctx, node, Op::Lt, d, 0.5));
+  KILN_ASSIGN_OR_RETURN(Value above, with_scalar(ctx, node, Op::Gt, d, 0.5));
+  KILN_ASSIGN_OR_RETURN(Value below, with_scalar(ctx, node, Op::Lt, d, 0.5));
   KILN_ASSIGN_OR_RETURN(Value rest, ctx.apply(node, Op::Select, {below, f, at_half}));
   return ctx.apply(node, Op::Select, {above, up, rest});
 }
@@ -104,10 +98,10 @@ Result<Value> shrink(Context& ctx, const onnx::NodeProto& node, const Value& x) 
   KILN_RETURN_IF_ERROR(check_attributes(node, {"bias", "lambd"}));
   KILN_ASSIGN_OR_RETURN(float bias, float_attribute(node, "bias", 0.0f));
   KILN_ASSIGN_OR_RETURN(float lambd, float_attribute(node, "lambd", 0.5f));
-  KILN_ASSIGN_OR_RETURN(Value low, with(ctx, node, Op::Lt, x, -lambd));
-  KILN_ASSIGN_OR_RETURN(Value high, with(ctx, node, Op::Gt, x, lambd));
-  KILN_ASSIGN_OR_RETURN(Value plus, with(ctx, node, Op::Add, x, bias));
-  KILN_ASSIGN_OR_RETURN(Value minus, with(ctx, node, Op::Sub, x, bias));
+  KILN_ASSIGN_OR_RETURN(Value low, with_scalar(ctx, node, Op::Lt, x, -lambd));
+  KILN_ASSIGN_OR_RETURN(Value high, with_scalar(ctx, node, Op::Gt, x, lambd));
+  KILN_ASSIGN_OR_RETURN(Value plus, with_scalar(ctx, node, Op::Add, x, bias));
+  KILN_ASSIGN_OR_RETURN(Value minus, with_scalar(ctx, node, Op::Sub, x, bias));
   KILN_ASSIGN_OR_RETURN(Value zero, ctx.broadcast_to(node, scalar(0.0, ctx.type_of(x).dtype), ctx.type_of(x).shape));
   KILN_ASSIGN_OR_RETURN(Value upper, ctx.apply(node, Op::Select, {high, minus, zero}));
   return ctx.apply(node, Op::Select, {low, plus, upper});
@@ -117,11 +111,11 @@ Result<Value> shrink(Context& ctx, const onnx::NodeProto& node, const Value& x) 
 Result<Value> celu(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"alpha"}));
   KILN_ASSIGN_OR_RETURN(float alpha, float_attribute(node, "alpha", 1.0f));
-  KILN_ASSIGN_OR_RETURN(Value scaled, with(ctx, node, Op::Div, x, alpha));
+  KILN_ASSIGN_OR_RETURN(Value scaled, with_scalar(ctx, node, Op::Div, x, alpha));
   KILN_ASSIGN_OR_RETURN(Value e, unary(ctx, node, Op::Exp, scaled));
-  KILN_ASSIGN_OR_RETURN(Value em1, with(ctx, node, Op::Sub, e, 1.0));
-  KILN_ASSIGN_OR_RETURN(Value neg, with(ctx, node, Op::Mul, em1, alpha));
-  KILN_ASSIGN_OR_RETURN(Value low, with(ctx, node, Op::Minimum, neg, 0.0));
+  KILN_ASSIGN_OR_RETURN(Value em1, with_scalar(ctx, node, Op::Sub, e, 1.0));
+  KILN_ASSIGN_OR_RETURN(Value neg, with_scalar(ctx, node, Op::Mul, em1, alpha));
+  KILN_ASSIGN_OR_RETURN(Value low, with_scalar(ctx, node, Op::Minimum, neg, 0.0));
   KILN_ASSIGN_OR_RETURN(Value high, unary(ctx, node, Op::Relu, x));
   return ctx.apply(node, Op::Add, {high, low});
 }
@@ -140,7 +134,7 @@ Status convert_mod(Context& ctx, const onnx::NodeProto& node) {
   if (is_float && !fmod) return node_error(node, "fmod 0 on floats is not allowed by ONNX");
   KILN_ASSIGN_OR_RETURN(Value q, ctx.apply(node, Op::Div, {x, y}));
   if (is_float) {  // trunc(q) = q < 0 ? ceil(q) : floor(q)
-    KILN_ASSIGN_OR_RETURN(Value neg, with(ctx, node, Op::Lt, q, 0.0));
+    KILN_ASSIGN_OR_RETURN(Value neg, with_scalar(ctx, node, Op::Lt, q, 0.0));
     KILN_ASSIGN_OR_RETURN(Value c, unary(ctx, node, Op::Ceil, q));
     KILN_ASSIGN_OR_RETURN(Value f, unary(ctx, node, Op::Floor, q));
     KILN_ASSIGN_OR_RETURN(q, ctx.apply(node, Op::Select, {neg, c, f}));
@@ -148,9 +142,9 @@ Status convert_mod(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value yq, ctx.apply(node, Op::Mul, {y, q}));
   KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Sub, {x, yq}));
   if (!fmod) {  // where r != 0 and its sign differs from y's, r + y
-    KILN_ASSIGN_OR_RETURN(Value nonzero, with(ctx, node, Op::Ne, r, 0.0));
-    KILN_ASSIGN_OR_RETURN(Value r_neg, with(ctx, node, Op::Lt, r, 0.0));
-    KILN_ASSIGN_OR_RETURN(Value y_neg, with(ctx, node, Op::Lt, y, 0.0));
+    KILN_ASSIGN_OR_RETURN(Value nonzero, with_scalar(ctx, node, Op::Ne, r, 0.0));
+    KILN_ASSIGN_OR_RETURN(Value r_neg, with_scalar(ctx, node, Op::Lt, r, 0.0));
+    KILN_ASSIGN_OR_RETURN(Value y_neg, with_scalar(ctx, node, Op::Lt, y, 0.0));
     KILN_ASSIGN_OR_RETURN(Value differ, ctx.apply(node, Op::Ne, {r_neg, y_neg}));
     KILN_ASSIGN_OR_RETURN(Value fix, ctx.apply(node, Op::And, {nonzero, differ}));
     KILN_ASSIGN_OR_RETURN(Value shifted, ctx.apply(node, Op::Add, {r, y}));

@@ -11,18 +11,6 @@ namespace {
 
 using ir::Op;
 
-Result<Value> slice_along(Context& ctx, const onnx::NodeProto& node, const Value& x, int64_t axis, int64_t begin,
-                          int64_t end) {
-  const ir::Shape shape = ctx.type_of(x).shape;
-  std::vector<int64_t> starts(shape.size(), 0), ends(shape.begin(), shape.end());
-  starts[static_cast<size_t>(axis)] = begin;
-  ends[static_cast<size_t>(axis)] = end;
-  ir::Attrs attrs;
-  attrs.set("starts", starts);
-  attrs.set("ends", ends);
-  return ctx.apply(node, Op::Slice, {x}, std::move(attrs));
-}
-
 // Split: sizes from the split input (opset 13), the split attribute (before), or equal
 // parts (num_outputs from opset 18, else one per output; the last part may be smaller).
 Status convert_split(Context& ctx, const onnx::NodeProto& node) {
@@ -45,7 +33,7 @@ Status convert_split(Context& ctx, const onnx::NodeProto& node) {
     return node_error(node, fmt::format("{} split sizes for {} outputs", sizes.size(), parts));
   int64_t begin = 0;
   for (int64_t i = 0; i < parts; ++i) {
-    KILN_ASSIGN_OR_RETURN(Value part, slice_along(ctx, node, x, axis, begin, begin + sizes[static_cast<size_t>(i)]));
+    KILN_ASSIGN_OR_RETURN(Value part, slice_axis(ctx, node, x, axis, begin, begin + sizes[static_cast<size_t>(i)]));
     KILN_RETURN_IF_ERROR(define_output(ctx, node, static_cast<int>(i), part));
     begin += sizes[static_cast<size_t>(i)];
   }
@@ -154,14 +142,8 @@ Status convert_trilu(Context& ctx, const onnx::NodeProto& node) {
     if (ks.size() != 1) return node_error(node, "k must be one integer");
     k = ks[0];
   }
-  auto index = [&](int64_t axis) {
-    ir::Attrs attrs;
-    attrs.set("shape", t.shape);
-    attrs.set("axis", axis);
-    return ctx.apply(node, Op::Iota, {}, std::move(attrs), ir::DType::I64);
-  };
-  KILN_ASSIGN_OR_RETURN(Value rows, index(t.rank() - 2));
-  KILN_ASSIGN_OR_RETURN(Value cols, index(t.rank() - 1));
+  KILN_ASSIGN_OR_RETURN(Value rows, iota(ctx, node, t.shape, t.rank() - 2, ir::DType::I64));
+  KILN_ASSIGN_OR_RETURN(Value cols, iota(ctx, node, t.shape, t.rank() - 1, ir::DType::I64));
   KILN_ASSIGN_OR_RETURN(Value diagonal, ctx.apply(node, Op::Sub, {cols, rows}));
   KILN_ASSIGN_OR_RETURN(
       Value keep, binary(ctx, node, upper ? Op::Ge : Op::Le, diagonal, scalar(static_cast<double>(k), ir::DType::I64)));
@@ -221,9 +203,7 @@ Status convert_depth_space(Context& ctx, const onnx::NodeProto& node) {
     result = {n, c * b * b, h / b, w / b};
   }
   KILN_ASSIGN_OR_RETURN(Value s, reshaped(ctx, node, x, split));
-  ir::Attrs attrs;
-  attrs.set("perm", perm);
-  KILN_ASSIGN_OR_RETURN(Value p, ctx.apply(node, Op::Transpose, {s}, std::move(attrs)));
+  KILN_ASSIGN_OR_RETURN(Value p, transposed(ctx, node, s, perm));
   KILN_ASSIGN_OR_RETURN(Value r, reshaped(ctx, node, p, result));
   return define_output(ctx, node, 0, r);
 }

@@ -10,12 +10,6 @@ namespace {
 
 using ir::Op;
 
-Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> perm) {
-  ir::Attrs attrs;
-  attrs.set("perm", std::move(perm));
-  return ctx.apply(node, Op::Transpose, {x}, std::move(attrs));
-}
-
 // numpy's matmul: a 1-D operand gains a dim of 1 (leading for a, trailing for b), which the
 // result then loses.
 Result<Value> matmul(Context& ctx, const onnx::NodeProto& node, Value a, Value b) {
@@ -355,12 +349,7 @@ Status convert_lrn(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value padded, ctx.apply(node, Op::Pad, {sq}, std::move(pad)));
   Value sum;
   for (int64_t i = 0; i < size; ++i) {
-    std::vector<int64_t> starts(static_cast<size_t>(t.rank()), 0), ends(t.shape.begin(), t.shape.end());
-    starts[1] = i, ends[1] = i + t.shape[1];
-    ir::Attrs slice;
-    slice.set("starts", starts);
-    slice.set("ends", ends);
-    KILN_ASSIGN_OR_RETURN(Value part, ctx.apply(node, Op::Slice, {padded}, std::move(slice)));
+    KILN_ASSIGN_OR_RETURN(Value part, slice_axis(ctx, node, padded, 1, i, i + t.shape[1]));
     if (i == 0) {
       sum = part;
     } else {

@@ -125,12 +125,7 @@ Status convert_reduce_prod(Context& ctx, const onnx::NodeProto& node) {
       KILN_ASSIGN_OR_RETURN(product, ctx.broadcast_to(node, scalar(1.0, t.dtype), one));
     }
     for (int64_t i = 0; i < n; ++i) {
-      std::vector<int64_t> starts(kept.size(), 0), ends(kept.begin(), kept.end());
-      starts[static_cast<size_t>(axis)] = i, ends[static_cast<size_t>(axis)] = i + 1;
-      ir::Attrs slice;
-      slice.set("starts", starts);
-      slice.set("ends", ends);
-      KILN_ASSIGN_OR_RETURN(Value part, ctx.apply(node, Op::Slice, {r}, std::move(slice)));
+      KILN_ASSIGN_OR_RETURN(Value part, slice_axis(ctx, node, r, axis, i, i + 1));
       if (i == 0) {
         product = part;
       } else {
@@ -217,10 +212,7 @@ Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
   }
   ir::Attrs over;
   over.set("axis", axis);
-  ir::Attrs positions;
-  positions.set("shape", t.shape);
-  positions.set("axis", axis);
-  KILN_ASSIGN_OR_RETURN(Value iota, ctx.apply(node, Op::Iota, {}, std::move(positions), ir::DType::I64));
+  KILN_ASSIGN_OR_RETURN(Value positions, iota(ctx, node, t.shape, axis, ir::DType::I64));
   KILN_ASSIGN_OR_RETURN(Value taken,
                         ctx.broadcast_to(node, scalar(-std::numeric_limits<double>::infinity(), t.dtype), t.shape));
   ir::Shape one = t.shape;
@@ -230,7 +222,7 @@ Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
     KILN_ASSIGN_OR_RETURN(Value best, ctx.apply(node, Op::Argmax, {v}, over));
     KILN_ASSIGN_OR_RETURN(Value b1, reshaped(ctx, node, best, one));
     KILN_ASSIGN_OR_RETURN(Value bw, ctx.broadcast_to(node, b1, t.shape));
-    KILN_ASSIGN_OR_RETURN(Value hit, ctx.apply(node, Op::Eq, {iota, bw}));
+    KILN_ASSIGN_OR_RETURN(Value hit, ctx.apply(node, Op::Eq, {positions, bw}));
     KILN_ASSIGN_OR_RETURN(Value picked, ctx.apply(node, Op::Select, {hit, x, taken}));
     ir::Attrs max;
     max.set("axes", std::vector<int64_t>{axis});

@@ -96,15 +96,8 @@ Result<Value> resize_axis(Context& ctx, const onnx::NodeProto& node, const Value
     KILN_ASSIGN_OR_RETURN(double c, source_coordinate(node, m, o, in, scale));
     for (auto [i, w] : taps(m, c, in)) weights[static_cast<size_t>(i * out + o)] += w;
   }
-  std::vector<int64_t> perm, back(static_cast<size_t>(t.rank()));
-  for (int64_t d = 0; d < t.rank(); ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  for (size_t i = 0; i < perm.size(); ++i) back[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-  ir::Attrs to_last, to_place;
-  to_last.set("perm", perm);
-  to_place.set("perm", back);
-  KILN_ASSIGN_OR_RETURN(Value last, ctx.apply(node, Op::Transpose, {x}, std::move(to_last)));
+  const AxisLast perm = axis_last(t.rank(), axis);
+  KILN_ASSIGN_OR_RETURN(Value last, transposed(ctx, node, x, perm.to_last));
   const ir::Shape shape = ctx.type_of(last).shape;
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
@@ -114,7 +107,7 @@ Result<Value> resize_axis(Context& ctx, const onnx::NodeProto& node, const Value
   ir::Shape unflat = shape;
   unflat.back() = out;
   KILN_ASSIGN_OR_RETURN(resized, reshaped(ctx, node, resized, unflat));
-  return ctx.apply(node, Op::Transpose, {resized}, std::move(to_place));
+  return transposed(ctx, node, resized, perm.back);
 }
 
 // Resize(X, roi, scales, sizes) from opset 11; Resize(X, scales) at opset 10; Upsample.

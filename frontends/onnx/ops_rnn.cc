@@ -20,13 +20,7 @@ struct Recurrence {
   int64_t hidden = 0;
 
   Result<Value> slice(const Value& v, int64_t axis, int64_t begin, int64_t end) {
-    const ir::Shape shape = ctx.type_of(v).shape;
-    std::vector<int64_t> starts(shape.size(), 0), ends(shape.begin(), shape.end());
-    starts[static_cast<size_t>(axis)] = begin, ends[static_cast<size_t>(axis)] = end;
-    ir::Attrs attrs;
-    attrs.set("starts", starts);
-    attrs.set("ends", ends);
-    return ctx.apply(node, Op::Slice, {v}, std::move(attrs));
+    return slice_axis(ctx, node, v, axis, begin, end);
   }
   // Gate g of a [gates * hidden, n] weight of direction d, transposed to [n, hidden].
   Result<Value> gate_weight(const Value& w, int64_t d, int64_t g) {
@@ -34,9 +28,7 @@ struct Recurrence {
     KILN_ASSIGN_OR_RETURN(Value wg, slice(wd, 1, g * hidden, (g + 1) * hidden));
     const int64_t n = ctx.type_of(wg).shape[2];
     KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, wg, {hidden, n}));
-    ir::Attrs perm;
-    perm.set("perm", std::vector<int64_t>{1, 0});
-    return ctx.apply(node, Op::Transpose, {flat}, std::move(perm));
+    return transposed(ctx, node, flat, {1, 0});
   }
   // A [hidden] slice of a bias [num_dir, k * hidden], or zeros.
   Result<Value> bias(const std::optional<Value>& b, int64_t d, int64_t part) {
@@ -119,10 +111,9 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(expect(peepholes, {dirs, 3 * hidden_size}, "P"));
   if (layout && (h0 || c0)) return node_error(node, "initial states with layout 1 are not supported");
   Recurrence rec{ctx, node, xt.dtype, hidden_size};
-  ir::Attrs swap;
-  swap.set("perm", std::vector<int64_t>{1, 0, 2});
+  const std::vector<int64_t> swap = {1, 0, 2};
   if (layout) {
-    KILN_ASSIGN_OR_RETURN(x, ctx.apply(node, Op::Transpose, {x}, swap));  // to [seq, batch, input]
+    KILN_ASSIGN_OR_RETURN(x, transposed(ctx, node, x, swap));  // to [seq, batch, input]
   }
   const int64_t seq = ctx.type_of(x).shape[0], batch = ctx.type_of(x).shape[1], hidden = rec.hidden;
   if (lengths)
@@ -234,11 +225,9 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value yh, concat(last_h, 0));   // [dirs, batch, hidden]
   KILN_ASSIGN_OR_RETURN(Value yc, concat(last_c, 0));
   if (layout) {
-    ir::Attrs to_batch;
-    to_batch.set("perm", std::vector<int64_t>{2, 0, 1, 3});
-    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Transpose, {y}, to_batch));
-    KILN_ASSIGN_OR_RETURN(yh, ctx.apply(node, Op::Transpose, {yh}, swap));
-    KILN_ASSIGN_OR_RETURN(yc, ctx.apply(node, Op::Transpose, {yc}, swap));
+    KILN_ASSIGN_OR_RETURN(y, transposed(ctx, node, y, {2, 0, 1, 3}));
+    KILN_ASSIGN_OR_RETURN(yh, transposed(ctx, node, yh, swap));
+    KILN_ASSIGN_OR_RETURN(yc, transposed(ctx, node, yc, swap));
   }
   KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, y));
   KILN_RETURN_IF_ERROR(define_output(ctx, node, 1, yh));

@@ -10,13 +10,6 @@ namespace {
 
 using ir::Op;
 
-Result<Value> iota(Context& ctx, const onnx::NodeProto& node, const ir::Shape& shape, int64_t axis) {
-  ir::Attrs attrs;
-  attrs.set("shape", shape);
-  attrs.set("axis", axis);
-  return ctx.apply(node, Op::Iota, {}, std::move(attrs), ir::DType::I64);
-}
-
 Result<Value> reduce_sum(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> axes) {
   ir::Attrs attrs;
   attrs.set("axes", std::move(axes));
@@ -26,9 +19,7 @@ Result<Value> reduce_sum(Context& ctx, const onnx::NodeProto& node, const Value&
 
 // Whether any of the bools along `axes` is true.
 Result<Value> reduce_any(Context& ctx, const onnx::NodeProto& node, const Value& hit, std::vector<int64_t> axes) {
-  ir::Attrs to;
-  to.set("to", ir::DType::I32);
-  KILN_ASSIGN_OR_RETURN(Value counts, ctx.apply(node, Op::Cast, {hit}, std::move(to)));
+  KILN_ASSIGN_OR_RETURN(Value counts, cast(ctx, node, hit, ir::DType::I32));
   KILN_ASSIGN_OR_RETURN(Value count, reduce_sum(ctx, node, counts, std::move(axes)));
   return binary(ctx, node, Op::Gt, count, scalar(0, ir::DType::I32));
 }
@@ -57,17 +48,12 @@ Status convert_scatter_elements(Context& ctx, const onnx::NodeProto& node) {
   // hit[u..., k] = (indices[u] mod n == k), over the update dims and a trailing k.
   ir::Shape wide(it.shape.begin(), it.shape.end());
   wide.push_back(n);
-  KILN_ASSIGN_OR_RETURN(Value negative, binary(ctx, node, Op::Lt, indices, scalar(0, it.dtype)));
-  KILN_ASSIGN_OR_RETURN(Value shifted, binary(ctx, node, Op::Add, indices, scalar(static_cast<double>(n), it.dtype)));
-  KILN_ASSIGN_OR_RETURN(Value k, ctx.apply(node, Op::Select, {negative, shifted, indices}));
+  KILN_ASSIGN_OR_RETURN(Value k, wrap_negative(ctx, node, indices, n));
   ir::Shape with_one(it.shape.begin(), it.shape.end());
   with_one.push_back(1);
   KILN_ASSIGN_OR_RETURN(Value k1, reshaped(ctx, node, k, with_one));
   KILN_ASSIGN_OR_RETURN(Value kw, ctx.broadcast_to(node, k1, wide));
-  KILN_ASSIGN_OR_RETURN(Value positions, iota(ctx, node, wide, static_cast<int64_t>(rank)));
-  ir::Attrs to;
-  to.set("to", it.dtype);
-  KILN_ASSIGN_OR_RETURN(Value pos, ctx.apply(node, Op::Cast, {positions}, to));
+  KILN_ASSIGN_OR_RETURN(Value pos, iota(ctx, node, wide, static_cast<int64_t>(rank), it.dtype));
   KILN_ASSIGN_OR_RETURN(Value hit, ctx.apply(node, Op::Eq, {pos, kw}));
   KILN_ASSIGN_OR_RETURN(Value u1, reshaped(ctx, node, updates, with_one));
   KILN_ASSIGN_OR_RETURN(Value uw, ctx.broadcast_to(node, u1, wide));
@@ -75,15 +61,9 @@ Status convert_scatter_elements(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value placed, ctx.apply(node, Op::Select, {hit, uw, zeros}));
   KILN_ASSIGN_OR_RETURN(Value sum, reduce_sum(ctx, node, placed, {axis}));  // [others..., n]
   KILN_ASSIGN_OR_RETURN(Value any, reduce_any(ctx, node, hit, {axis}));
-  std::vector<int64_t> perm;
-  for (size_t d = 0; d < rank; ++d)
-    perm.push_back(d < a    ? static_cast<int64_t>(d)
-                   : d == a ? static_cast<int64_t>(rank - 1)
-                            : static_cast<int64_t>(d - 1));
-  ir::Attrs back;
-  back.set("perm", perm);
-  KILN_ASSIGN_OR_RETURN(Value value, ctx.apply(node, Op::Transpose, {sum}, back));
-  KILN_ASSIGN_OR_RETURN(Value mask, ctx.apply(node, Op::Transpose, {any}, back));
+  const std::vector<int64_t> back = axis_last(dt.rank(), axis).back;  // [others..., n] to data's order
+  KILN_ASSIGN_OR_RETURN(Value value, transposed(ctx, node, sum, back));
+  KILN_ASSIGN_OR_RETURN(Value mask, transposed(ctx, node, any, back));
   Value r;
   if (reduction == "add") {
     KILN_ASSIGN_OR_RETURN(r, ctx.apply(node, Op::Add, {data, value}));

@@ -91,9 +91,7 @@ Status convert_transpose(Context& ctx, const onnx::NodeProto& node) {
   std::vector<int64_t> reversed(static_cast<size_t>(ctx.type_of(x).rank()));
   std::iota(reversed.rbegin(), reversed.rend(), 0);
   KILN_ASSIGN_OR_RETURN(auto perm, ints_attribute(node, "perm", reversed));
-  ir::Attrs attrs;
-  attrs.set("perm", perm);
-  KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Transpose, {x}, std::move(attrs)));
+  KILN_ASSIGN_OR_RETURN(Value r, transposed(ctx, node, x, perm));
   return define_output(ctx, node, 0, r);
 }
 
@@ -226,20 +224,8 @@ Status convert_gather(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", 0));
   KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, t.rank()));
   const int64_t extent = t.shape[static_cast<size_t>(axis)];
-  // Negative indices count from the end: where(i < 0, i + extent, i).
-  const ir::DType index_type = ctx.type_of(indices).dtype;
-  if (indices.constant) {
-    std::vector<int64_t> ints = ints_of(*indices.constant);
-    for (int64_t& i : ints) i = i < 0 ? i + extent : i;
-    indices.constant = ir::Tensor::from_ints({index_type, indices.constant->type.shape}, ints);
-  } else {
-    const ir::Shape s = ctx.type_of(indices).shape;
-    KILN_ASSIGN_OR_RETURN(Value zero, ctx.broadcast_to(node, scalar(0, index_type), s));
-    KILN_ASSIGN_OR_RETURN(Value n, ctx.broadcast_to(node, scalar(static_cast<double>(extent), index_type), s));
-    KILN_ASSIGN_OR_RETURN(Value negative, ctx.apply(node, Op::Lt, {indices, zero}));
-    KILN_ASSIGN_OR_RETURN(Value wrapped, ctx.apply(node, Op::Add, {indices, n}));
-    KILN_ASSIGN_OR_RETURN(indices, ctx.apply(node, Op::Select, {negative, wrapped, indices}));
-  }
+  // Negative indices count from the end (constant ones fold at import).
+  KILN_ASSIGN_OR_RETURN(indices, wrap_negative(ctx, node, indices, extent));
   ir::Attrs attrs;
   attrs.set("axis", axis);
   KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Gather, {x, indices}, std::move(attrs)));
