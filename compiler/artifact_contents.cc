@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cstdint>
+#include <map>
 
+#include "ir/conv_epilogue.h"
 #include "ir/reduction_split.h"
 #include "ir/row_class.h"
 #include "ir/window.h"
@@ -107,6 +109,16 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   return call;
 }
 
+format::ConvPostOpKind to_format(ir::ConvPostOp::Kind k) {
+  switch (k) {
+    case ir::ConvPostOp::Kind::Bias: return format::ConvPostOpKind::Bias;
+    case ir::ConvPostOp::Kind::Relu: return format::ConvPostOpKind::Relu;
+    case ir::ConvPostOp::Kind::Clip: return format::ConvPostOpKind::Clip;
+    case ir::ConvPostOp::Kind::Add: return format::ConvPostOpKind::Add;
+  }
+  return format::ConvPostOpKind::Relu;
+}
+
 // The parameters of a library convolution step: its one node, with the IR's attributes.
 Result<format::ArtifactContents::ConvInfo> conv_call(const ir::Graph& g, const ir::Node& n) {
   format::ArtifactContents::ConvInfo c;
@@ -187,6 +199,10 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     }
     c.args.push_back(arg);
   }
+  // The convolutions whose library calls apply their epilogues (fusion put them in one step).
+  const std::vector<ir::ConvEpilogue> epilogues = ir::conv_epilogues(g);
+  std::map<int, const ir::ConvEpilogue*> epilogue_of;
+  for (const ir::ConvEpilogue& e : epilogues) epilogue_of[e.conv] = &e;
   const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
   for (const ir::Step& step : g.program->steps) {
     format::ArtifactContents::StepInfo info;
@@ -200,11 +216,23 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       if (node.op != ir::Op::Constant)
         info.ops.push_back(fmt::format("%{} = {}", names[node.result], ir::op_name(node.op)));
     }
-    const ir::Node& first = g.nodes[static_cast<size_t>(step.nodes[0])];
-    if (step.kind == ir::StepKind::Library && ir::is_convolution(first.op)) {
-      KILN_ASSIGN_OR_RETURN(info.conv, conv_call(g, first));
+    const auto conv_node = std::find_if(step.nodes.begin(), step.nodes.end(),
+                                        [&](int n) { return ir::is_convolution(g.nodes[static_cast<size_t>(n)].op); });
+    if (step.kind == ir::StepKind::Library && conv_node != step.nodes.end()) {
+      const ir::Node& conv = g.nodes[static_cast<size_t>(*conv_node)];
+      KILN_ASSIGN_OR_RETURN(info.conv, conv_call(g, conv));
       info.symbol = "conv";
-      info.inputs = {value(first.operands[0]), value(first.operands[1])};
+      info.inputs = {value(conv.operands[0]), value(conv.operands[1])};
+      if (auto e = epilogue_of.find(*conv_node); e != epilogue_of.end() && step.nodes.size() > 1)
+        for (const ir::ConvPostOp& p : e->second->post_ops) {
+          format::ArtifactContents::ConvInfo::PostOp post{to_format(p.kind), -1, static_cast<float>(p.lo),
+                                                          static_cast<float>(p.hi)};
+          if (p.operand != ir::kNoValue) {
+            post.input = static_cast<int32_t>(info.inputs.size());
+            info.inputs.push_back(value(p.operand));
+          }
+          info.conv->post_ops.push_back(post);
+        }
     } else if (step.kind == ir::StepKind::Library) {
       KILN_ASSIGN_OR_RETURN(MatmulCall call, matmul_call(g, step));
       info.matmul = call.params;

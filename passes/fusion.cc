@@ -5,7 +5,10 @@
 #include <optional>
 #include <set>
 
+#include "ir/conv_epilogue.h"
 #include "ir/shape_inference.h"
+#include "ir/window.h"
+#include "passes/shared_broadcasts.h"
 
 namespace kiln::passes {
 namespace {
@@ -23,6 +26,7 @@ struct Group {
   std::vector<int64_t> reduced;  // Reduction: the axes R, sorted
   std::vector<int> members;      // node indices (sources added at the end); members[0] is the root
   int ops = 0;                   // members that are not sources
+  bool convolution = false;      // Library: a convolution (with its epilogue), not a matmul
   int outputs = 1;               // the root, and extra outputs
 };
 
@@ -44,11 +48,29 @@ class Partitioner {
     for (ValueId v : g.results) is_result_[v] = 1;
     producer_ = g.producers();
     seen_.assign(g.nodes.size(), 0);
+    claim_.assign(g.nodes.size(), -1);
+    if (fuse) epilogues_ = ir::conv_epilogues(g);
+    for (size_t e = 0; e < epilogues_.size(); ++e) {
+      claim_[epilogues_[e].conv] = static_cast<int>(e);
+      for (int m : epilogues_[e].nodes) claim_[m] = static_cast<int>(e);
+    }
+    epilogue_group_.assign(epilogues_.size(), -1);
   }
 
   std::vector<Group> run() {
     for (size_t i = g_.nodes.size(); i-- > 0;) {
       const Node& n = g_.nodes[i];
+      if (claim_[i] >= 0) {  // a convolution's epilogue is one library step with it
+        int& group = epilogue_group_[claim_[i]];
+        if (group < 0) {
+          groups_.emplace_back();
+          groups_.back().kind = StepKind::Library;
+          groups_.back().convolution = true;
+          group = static_cast<int>(groups_.size()) - 1;
+        }
+        add(group, static_cast<int>(i));
+        continue;
+      }
       if (is_source(n.op)) continue;
       int target = fuse_ ? joinable_group(static_cast<int>(i)) : -1;
       if (target >= 0) {
@@ -67,8 +89,10 @@ class Partitioner {
   void start_group(int node) {
     const Node& n = g_.nodes[node];
     Group grp;
-    if (ir::op_kind(n.op) == OpKind::Library) grp.kind = StepKind::Library;
-    else if (n.op == Op::ScatterAdd) grp.kind = StepKind::Scatter;
+    if (ir::op_kind(n.op) == OpKind::Library) {
+      grp.kind = StepKind::Library;
+      grp.convolution = ir::is_convolution(n.op);
+    } else if (n.op == Op::ScatterAdd) grp.kind = StepKind::Scatter;
     else if (is_reduction(n.op)) set_row_class(grp, n);
     groups_.push_back(std::move(grp));
     add(static_cast<int>(groups_.size()) - 1, node);
@@ -112,7 +136,7 @@ class Partitioner {
     // A matrix transpose feeding only a matmul is folded into the library call (BLAS
     // reads the operand transposed), so it is never copied.
     if (user_groups.size() == 1 && groups_[user_groups[0]].kind == StepKind::Library)
-      return !is_result_[n.result] && swaps_last_two(n) ? user_groups[0] : -1;
+      return !groups_[user_groups[0]].convolution && !is_result_[n.result] && swaps_last_two(n) ? user_groups[0] : -1;
     // A computed value that several windows read (the taps of a convolution or a pool:
     // slices of it, or of its padded copy) is computed once into memory, not again inside
     // the kernel for each tap.
@@ -355,7 +379,7 @@ class Partitioner {
   void place_sources() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
-      if (!is_source(n.op)) continue;
+      if (!is_source(n.op) || claim_[i] >= 0) continue;
       bool own = !fuse_ || is_result_[n.result];
       std::set<int> user_groups;
       for (int u : users_[n.result]) {
@@ -381,6 +405,9 @@ class Partitioner {
   std::vector<char> is_result_;
   std::vector<int> producer_;
   std::vector<Group> groups_;
+  std::vector<ir::ConvEpilogue> epilogues_;
+  std::vector<int> claim_;           // per node: the epilogue it belongs to, or -1
+  std::vector<int> epilogue_group_;  // per epilogue: its group, once started
   // Visit marks for reaches(): a node is visited in the current search when its mark
   // equals stamp_.
   mutable std::vector<int> seen_;
@@ -410,6 +437,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
       return make_error(fmt::format("fusion: %{} = {} is a composite op; run decompose first",
                                     ir::display_names(g)[n.result], ir::op_name(n.op)));
   g.memory.reset();
+  if (fuse_) split_shared_broadcasts(g);
   Partitioner partitioner(g, fuse_);
   std::vector<Group> groups = partitioner.run();
 

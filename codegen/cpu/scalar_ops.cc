@@ -167,6 +167,16 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
     }
     case Op::Pow:
       if (!fp) return make_error("cpu codegen: pow on integers is not supported yet");
+      // A small whole exponent (GELU's x^3) as multiplications: libm's pow is a scalar
+      // call that keeps the loop from vectorizing. Within an ulp of pow per product.
+      if (auto* c = llvm::dyn_cast<llvm::ConstantFP>(y)) {
+        const double e = c->getValueAPF().convertToDouble();
+        if (e == 1 || e == 2 || e == 3 || e == 4) {
+          llvm::Value* p = x;
+          for (int k = 1; k < static_cast<int>(e); ++k) p = fpr(b.CreateFMul(p, x));
+          return p;
+        }
+      }
       return fpr(call_intrinsic(b, llvm::Intrinsic::pow, {x, y}));
     case Op::Maximum:
       return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::maximum, {x, y}))

@@ -1,5 +1,6 @@
 #include "frontends/onnx/context.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -76,7 +77,39 @@ Result<ir::ValueId> Context::materialize(const Value& v) {
   return constant_value(*v.constant, "");
 }
 
+namespace {
+
+// Whether every element of t is its first (NaN equal to NaN).
+bool splat(const ir::Tensor& t) {
+  if (t.size() < 2) return false;
+  for (int64_t k = 1; k < t.size(); ++k) {
+    if (t.holds_floats()) {
+      const double a = t.get(0), b = t.get(k);
+      if (a != b && !(std::isnan(a) && std::isnan(b))) return false;
+    } else if (t.ints[static_cast<size_t>(k)] != t.ints[0]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<ir::ValueId> Context::constant_value(const ir::Tensor& t, const std::string& onnx_name) {
+  // A tensor of one repeated value (a folded Expand, ConstantOfShape) is a scalar spread
+  // over the shape: kernels compute with it as an immediate, where a literal array is
+  // memory to read, and a large one a weight.
+  if (splat(t)) {
+    ir::Tensor one = t;
+    one.type.shape = {};
+    if (t.holds_floats()) one.floats.resize(1);
+    else one.ints.resize(1);
+    KILN_ASSIGN_OR_RETURN(ir::ValueId scalar, constant_value(one, onnx_name));
+    ir::Attrs attrs;
+    attrs.set("shape", t.type.shape);
+    attrs.set("dims", std::vector<int64_t>{});
+    return builder_.add(ir::Op::Broadcast, {scalar}, std::move(attrs), t.type.dtype);
+  }
   if (t.size() > kMostLiteralElements) {
     const std::string name = unique_name(onnx_name.empty() ? "const" : onnx_name);
     weights_[name] = t;

@@ -94,7 +94,10 @@ Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportO
   for (const onnx::TensorProto& init : graph.initializer()) {
     if (ctx.defined(init.name())) return make_error(fmt::format("onnx: initializer '{}' is given twice", init.name()));
     KILN_ASSIGN_OR_RETURN(ir::Tensor t, tensor_of(init));
-    ctx.define(init.name(), Value{std::nullopt, std::move(t), true, ""});
+    // A float initializer of one element is an exporter's constant (GELU's 0.5 and 3.0),
+    // not a weight: as a constant it folds, and kernels compute with it as an immediate.
+    const bool weight = !(ir::is_float(t.type.dtype) && t.size() == 1);
+    ctx.define(init.name(), Value{std::nullopt, std::move(t), weight, ""});
   }
   auto is_input = [&](const std::string& name) {
     for (const onnx::ValueInfoProto& in : graph.input())

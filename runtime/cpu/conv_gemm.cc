@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -92,6 +93,40 @@ Status run_conv_gemm(const format::Conv& conv, uint8_t* const* args) {
       else gemm(false, true, group_out, rows, g.out_size, result, cols.data(), 1.0f, weights);
     }
   return Status::Ok();
+}
+
+PostOpOperands post_op_operands(const format::Conv& conv, uint8_t* const* args) {
+  PostOpOperands operands;
+  int next = 2;
+  if (conv.post_ops())
+    for (const format::ConvPostOp* p : *conv.post_ops()) {
+      if (p->kind() == format::ConvPostOpKind::Bias) operands.bias = args[next++];
+      if (p->kind() == format::ConvPostOpKind::Add) operands.added = args[next++];
+    }
+  operands.result = args[next];
+  return operands;
+}
+
+void apply_post_ops(const format::Conv& conv, const PostOpOperands& operands) {
+  if (!conv.post_ops() || conv.post_ops()->size() == 0) return;
+  const int64_t channels = conv.y()->Get(1);
+  int64_t elements = 1;
+  for (int64_t d : *conv.y()) elements *= d;
+  const int64_t per_channel = elements / conv.y()->Get(0) / channels;
+  float* y = reinterpret_cast<float*>(operands.result);
+  for (const format::ConvPostOp* p : *conv.post_ops()) {
+    const float *bias = reinterpret_cast<const float*>(operands.bias),
+                *added = reinterpret_cast<const float*>(operands.added);
+    for (int64_t i = 0; i < elements; ++i) {
+      float& v = y[i];
+      switch (p->kind()) {
+        case format::ConvPostOpKind::Bias: v += bias[i / per_channel % channels]; break;
+        case format::ConvPostOpKind::Relu: v = std::isnan(v) ? v : std::max(v, 0.0f); break;
+        case format::ConvPostOpKind::Clip: v = std::isnan(v) ? v : std::min(std::max(v, p->lo()), p->hi()); break;
+        case format::ConvPostOpKind::Add: v += added[i]; break;
+      }
+    }
+  }
 }
 
 }  // namespace kiln::runtime::cpu

@@ -57,17 +57,24 @@ const DnnlApi* dnnl_api() {
     bind(p.memory_desc_get_size, "dnnl_memory_desc_get_size");
     bind(p.memory_desc_equal, "dnnl_memory_desc_equal");
     bind(p.reorder_desc_create, "dnnl_reorder_primitive_desc_create");
+    bind(p.post_ops_create, "dnnl_post_ops_create");
+    bind(p.post_ops_destroy, "dnnl_post_ops_destroy");
+    bind(p.post_ops_append_eltwise, "dnnl_post_ops_append_eltwise");
+    bind(p.post_ops_append_sum, "dnnl_post_ops_append_sum");
+    bind(p.attr_set_post_ops, "dnnl_primitive_attr_set_post_ops");
     if (!all || p.engine_create(&p.engine, dnnl_cpu, 0) != dnnl_success) return nullptr;
     return &p;
   }();
   return opened;
 }
 
-dnnl_primitive_desc_t dnnl_describe(const DnnlApi& api, const void* op_desc, const_dnnl_primitive_desc_t hint) {
+dnnl_primitive_desc_t dnnl_describe(const DnnlApi& api, const void* op_desc, const_dnnl_primitive_desc_t hint,
+                                    const_dnnl_post_ops_t post_ops) {
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_primitive_desc_t pd = nullptr;
   if (api.attr_create(&attr) != dnnl_success) return nullptr;
   if (api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success ||
+      (post_ops && api.attr_set_post_ops(attr, post_ops) != dnnl_success) ||
       api.primitive_desc_create(&pd, op_desc, attr, api.engine, hint) != dnnl_success)
     pd = nullptr;
   api.attr_destroy(attr);

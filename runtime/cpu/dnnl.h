@@ -49,6 +49,11 @@ struct DnnlApi {
   decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
   decltype(&dnnl_memory_desc_equal) memory_desc_equal = nullptr;
   decltype(&dnnl_reorder_primitive_desc_create) reorder_desc_create = nullptr;
+  decltype(&dnnl_post_ops_create) post_ops_create = nullptr;
+  decltype(&dnnl_post_ops_destroy) post_ops_destroy = nullptr;
+  decltype(&dnnl_post_ops_append_eltwise) post_ops_append_eltwise = nullptr;
+  decltype(&dnnl_post_ops_append_sum) post_ops_append_sum = nullptr;
+  decltype(&dnnl_primitive_attr_set_post_ops) attr_set_post_ops = nullptr;
   dnnl_engine_t engine = nullptr;
 };
 /// The API, or null when oneDNN cannot be opened or lacks one of the calls.
@@ -64,8 +69,10 @@ struct DnnlPrimitive {
 };
 
 /// The primitive descriptor of `op_desc` (with a user scratchpad; `hint` is a backward
-/// primitive's forward descriptor), or null. The caller destroys it.
-dnnl_primitive_desc_t dnnl_describe(const DnnlApi& api, const void* op_desc, const_dnnl_primitive_desc_t hint);
+/// primitive's forward descriptor; `post_ops` applied to its result where not null), or
+/// null. The caller destroys it.
+dnnl_primitive_desc_t dnnl_describe(const DnnlApi& api, const void* op_desc, const_dnnl_primitive_desc_t hint,
+                                    const_dnnl_post_ops_t post_ops = nullptr);
 /// A reorder from one layout to another (with a user scratchpad), or none.
 DnnlPrimitive dnnl_reorder(const DnnlApi& api, const dnnl_memory_desc_t& from, const dnnl_memory_desc_t& to);
 /// The primitive of a descriptor (left to the caller to destroy).

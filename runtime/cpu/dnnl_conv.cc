@@ -1,5 +1,7 @@
 #include "runtime/cpu/dnnl_conv.h"
 
+#include <bit>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -42,6 +44,10 @@ struct Operand {
 struct Prepared {
   DnnlPrimitive primitive;
   Operand x, w, y;
+  bool bias = false;  // the first post-op, oneDNN's bias argument
+  dnnl_memory_desc_t bias_md{};
+  bool sum = false;    // an added tensor, put in y's buffer first for oneDNN's sum post-op
+  DnnlPrimitive y_in;  // the reorder of that tensor into y's layout, where y has another
   // The step's operands in order (two inputs, then the output) with their oneDNN roles.
   const Operand* in_order[3] = {};
   int roles[3] = {};
@@ -63,6 +69,12 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
     key.push_back(-1);
     key.insert(key.end(), v->begin(), v->end());
   }
+  if (c.post_ops())
+    for (const format::ConvPostOp* p : *c.post_ops()) {
+      key.push_back(-2 - static_cast<int64_t>(p->kind()));
+      key.push_back(std::bit_cast<int32_t>(p->lo()));
+      key.push_back(std::bit_cast<int32_t>(p->hi()));
+    }
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = cache.try_emplace(key);
   if (!inserted) return it->second;
@@ -101,11 +113,44 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
   if (!init(prep.x.plain, any_x, x) || !init(prep.w.plain, any_w, w) || !init(prep.y.plain, any_y, y)) return prep;
   dnnl_convolution_desc_t forward;
   const bool inference = c.kind() == format::ConvKind::Forward;
-  if (api.conv_forward_desc_init(&forward, inference ? dnnl_forward_inference : dnnl_forward_training,
-                                 dnnl_convolution_direct, &any_x, &any_w, nullptr, &any_y, strides.data(),
-                                 dilations.data(), lo.data(), hi.data()) != dnnl_success)
-    return prep;
-  dnnl_primitive_desc_t forward_pd = dnnl_describe(api, &forward, nullptr), pd = nullptr;
+  // The post-ops: a bias first is the primitive's own; an added tensor is a sum.
+  dnnl_post_ops_t post_ops = nullptr;
+  if (c.post_ops() && c.post_ops()->size() > 0) {
+    if (api.post_ops_create(&post_ops) != dnnl_success) return prep;
+    bool made = true;
+    for (const format::ConvPostOp* p : *c.post_ops()) {
+      switch (p->kind()) {
+        case format::ConvPostOpKind::Bias: {
+          const dnnl_dim_t channels = y[1];
+          prep.bias = api.memory_desc_init_by_tag(&prep.bias_md, 1, &channels, dnnl_f32, dnnl_a) == dnnl_success;
+          made = made && prep.bias;
+          break;
+        }
+        case format::ConvPostOpKind::Relu:
+          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success;
+          break;
+        case format::ConvPostOpKind::Clip:
+          made = made &&
+                 api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_clip_v2, p->lo(), p->hi()) == dnnl_success;
+          break;
+        case format::ConvPostOpKind::Add:
+          prep.sum = true;
+          made = made && api.post_ops_append_sum(post_ops, 1.0f) == dnnl_success;
+          break;
+      }
+    }
+    if (!made) {
+      api.post_ops_destroy(post_ops);
+      return prep;
+    }
+  }
+  const dnnl_status_t described = api.conv_forward_desc_init(
+      &forward, inference ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct, &any_x, &any_w,
+      prep.bias ? &prep.bias_md : nullptr, &any_y, strides.data(), dilations.data(), lo.data(), hi.data());
+  dnnl_primitive_desc_t forward_pd =
+      described == dnnl_success ? dnnl_describe(api, &forward, nullptr, post_ops) : nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (post_ops) api.post_ops_destroy(post_ops);
   if (!forward_pd) return prep;
   dnnl_query_t x_query = dnnl_query_src_md, w_query = dnnl_query_weights_md, y_query = dnnl_query_dst_md;
   if (inference) {
@@ -138,6 +183,10 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
     choose(prep.x, x_query, x_in);
     choose(prep.w, w_query, w_in);
     choose(prep.y, y_query, c.kind() != format::ConvKind::Forward);
+    if (prep.sum && prep.y.reordered()) {
+      prep.y_in = dnnl_reorder(api, prep.y.plain, prep.y.chosen);
+      ready = ready && prep.y_in.primitive;
+    }
     if (ready) prep.primitive = dnnl_create(api, pd);
   }
   if (pd && pd != forward_pd) api.primitive_desc_destroy(pd);
@@ -147,33 +196,120 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
 
 }  // namespace
 
-Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads) {
+const uint8_t* packed_start(const std::vector<uint8_t>& packed) {
+  const uint8_t* p = packed.data();
+  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+}
+
+Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const uint8_t* w, int threads) {
   const DnnlApi* api = dnnl_api();
-  if (!api) return run_conv_gemm(conv, args);
+  std::vector<uint8_t> packed;
+  if (!api || conv.kind() != format::ConvKind::Forward) return packed;
   const Prepared& prep = prepared(*api, conv);
+  if (!prep.primitive.primitive || !prep.w.reordered()) return packed;
+  packed.resize(prep.w.chosen_bytes + 64);
+  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.w.plain, const_cast<uint8_t*>(w)},
+                             {DNNL_ARG_TO, &prep.w.chosen, const_cast<uint8_t*>(packed_start(packed))}};
+  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep.w.reorder, reorder, threads, prep.reorder_what));
+  return packed;
+}
+
+std::vector<ConvLayout> plan_conv_layouts(const format::Artifact& a, const std::vector<char>& pinned) {
+  const uint32_t steps = a.steps()->size();
+  std::vector<ConvLayout> layouts(steps);
+  const DnnlApi* api = dnnl_api();
+  if (!api) return layouts;
+  // Per forward convolution step with a primitive, its Prepared; per value, its writer.
+  std::vector<const Prepared*> prep(steps, nullptr);
+  std::vector<int> writer(pinned.size(), -1);
+  for (uint32_t s = 0; s < steps; ++s) {
+    const format::Step& step = *a.steps()->Get(s);
+    if (step.kind() != format::StepKind::Library || !step.conv() || step.conv()->kind() != format::ConvKind::Forward)
+      continue;
+    const Prepared& p = prepared(*api, *step.conv());
+    if (!p.primitive.primitive) continue;
+    prep[s] = &p;
+    writer[step.outputs()->Get(0)] = static_cast<int>(s);
+  }
+  // A value stays native when every reader takes it in its writer's layout.
+  std::vector<char> native(pinned.size(), 0);
+  for (size_t v = 0; v < pinned.size(); ++v) {
+    const int w = writer[v];
+    native[v] = w >= 0 && !pinned[v] && prep[w]->y.chosen_bytes == api->memory_desc_get_size(&prep[w]->y.plain);
+  }
+  for (uint32_t s = 0; s < steps; ++s) {
+    const format::Step& step = *a.steps()->Get(s);
+    const uint32_t inputs = step.inputs()->size();
+    for (uint32_t i = 0; i < inputs; ++i) {
+      const uint32_t v = step.inputs()->Get(i);
+      if (!native[v]) continue;
+      const dnnl_memory_desc_t& written = prep[writer[v]]->y.chosen;
+      // Read as x, or as the added tensor (the last input of a step with a sum).
+      const bool as_x = prep[s] && i == 0 && api->memory_desc_equal(&written, &prep[s]->x.chosen);
+      const bool as_added =
+          prep[s] && prep[s]->sum && i + 1 == inputs && i >= 2 && api->memory_desc_equal(&written, &prep[s]->y.chosen);
+      if (!as_x && !as_added) native[v] = 0;
+    }
+  }
+  for (uint32_t s = 0; s < steps; ++s) {
+    if (!prep[s]) continue;
+    const format::Step& step = *a.steps()->Get(s);
+    const uint32_t inputs = step.inputs()->size();
+    layouts[s].x_native = native[step.inputs()->Get(0)];
+    layouts[s].y_native = native[step.outputs()->Get(0)];
+    layouts[s].added_native = prep[s]->sum && inputs > 2 && native[step.inputs()->Get(inputs - 1)];
+  }
+  return layouts;
+}
+
+Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights,
+                ConvLayout layout) {
+  // args: x, w (or their backward counterparts), the post-ops' operands, the result.
+  const PostOpOperands post = post_op_operands(conv, args);
+  uint8_t* const core[3] = {args[0], args[1], post.result};
+  const DnnlApi* api = dnnl_api();
+  const Prepared* prep = api ? &prepared(*api, conv) : nullptr;
   // As for matmuls: where oneDNN has no primitive for a call, the portable path runs it.
-  if (!prep.primitive.primitive) return run_conv_gemm(conv, args);
+  if (!prep || !prep->primitive.primitive) {
+    KILN_RETURN_IF_ERROR(run_conv_gemm(conv, core));
+    apply_post_ops(conv, post);
+    return Status::Ok();
+  }
   // Operands in another layout than the primitive's go through the calling thread's
   // buffers, reordered in before and out after.
   thread_local std::vector<uint8_t> buffers[3];
-  DnnlArg operands[3];
+  DnnlArg operands[4];
   for (int i = 0; i < 3; ++i) {
-    const Operand& o = *prep.in_order[i];
-    void* at = args[i];
-    if (o.reordered()) {
+    const Operand& o = *prep->in_order[i];
+    void* at = core[i];
+    const bool native = (i == 0 && layout.x_native) || (i == 2 && layout.y_native);
+    if (&o == &prep->w && packed_weights) {
+      at = const_cast<uint8_t*>(packed_weights);
+    } else if (o.reordered() && !native) {
       buffers[i].resize(o.chosen_bytes + 64);
       at = buffers[i].data() + (64 - reinterpret_cast<uintptr_t>(buffers[i].data()) % 64);
       if (i < 2) {
-        const DnnlArg reorder[] = {{DNNL_ARG_FROM, &o.plain, args[i]}, {DNNL_ARG_TO, &o.chosen, at}};
-        KILN_RETURN_IF_ERROR(dnnl_run(*api, o.reorder, reorder, threads, prep.reorder_what));
+        const DnnlArg reorder[] = {{DNNL_ARG_FROM, &o.plain, core[i]}, {DNNL_ARG_TO, &o.chosen, at}};
+        KILN_RETURN_IF_ERROR(dnnl_run(*api, o.reorder, reorder, threads, prep->reorder_what));
       }
     }
-    operands[i] = {prep.roles[i], &o.chosen, at};
+    operands[i] = {prep->roles[i], &o.chosen, at};
   }
-  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep.primitive, operands, threads, prep.what));
-  if (const Operand& out = *prep.in_order[2]; out.reordered()) {
-    const DnnlArg reorder[] = {{DNNL_ARG_FROM, &out.chosen, operands[2].data}, {DNNL_ARG_TO, &out.plain, args[2]}};
-    KILN_RETURN_IF_ERROR(dnnl_run(*api, out.reorder, reorder, threads, prep.reorder_what));
+  if (prep->sum) {  // the sum post-op adds what the result's buffer holds
+    if (layout.added_native || !prep->y.reordered()) {
+      std::memcpy(operands[2].data, post.added, prep->y.chosen_bytes);
+    } else {
+      const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->y.plain, post.added},
+                                 {DNNL_ARG_TO, &prep->y.chosen, operands[2].data}};
+      KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->y_in, reorder, threads, prep->reorder_what));
+    }
+  }
+  size_t count = 3;
+  if (prep->bias) operands[count++] = {DNNL_ARG_BIAS, &prep->bias_md, post.bias};
+  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->primitive, std::span(operands, count), threads, prep->what));
+  if (const Operand& out = *prep->in_order[2]; out.reordered() && !layout.y_native) {
+    const DnnlArg reorder[] = {{DNNL_ARG_FROM, &out.chosen, operands[2].data}, {DNNL_ARG_TO, &out.plain, core[2]}};
+    KILN_RETURN_IF_ERROR(dnnl_run(*api, out.reorder, reorder, threads, prep->reorder_what));
   }
   return Status::Ok();
 }

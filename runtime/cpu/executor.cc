@@ -100,6 +100,21 @@ class CpuExecutor final : public Executor {
     } catch (const std::system_error& e) {
       return make_error("runtime: cannot start " + std::to_string(threads) + " threads: " + e.code().message());
     }
+    // Activations passed from convolution to convolution in the library's layout.
+    std::vector<char> pinned(sig_.values.size(), 0);
+    for (const auto* values : {&sig_.input_values, &sig_.output_values, &sig_.state_values})
+      for (uint32_t v : *values) pinned[v] = 1;
+    for (uint32_t v = 0; v < sig_.values.size(); ++v) pinned[v] = pinned[v] || sig_.weights[v] || state_.count(v);
+    conv_layouts_ = plan_conv_layouts(a_, pinned);
+    // Baked-in convolution weights, in the layout the library reads, once per session.
+    packed_weights_.resize(a_.steps()->size());
+    for (uint32_t s = 0; s < a_.steps()->size(); ++s) {
+      const format::Step& step = *a_.steps()->Get(s);
+      if (step.kind() != format::StepKind::Library || !step.conv() || step.inputs()->size() < 2) continue;
+      if (const uint8_t* w = sig_.weights[step.inputs()->Get(1)]) {
+        KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_conv_weights(*step.conv(), w, threads_));
+      }
+    }
     return Status::Ok();
   }
 
@@ -129,7 +144,9 @@ class CpuExecutor final : public Executor {
   Signature sig_;
   KernelLibrary kernels_;
   mutable ArenaPool arenas_;
-  std::vector<int> buffer_of_;  // per value
+  std::vector<int> buffer_of_;                        // per value
+  std::vector<std::vector<uint8_t>> packed_weights_;  // per step: pack_conv_weights' bytes, or none
+  std::vector<ConvLayout> conv_layouts_;              // per step
   std::unique_ptr<ThreadPool> pool_;
   int threads_ = 1;                 // the pool's and the caller's: what the matmul library may use too
   mutable std::mutex state_mutex_;  // runs of a model with state are serialized: each updates it
@@ -191,7 +208,11 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     Kernel partial = kernels_.partial_kernel(s);
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
-      if (step.kind() == format::StepKind::Library && step.conv()) return run_conv(*step.conv(), ptrs.data(), threads_);
+      if (step.kind() == format::StepKind::Library && step.conv()) {
+        const std::vector<uint8_t>& packed = packed_weights_[s];
+        return run_conv(*step.conv(), ptrs.data(), threads_, packed.empty() ? nullptr : packed_start(packed),
+                        conv_layouts_[s]);
+      }
       if (step.kind() == format::StepKind::Library)
         return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Scatter) {

@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 6;
+inline constexpr uint16_t kFormatMinor = 7;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -69,6 +69,12 @@ struct ArtifactContents {
     ConvKind kind = ConvKind::Forward;
     std::vector<int64_t> x, w, y, strides, dilations, pads_lo, pads_hi;
     int64_t groups = 1;
+    struct PostOp {
+      ConvPostOpKind kind = ConvPostOpKind::Relu;
+      int32_t input = -1;
+      float lo = 0, hi = 0;
+    };
+    std::vector<PostOp> post_ops;  ///< forward only (format 1.7)
   };
   struct StepInfo {
     StepKind kind = StepKind::Loop;

@@ -172,6 +172,45 @@ std::string conv_problem(const Conv& c) {
   return "";
 }
 
+// The inputs a convolution's post-ops read (a bias, a tensor to add).
+uint32_t post_op_operands(const Conv& c) {
+  uint32_t inputs = 0;
+  if (c.post_ops())
+    for (const ConvPostOp* p : *c.post_ops())
+      inputs += p && (p->kind() == ConvPostOpKind::Bias || p->kind() == ConvPostOpKind::Add);
+  return inputs;
+}
+
+// Why a convolution's post-ops are inconsistent, or "": each a known kind on a forward
+// convolution, a bias only first and of y's channels, an added tensor of y's shape, each
+// operand the step input after the previous one's, clip bounds in order.
+std::string post_op_problem(const Conv& c, const Step& step,
+                            const flatbuffers::Vector<flatbuffers::Offset<Value>>& values) {
+  if (!c.post_ops() || c.post_ops()->size() == 0) return "";
+  if (c.kind() != ConvKind::Forward) return "has post-ops but is not a forward convolution";
+  uint32_t next_input = 2;
+  for (uint32_t i = 0; i < c.post_ops()->size(); ++i) {
+    const ConvPostOp* p = c.post_ops()->Get(i);
+    if (!p || static_cast<int>(p->kind()) > static_cast<int>(ConvPostOpKind::MAX))
+      return "has a post-op of an unknown kind";
+    const bool reads = p->kind() == ConvPostOpKind::Bias || p->kind() == ConvPostOpKind::Add;
+    if (p->input() != (reads ? static_cast<int32_t>(next_input) : -1)) return "has a post-op reading the wrong input";
+    if (p->kind() == ConvPostOpKind::Bias && i != 0) return "adds its bias after another post-op";
+    if (p->kind() == ConvPostOpKind::Clip && !(p->lo() <= p->hi())) return "clips to bounds out of order";
+    if (!reads) continue;
+    const Value* v = values.Get(step.inputs()->Get(next_input++));
+    if (v->dtype() != DType::F32 || !v->shape()) return "has a post-op operand that is not f32";
+    int64_t elements = 1;
+    for (int64_t d : *v->shape()) elements *= d;
+    if (p->kind() == ConvPostOpKind::Bias && elements != c.y()->Get(1))
+      return "has a bias that is not one value per output channel";
+    if (p->kind() == ConvPostOpKind::Add &&
+        (v->shape()->size() != c.y()->size() || !std::equal(v->shape()->begin(), v->shape()->end(), c.y()->begin())))
+      return "adds a tensor of another shape than its result's";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string_view artifact_error_name(ArtifactErrorKind kind) {
@@ -398,7 +437,9 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     for (uint32_t v : items(step->inputs())) {
       if (!value_ok(v)) return fail(Kind::OutOfRange, "step " + n(s) + " reads value " + n(v) + " of " + n(values));
       if (available[v] == -2)
-        return fail(Kind::UseBeforeProduce, "step " + n(s) + " reads value " + n(v) + " before any step produces it");
+        return fail(Kind::UseBeforeProduce, "step " + n(s) + " reads value " + n(v) + " (%" +
+                                                (a.values()->Get(v)->name() ? a.values()->Get(v)->name()->str() : "") +
+                                                ") before any step produces it");
       int b = buffer_of[v];
       if (b < 0 || a.buffers()->Get(b)->last_step() < s)
         return fail(Kind::BadMemoryPlan, "step " + n(s) + " reads value " + n(v) + " after its buffer is gone");
@@ -417,10 +458,13 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   for (int s = 0; s < steps; ++s) {
     const Step* step = a.steps()->Get(s);
     if (step->kind() != StepKind::Library) continue;
-    if (count(step->inputs()) != 2 || count(step->outputs()) != 1)
-      return fail(Kind::MalformedMetadata, "library step " + n(s) + " needs two inputs and one output");
+    const uint32_t post_op_inputs = step->conv() ? post_op_operands(*step->conv()) : 0;
+    if (count(step->inputs()) != 2 + post_op_inputs || count(step->outputs()) != 1)
+      return fail(Kind::MalformedMetadata,
+                  "library step " + n(s) + " needs " + n(2 + post_op_inputs) + " inputs and one output");
     if (const Conv* conv = step->conv()) {
       std::string why = conv_problem(*conv);
+      if (why.empty()) why = post_op_problem(*conv, *step, *a.values());
       if (!why.empty()) return fail(Kind::ShapeMismatch, "the convolution of step " + n(s) + " " + why);
       // Its operands are f32 tensors of exactly those shapes.
       const flatbuffers::Vector<int64_t>* shapes[3][3] = {

@@ -45,12 +45,14 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   for (const auto& s : c.steps) {
     flatbuffers::Offset<Matmul> matmul = 0;
     flatbuffers::Offset<Conv> conv = 0;
-    if (s.kind == StepKind::Library && s.conv)
-      conv =
-          CreateConv(fb, s.conv->kind, fb.CreateVector(s.conv->x), fb.CreateVector(s.conv->w),
-                     fb.CreateVector(s.conv->y), fb.CreateVector(s.conv->strides), fb.CreateVector(s.conv->dilations),
-                     fb.CreateVector(s.conv->pads_lo), fb.CreateVector(s.conv->pads_hi), s.conv->groups);
-    else if (s.kind == StepKind::Library)
+    if (s.kind == StepKind::Library && s.conv) {
+      std::vector<flatbuffers::Offset<ConvPostOp>> post_ops;
+      for (const auto& p : s.conv->post_ops) post_ops.push_back(CreateConvPostOp(fb, p.kind, p.input, p.lo, p.hi));
+      conv = CreateConv(
+          fb, s.conv->kind, fb.CreateVector(s.conv->x), fb.CreateVector(s.conv->w), fb.CreateVector(s.conv->y),
+          fb.CreateVector(s.conv->strides), fb.CreateVector(s.conv->dilations), fb.CreateVector(s.conv->pads_lo),
+          fb.CreateVector(s.conv->pads_hi), s.conv->groups, post_ops.empty() ? 0 : fb.CreateVector(post_ops));
+    } else if (s.kind == StepKind::Library)
       matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b,
                             fb.CreateVectorOfStructs(s.matmul.batch));
     steps.push_back(CreateStep(

@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 7;  // minor version 7
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.7 (this runtime reads 1.0 to 1.6)");
+  newer[10] = 8;  // minor version 8
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.8 (this runtime reads 1.0 to 1.7)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -326,5 +326,57 @@ TEST_CASE("a library convolution's parameters must agree with each other and its
     CHECK(refused(c).message ==
           "artifact: shape mismatch: the convolution of step 0: operand 0 is not an f32 "
           "tensor of the shape the convolution gives it");
+  }
+}
+
+TEST_CASE("a convolution's post-ops must fit it: kinds, order, operands and bounds", "[artifact][errors]") {
+  Model m("conv_epilogue", 1);
+  Tensor x = m.input("x", {2, 3, 8, 8});
+  Tensor y = conv(x, m.param("w", {4, 3, 3, 3}, Init::uniform(-1, 1)), {{2, 2}, {1, 1, 1, 1}, {}, 1});
+  Tensor r = m.input("r", {2, 4, 4, 4});
+  m.output(relu(y + broadcast(m.param("b", {4}, Init::uniform(-1, 1)), y.shape(), {1}) + r), "y");
+  const format::ArtifactContents good = contents_of(m);
+  REQUIRE(good.steps.size() == 1);
+  REQUIRE(good.steps[0].conv);
+  using Kind = format::ConvPostOpKind;
+  REQUIRE(good.steps[0].conv->post_ops.size() == 3);
+  CHECK(good.steps[0].conv->post_ops[0].kind == Kind::Bias);
+  CHECK(good.steps[0].conv->post_ops[1].kind == Kind::Add);
+  CHECK(good.steps[0].conv->post_ops[2].kind == Kind::Relu);
+  CHECK(good.steps[0].inputs.size() == 4);
+  CHECK(format::read_artifact(format::write_artifact(good)).ok());
+  auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)).message; };
+  const std::string prefix = "artifact: shape mismatch: the convolution of step 0 ";
+  {
+    auto c = good;
+    std::swap(c.steps[0].conv->post_ops[0], c.steps[0].conv->post_ops[2]);
+    CHECK(refused(c) == prefix + "has a post-op reading the wrong input");
+  }
+  {
+    auto c = good;
+    c.steps[0].conv->post_ops.insert(c.steps[0].conv->post_ops.begin(), {Kind::Relu, -1, 0, 0});
+    CHECK(refused(c) == prefix + "adds its bias after another post-op");
+  }
+  {
+    auto c = good;
+    c.steps[0].conv->post_ops.push_back({Kind::Clip, -1, 6, 0});
+    CHECK(refused(c) == prefix + "clips to bounds out of order");
+  }
+  {
+    auto c = good;
+    std::swap(c.steps[0].inputs[2], c.steps[0].inputs[3]);  // the bias where the added tensor goes
+    CHECK(refused(c) == prefix + "has a bias that is not one value per output channel");
+  }
+  {
+    auto c = good;
+    c.steps[0].conv->kind = format::ConvKind::BackwardWeights;
+    CHECK(refused(c) == prefix + "has post-ops but is not a forward convolution");
+  }
+  {
+    auto c = good;
+    c.steps[0].conv->post_ops.pop_back();
+    c.steps[0].conv->post_ops.pop_back();  // the added tensor's input is left over
+    CHECK(refusal(format::write_artifact(c)).message ==
+          "artifact: malformed metadata: library step 0 needs 3 inputs and one output");
   }
 }

@@ -95,6 +95,30 @@ TEST_CASE("a model imports: initializers become params, names become kiln's", "[
   CHECK((*out)[0].floats == std::vector<double>{4.5, 0, 10.5, 1});
 }
 
+TEST_CASE("a float initializer of one element is a constant, not a weight", "[onnx]") {
+  // Exporters put GELU's 0.5 and 3.0 in initializers: as params they were loaded at run
+  // time, kept pow a libm call, and their broadcasts were shared by every layer.
+  onnx::ModelProto m = linear_model();
+  onnx::GraphProto* g = m.mutable_graph();
+  onnx::TensorProto* three = g->add_initializer();
+  three->set_name("three");
+  three->set_data_type(onnx::TensorProto::FLOAT);
+  three->add_float_data(3.f);
+  g->mutable_node(2)->set_output(0, "r");
+  add_node(g, "Pow", {"r", "three"}, {"y"});
+  auto r = import_model(bytes_of(m));
+  if (!r.ok()) FAIL(r.error().message);
+  CHECK(r->weights.count("three") == 0);
+  CHECK(r->weights.size() == 2);
+  const std::string text = ir::print(r->graph);
+  CHECK(text.find("param %three") == std::string::npos);
+  INFO(text);
+  // Spread over the shape as a broadcast of the scalar, never an array of repeats.
+  CHECK(text.find("= constant {value=3.0}") != std::string::npos);
+  CHECK(text.find("= broadcast(%") != std::string::npos);
+  CHECK(text.find("[3.0, 3.0]") == std::string::npos);
+}
+
 TEST_CASE("shape arithmetic on constants folds at import", "[onnx]") {
   onnx::ModelProto m;
   m.add_opset_import()->set_version(13);

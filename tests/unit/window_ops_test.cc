@@ -186,6 +186,27 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
                          {{2, 2}, {1, 1, 1, 0}, {}, 2});
          return relu(y + broadcast(m.param("b", {6}, Init::uniform(-1, 1)), y.shape(), {1}));
        }},
+      // The epilogues a convolution's call applies (bias, relu, clip, a residual add), and
+      // activations passed between convolutions in oneDNN's layout (16 and 32 channels),
+      // with an intermediate returned (it stays in the plain layout).
+      {"conv epilogues: a residual block with a strided shortcut, and a clip",
+       [](Model& m) {
+         auto bias = [&](const std::string& name, Tensor y) {
+           return y + broadcast(m.param(name, {y.shape()[1]}, Init::uniform(-1, 1)), y.shape(), {1});
+         };
+         auto weights = [&](const std::string& name, ir::Shape shape) {
+           return m.param(name, std::move(shape), Init::uniform(-0.3, 0.3));
+         };
+         Tensor x = m.input("x", {2, 16, 8, 8});
+         Tensor a = relu(bias("b1", conv(x, weights("w1", {32, 16, 3, 3}), {{2, 2}, {1, 1, 1, 1}, {}, 1})));
+         Tensor b = bias("b2", conv(a, weights("w2", {32, 32, 3, 3}), {{}, {1, 1, 1, 1}, {}, 1}));
+         Tensor shortcut = bias("b3", conv(x, weights("w3", {32, 16, 1, 1}), {{2, 2}, {}, {}, 1}));
+         Tensor block = relu(b + shortcut);
+         Tensor six = minimum(maximum(bias("b4", conv(block, weights("w4", {32, 1, 3, 3}), {{}, {1, 1, 1, 1}, {}, 32})),
+                                      broadcast(m.scalar(0.0), block.shape(), {})),
+                              broadcast(m.scalar(6.0), block.shape(), {}));
+         return reduce_sum(six, {1, 2, 3}) + reduce_sum(a, {1, 2, 3});
+       }},
       {"conv's gradients on oneDNN: stride 2, asymmetric pads, dilation 2, groups 2",
        [](Model& m) {
          return conv_with_gradients(m, m.input("x", {2, 4, 9, 8}), m.input("w", {6, 2, 3, 2}),

@@ -128,6 +128,16 @@ int run_inspect(std::span<char* const> argv) {
         fmt::print("        oneDNN convolution {}: x {} w {} y {}, strides {} dilations {} pads {} {} groups {}\n",
                    format::EnumNameConvKind(c.kind()), list(c.x()), list(c.w()), list(c.y()), list(c.strides()),
                    list(c.dilations()), list(c.pads_lo()), list(c.pads_hi()), c.groups());
+        if (c.post_ops() && c.post_ops()->size() > 0) {
+          std::vector<std::string> post;
+          for (const format::ConvPostOp* p : *c.post_ops()) {
+            std::string what = format::EnumNameConvPostOpKind(p->kind());
+            if (p->kind() == format::ConvPostOpKind::Clip) what += fmt::format(" [{}, {}]", p->lo(), p->hi());
+            if (p->input() >= 0) what += fmt::format(" input {}", p->input());
+            post.push_back(what);
+          }
+          fmt::print("        post-ops: {}\n", fmt::join(post, ", "));
+        }
       }
       if (step->partial_symbol() && step->partial_symbol()->size() > 0)
         fmt::print("        split: {} parts first [{}]{}, {} bytes of scratch at {}\n", step->partial_items(),

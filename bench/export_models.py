@@ -1,0 +1,123 @@
+"""Exports the real-model suite of the ONNX importer to ONNX files, with random weights
+(fixed seed) and fixed inputs, and writes ONNX Runtime's outputs beside them:
+
+  export_models.py OUT_DIR [NAME ...]      (names: see MODELS; default all)
+
+gives OUT_DIR/NAME.onnx (weights inline, or in NAME.onnx.data when over 2 GB),
+OUT_DIR/NAME.inputs.npz and OUT_DIR/NAME.ort.npz. Needs torch, torchvision, transformers,
+onnx, onnxscript and onnxruntime from PyPI (comparison only: kiln itself never uses them).
+"""
+import os
+import sys
+
+import numpy as np
+import onnxruntime
+import torch
+
+
+def torchvision_model(name):
+    import torchvision
+
+    def build():
+        model = getattr(torchvision.models, name)(weights=None)
+        if name.startswith("vit"):
+            # torchvision starts ViT's classifier at zero: every output would be 0.
+            torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model, (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0)),), ["input"]
+
+    return build
+
+
+def bert_base():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(attn_implementation="eager")
+    model = BertModel(config, add_pooling_layer=True)
+    ids = torch.randint(0, config.vocab_size, (1, 128), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(1, 128, dtype=torch.int64)
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = model
+
+        def forward(self, input_ids, attention_mask):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+
+    return Wrapped(), (ids, mask), ["input_ids", "attention_mask"]
+
+
+def gpt2_small():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(attn_implementation="eager", use_cache=False)
+    model = GPT2LMHeadModel(config)
+    ids = torch.randint(0, config.vocab_size, (1, 128), generator=torch.Generator().manual_seed(0))
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt2 = model
+
+        def forward(self, input_ids):
+            return self.gpt2(input_ids=input_ids, use_cache=False).logits
+
+    return Wrapped(), (ids,), ["input_ids"]
+
+
+# name -> (builder, exporter): "dynamo" is torch.onnx.export(dynamo=True), the default of
+# recent PyTorch; "torchscript" the older tracing exporter, which most existing files
+# came from.
+MODELS = {
+    "resnet18": (torchvision_model("resnet18"), "torchscript"),
+    "resnet50": (torchvision_model("resnet50"), "torchscript"),
+    "mobilenet_v2": (torchvision_model("mobilenet_v2"), "torchscript"),
+    "vit_b_16": (torchvision_model("vit_b_16"), "torchscript"),
+    "bert_base": (bert_base, "torchscript"),
+    "gpt2_small": (gpt2_small, "dynamo"),
+}
+
+
+def export(name, out_dir):
+    build, exporter = MODELS[name]
+    torch.manual_seed(0)
+    model, inputs, input_names = build()
+    model.eval()
+    # nn.MultiheadAttention's inference fast path is one fused aten op no exporter knows.
+    torch.backends.mha.set_fastpath_enabled(False)
+    path = os.path.join(out_dir, f"{name}.onnx")
+    with torch.no_grad():
+        if exporter == "dynamo":
+            program = torch.onnx.export(model, inputs, dynamo=True, input_names=input_names)
+            program.save(path)
+        else:
+            torch.onnx.export(model, inputs, path, dynamo=False, input_names=input_names, opset_version=17)
+    feeds = {n: t.numpy() for n, t in zip(input_names, inputs)}
+    np.savez(os.path.join(out_dir, f"{name}.inputs.npz"), **feeds)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    outputs = session.run(None, feeds)
+    names = [o.name for o in session.get_outputs()]
+    np.savez(os.path.join(out_dir, f"{name}.ort.npz"), **dict(zip(names, outputs)))
+    print(f"{name}: {path} ({os.path.getsize(path) / 1e6:.1f} MB), inputs "
+          + ", ".join(f"{n}{list(v.shape)}" for n, v in feeds.items())
+          + ", outputs " + ", ".join(f"{n}{list(v.shape)}" for n, v in zip(names, outputs)))
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    out_dir = sys.argv[1]
+    names = sys.argv[2:] or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit(f"unknown model {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    os.makedirs(out_dir, exist_ok=True)
+    for name in names:
+        export(name, out_dir)
+
+
+if __name__ == "__main__":
+    main()

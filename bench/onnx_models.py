@@ -1,0 +1,160 @@
+"""Compiles the ONNX files of export_models.py with kiln, checks each against ONNX
+Runtime's outputs, and times kiln, ONNX Runtime and PyTorch on the same machine:
+
+  onnx_models.py DIR --kiln PATH/TO/kiln [--models a,b] [--threads N] [--repeat N]
+                 [--rounds N] [--json FILE]
+
+Per model: `kiln compile DIR/NAME.onnx` (its wall time), `kiln run` on the fixed inputs
+of NAME.inputs.npz and the relative error in max-norm (max |kiln - ort| / max |ort|)
+against NAME.ort.npz. Then --rounds rounds, each timing in turn `kiln bench NAME.kiln`,
+ONNX Runtime (CPUExecutionProvider, all graph optimizations, intra-op threads =
+--threads) and PyTorch eager (torch.no_grad, torch.set_num_threads(--threads)): the
+median of --repeat runs after a warm-up. On a shared machine one round can be slow for
+all three; the ratios are taken per round (paired) and their median reported, beside
+the median of each one's round medians. ONNX names become kiln names as `kiln import`
+maps them. Prints a table; --json writes every figure.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_models  # noqa: E402
+
+
+def kiln_name(name):
+    """What kiln import calls an ONNX value (frontends/onnx/importer.h's kiln_name; the
+    numeric suffix on collisions is not needed for these models' inputs and outputs)."""
+    name = re.sub(r"[^A-Za-z0-9_.]", "_", name)
+    return "_" + name if not name or name[0].isdigit() else name
+
+
+def median_ms(run, warmup, repeat):
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def kiln_figures(kiln, model, path, work, args):
+    artifact = os.path.join(work, model + ".kiln")
+    start = time.perf_counter()
+    subprocess.run([kiln, "compile", path, "-o", artifact], check=True, stdout=subprocess.DEVNULL)
+    compile_s = time.perf_counter() - start
+    inputs = np.load(os.path.join(args.dir, model + ".inputs.npz"))
+    flags = []
+    for name in inputs.files:
+        npy = os.path.join(work, kiln_name(name) + ".npy")
+        np.save(npy, inputs[name])
+        flags += ["--input", f"{kiln_name(name)}={npy}"]
+    out = os.path.join(work, model + "_out")
+    subprocess.run([kiln, "run", artifact, *flags, "--output", out, "--threads", str(args.threads)], check=True,
+                   stdout=subprocess.DEVNULL)
+    expected = np.load(os.path.join(args.dir, model + ".ort.npz"))
+    errors = {}
+    for name in expected.files:
+        ort = expected[name].astype(np.float64)
+        got = np.load(os.path.join(out, kiln_name(name) + ".npy")).astype(np.float64)
+        if got.shape != ort.shape:
+            sys.exit(f"{model}: output {name} has shape {got.shape}, ONNX Runtime's {ort.shape}")
+        errors[name] = float(np.abs(got - ort).max() / max(np.abs(ort).max(), 1e-30))
+    return {"compile_s": compile_s, "artifact_bytes": os.path.getsize(artifact), "max_rel_error": errors}, artifact, flags
+
+
+def kiln_bench_ms(kiln, artifact, flags, work, args):
+    report = os.path.join(work, "bench.json")
+    subprocess.run([kiln, "bench", artifact, *flags, f"--repeat={args.repeat}", f"--warmup={args.warmup}",
+                    f"--threads={args.threads}", f"--json={report}"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    with open(report) as f:
+        bench = json.load(f)
+    return bench["latency_ms"]["median"], bench
+
+
+def ort_session(path, args):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"]), onnxruntime.__version__
+
+
+def torch_model(model, args):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    build, _ = export_models.MODELS[model]
+    module, inputs, _ = build()
+    module.eval()
+
+    def run():
+        with torch.no_grad():
+            module(*inputs)
+
+    return run, torch.__version__
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir")
+    parser.add_argument("--kiln", required=True)
+    parser.add_argument("--models", default=",".join(export_models.MODELS))
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    rows = []
+    machine = {}
+    with tempfile.TemporaryDirectory() as work:
+        for model in args.models.split(","):
+            path = os.path.join(args.dir, model + ".onnx")
+            if not os.path.exists(path):
+                sys.exit(f"{path} is missing: run bench/export_models.py {args.dir} {model} first")
+            print(f"{model}: compiling and checking with kiln ...", file=sys.stderr, flush=True)
+            row, artifact, flags = kiln_figures(args.kiln, model, path, work, args)
+            row = {"model": model, **row, "rounds": []}
+            feeds = dict(np.load(os.path.join(args.dir, model + ".inputs.npz")))
+            session, row["ort_version"] = ort_session(path, args)
+            torch_run, row["torch_version"] = torch_model(model, args)
+            for r in range(args.rounds):
+                print(f"{model}: round {r + 1} of {args.rounds} ...", file=sys.stderr, flush=True)
+                kiln_ms, bench = kiln_bench_ms(args.kiln, artifact, flags, work, args)
+                machine = bench.get("machine", machine)
+                ort = median_ms(lambda: session.run(None, feeds), args.warmup, args.repeat)
+                torch_ms = median_ms(torch_run, args.warmup, args.repeat)
+                row["rounds"].append({"kiln_ms": kiln_ms, "ort_ms": ort, "torch_eager_ms": torch_ms})
+            for key in ("kiln_ms", "ort_ms", "torch_eager_ms"):
+                row[key] = statistics.median(x[key] for x in row["rounds"])
+            row["ort_over_kiln"] = statistics.median(x["ort_ms"] / x["kiln_ms"] for x in row["rounds"])
+            row["torch_over_kiln"] = statistics.median(x["torch_eager_ms"] / x["kiln_ms"] for x in row["rounds"])
+            rows.append(row)
+    print(f"{'model':<14} {'kiln ms':>9} {'ORT ms':>9} {'torch ms':>9} {'ORT/kiln':>9} {'torch/kiln':>10}"
+          f" {'max rel err':>12} {'compile s':>10}")
+    for r in rows:
+        print(f"{r['model']:<14} {r['kiln_ms']:>9.2f} {r['ort_ms']:>9.2f} {r['torch_eager_ms']:>9.2f}"
+              f" {r['ort_over_kiln']:>9.2f} {r['torch_over_kiln']:>10.2f}"
+              f" {max(r['max_rel_error'].values()):>12.2e} {r['compile_s']:>10.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "threads": args.threads, "repeat": args.repeat, "rounds": args.rounds,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+// The elementwise ops after a convolution that its library call applies on the way out
+// (oneDNN's bias and post-ops), so that they are no kernels of their own.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::ir {
+
+struct ConvPostOp {
+  enum class Kind { Bias, Relu, Clip, Add };
+  Kind kind;
+  /// Bias: the [O] values (any shape of O elements); Add: a tensor of the result's shape.
+  ValueId operand = kNoValue;
+  double lo = 0, hi = 0;  ///< Clip's bounds
+};
+
+/// A forward f32 convolution and the chain of single-use ops after it: an add of a
+/// per-channel bias (broadcast over every dim but 1), then any of relu, a clip (maximum
+/// and minimum with constants) and one add of a tensor of the result's shape (a residual).
+struct ConvEpilogue {
+  int conv = -1;
+  /// Every node the call computes besides the convolution: the chain's ops, the bias's
+  /// broadcast (and single-use reshapes before it), the clip bounds' constants.
+  std::vector<int> nodes;
+  std::vector<ConvPostOp> post_ops;  ///< in the order they apply
+  ValueId result = kNoValue;         ///< the last op's: what the call writes
+};
+
+/// The epilogue of every forward convolution that has one, by graph order.
+std::vector<ConvEpilogue> conv_epilogues(const Graph& g);
+
+}  // namespace kiln::ir
