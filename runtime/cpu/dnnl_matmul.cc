@@ -70,7 +70,75 @@ const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, bool bf16) 
   return prep;
 }
 
+// An f32 call whose B the primitive reads in the layout it chose, and the reorder there.
+struct PackedPrepared {
+  DnnlPrimitive primitive, reorder;
+  Descs descs;
+  dnnl_memory_desc_t packed_b{};
+  size_t packed_bytes = 0;
+  std::string what;
+};
+
+const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm) {
+  static std::mutex mutex;
+  static std::map<std::vector<int64_t>, PackedPrepared> cache;
+  std::vector<int64_t> key = {mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b()};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = cache.try_emplace(key);
+  if (!inserted) return it->second;
+  PackedPrepared& prep = it->second;
+  prep.what = "a " + std::to_string(mm.m()) + "x" + std::to_string(mm.n()) + "x" + std::to_string(mm.k()) +
+              " matmul with packed weights";
+  if (mm.batch() && mm.batch()->size() > 0) return prep;
+  dnnl_memory_desc_t any_b;
+  const dnnl_dim_t b_dims[] = {mm.k(), mm.n()};
+  dnnl_matmul_desc_t desc;
+  if (!describe(p, mm, dnnl_f32, prep.descs) ||
+      p.memory_desc_init_by_tag(&any_b, 2, b_dims, dnnl_f32, dnnl_format_tag_any) != dnnl_success ||
+      p.matmul_desc_init(&desc, &prep.descs.a, &any_b, nullptr, &prep.descs.c) != dnnl_success)
+    return prep;
+  dnnl_primitive_desc_t pd = dnnl_describe(p, &desc, nullptr);
+  if (!pd) return prep;
+  if (const dnnl_memory_desc_t* chosen = p.primitive_desc_query_md(pd, dnnl_query_weights_md, 0)) {
+    prep.packed_b = *chosen;
+    prep.packed_bytes = p.memory_desc_get_size(chosen);
+    prep.reorder = dnnl_reorder(p, prep.descs.b, prep.packed_b);
+    if (prep.reorder.primitive) prep.primitive = dnnl_create(p, pd);
+  }
+  p.primitive_desc_destroy(pd);
+  return prep;
+}
+
 }  // namespace
+
+const uint8_t* packed_weights_start(const std::vector<uint8_t>& packed) {
+  const uint8_t* p = packed.data();
+  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+}
+
+Result<std::vector<uint8_t>> pack_matmul_weights(const format::Matmul& mm, const uint8_t* b, int threads) {
+  std::vector<uint8_t> packed;
+  const DnnlApi* p = dnnl_api();
+  if (!p) return packed;
+  const PackedPrepared& prep = packed_prepared(*p, mm);
+  if (!prep.primitive.primitive) return packed;
+  packed.resize(prep.packed_bytes + 64);
+  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.descs.b, const_cast<uint8_t*>(b)},
+                             {DNNL_ARG_TO, &prep.packed_b, const_cast<uint8_t*>(packed_weights_start(packed))}};
+  KILN_RETURN_IF_ERROR(dnnl_run(*p, prep.reorder, reorder, threads, "the packing of " + prep.what));
+  return packed;
+}
+
+Status dnnl_packed_matmul(const format::Matmul& mm, const uint8_t* packed_b, uint8_t* const* args, int threads) {
+  const DnnlApi* p = dnnl_api();
+  const PackedPrepared* prep = p ? &packed_prepared(*p, mm) : nullptr;
+  if (!prep || !prep->primitive.primitive)
+    return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
+  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, args[0]},
+                              {DNNL_ARG_WEIGHTS, &prep->packed_b, const_cast<uint8_t*>(packed_b)},
+                              {DNNL_ARG_DST, &prep->descs.c, args[2]}};
+  return dnnl_run(*p, prep->primitive, operands, threads, prep->what);
+}
 
 Result<bool> dnnl_half_matmul(const format::Matmul& mm, bool bf16, uint8_t* const* args, int threads) {
   const DnnlApi* p = dnnl_api();

@@ -11,6 +11,7 @@
 
 #include "base/allocation.h"
 #include "runtime/cpu/dnnl_conv.h"
+#include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/kernel_library.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/thread_pool.h"
@@ -106,13 +107,18 @@ class CpuExecutor final : public Executor {
       for (uint32_t v : *values) pinned[v] = 1;
     for (uint32_t v = 0; v < sig_.values.size(); ++v) pinned[v] = pinned[v] || sig_.weights[v] || state_.count(v);
     conv_layouts_ = plan_conv_layouts(a_, pinned);
-    // Baked-in convolution weights, in the layout the library reads, once per session.
+    // Baked-in convolution and f32 matmul weights, in the layout the library reads best,
+    // once per session.
     packed_weights_.resize(a_.steps()->size());
     for (uint32_t s = 0; s < a_.steps()->size(); ++s) {
       const format::Step& step = *a_.steps()->Get(s);
-      if (step.kind() != format::StepKind::Library || !step.conv() || step.inputs()->size() < 2) continue;
-      if (const uint8_t* w = sig_.weights[step.inputs()->Get(1)]) {
+      if (step.kind() != format::StepKind::Library || step.inputs()->size() < 2) continue;
+      const uint8_t* w = sig_.weights[step.inputs()->Get(1)];
+      if (!w) continue;
+      if (step.conv()) {
         KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_conv_weights(*step.conv(), w, threads_));
+      } else if (step.matmul() && sig_.values[step.inputs()->Get(1)].type == ElementType::F32) {
+        KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_matmul_weights(*step.matmul(), w, threads_));
       }
     }
     return Status::Ok();
@@ -213,6 +219,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
         return run_conv(*step.conv(), ptrs.data(), threads_, packed.empty() ? nullptr : packed_start(packed),
                         conv_layouts_[s]);
       }
+      if (step.kind() == format::StepKind::Library && !packed_weights_[s].empty())
+        return dnnl_packed_matmul(*step.matmul(), packed_weights_start(packed_weights_[s]), ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Library)
         return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Scatter) {
