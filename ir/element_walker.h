@@ -101,6 +101,17 @@ class ElementWalker {
     Index source;
     size_t i = 0, j = 0;
     while (i < to.size() || j < from.size()) {
+      // Extent-1 dims (index 0) join no block: a block [1,768] of [1,197,1,768] was
+      // flattened and divided again for every element, and the loop stopped vectorizing.
+      if (i < to.size() && to[i] == 1) {
+        ++i;
+        continue;
+      }
+      if (j < from.size() && from[j] == 1) {
+        source.dims.push_back(backend().index_constant(0));
+        ++j;
+        continue;
+      }
       const size_t i0 = i, j0 = j;
       int64_t a = i < to.size() ? to[i++] : 1, b = j < from.size() ? from[j++] : 1;
       while (a != b) {
