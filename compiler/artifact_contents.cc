@@ -169,7 +169,7 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   auto value = [&](ir::ValueId v) {
     if (index[v] < 0) {
       index[v] = static_cast<int>(c.values.size());
-      c.values.push_back({names[v], to_format(g.type(v).dtype), g.type(v).shape});
+      c.values.push_back({names[v], to_format(g.type(v).dtype), g.type(v).shape, ""});
     }
     return static_cast<uint32_t>(index[v]);
   };

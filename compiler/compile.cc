@@ -212,6 +212,9 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
       it->second = ir::Tensor::from_doubles(g.type(a.value), it->second.floats);
   KILN_ASSIGN_OR_RETURN(format::ArtifactContents contents, artifact_contents(g, weights, target, ir::print(graph)));
   KILN_RETURN_IF_ERROR(compile_target->add_code(g, options, contents));
+  for (format::ArtifactContents::ValueInfo& v : contents.values)
+    if (auto source = options.source_names.find(v.name); source != options.source_names.end())
+      v.source_name = source->second;
   if (!options.fuse) contents.flags.push_back("--no-fusion");
   if (options.precision != "f32") contents.flags.push_back("--precision=" + options.precision);
   if (options.batch) {

@@ -40,6 +40,9 @@ struct CompileOptions {
   /// Values of the graph's params, and initial values of its state (zero without one),
   /// by name (compiler/weights.h).
   std::map<std::string, ir::Tensor> weights;
+  /// The imported model's names of inputs and outputs, by kiln name (`kiln compile
+  /// M.onnx`): the artifact keeps them, and `kiln inspect` shows them.
+  std::map<std::string, std::string> source_names;
   /// Round floating weights of another floating type to their argument's type.
   bool convert_weight_dtypes = false;
   /// Ignore weights that name no param or state (else they are an error).

@@ -103,8 +103,8 @@ Result<ir::DType> dtype_of(int32_t onnx_type, const std::string& what) {
 
 Result<ir::Tensor> tensor_of(const onnx::TensorProto& proto) {
   const std::string what = "tensor '" + proto.name() + "'";
-  if (proto.data_location() == onnx::TensorProto::EXTERNAL)
-    return make_error("onnx: " + what + " keeps its data in an external file, which kiln does not read yet");
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL)  // initializers' is inlined first (external_data.h)
+    return make_error("onnx: " + what + " keeps its data in an external file, which kiln reads for initializers only");
   KILN_ASSIGN_OR_RETURN(ir::DType dtype, dtype_of(proto.data_type(), what));
   ir::TensorType type{dtype, ir::Shape(proto.dims().begin(), proto.dims().end())};
   for (int64_t d : type.shape)

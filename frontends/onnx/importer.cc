@@ -3,10 +3,12 @@
 #include "frontends/onnx/importer.h"
 
 #include <climits>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "base/file.h"
+#include "frontends/onnx/external_data.h"
 #include "frontends/onnx/ops.h"
 #include "ir/verifier.h"
 
@@ -91,9 +93,11 @@ Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportO
   imported.graph.name = kiln_name(graph.name().empty() ? "model" : graph.name());
   Context ctx(imported.graph, imported.weights, imported.opset);
 
+  ExternalData external(options.model_dir);
   for (const onnx::TensorProto& init : graph.initializer()) {
     if (ctx.defined(init.name())) return make_error(fmt::format("onnx: initializer '{}' is given twice", init.name()));
-    KILN_ASSIGN_OR_RETURN(ir::Tensor t, tensor_of(init));
+    KILN_ASSIGN_OR_RETURN(onnx::TensorProto inlined, external.inline_data(init));
+    KILN_ASSIGN_OR_RETURN(ir::Tensor t, tensor_of(inlined));
     // A float initializer of one element is an exporter's constant (GELU's 0.5 and 3.0),
     // not a weight: as a constant it folds, and kernels compute with it as an immediate.
     const bool weight = !(ir::is_float(t.type.dtype) && t.size() == 1);
@@ -142,7 +146,12 @@ Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportO
 
 Result<ImportedModel> import_file(const std::string& path, const ImportOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path, kMostFileBytes));
-  auto imported = import_model(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), options);
+  ImportOptions with_dir = options;
+  if (with_dir.model_dir.empty()) {
+    with_dir.model_dir = std::filesystem::path(path).parent_path().string();
+    if (with_dir.model_dir.empty()) with_dir.model_dir = ".";
+  }
+  auto imported = import_model(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), with_dir);
   if (!imported.ok()) return make_error(path + ": " + imported.error().message);
   return imported;
 }

@@ -24,6 +24,9 @@ struct ImportOptions {
   /// through shape arithmetic, and are no inputs of the graph (the conformance runner
   /// fixes the shape and axes inputs of ONNX's node tests this way).
   std::map<std::string, ir::Tensor> constants;
+  /// The directory external data is read from (import_file sets the model's); empty:
+  /// a tensor with external data is an error.
+  std::string model_dir;
 };
 
 /// An ONNX name and the kiln name it became; `index` is the ONNX input's or output's

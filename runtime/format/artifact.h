@@ -48,6 +48,7 @@ struct ArtifactContents {
     std::string name;
     DType dtype = DType::F32;
     std::vector<int64_t> shape;
+    std::string source_name;  ///< 1.7: the imported model's name for it, or empty
   };
   struct ArgInfo {
     uint32_t value = 0;

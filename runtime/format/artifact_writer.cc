@@ -34,7 +34,8 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   for (const auto& f : c.flags) flags.push_back(fb.CreateString(f));
   std::vector<flatbuffers::Offset<Value>> values;
   for (const auto& v : c.values)
-    values.push_back(CreateValue(fb, fb.CreateString(v.name), v.dtype, fb.CreateVector(v.shape)));
+    values.push_back(CreateValue(fb, fb.CreateString(v.name), v.dtype, fb.CreateVector(v.shape),
+                                 v.source_name.empty() ? 0 : fb.CreateString(v.source_name)));
   std::vector<flatbuffers::Offset<Argument>> args;
   for (const auto& a : c.args) args.push_back(CreateArgument(fb, a.value, a.kind, a.weight));
   std::vector<flatbuffers::Offset<Buffer>> buffers;

@@ -2,6 +2,11 @@
 // IR and through the interpreter; every refusal as the text the user reads.
 #include <onnx/onnx_pb.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "base/file.h"
+
 #include "frontends/onnx/importer.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
@@ -186,7 +191,7 @@ TEST_CASE("broken graphs and files are errors, never crashes", "[onnx]") {
   CHECK(import_error(m) == "onnx: output 'z' is defined by no node, input or initializer");
   m = linear_model();
   m.mutable_graph()->mutable_initializer(0)->set_data_location(onnx::TensorProto::EXTERNAL);
-  CHECK(import_error(m) == "onnx: tensor 'w' keeps its data in an external file, which kiln does not read yet");
+  CHECK(import_error(m) == "onnx: tensor 'w' keeps its data in an external file but names none (no 'location')");
   m = linear_model();
   m.mutable_graph()->mutable_initializer(0)->set_data_type(onnx::TensorProto::UINT8);
   CHECK(import_error(m) ==
@@ -206,6 +211,56 @@ TEST_CASE("broken graphs and files are errors, never crashes", "[onnx]") {
         "onnx: the file is not an ONNX model (protobuf could not parse it: truncated or corrupt?)");
   CHECK(import_file("/nonexistent/model.onnx").error().message.find("cannot read '/nonexistent/model.onnx'") !=
         std::string::npos);
+}
+
+TEST_CASE("external data is read beside the model; what it names must be there", "[onnx]") {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/external";
+  std::filesystem::create_directories(dir);
+  {  // the weights w (6 floats) after 8 bytes of something else, as onnx.save lays out several
+    std::ofstream data(dir + "/weights.bin", std::ios::binary);
+    const float w[] = {1.f, 0.f, 0.f, 1.f, 1.f, 1.f};
+    data.write("8 bytes.", 8);
+    data.write(reinterpret_cast<const char*>(w), sizeof(w));
+  }
+  auto with_external = [&](std::vector<std::pair<std::string, std::string>> entries) {
+    onnx::ModelProto m = linear_model();
+    onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
+    w->clear_float_data();
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (const auto& [key, value] : entries) {
+      onnx::StringStringEntryProto* e = w->add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    }
+    std::ofstream(dir + "/model.onnx", std::ios::binary) << m.SerializeAsString();
+    auto r = import_file(dir + "/model.onnx");
+    return r.ok() ? std::string("(imported)") : r.error().message;
+  };
+  const std::string at = dir + "/model.onnx: onnx: tensor 'w' ";
+  CHECK(with_external({{"location", "weights.bin"}, {"offset", "8"}, {"length", "24"}}) == "(imported)");
+  CHECK(with_external({{"location", "weights.bin"}, {"offset", "8"}}) == "(imported)");
+  auto r = import_file(dir + "/model.onnx");
+  REQUIRE(r.ok());
+  CHECK(r->weights.at("w").floats == std::vector<double>{1, 0, 0, 1, 1, 1});
+  CHECK(with_external({{"location", "weights.bin"}}) == at + "has 32 bytes of raw data, but its shape holds 24");
+  CHECK(with_external({{"location", "weights.bin"}, {"offset", "16"}, {"length", "24"}}) ==
+        at + "keeps its data at bytes [16, 40) of 'weights.bin', which has 32");
+  CHECK(with_external({{"location", "missing.bin"}}).starts_with(at + "keeps its data in 'missing.bin': cannot read"));
+  CHECK(with_external({{"location", "../weights.bin"}}) ==
+        at + "names external data at '../weights.bin', outside the model's directory");
+  CHECK(with_external({{"location", "/etc/hostname"}}) ==
+        at + "names external data at '/etc/hostname', outside the model's directory");
+  CHECK(with_external({{"location", "weights.bin"}, {"offset", "-8"}}) ==
+        at + "has external data at offset '-8', not a count");
+  CHECK(with_external({{"location", "weights.bin"}, {"md5", "x"}}) ==
+        at + "has external data with key 'md5', which kiln does not know");
+  // Given as bytes, a model has no directory to read its external data from.
+  REQUIRE(with_external({{"location", "weights.bin"}, {"offset", "8"}}) == "(imported)");
+  onnx::ModelProto bytes_only;
+  REQUIRE(bytes_only.ParseFromString(read_file(dir + "/model.onnx", 1 << 20).value()));
+  CHECK(import_error(bytes_only) ==
+        "onnx: tensor 'w' keeps its data in the external file 'weights.bin'; import the model from its file, whose "
+        "directory holds it");
 }
 
 TEST_CASE("kiln names replace characters outside [A-Za-z0-9_.]", "[onnx]") {

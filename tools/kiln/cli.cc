@@ -16,11 +16,15 @@ namespace kiln::cli {
 
 Result<ir::Graph> load_graph(std::string_view command, const std::string& path,
                              std::map<std::string, ir::Tensor>* onnx_weights,
-                             const std::map<std::string, std::vector<int64_t>>& shapes) {
+                             const std::map<std::string, std::vector<int64_t>>& shapes,
+                             std::map<std::string, std::string>* source_names) {
   if (path.ends_with(".onnx")) {
     auto imported = onnx_import::import_file(path, import_options(shapes));
     if (!imported.ok()) return make_error(fmt::format("{}: error: {}", command, imported.error().message));
     if (onnx_weights) *onnx_weights = std::move(imported->weights);
+    if (source_names)
+      for (const auto* names : {&imported->inputs, &imported->outputs})
+        for (const onnx_import::NameMapping& m : *names) (*source_names)[m.kiln] = m.onnx;
     return std::move(imported->graph);
   }
   if (!shapes.empty())

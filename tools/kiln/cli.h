@@ -19,9 +19,11 @@ namespace kiln::cli {
 /// (its symbolic dims fixed by `shapes`, its initializers' values put in `onnx_weights`
 /// where given). Errors are whole lines: a parse error carries its location, others the
 /// command ("kiln opt: error: cannot read ..."), for fail_located.
+/// Where given, `source_names` gets the ONNX names of its inputs and outputs by kiln name.
 Result<ir::Graph> load_graph(std::string_view command, const std::string& path,
                              std::map<std::string, ir::Tensor>* onnx_weights = nullptr,
-                             const std::map<std::string, std::vector<int64_t>>& shapes = {});
+                             const std::map<std::string, std::vector<int64_t>>& shapes = {},
+                             std::map<std::string, std::string>* source_names = nullptr);
 /// Import options with the --shape flags' dims.
 onnx_import::ImportOptions import_options(const std::map<std::string, std::vector<int64_t>>& shapes);
 /// The --shape NAME=D0,D1,... flags (ONNX inputs' dims), by input name.

@@ -83,9 +83,11 @@ int run_compile(std::span<char* const> argv) {
   auto shapes = shape_flags(*parsed);
   if (!shapes.ok()) return fail(cmd, shapes.error().message);
   std::map<std::string, ir::Tensor> onnx_weights;
-  auto graph = load_graph(cmd, parsed->positional[0], &onnx_weights, *shapes);
+  std::map<std::string, std::string> source_names;
+  auto graph = load_graph(cmd, parsed->positional[0], &onnx_weights, *shapes, &source_names);
   if (!graph.ok()) return fail_located(graph.error());
   CompileOptions options;
+  options.source_names = std::move(source_names);
   options.target = parsed->get("target", "cpu");
   options.cpu = parsed->get("cpu", std::string(kDefaultCpus));
   options.fuse = !parsed->has("no-fusion");

@@ -23,6 +23,12 @@ std::string_view dtype_text(format::DType d) {
   return runtime::element_type_name(static_cast<runtime::ElementType>(d));
 }
 
+// The imported model's name of a value, where it has one (format 1.7).
+std::string source_text(const format::Artifact& a, uint32_t v) {
+  const format::Value* value = a.values()->Get(v);
+  return value->source_name() ? fmt::format(", imported as '{}'", value->source_name()->str()) : "";
+}
+
 std::string value_text(const format::Artifact& a, uint32_t v) {
   const format::Value* value = a.values()->Get(v);
   std::string shape;
@@ -82,11 +88,12 @@ int run_inspect(std::span<char* const> argv) {
                           : arg->kind() == format::ArgKind::State && arg->weight() >= 0
                               ? " initial value " + section_text(*a.weights()->Get(arg->weight()))
                               : "";
-      fmt::print("  {} {}{}\n", kinds[static_cast<int>(arg->kind())], value_text(a, arg->value()), extra);
+      fmt::print("  {} {}{}{}\n", kinds[static_cast<int>(arg->kind())], value_text(a, arg->value()), extra,
+                 source_text(a, arg->value()));
     }
   fmt::print("results:\n");
   if (a.results())
-    for (uint32_t v : *a.results()) fmt::print("  {}\n", value_text(a, v));
+    for (uint32_t v : *a.results()) fmt::print("  {}{}\n", value_text(a, v), source_text(a, v));
   fmt::print("arena: {} bytes, alignment {}\n", a.arena_bytes(), a.alignment());
   const char* homes[] = {"arena", "input", "param", "state"};
   if (a.buffers())
