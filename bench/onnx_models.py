@@ -12,7 +12,10 @@ ONNX Runtime (CPUExecutionProvider, all graph optimizations, intra-op threads =
 median of --repeat runs after a warm-up. On a shared machine one round can be slow for
 all three; the ratios are taken per round (paired) and their median reported, beside
 the median of each one's round medians. ONNX names become kiln names as `kiln import`
-maps them. Prints a table; --json writes every figure.
+maps them. Each timing starts after --pause seconds of rest: the OpenMP threads of ONNX
+Runtime and PyTorch spin for a while after their last run, and without the rest they
+took a core from the kiln process timed after them. Prints a table; --json writes every
+figure.
 """
 import argparse
 import json
@@ -35,6 +38,17 @@ def kiln_name(name):
     numeric suffix on collisions is not needed for these models' inputs and outputs)."""
     name = re.sub(r"[^A-Za-z0-9_.]", "_", name)
     return "_" + name if not name or name[0].isdigit() else name
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def median_ms(run, warmup, repeat):
@@ -80,7 +94,7 @@ def kiln_bench_ms(kiln, artifact, flags, work, args):
                    stderr=subprocess.DEVNULL)
     with open(report) as f:
         bench = json.load(f)
-    return bench["latency_ms"]["median"], bench
+    return bench["latency_ms"]["median"]
 
 
 def ort_session(path, args):
@@ -117,10 +131,11 @@ def main():
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pause", type=float, default=2.0, help="seconds of rest before each timing")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
-    machine = {}
+    machine = {"cpu": cpu_name(), "hardware_threads": os.cpu_count()}
     with tempfile.TemporaryDirectory() as work:
         for model in args.models.split(","):
             path = os.path.join(args.dir, model + ".onnx")
@@ -134,9 +149,13 @@ def main():
             torch_run, row["torch_version"] = torch_model(model, args)
             for r in range(args.rounds):
                 print(f"{model}: round {r + 1} of {args.rounds} ...", file=sys.stderr, flush=True)
-                kiln_ms, bench = kiln_bench_ms(args.kiln, artifact, flags, work, args)
-                machine = bench.get("machine", machine)
+                # A pause before each: ONNX Runtime's and PyTorch's OpenMP threads spin for
+                # a while after their last run, and took a core from the kiln process after them.
+                time.sleep(args.pause)
+                kiln_ms = kiln_bench_ms(args.kiln, artifact, flags, work, args)
+                time.sleep(args.pause)
                 ort = median_ms(lambda: session.run(None, feeds), args.warmup, args.repeat)
+                time.sleep(args.pause)
                 torch_ms = median_ms(torch_run, args.warmup, args.repeat)
                 row["rounds"].append({"kiln_ms": kiln_ms, "ort_ms": ort, "torch_eager_ms": torch_ms})
             for key in ("kiln_ms", "ort_ms", "torch_eager_ms"):
