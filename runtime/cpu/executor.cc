@@ -106,6 +106,10 @@ class CpuExecutor final : public Executor {
     for (const auto* values : {&sig_.input_values, &sig_.output_values, &sig_.state_values})
       for (uint32_t v : *values) pinned[v] = 1;
     for (uint32_t v = 0; v < sig_.values.size(); ++v) pinned[v] = pinned[v] || sig_.weights[v] || state_.count(v);
+    if (a_.state_copies())  // copied into state after the run, where callers read it
+      for (const format::StateCopy* c : *a_.state_copies()) pinned[c->value()] = 1;
+    for (const format::Buffer* b : *a_.buffers())
+      if (b->home() != format::Home::Arena) pinned[b->value()] = 1;
     conv_layouts_ = plan_conv_layouts(a_, pinned);
     // Baked-in convolution and f32 matmul weights, in the layout the library reads best,
     // once per session.
