@@ -115,6 +115,9 @@ format::ConvPostOpKind to_format(ir::ConvPostOp::Kind k) {
     case ir::ConvPostOp::Kind::Relu: return format::ConvPostOpKind::Relu;
     case ir::ConvPostOp::Kind::Clip: return format::ConvPostOpKind::Clip;
     case ir::ConvPostOp::Kind::Add: return format::ConvPostOpKind::Add;
+    case ir::ConvPostOp::Kind::ChannelAdd: return format::ConvPostOpKind::ChannelAdd;
+    case ir::ConvPostOp::Kind::ChannelSub: return format::ConvPostOpKind::ChannelSub;
+    case ir::ConvPostOp::Kind::ChannelMul: return format::ConvPostOpKind::ChannelMul;
   }
   return format::ConvPostOpKind::Relu;
 }

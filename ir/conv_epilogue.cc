@@ -24,8 +24,13 @@ class EpilogueMatcher {
     bool added = false;
     while (const Node* u = only_user(x)) {
       const ValueId other = u->operands.size() == 2 ? u->operands[u->operands[0] == x ? 1 : 0] : kNoValue;
-      if (u->op == Op::Add && e.post_ops.empty() && bias_of(other, e)) {
-        // bias_of appended the post-op
+      const bool x_first = !u->operands.empty() && u->operands[0] == x;
+      if (u->op == Op::Add &&
+          per_channel(other, e.post_ops.empty() ? ConvPostOp::Kind::Bias : ConvPostOp::Kind::ChannelAdd, e)) {
+        // per_channel appended the post-op
+      } else if (((u->op == Op::Sub && x_first) || u->op == Op::Mul) &&
+                 per_channel(other, u->op == Op::Sub ? ConvPostOp::Kind::ChannelSub : ConvPostOp::Kind::ChannelMul,
+                             e)) {
       } else if (u->op == Op::Relu) {
         e.post_ops.push_back({ConvPostOp::Kind::Relu});
       } else if (u->op == Op::Maximum && clip_of(*u, other, e)) {
@@ -60,10 +65,11 @@ class EpilogueMatcher {
     return &g_.nodes[users_[v][0]];
   }
 
-  // Whether v is a per-channel bias spread over the convolution's result: a single-use
+  // Whether v is a per-channel value spread over the convolution's result: a single-use
   // broadcast whose operand's only extents above one land on dim 1. Appends the post-op
-  // and claims the broadcast and the single-use reshapes before it.
-  bool bias_of(ValueId v, ConvEpilogue& e) {
+  // of `kind` and claims the broadcast and the single-use reshapes before it.
+  bool per_channel(ValueId v, ConvPostOp::Kind kind, ConvEpilogue& e) {
+    if (v == kNoValue) return false;
     const int b = producer_[v];
     if (b < 0 || g_.nodes[b].op != Op::Broadcast || !only_user(v)) return false;
     const Node& broadcast = g_.nodes[b];
@@ -83,7 +89,7 @@ class EpilogueMatcher {
       e.nodes.push_back(p);
       bias = g_.nodes[p].operands[0];
     }
-    e.post_ops.push_back({ConvPostOp::Kind::Bias, bias});
+    e.post_ops.push_back({kind, bias});
     return true;
   }
 

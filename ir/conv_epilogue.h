@@ -10,16 +10,20 @@
 namespace kiln::ir {
 
 struct ConvPostOp {
-  enum class Kind { Bias, Relu, Clip, Add };
+  /// Channel*: the result and a per-channel value, as the inference form of batch norm
+  /// gives them (x - mean, times scale / sqrt(var + eps), plus bias).
+  enum class Kind { Bias, Relu, Clip, Add, ChannelAdd, ChannelSub, ChannelMul };
   Kind kind;
-  /// Bias: the [O] values (any shape of O elements); Add: a tensor of the result's shape.
+  /// Bias and Channel*: the [O] values (any shape of O elements); Add: a tensor of the
+  /// result's shape.
   ValueId operand = kNoValue;
   double lo = 0, hi = 0;  ///< Clip's bounds
 };
 
 /// A forward f32 convolution and the chain of single-use ops after it: an add of a
 /// per-channel bias (broadcast over every dim but 1), then any of relu, a clip (maximum
-/// and minimum with constants) and one add of a tensor of the result's shape (a residual).
+/// and minimum with constants), per-channel adds, subtractions and products (batch norm),
+/// and one add of a tensor of the result's shape (a residual).
 struct ConvEpilogue {
   int conv = -1;
   /// Every node the call computes besides the convolution: the chain's ops, the bias's

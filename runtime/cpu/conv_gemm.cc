@@ -100,8 +100,10 @@ PostOpOperands post_op_operands(const format::Conv& conv, uint8_t* const* args) 
   int next = 2;
   if (conv.post_ops())
     for (const format::ConvPostOp* p : *conv.post_ops()) {
-      if (p->kind() == format::ConvPostOpKind::Bias) operands.bias = args[next++];
-      if (p->kind() == format::ConvPostOpKind::Add) operands.added = args[next++];
+      const bool reads = p->kind() != format::ConvPostOpKind::Relu && p->kind() != format::ConvPostOpKind::Clip;
+      operands.per_post_op.push_back(reads ? args[next++] : nullptr);
+      if (p->kind() == format::ConvPostOpKind::Bias) operands.bias = operands.per_post_op.back();
+      if (p->kind() == format::ConvPostOpKind::Add) operands.added = operands.per_post_op.back();
     }
   operands.result = args[next];
   return operands;
@@ -114,16 +116,19 @@ void apply_post_ops(const format::Conv& conv, const PostOpOperands& operands) {
   for (int64_t d : *conv.y()) elements *= d;
   const int64_t per_channel = elements / conv.y()->Get(0) / channels;
   float* y = reinterpret_cast<float*>(operands.result);
-  for (const format::ConvPostOp* p : *conv.post_ops()) {
-    const float *bias = reinterpret_cast<const float*>(operands.bias),
-                *added = reinterpret_cast<const float*>(operands.added);
+  for (uint32_t k = 0; k < conv.post_ops()->size(); ++k) {
+    const format::ConvPostOp* p = conv.post_ops()->Get(k);
+    const float* operand = reinterpret_cast<const float*>(operands.per_post_op[k]);
     for (int64_t i = 0; i < elements; ++i) {
       float& v = y[i];
       switch (p->kind()) {
-        case format::ConvPostOpKind::Bias: v += bias[i / per_channel % channels]; break;
+        case format::ConvPostOpKind::Bias:
+        case format::ConvPostOpKind::ChannelAdd: v += operand[i / per_channel % channels]; break;
+        case format::ConvPostOpKind::ChannelSub: v -= operand[i / per_channel % channels]; break;
+        case format::ConvPostOpKind::ChannelMul: v *= operand[i / per_channel % channels]; break;
         case format::ConvPostOpKind::Relu: v = std::isnan(v) ? v : std::max(v, 0.0f); break;
         case format::ConvPostOpKind::Clip: v = std::isnan(v) ? v : std::min(std::max(v, p->lo()), p->hi()); break;
-        case format::ConvPostOpKind::Add: v += added[i]; break;
+        case format::ConvPostOpKind::Add: v += operand[i]; break;
       }
     }
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/result.h"
 #include "runtime/format/artifact.h"
@@ -16,8 +17,9 @@ Status run_conv_gemm(const format::Conv& conv, uint8_t* const* args);
 /// A convolution step's arguments past its two inputs: the post-ops' operands, then the
 /// result (format 1.7's ConvPostOp; null where the convolution has no such post-op).
 struct PostOpOperands {
-  uint8_t* bias = nullptr;   ///< f32 [O]
-  uint8_t* added = nullptr;  ///< f32 of the result's shape
+  uint8_t* bias = nullptr;            ///< f32 [O]
+  uint8_t* added = nullptr;           ///< f32 of the result's shape
+  std::vector<uint8_t*> per_post_op;  ///< each post-op's operand, or null
   uint8_t* result = nullptr;
 };
 PostOpOperands post_op_operands(const format::Conv& conv, uint8_t* const* args);

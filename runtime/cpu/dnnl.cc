@@ -61,6 +61,7 @@ const DnnlApi* dnnl_api() {
     bind(p.post_ops_destroy, "dnnl_post_ops_destroy");
     bind(p.post_ops_append_eltwise, "dnnl_post_ops_append_eltwise");
     bind(p.post_ops_append_sum, "dnnl_post_ops_append_sum");
+    bind(p.post_ops_append_binary, "dnnl_post_ops_append_binary");
     bind(p.attr_set_post_ops, "dnnl_primitive_attr_set_post_ops");
     if (!all || p.engine_create(&p.engine, dnnl_cpu, 0) != dnnl_success) return nullptr;
     return &p;

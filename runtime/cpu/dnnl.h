@@ -53,6 +53,7 @@ struct DnnlApi {
   decltype(&dnnl_post_ops_destroy) post_ops_destroy = nullptr;
   decltype(&dnnl_post_ops_append_eltwise) post_ops_append_eltwise = nullptr;
   decltype(&dnnl_post_ops_append_sum) post_ops_append_sum = nullptr;
+  decltype(&dnnl_post_ops_append_binary) post_ops_append_binary = nullptr;
   decltype(&dnnl_primitive_attr_set_post_ops) attr_set_post_ops = nullptr;
   dnnl_engine_t engine = nullptr;
 };

@@ -46,8 +46,10 @@ struct Prepared {
   Operand x, w, y;
   bool bias = false;  // the first post-op, oneDNN's bias argument
   dnnl_memory_desc_t bias_md{};
-  bool sum = false;    // an added tensor, put in y's buffer first for oneDNN's sum post-op
-  DnnlPrimitive y_in;  // the reorder of that tensor into y's layout, where y has another
+  bool sum = false;                              // an added tensor, put in y's buffer first for oneDNN's sum post-op
+  DnnlPrimitive y_in;                            // the reorder of that tensor into y's layout, where y has another
+  dnnl_memory_desc_t channel_md{};               // [1, O, 1...]: binary post-ops' per-channel operands
+  std::vector<std::pair<uint32_t, int>> binary;  // (post-op, oneDNN argument) per per-channel operand
   // The step's operands in order (two inputs, then the output) with their oneDNN roles.
   const Operand* in_order[3] = {};
   int roles[3] = {};
@@ -117,8 +119,22 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
   dnnl_post_ops_t post_ops = nullptr;
   if (c.post_ops() && c.post_ops()->size() > 0) {
     if (api.post_ops_create(&post_ops) != dnnl_success) return prep;
-    bool made = true;
-    for (const format::ConvPostOp* p : *c.post_ops()) {
+    std::vector<dnnl_dim_t> channel_dims(y.size(), 1);
+    channel_dims[1] = y[1];
+    bool made = api.memory_desc_init_by_tag(&prep.channel_md, static_cast<int>(y.size()), channel_dims.data(), dnnl_f32,
+                                            plain(y.size())) == dnnl_success;
+    int entries = 0;  // oneDNN's post-op chain (the bias is none of it)
+    for (uint32_t k = 0; k < c.post_ops()->size(); ++k) {
+      const format::ConvPostOp* p = c.post_ops()->Get(k);
+      dnnl_alg_kind_t binary = dnnl_alg_kind_undef;
+      if (p->kind() == format::ConvPostOpKind::ChannelAdd) binary = dnnl_binary_add;
+      if (p->kind() == format::ConvPostOpKind::ChannelSub) binary = dnnl_binary_sub;
+      if (p->kind() == format::ConvPostOpKind::ChannelMul) binary = dnnl_binary_mul;
+      if (binary != dnnl_alg_kind_undef) {
+        made = made && api.post_ops_append_binary(post_ops, binary, &prep.channel_md) == dnnl_success;
+        prep.binary.emplace_back(k, DNNL_ARG_ATTR_MULTIPLE_POST_OP(entries) | DNNL_ARG_SRC_1);
+      }
+      entries += p->kind() != format::ConvPostOpKind::Bias;
       switch (p->kind()) {
         case format::ConvPostOpKind::Bias: {
           const dnnl_dim_t channels = y[1];
@@ -137,6 +153,9 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
           prep.sum = true;
           made = made && api.post_ops_append_sum(post_ops, 1.0f) == dnnl_success;
           break;
+        case format::ConvPostOpKind::ChannelAdd:
+        case format::ConvPostOpKind::ChannelSub:
+        case format::ConvPostOpKind::ChannelMul: break;  // binary, above
       }
     }
     if (!made) {
@@ -278,7 +297,7 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
   // Operands in another layout than the primitive's go through the calling thread's
   // buffers, reordered in before and out after.
   thread_local std::vector<uint8_t> buffers[3];
-  DnnlArg operands[4];
+  std::vector<DnnlArg> operands(3);
   for (int i = 0; i < 3; ++i) {
     const Operand& o = *prep->in_order[i];
     void* at = core[i];
@@ -304,9 +323,9 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
       KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->y_in, reorder, threads, prep->reorder_what));
     }
   }
-  size_t count = 3;
-  if (prep->bias) operands[count++] = {DNNL_ARG_BIAS, &prep->bias_md, post.bias};
-  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->primitive, std::span(operands, count), threads, prep->what));
+  if (prep->bias) operands.push_back({DNNL_ARG_BIAS, &prep->bias_md, post.bias});
+  for (auto [k, arg] : prep->binary) operands.push_back({arg, &prep->channel_md, post.per_post_op[k]});
+  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->primitive, operands, threads, prep->what));
   if (const Operand& out = *prep->in_order[2]; out.reordered() && !layout.y_native) {
     const DnnlArg reorder[] = {{DNNL_ARG_FROM, &out.chosen, operands[2].data}, {DNNL_ARG_TO, &out.plain, core[2]}};
     KILN_RETURN_IF_ERROR(dnnl_run(*api, out.reorder, reorder, threads, prep->reorder_what));

@@ -172,12 +172,14 @@ std::string conv_problem(const Conv& c) {
   return "";
 }
 
-// The inputs a convolution's post-ops read (a bias, a tensor to add).
+// Whether a post-op reads a step input: all but relu and clip.
+bool reads_input(ConvPostOpKind kind) { return kind != ConvPostOpKind::Relu && kind != ConvPostOpKind::Clip; }
+
+// The inputs a convolution's post-ops read (a bias, a tensor to add, per-channel values).
 uint32_t post_op_operands(const Conv& c) {
   uint32_t inputs = 0;
   if (c.post_ops())
-    for (const ConvPostOp* p : *c.post_ops())
-      inputs += p && (p->kind() == ConvPostOpKind::Bias || p->kind() == ConvPostOpKind::Add);
+    for (const ConvPostOp* p : *c.post_ops()) inputs += p && reads_input(p->kind());
   return inputs;
 }
 
@@ -193,7 +195,7 @@ std::string post_op_problem(const Conv& c, const Step& step,
     const ConvPostOp* p = c.post_ops()->Get(i);
     if (!p || static_cast<int>(p->kind()) > static_cast<int>(ConvPostOpKind::MAX))
       return "has a post-op of an unknown kind";
-    const bool reads = p->kind() == ConvPostOpKind::Bias || p->kind() == ConvPostOpKind::Add;
+    const bool reads = reads_input(p->kind());
     if (p->input() != (reads ? static_cast<int32_t>(next_input) : -1)) return "has a post-op reading the wrong input";
     if (p->kind() == ConvPostOpKind::Bias && i != 0) return "adds its bias after another post-op";
     if (p->kind() == ConvPostOpKind::Clip && !(p->lo() <= p->hi())) return "clips to bounds out of order";
@@ -202,8 +204,8 @@ std::string post_op_problem(const Conv& c, const Step& step,
     if (v->dtype() != DType::F32 || !v->shape()) return "has a post-op operand that is not f32";
     int64_t elements = 1;
     for (int64_t d : *v->shape()) elements *= d;
-    if (p->kind() == ConvPostOpKind::Bias && elements != c.y()->Get(1))
-      return "has a bias that is not one value per output channel";
+    if (p->kind() != ConvPostOpKind::Add && elements != c.y()->Get(1))
+      return "has a bias or per-channel operand that is not one value per output channel";
     if (p->kind() == ConvPostOpKind::Add &&
         (v->shape()->size() != c.y()->size() || !std::equal(v->shape()->begin(), v->shape()->end(), c.y()->begin())))
       return "adds a tensor of another shape than its result's";

@@ -365,7 +365,7 @@ TEST_CASE("a convolution's post-ops must fit it: kinds, order, operands and boun
   {
     auto c = good;
     std::swap(c.steps[0].inputs[2], c.steps[0].inputs[3]);  // the bias where the added tensor goes
-    CHECK(refused(c) == prefix + "has a bias that is not one value per output channel");
+    CHECK(refused(c) == prefix + "has a bias or per-channel operand that is not one value per output channel");
   }
   {
     auto c = good;

@@ -205,7 +205,12 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          Tensor six = minimum(maximum(bias("b4", conv(block, weights("w4", {32, 1, 3, 3}), {{}, {1, 1, 1, 1}, {}, 32})),
                                       broadcast(m.scalar(0.0), block.shape(), {})),
                               broadcast(m.scalar(6.0), block.shape(), {}));
-         return reduce_sum(six, {1, 2, 3}) + reduce_sum(a, {1, 2, 3});
+         // Batch norm (inference) after a convolution without bias: per-channel sub, mul, add.
+         Tensor var = abs(m.param("var", {32}, Init::uniform(-1, 1))) + 0.5;
+         Tensor normed = relu(
+             batch_norm(conv(six, weights("w5", {32, 32, 1, 1})), m.param("s", {32}, Init::uniform(-1, 1)),
+                        m.param("bn_b", {32}, Init::uniform(-1, 1)), m.param("mean", {32}, Init::uniform(-1, 1)), var));
+         return reduce_sum(normed, {1, 2, 3}) + reduce_sum(a, {1, 2, 3});
        }},
       {"conv's gradients on oneDNN: stride 2, asymmetric pads, dilation 2, groups 2",
        [](Model& m) {
