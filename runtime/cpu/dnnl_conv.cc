@@ -215,11 +215,6 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
 
 }  // namespace
 
-const uint8_t* packed_start(const std::vector<uint8_t>& packed) {
-  const uint8_t* p = packed.data();
-  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
-}
-
 Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const uint8_t* w, int threads) {
   const DnnlApi* api = dnnl_api();
   std::vector<uint8_t> packed;
@@ -228,10 +223,22 @@ Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const u
   if (!prep.primitive.primitive || !prep.w.reordered()) return packed;
   packed.resize(prep.w.chosen_bytes + 64);
   const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.w.plain, const_cast<uint8_t*>(w)},
-                             {DNNL_ARG_TO, &prep.w.chosen, const_cast<uint8_t*>(packed_start(packed))}};
+                             {DNNL_ARG_TO, &prep.w.chosen, packed_start(packed)}};
   KILN_RETURN_IF_ERROR(dnnl_run(*api, prep.w.reorder, reorder, threads, prep.reorder_what));
   return packed;
 }
+
+namespace {
+
+// The step input a convolution's residual add reads, or -1.
+int added_input(const format::Conv& c) {
+  if (c.post_ops())
+    for (const format::ConvPostOp* p : *c.post_ops())
+      if (p->kind() == format::ConvPostOpKind::Add) return p->input();
+  return -1;
+}
+
+}  // namespace
 
 std::vector<ConvLayout> plan_conv_layouts(const format::Artifact& a, const std::vector<char>& pinned) {
   const uint32_t steps = a.steps()->size();
@@ -263,20 +270,20 @@ std::vector<ConvLayout> plan_conv_layouts(const format::Artifact& a, const std::
       const uint32_t v = step.inputs()->Get(i);
       if (!native[v]) continue;
       const dnnl_memory_desc_t& written = prep[writer[v]]->y.chosen;
-      // Read as x, or as the added tensor (the last input of a step with a sum).
+      // Read as x, or as the added tensor.
       const bool as_x = prep[s] && i == 0 && api->memory_desc_equal(&written, &prep[s]->x.chosen);
-      const bool as_added =
-          prep[s] && prep[s]->sum && i + 1 == inputs && i >= 2 && api->memory_desc_equal(&written, &prep[s]->y.chosen);
+      const bool as_added = prep[s] && static_cast<int>(i) == added_input(*step.conv()) &&
+                            api->memory_desc_equal(&written, &prep[s]->y.chosen);
       if (!as_x && !as_added) native[v] = 0;
     }
   }
   for (uint32_t s = 0; s < steps; ++s) {
     if (!prep[s]) continue;
     const format::Step& step = *a.steps()->Get(s);
-    const uint32_t inputs = step.inputs()->size();
     layouts[s].x_native = native[step.inputs()->Get(0)];
     layouts[s].y_native = native[step.outputs()->Get(0)];
-    layouts[s].added_native = prep[s]->sum && inputs > 2 && native[step.inputs()->Get(inputs - 1)];
+    const int added = added_input(*step.conv());
+    layouts[s].added_native = added >= 0 && native[step.inputs()->Get(static_cast<uint32_t>(added))];
   }
   return layouts;
 }

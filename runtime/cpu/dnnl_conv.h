@@ -39,7 +39,4 @@ std::vector<ConvLayout> plan_conv_layouts(const format::Artifact& a, const std::
 /// the convolution does not run on oneDNN.
 Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const uint8_t* w, int threads);
 
-/// Where pack_conv_weights' bytes start: the first 64-byte boundary in them.
-const uint8_t* packed_start(const std::vector<uint8_t>& packed);
-
 }  // namespace kiln::runtime::cpu

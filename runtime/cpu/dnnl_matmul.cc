@@ -111,11 +111,6 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
 
 }  // namespace
 
-const uint8_t* packed_weights_start(const std::vector<uint8_t>& packed) {
-  const uint8_t* p = packed.data();
-  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
-}
-
 Result<std::vector<uint8_t>> pack_matmul_weights(const format::Matmul& mm, const uint8_t* b, int threads) {
   std::vector<uint8_t> packed;
   const DnnlApi* p = dnnl_api();
@@ -124,7 +119,7 @@ Result<std::vector<uint8_t>> pack_matmul_weights(const format::Matmul& mm, const
   if (!prep.primitive.primitive) return packed;
   packed.resize(prep.packed_bytes + 64);
   const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.descs.b, const_cast<uint8_t*>(b)},
-                             {DNNL_ARG_TO, &prep.packed_b, const_cast<uint8_t*>(packed_weights_start(packed))}};
+                             {DNNL_ARG_TO, &prep.packed_b, packed_start(packed)}};
   KILN_RETURN_IF_ERROR(dnnl_run(*p, prep.reorder, reorder, threads, "the packing of " + prep.what));
   return packed;
 }

@@ -27,7 +27,4 @@ Result<std::vector<uint8_t>> pack_matmul_weights(const format::Matmul& call, con
 /// Runs an f32 matmul with B as pack_matmul_weights left it (`args`: A, unused, C).
 Status dnnl_packed_matmul(const format::Matmul& call, const uint8_t* packed_b, uint8_t* const* args, int threads);
 
-/// Where packed bytes start: their first 64-byte boundary.
-const uint8_t* packed_weights_start(const std::vector<uint8_t>& packed);
-
 }  // namespace kiln::runtime::cpu

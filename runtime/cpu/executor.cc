@@ -224,7 +224,7 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
                         conv_layouts_[s]);
       }
       if (step.kind() == format::StepKind::Library && !packed_weights_[s].empty())
-        return dnnl_packed_matmul(*step.matmul(), packed_weights_start(packed_weights_[s]), ptrs.data(), threads_);
+        return dnnl_packed_matmul(*step.matmul(), packed_start(packed_weights_[s]), ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Library)
         return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Scatter) {

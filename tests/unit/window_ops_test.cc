@@ -201,7 +201,8 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          Tensor a = relu(bias("b1", conv(x, weights("w1", {32, 16, 3, 3}), {{2, 2}, {1, 1, 1, 1}, {}, 1})));
          Tensor b = bias("b2", conv(a, weights("w2", {32, 32, 3, 3}), {{}, {1, 1, 1, 1}, {}, 1}));
          Tensor shortcut = bias("b3", conv(x, weights("w3", {32, 16, 1, 1}), {{2, 2}, {}, {}, 1}));
-         Tensor block = relu(b + shortcut);
+         // The added tensor is not the step's last input: a per-channel product follows it.
+         Tensor block = relu((b + shortcut) * broadcast(m.param("k", {32}, Init::uniform(0.5, 1.5)), b.shape(), {1}));
          Tensor six = minimum(maximum(bias("b4", conv(block, weights("w4", {32, 1, 3, 3}), {{}, {1, 1, 1, 1}, {}, 32})),
                                       broadcast(m.scalar(0.0), block.shape(), {})),
                               broadcast(m.scalar(6.0), block.shape(), {}));
