@@ -110,11 +110,34 @@ class Canonicalizer {
     return ir::kNoValue;
   }
 
-  // Merges n with its producer in place (transpose∘transpose, reshape∘reshape).
+  // Merges n with its producer in place (transpose∘transpose, reshape∘reshape,
+  // slice∘slice).
   bool combine(Node& n) {
     if (n.operands.size() != 1) return false;
     const Node* p = producer(n.operands[0]);
     if (!p || p->op != n.op) return false;
+    if (n.op == Op::Slice) {
+      // A window's tap of a cropped input reads the input itself: one index computation,
+      // and the crop is no value of its own for fusion to place.
+      const size_t rank = g_.type(n.result).shape.size();
+      auto strides_of = [&](const Node& s) {
+        return s.attrs.has("strides") ? s.attrs.get_ints("strides") : std::vector<int64_t>(rank, 1);
+      };
+      const auto &inner_starts = p->attrs.get_ints("starts"), &outer_starts = n.attrs.get_ints("starts");
+      const std::vector<int64_t> inner_strides = strides_of(*p), outer_strides = strides_of(n);
+      std::vector<int64_t> starts(rank), ends(rank), strides(rank);
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t count = g_.type(n.result).shape[d];
+        starts[d] = inner_starts[d] + outer_starts[d] * inner_strides[d];
+        strides[d] = count > 1 ? inner_strides[d] * outer_strides[d] : 1;
+        ends[d] = count > 0 ? starts[d] + (count - 1) * strides[d] + 1 : starts[d];
+      }
+      n.attrs.set("starts", std::move(starts));
+      n.attrs.set("ends", std::move(ends));
+      n.attrs.set("strides", std::move(strides));
+      n.operands[0] = p->operands[0];
+      return true;
+    }
     if (n.op == Op::Reshape) {
       n.operands[0] = p->operands[0];
       return true;

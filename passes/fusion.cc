@@ -8,7 +8,7 @@
 #include "ir/conv_epilogue.h"
 #include "ir/shape_inference.h"
 #include "ir/window.h"
-#include "passes/shared_broadcasts.h"
+#include "passes/shared_reads.h"
 
 namespace kiln::passes {
 namespace {
@@ -140,7 +140,7 @@ class Partitioner {
     // A computed value that several windows read (the taps of a convolution or a pool:
     // slices of it, or of its padded copy) is computed once into memory, not again inside
     // the kernel for each tap.
-    if (computes(n.op) && window_reads(n.result) > 2) return -1;
+    if (computes(n.op) && window_reads(g_, users_, n.result) > 2) return -1;
     for (int target : user_groups) {
       Group& grp = groups_[target];
       if (grp.kind == StepKind::Library || grp.kind == StepKind::Scatter) continue;
@@ -159,18 +159,6 @@ class Partitioner {
       return target;
     }
     return -1;
-  }
-
-  // The slices that read v, directly or through other movement ops (a pool's padding).
-  int window_reads(ValueId v, int depth = 0) const {
-    int reads = 0;
-    for (int u : users_[v]) {
-      const Node& user = g_.nodes[u];
-      if (user.op == Op::Slice) ++reads;
-      else if (ir::op_kind(user.op) == OpKind::Movement && user.op != Op::Broadcast && depth < 4)
-        reads += window_reads(user.result, depth + 1);
-    }
-    return reads;
   }
 
   // An extra output is written once per element of the kernel's iteration space (or once
@@ -349,10 +337,8 @@ class Partitioner {
     // takes in all of them (their sum, one pass), rather than leaving each of them a
     // kernel that writes a whole tensor for the reduction to read back.
     if (ir::op_kind(n.op) == OpKind::Elementwise)
-      for (ValueId v : n.operands) {
-        const int p = producer_[v];
-        if (p >= 0 && (g_.nodes[p].op == Op::Slice || g_.nodes[p].op == Op::Concat)) return false;
-      }
+      for (ValueId v : n.operands)
+        if (joined_taps(v)) return false;
     for (int u : users_[n.result]) {
       if (group_of_[u] != target) continue;
       const Node& user = g_.nodes[u];
@@ -360,6 +346,20 @@ class Partitioner {
       if (user.op == Op::Gather) return false;
     }
     return true;
+  }
+
+  // Whether v is a slice or a concat, or a reshape of one (a pool's gradient puts its taps
+  // back in place as a concat reshaped to the input's shape).
+  bool joined_taps(ValueId v) const {
+    for (int depth = 0; depth < 4; ++depth) {
+      const int p = producer_[v];
+      if (p < 0) return false;
+      const Op op = g_.nodes[p].op;
+      if (op == Op::Slice || op == Op::Concat) return true;
+      if (op != Op::Reshape) return false;
+      v = g_.nodes[p].operands[0];
+    }
+    return false;
   }
 
   int inputs_after_join(const Group& grp, int node) const {
@@ -437,7 +437,10 @@ Result<bool> FusionPass::run(ir::Graph& g) {
       return make_error(fmt::format("fusion: %{} = {} is a composite op; run decompose first",
                                     ir::display_names(g)[n.result], ir::op_name(n.op)));
   g.memory.reset();
-  if (fuse_) split_shared_broadcasts(g);
+  if (fuse_) {
+    split_shared_broadcasts(g);
+    split_shared_taps(g);
+  }
   Partitioner partitioner(g, fuse_);
   std::vector<Group> groups = partitioner.run();
 

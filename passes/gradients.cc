@@ -126,9 +126,11 @@ Grads sigmoid(GraphBuilder& b, const Node& n, ValueId g) {  // y (1 - y), from t
   Emit e{b};
   return {e.mul(g, e.mul(n.result, e.sub(e.c(1, g), n.result)))};
 }
+// From the result (y > 0 exactly where x > 0): the forward's input then need not stay in
+// memory, and a convolution's call can apply the relu on the way out.
 Grads relu(GraphBuilder& b, const Node& n, ValueId g) {
   Emit e{b};
-  return {e.where(e.cmp(Op::Gt, n.operands[0], e.c(0, g)), g)};
+  return {e.where(e.cmp(Op::Gt, n.result, e.c(0, g)), g)};
 }
 Grads erf(GraphBuilder& b, const Node& n, ValueId g) {  // 2/sqrt(pi) exp(-x^2)
   Emit e{b};

@@ -40,6 +40,7 @@ KernelEmitter::KernelEmitter(const ir::Graph& g, const ir::Step& step, llvm::Mod
       call_interleave_(step.kind == ir::StepKind::Loop && math_library_calls(g, step) >= 2 ? kCallInterleave : 0),
       split_(ir::reduction_split(g, step, ir::kCpuSplit)),
       partial_(partial),
+      masked_tails_(vector_bytes >= 64),
       m_(m),
       ctx_(m.getContext()),
       b_(ctx_) {}
@@ -108,6 +109,17 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
                                   flag("llvm.loop.unroll.full")};
     hints.push_back(flag("llvm.loop.unroll.disable"));
     hints.push_back(llvm::MDNode::get(ctx_, followup));
+  }
+  auto hint = [&](const char* name, llvm::Constant* value) {
+    hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)}));
+  };
+  if (short_rows_ && unroll == Unroll::kDefault && interleave == 0) {
+    if (masked_tails_) {
+      hint("llvm.loop.vectorize.predicate.enable", b_.getTrue());
+    } else {
+      hint("llvm.loop.vectorize.width", b_.getInt32(4));
+      hint("llvm.loop.interleave.count", b_.getInt32(1));
+    }
   }
   if (interleave > 0)
     hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
@@ -302,7 +314,7 @@ Status KernelEmitter::emit_loop() {
     prefetch_lines(same_shape, b_.CreateAdd(i, i64(kPrefetchBlocks * count)), count);
   };
   const int64_t last = shape.empty() ? 1 : shape.back();
-  if (flat || shape.size() < 2 || last < 16) {
+  if (flat || shape.size() < 2 || last < 4) {
     return store_range(
         fn_->getArg(1), fn_->getArg(2), step_.outputs, worth_streaming(step_.outputs, 0), identity,
         [&](llvm::Value* i) {
@@ -312,9 +324,15 @@ Status KernelEmitter::emit_loop() {
   }
   // Otherwise the work range is walked a row (of the last dim) at a time. Within a row the
   // last index is the loop index itself, so a broadcast operand's elements are
-  // consecutive and the loop vectorizes; over a flat index, `i % last` vectorizes only
-  // when the whole range lies within one row.
+  // consecutive and a strided slice's (a pool's tap) are a vector's interleaved lanes, and
+  // the loop vectorizes; over a flat index, `i % last` vectorizes only when the whole range
+  // lies within one row, and every element pays for its whole index (a max pool's rows of
+  // 13, walked flat, ran at half the speed).
   const Shape leading(shape.begin(), shape.end() - 1);
+  // A concat (a pool gradient's taps put back in place) picks each element's operand by
+  // its index: its lanes gather, which masked tails made slower (docs/cpu.md).
+  const bool joins_along_rows =
+      std::any_of(step_.nodes.begin(), step_.nodes.end(), [&](int n) { return g_.nodes[n].op == ir::Op::Concat; });
   llvm::Value* begin = fn_->getArg(1);
   llvm::Value* end = fn_->getArg(2);
   llvm::Value* first_row = b_.CreateSDiv(begin, i64(last));
@@ -326,7 +344,8 @@ Status KernelEmitter::emit_loop() {
     llvm::Value* row_end = b_.CreateAdd(row_start, i64(last));
     llvm::Value* to = b_.CreateSelect(b_.CreateICmpSLT(end, row_end), end, row_end);
     Index row = unflatten(r, leading);
-    return store_range(
+    short_rows_ = last < kShortRow && !joins_along_rows;
+    Status stored = store_range(
         from, to, step_.outputs, stream, identity,
         [&](llvm::Value* i) {
           Index idx = row;
@@ -334,6 +353,8 @@ Status KernelEmitter::emit_loop() {
           return outputs_at(idx);
         },
         prefetch_ahead);
+    short_rows_ = false;
+    return stored;
   });
 }
 

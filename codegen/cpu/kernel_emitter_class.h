@@ -248,9 +248,17 @@ class KernelEmitter : public ElementWalker {
   // Softmax's max pass runs slightly faster unrolled, and its exp pass is not light, so
   // only sum passes are rolled.
   bool rolled_loops_ = false;
+  // Set while emit_loop walks rows shorter than kShortRow (without concats): the
+  // vectorizer's default body (8 lanes, interleaved 4 times) needs 32 elements, so such a
+  // row ran all in its scalar remainder. With AVX-512 masked vector ops take the tail; AVX2's
+  // masked strided loads are scalar, so there 4-lane vectors run the row uninterleaved
+  // (docs/cpu.md).
+  bool short_rows_ = false;
+  static constexpr int64_t kShortRow = 32;
   static constexpr size_t kRolledBodyLimit = 24;
   const std::optional<ir::ReductionSplit> split_;
   const bool partial_;
+  const bool masked_tails_;                      // the CPU has AVX-512 (its mask registers)
   llvm::Value* scratch_ = nullptr;               // a split step's parts: doubles
   llvm::Value* last_total_ = nullptr;            // reduce()'s last total, in its accumulator type
   static constexpr int64_t kColumnBlock = 1024;  // columns summed at once: 8 KiB of double sums

@@ -1,0 +1,98 @@
+#include "passes/shared_reads.h"
+
+namespace kiln::passes {
+namespace {
+
+// Whether v is a graph argument, or the result of a source op (a constant, iota) or of a
+// reshape of one.
+bool from_argument_or_source(const ir::Graph& g, const std::vector<int>& producer, ir::ValueId v) {
+  for (int depth = 0; depth < 4; ++depth) {
+    int p = producer[v];
+    if (p < 0) return true;
+    const ir::Node& n = g.nodes[p];
+    if (ir::op_kind(n.op) == ir::OpKind::Source) return true;
+    if (n.op != ir::Op::Reshape) return false;
+    v = n.operands[0];
+  }
+  return false;
+}
+
+// Gives each reader after the first of a `splittable` value read by several ops a copy of
+// the value's producer, inserted just before it.
+bool split_shared(ir::Graph& g, const std::vector<int>& producer, const std::vector<char>& splittable) {
+  std::vector<int> readers(g.values.size(), 0);
+  for (const ir::Node& n : g.nodes)
+    for (ir::ValueId v : n.operands) ++readers[v];
+  bool any = false;
+  for (size_t v = 0; v < readers.size(); ++v) any = any || (splittable[v] && readers[v] > 1);
+  if (!any) return false;
+  std::vector<char> first_reader_seen(g.values.size(), 0);
+  const std::vector<ir::Node> originals = g.nodes;
+  std::vector<ir::Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (ir::Node& n : g.nodes) {
+    for (ir::ValueId& v : n.operands) {
+      if (!splittable[v] || readers[v] < 2) continue;
+      if (!first_reader_seen[v]) {  // the first reader keeps the original
+        first_reader_seen[v] = 1;
+        continue;
+      }
+      ir::Node copy = originals[static_cast<size_t>(producer[v])];
+      copy.result = g.add_value(g.type(v));
+      v = copy.result;
+      nodes.push_back(std::move(copy));
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return true;
+}
+
+std::vector<std::vector<int>> users_of(const ir::Graph& g) {
+  std::vector<std::vector<int>> users(g.values.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ir::ValueId v : g.nodes[i].operands) users[v].push_back(static_cast<int>(i));
+  return users;
+}
+
+}  // namespace
+
+int window_reads(const ir::Graph& g, const std::vector<std::vector<int>>& users, ir::ValueId v) {
+  int reads = 0;
+  auto walk = [&](auto& self, ir::ValueId value, int depth) -> void {
+    for (int u : users[value]) {
+      const ir::Node& user = g.nodes[u];
+      if (user.op == ir::Op::Slice) ++reads;
+      else if (ir::op_kind(user.op) == ir::OpKind::Movement && user.op != ir::Op::Broadcast && depth < 4)
+        self(self, user.result, depth + 1);
+    }
+  };
+  walk(walk, v, 0);
+  return reads;
+}
+
+bool split_shared_broadcasts(ir::Graph& g) {
+  const std::vector<int> producer = g.producers();
+  std::vector<char> splittable(g.values.size(), 0);
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::Op::Broadcast && from_argument_or_source(g, producer, n.operands[0])) splittable[n.result] = 1;
+  return split_shared(g, producer, splittable);
+}
+
+bool split_shared_taps(ir::Graph& g) {
+  const std::vector<int> producer = g.producers();
+  const std::vector<std::vector<int>> users = users_of(g);
+  auto in_memory = [&](ir::ValueId v) {
+    const int p = producer[v];
+    if (p < 0) return true;
+    const ir::OpKind kind = ir::op_kind(g.nodes[p].op);
+    if (kind == ir::OpKind::Library) return true;
+    return kind != ir::OpKind::Movement && kind != ir::OpKind::Source && window_reads(g, users, v) > 2;
+  };
+  std::vector<char> splittable(g.values.size(), 0);
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::Op::Slice && in_memory(n.operands[0])) splittable[n.result] = 1;
+  return split_shared(g, producer, splittable);
+}
+
+}  // namespace kiln::passes
