@@ -81,6 +81,8 @@ void fill_random(const runtime::TensorInfo& info, uint64_t seed, uint8_t* data, 
         break;
       }
       case runtime::ElementType::Bool: data[i] = static_cast<uint8_t>(r >> 63); break;
+      case runtime::ElementType::I8:
+      case runtime::ElementType::U8: data[i] = static_cast<uint8_t>(r % std::min<uint64_t>(bound, 128)); break;
       case runtime::ElementType::F16: {
         _Float16 h = static_cast<_Float16>(unit * scale);
         std::memcpy(data + 2 * i, &h, 2);

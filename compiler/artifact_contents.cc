@@ -23,8 +23,10 @@ KILN_SAME_DTYPE(BF16)
 KILN_SAME_DTYPE(I32)
 KILN_SAME_DTYPE(I64)
 KILN_SAME_DTYPE(Bool)
+KILN_SAME_DTYPE(I8)
+KILN_SAME_DTYPE(U8)
 #undef KILN_SAME_DTYPE
-static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ir::DType::Bool),
+static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ir::DType::U8),
               "an element type the artifact lacks");
 
 format::DType to_format(ir::DType d) { return static_cast<format::DType>(d); }

@@ -14,6 +14,8 @@ std::optional<ir::DType> dtype_of(const std::string& s) {
   if (s == "I32") return ir::DType::I32;
   if (s == "I64") return ir::DType::I64;
   if (s == "BOOL") return ir::DType::Bool;
+  if (s == "I8") return ir::DType::I8;
+  if (s == "U8") return ir::DType::U8;
   return std::nullopt;
 }
 
@@ -25,9 +27,9 @@ Result<std::map<std::string, ir::Tensor>> tensors_from_safetensors(
   for (const format::SafetensorsTensor& t : tensors) {
     auto dtype = dtype_of(t.dtype);
     if (!dtype)
-      return make_error(
-          fmt::format("{}: tensor \"{}\" has dtype {}, which kiln does not read (F32, F64, F16, BF16, I32, I64, BOOL)",
-                      source, t.name, t.dtype));
+      return make_error(fmt::format(
+          "{}: tensor \"{}\" has dtype {}, which kiln does not read (F32, F64, F16, BF16, I32, I64, BOOL, I8, U8)",
+          source, t.name, t.dtype));
     out[t.name] = ir::tensor_from_bytes({*dtype, t.shape}, t.data.data());
   }
   return out;

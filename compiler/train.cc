@@ -1,6 +1,7 @@
 #include "compiler/train.h"
 
 #include <fmt/format.h>
+#include <cmath>
 
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -30,6 +31,8 @@ class UpdateBuilder {
   ValueId div(ValueId x, ValueId y) { return b_.binary(Op::Div, x, y); }
   ValueId scaled(double k, ValueId x) { return mul(x, c(k, x)); }
   ValueId sqrt(ValueId x) { return b_.unary(Op::Sqrt, x); }
+  ValueId cos(ValueId x) { return b_.unary(Op::Cos, x); }
+  ValueId min(ValueId x, ValueId y) { return b_.binary(Op::Minimum, x, y); }
   ValueId pow(ValueId base, ValueId exponent) { return b_.binary(Op::Pow, base, exponent); }
   ValueId cast(ValueId x, ir::DType to) {
     if (g_.type(x).dtype == to) return x;
@@ -86,6 +89,13 @@ void adam_updates(const Adam& opt, UpdateBuilder& u, const std::vector<Trained>&
   // Bias corrections 1 - beta^t, in f32 and cast to each weight's type.
   ValueId correction1 = u.sub(u.c(1, t), u.pow(u.c(opt.beta1, t), t));
   ValueId correction2 = u.sub(u.c(1, t), u.pow(u.c(opt.beta2, t), t));
+  ValueId rate = ir::kNoValue;  // the scheduled learning rate, an f32 scalar
+  if (opt.cosine_decay_steps > 0) {
+    const double n = static_cast<double>(opt.cosine_decay_steps);
+    ValueId done = u.min(step, u.c(n, step));  // t - 1, at most N
+    ValueId angle = u.scaled(M_PI / n, done);
+    rate = u.scaled(opt.learning_rate / 2, u.add(u.c(1, angle), u.cos(angle)));
+  }
   for (const Trained& p : params) {
     ir::TensorType type = g.type(p.param);
     ValueId grad = p.grad;
@@ -98,7 +108,8 @@ void adam_updates(const Adam& opt, UpdateBuilder& u, const std::vector<Trained>&
     ValueId v_hat = u.div(v_next, u.cast(correction2, type.dtype));
     ValueId update = u.div(m_hat, u.add(u.sqrt(v_hat), u.c(opt.eps, m)));
     if (opt.weight_decay && opt.decoupled_weight_decay) update = u.add(update, u.scaled(opt.weight_decay, p.param));
-    next[p.name] = u.sub(p.param, u.scaled(opt.learning_rate, update));
+    next[p.name] = u.sub(
+        p.param, rate == ir::kNoValue ? u.scaled(opt.learning_rate, update) : u.mul(update, u.cast(rate, type.dtype)));
   }
 }
 

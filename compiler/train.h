@@ -33,6 +33,11 @@ struct Adam {
   double eps = 1e-8;
   double weight_decay = 0;
   bool decoupled_weight_decay = false;
+  /// Where positive, the learning rate decays to 0 along a half cosine over this many
+  /// steps (then stays 0): step t (the first is 1) uses
+  /// learning_rate * (1 + cos(pi * min(t - 1, N) / N)) / 2, computed in the step from
+  /// %adam.step (PyTorch's CosineAnnealingLR with T_max = N, stepped after every batch).
+  int64_t cosine_decay_steps = 0;
 
   /// AdamW with the given learning rate and decoupled weight decay.
   static Adam adamw(double learning_rate, double weight_decay = 0.01) {

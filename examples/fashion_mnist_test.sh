@@ -16,4 +16,6 @@ classified=$(examples/fashion_mnist_classify "$out/fashion_mnist.kiln" 500 | sed
 # Bad flags are errors with a usage line.
 if examples/fashion_mnist --epoch=2 2>"$out.err"; then echo "FAIL: a bad flag was accepted"; exit 1; fi
 grep -q "^fashion_mnist: unknown flag '--epoch=2'" "$out.err" || { cat "$out.err"; echo "FAIL: bad flag message"; exit 1; }
+if examples/fashion_mnist --schedule=linear 2>"$out.err"; then echo "FAIL: a bad schedule was accepted"; exit 1; fi
+grep -q "^fashion_mnist: --schedule is cosine or constant, got 'linear'" "$out.err" || { cat "$out.err"; echo "FAIL: bad schedule message"; exit 1; }
 echo "PASS: loss $first -> $second, accuracy $trained"

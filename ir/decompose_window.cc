@@ -82,7 +82,8 @@ ValueId decompose_pool(GraphBuilder& b, const Node& n) {
   const TensorType xt = b.type(x);
   const Window win = *window_of(n.op, xt.shape, {}, n.attrs);
   const bool max = n.op == Op::MaxPool;
-  ValueId xp = padded_for_windows(b, x, win, max ? -INFINITY : 0.0);
+  // The max's padding is below every value of the type: -inf, or the integer type's least.
+  ValueId xp = padded_for_windows(b, x, win, !max ? 0.0 : is_float(xt.dtype) ? -INFINITY : int_min(xt.dtype));
   ValueId acc = kNoValue;
   for_each_tap(b, xp, win, [&](int64_t, ValueId slice) {
     acc = acc == kNoValue ? slice : b.binary(max ? Op::Maximum : Op::Add, acc, slice);

@@ -147,10 +147,9 @@ std::optional<int64_t> int_binary(Op op, int64_t a, int64_t b) {
 
 int64_t saturating_int(double x, DType to) {
   if (std::isnan(x)) return 0;
-  double lo = to == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
-  double hi = to == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
-  if (x <= lo) return static_cast<int64_t>(lo);
-  if (x >= hi) return to == DType::I32 ? 2147483647 : std::numeric_limits<int64_t>::max();
+  const double lo = static_cast<double>(int_min(to)), hi = static_cast<double>(int_max(to));
+  if (x <= lo) return int_min(to);
+  if (x >= hi) return int_max(to);
   return static_cast<int64_t>(x);  // truncates toward zero
 }
 

@@ -85,8 +85,23 @@ Tensor conv_family(Op op, const Tensor& a, const Tensor& b, const Attrs& attrs, 
   return Tensor::from_doubles(rt, out);
 }
 
+// max_pool of an integer tensor, in its own type (padding never wins).
+Tensor int_max_pool(const Tensor& x, const Window3& g, const TensorType& rt) {
+  const int64_t planes = x.type.shape[0] * x.type.shape[1];
+  std::vector<int64_t> y(static_cast<size_t>(rt.num_elements()), int_min(rt.dtype));
+  for (int64_t p = 0; p < planes; ++p) {
+    const int64_t* image = &x.ints[static_cast<size_t>(p * g.input_size())];
+    int64_t* out = &y[static_cast<size_t>(p * g.output_size())];
+    g.for_each_tap([&](int64_t e, int64_t, int64_t i) {
+      if (i >= 0) out[e] = std::max(out[e], image[i]);
+    });
+  }
+  return Tensor::from_ints(rt, y);
+}
+
 Tensor pool(Op op, const Tensor& x, const Attrs& attrs, const TensorType& rt) {
   const Window3 g(*window_of(op, x.type.shape, {}, attrs));
+  if (!x.holds_floats()) return int_max_pool(x, g, rt);  // only max_pool takes integers
   const bool include_pad = attrs.get_bool("count_include_pad", false);
   const int64_t planes = x.type.shape[0] * x.type.shape[1];
   std::vector<double> y(static_cast<size_t>(rt.num_elements()));

@@ -106,7 +106,7 @@ Result<TensorType> infer_argmax(const TensorType& x, const Attrs& attrs) {
 
 // table[..., idx, ...]: the type gather produces and scatter_add's updates must have.
 Result<TensorType> gathered_type(Op op, const TensorType& table, const TensorType& idx, const Attrs& attrs) {
-  if (!is_int(idx.dtype)) return op_error(op, fmt::format("indices must be i32 or i64, got {}", idx.to_string()));
+  if (!is_index(idx.dtype)) return op_error(op, fmt::format("indices must be i32 or i64, got {}", idx.to_string()));
   auto axis = normalize_axis(attrs.get_int("axis", 0), table.rank());
   if (!axis)
     return op_error(op, fmt::format("axis {} is out of range for {}", attrs.get_int("axis", 0), table.to_string()));
@@ -334,7 +334,7 @@ Result<TensorType> infer_composite(Op op, std::span<const TensorType> in, const 
       return TensorType{x.dtype, {}};
     case Op::CrossEntropy: {
       const TensorType& labels = in[1];
-      if (x.rank() != 2 || labels.rank() != 1 || labels.shape[0] != x.shape[0] || !is_int(labels.dtype))
+      if (x.rank() != 2 || labels.rank() != 1 || labels.shape[0] != x.shape[0] || !is_index(labels.dtype))
         return op_error(op, fmt::format("expected logits[N,C] and integer labels[N], got {}", types_string(in)));
       if (x.shape[1] == 0) return op_error(op, fmt::format("logits {} have no classes (C = 0)", x.to_string()));
       return TensorType{x.dtype, {}};

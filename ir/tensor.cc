@@ -92,6 +92,8 @@ Tensor tensor_from_bytes(TensorType type, const uint8_t* p) {
       case DType::I32: t.ints[k] = load<int32_t>(p + 4 * k); break;
       case DType::I64: t.ints[k] = load<int64_t>(p + 8 * k); break;
       case DType::Bool: t.ints[k] = p[k] != 0; break;
+      case DType::I8: t.ints[k] = static_cast<int8_t>(p[k]); break;
+      case DType::U8: t.ints[k] = p[k]; break;
     }
   }
   return t;
@@ -110,6 +112,8 @@ std::vector<uint8_t> tensor_to_bytes(const Tensor& t) {
       case DType::I32: store<int32_t>(p + 4 * k, static_cast<int32_t>(t.ints[k])); break;
       case DType::I64: store<int64_t>(p + 8 * k, t.ints[k]); break;
       case DType::Bool: p[k] = t.ints[k] != 0; break;
+      case DType::I8:
+      case DType::U8: p[k] = static_cast<uint8_t>(t.ints[k]); break;
     }
   }
   return out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace kiln::ir {
 namespace {
@@ -30,6 +31,8 @@ std::string_view dtype_name(DType dtype) {
     case DType::I32: return "i32";
     case DType::I64: return "i64";
     case DType::Bool: return "bool";
+    case DType::I8: return "i8";
+    case DType::U8: return "u8";
   }
   return "?";
 }
@@ -48,14 +51,36 @@ int dtype_size(DType dtype) {
     case DType::I32: return 4;
     case DType::F16:
     case DType::BF16: return 2;
-    case DType::Bool: return 1;
+    case DType::Bool:
+    case DType::I8:
+    case DType::U8: return 1;
   }
   return 0;
 }
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16; }
 
-bool is_int(DType d) { return d == DType::I32 || d == DType::I64; }
+bool is_int(DType d) { return d == DType::I32 || d == DType::I64 || d == DType::I8 || d == DType::U8; }
+
+bool is_index(DType d) { return d == DType::I32 || d == DType::I64; }
+
+int64_t int_min(DType d) {
+  switch (d) {
+    case DType::I8: return -128;
+    case DType::U8: return 0;
+    case DType::I32: return std::numeric_limits<int32_t>::min();
+    default: return std::numeric_limits<int64_t>::min();
+  }
+}
+
+int64_t int_max(DType d) {
+  switch (d) {
+    case DType::I8: return 127;
+    case DType::U8: return 255;
+    case DType::I32: return std::numeric_limits<int32_t>::max();
+    default: return std::numeric_limits<int64_t>::max();
+  }
+}
 
 int64_t num_elements(const Shape& shape) {
   int64_t n = 1;
@@ -83,6 +108,8 @@ double round_to_dtype(DType dtype, double v) {
 
 int64_t wrap_to_dtype(DType dtype, int64_t v) {
   if (dtype == DType::I32) return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+  if (dtype == DType::I8) return static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint64_t>(v)));
+  if (dtype == DType::U8) return static_cast<uint8_t>(static_cast<uint64_t>(v));
   if (dtype == DType::Bool) return v != 0;
   return v;
 }

@@ -12,11 +12,11 @@
 namespace kiln::ir {
 
 /// Element types kiln supports, in the order the text format lists them.
-enum class DType : uint8_t { F32, F64, F16, BF16, I32, I64, Bool };
+enum class DType : uint8_t { F32, F64, F16, BF16, I32, I64, Bool, I8, U8 };
 
 /// Every DType, for iteration in tests and tools.
-inline constexpr DType kAllDTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                                       DType::I32, DType::I64, DType::Bool};
+inline constexpr DType kAllDTypes[] = {DType::F32, DType::F64,  DType::F16, DType::BF16, DType::I32,
+                                       DType::I64, DType::Bool, DType::I8,  DType::U8};
 
 /// The text name of a dtype ("f32", "bool", ...).
 std::string_view dtype_name(DType dtype);
@@ -26,13 +26,19 @@ std::optional<DType> parse_dtype(std::string_view name);
 int dtype_size(DType dtype);
 /// f32, f64, f16, bf16.
 bool is_float(DType dtype);
-/// i32, i64.
+/// i8, u8, i32, i64.
 bool is_int(DType dtype);
+/// i32, i64: the types of indices and labels.
+bool is_index(DType dtype);
+/// The smallest and largest value of an integer dtype.
+int64_t int_min(DType dtype);
+int64_t int_max(DType dtype);
 
 /// Rounds a double to the nearest value of a floating-point dtype (ties to even,
 /// overflow to infinity, subnormals kept); other dtypes return it unchanged.
 double round_to_dtype(DType dtype, double value);
-/// Wraps an integer to i32 (two's complement) or to 0/1 for bool; i64 unchanged.
+/// Wraps an integer to i8, i32 (two's complement) or u8 (modulo 256), or to 0/1 for
+/// bool; i64 unchanged.
 int64_t wrap_to_dtype(DType dtype, int64_t value);
 
 /// A static shape: one extent per dimension, rank 0 for scalars.

@@ -19,8 +19,8 @@ struct Descr {
 };
 
 constexpr Descr kDescrs[] = {
-    {"<f4", "f32", 4}, {"<f8", "f64", 8}, {"<f2", "f16", 2},  {"|V2", "bf16", 2},
-    {"<i4", "i32", 4}, {"<i8", "i64", 8}, {"|b1", "bool", 1},
+    {"<f4", "f32", 4}, {"<f8", "f64", 8},  {"<f2", "f16", 2}, {"|V2", "bf16", 2}, {"<i4", "i32", 4},
+    {"<i8", "i64", 8}, {"|b1", "bool", 1}, {"|i1", "i8", 1},  {"|u1", "u8", 1},
 };
 
 Error npy_error(std::string_view source, const std::string& why) {
@@ -196,10 +196,9 @@ Result<NpyHeader> parse_header(std::string_view bytes, std::string_view source) 
   for (const Descr& d : kDescrs)
     if (d.npy == descr) found = &d;
   if (!found)
-    return npy_error(
-        source,
-        "dtype '" + descr +
-            "' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 '<i8', bool '|b1')");
+    return npy_error(source, "dtype '" + descr +
+                                 "' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 '<i4', i64 "
+                                 "'<i8', bool '|b1', i8 '|i1', u8 '|u1')");
   header.array.dtype = std::string(found->kiln);
   if (!dims_within_limit(header.array.shape))
     return npy_error(source, "the shape " + dims_limit_error(header.array.shape));

@@ -14,17 +14,19 @@ KILN_SAME_DTYPE(BF16)
 KILN_SAME_DTYPE(I32)
 KILN_SAME_DTYPE(I64)
 KILN_SAME_DTYPE(Bool)
+KILN_SAME_DTYPE(I8)
+KILN_SAME_DTYPE(U8)
 #undef KILN_SAME_DTYPE
-static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ElementType::Bool),
+static_assert(static_cast<int>(format::DType::MAX) == static_cast<int>(ElementType::U8),
               "an element type the runtime lacks");
 
 std::string_view element_type_name(ElementType t) {
-  constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "i32", "i64", "bool"};
+  constexpr std::string_view names[] = {"f32", "f64", "f16", "bf16", "i32", "i64", "bool", "i8", "u8"};
   return names[static_cast<int>(t)];
 }
 
 std::optional<ElementType> element_type_named(std::string_view name) {
-  for (int i = 0; i <= static_cast<int>(ElementType::Bool); ++i)
+  for (int i = 0; i <= static_cast<int>(ElementType::U8); ++i)
     if (element_type_name(static_cast<ElementType>(i)) == name) return static_cast<ElementType>(i);
   return std::nullopt;
 }

@@ -11,7 +11,7 @@
 namespace kiln::runtime {
 
 /// Element types, as the artifact stores them.
-enum class ElementType : uint8_t { F32, F64, F16, BF16, I32, I64, Bool };
+enum class ElementType : uint8_t { F32, F64, F16, BF16, I32, I64, Bool, I8, U8 };
 
 /// "f32", "bool", ...
 std::string_view element_type_name(ElementType type);

@@ -16,8 +16,9 @@ using json = nlohmann::json;
 using runtime::ElementType;
 
 constexpr std::pair<ElementType, std::string_view> kDatatypes[] = {
-    {ElementType::F32, "FP32"},  {ElementType::F64, "FP64"},  {ElementType::F16, "FP16"},  {ElementType::BF16, "BF16"},
-    {ElementType::I32, "INT32"}, {ElementType::I64, "INT64"}, {ElementType::Bool, "BOOL"},
+    {ElementType::F32, "FP32"},  {ElementType::F64, "FP64"},  {ElementType::F16, "FP16"},
+    {ElementType::BF16, "BF16"}, {ElementType::I32, "INT32"}, {ElementType::I64, "INT64"},
+    {ElementType::Bool, "BOOL"}, {ElementType::I8, "INT8"},   {ElementType::U8, "UINT8"},
 };
 
 Error bad(std::string message) { return http_error(kBadRequest, std::move(message)); }
@@ -95,13 +96,24 @@ Status append_element(const json& j, ElementType type, const std::string& where,
       else put(type == ElementType::F16 ? float_to_f16(f) : float_to_bf16(f));
       return Status::Ok();
     }
+    case ElementType::I8:
+    case ElementType::U8:
     case ElementType::I32:
     case ElementType::I64: {
       if (!j.is_number_integer()) return bad(where + " is " + kind_of(j) + ", not an integer");
-      const bool fits = j.is_number_unsigned() ? j.get<uint64_t>() <= (type == ElementType::I32 ? INT32_MAX : INT64_MAX)
-                                               : type == ElementType::I64 || (j.get<int64_t>() >= INT32_MIN);
+      const int64_t lo = type == ElementType::I8    ? INT8_MIN
+                         : type == ElementType::U8  ? 0
+                         : type == ElementType::I32 ? INT32_MIN
+                                                    : INT64_MIN;
+      const uint64_t hi = type == ElementType::I8    ? INT8_MAX
+                          : type == ElementType::U8  ? UINT8_MAX
+                          : type == ElementType::I32 ? INT32_MAX
+                                                     : INT64_MAX;
+      const bool fits = j.is_number_unsigned() ? j.get<uint64_t>() <= hi : j.get<int64_t>() >= lo;
       if (!fits) return bad(where + " is " + j.dump() + ", outside " + std::string(datatype_name(type)) + "'s range");
-      if (type == ElementType::I32) put(static_cast<int32_t>(j.get<int64_t>()));
+      if (type == ElementType::I8) put(static_cast<int8_t>(j.get<int64_t>()));
+      else if (type == ElementType::U8) put(static_cast<uint8_t>(j.get<int64_t>()));
+      else if (type == ElementType::I32) put(static_cast<int32_t>(j.get<int64_t>()));
       else put(j.is_number_unsigned() ? static_cast<int64_t>(j.get<uint64_t>()) : j.get<int64_t>());
       return Status::Ok();
     }
@@ -187,7 +199,7 @@ Result<RequestInput> parse_input(const json& input, size_t index, std::string_vi
   auto type = datatype_named(type_it->get_ref<const std::string&>());
   if (!type)
     return bad("input '" + in.name + "' has the datatype " + excerpt(type_it->get_ref<const std::string&>()) +
-               "; the server takes FP32, FP64, FP16, BF16, INT32, INT64 and BOOL");
+               "; the server takes FP32, FP64, FP16, BF16, INT32, INT64, INT8, UINT8 and BOOL");
   in.type = *type;
   KILN_ASSIGN_OR_RETURN(in.shape, shape_of(input, in.name));
   KILN_ASSIGN_OR_RETURN(int64_t elements, elements_of(in.shape, in.name));

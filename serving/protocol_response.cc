@@ -63,6 +63,8 @@ void append_data(std::string& out, ElementType type, std::span<const uint8_t> da
       case ElementType::I32: append_integer(out, load<int32_t>(p)); break;
       case ElementType::I64: append_integer(out, load<int64_t>(p)); break;
       case ElementType::Bool: out += *p ? "true" : "false"; break;
+      case ElementType::I8: append_integer(out, static_cast<int8_t>(*p)); break;
+      case ElementType::U8: append_integer(out, *p); break;
     }
   }
   out += ']';

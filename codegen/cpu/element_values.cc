@@ -30,7 +30,7 @@ Result<llvm::Value*> KernelEmitter::elementwise(const Node& n, std::span<llvm::V
 
 Result<llvm::Value*> KernelEmitter::iota(llvm::Value* index, ir::DType dtype) {
   llvm::Type* t = compute_type(ctx_, dtype);
-  return ir::is_float(dtype) ? round_to(b_, dtype, b_.CreateSIToFP(index, t)) : b_.CreateSExtOrTrunc(index, t);
+  return round_to(b_, dtype, ir::is_float(dtype) ? b_.CreateSIToFP(index, t) : b_.CreateSExtOrTrunc(index, t));
 }
 
 llvm::Value* KernelEmitter::scalar_constant(ir::DType dtype, double value, int64_t int_value) {

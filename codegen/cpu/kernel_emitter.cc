@@ -392,7 +392,7 @@ Status KernelEmitter::emit_scatter() {
     llvm::Value* at_dst = flat_of(shape, dst);
     KILN_ASSIGN_OR_RETURN(llvm::Value * add, value_at(updates, src));
     llvm::Value* old = load_element(b_, dt, bases_[slot_[out]], at_dst);
-    llvm::Value* sum = ir::is_float(dt) ? round_to(b_, dt, b_.CreateFAdd(old, add)) : b_.CreateAdd(old, add);
+    llvm::Value* sum = round_to(b_, dt, ir::is_float(dt) ? b_.CreateFAdd(old, add) : b_.CreateAdd(old, add));
     store_element(b_, dt, bases_[slot_[out]], at_dst, sum);
     memo_.clear();
     return Status::Ok();

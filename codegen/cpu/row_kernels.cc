@@ -409,7 +409,7 @@ void KernelEmitter::remember_reduction(const Node& n, const Index& at, llvm::Val
   if (n.op != Op::Argmax) {
     if (total->getType()->isFloatingPointTy())
       result = round_to(b_, rt.dtype, b_.CreateFPCast(total, compute_type(ctx_, rt.dtype)));
-    else result = b_.CreateTrunc(total, compute_type(ctx_, rt.dtype));
+    else result = round_to(b_, rt.dtype, b_.CreateTrunc(total, compute_type(ctx_, rt.dtype)));
   }
   Index key = at;
   const Shape& rshape = rt.shape;

@@ -52,7 +52,9 @@ llvm::Type* storage_type(llvm::LLVMContext& ctx, DType d) {
     case DType::BF16: return llvm::Type::getInt16Ty(ctx);
     case DType::I32: return llvm::Type::getInt32Ty(ctx);
     case DType::I64: return llvm::Type::getInt64Ty(ctx);
-    case DType::Bool: return llvm::Type::getInt8Ty(ctx);
+    case DType::Bool:
+    case DType::I8:
+    case DType::U8: return llvm::Type::getInt8Ty(ctx);
   }
   return nullptr;
 }
@@ -63,6 +65,11 @@ llvm::Type* compute_type(llvm::LLVMContext& ctx, DType d) {
     case DType::F16:
     case DType::BF16: return llvm::Type::getFloatTy(ctx);
     case DType::F64: return llvm::Type::getDoubleTy(ctx);
+    // Bytes compute in i32, wrapped back to 8 bits after each op (as f16 rounds in f32):
+    // vectors of i8 have no compare-and-select cheaper than i32's, and signed compares
+    // of zero-extended u8 values order them right.
+    case DType::I8:
+    case DType::U8:
     case DType::I32: return llvm::Type::getInt32Ty(ctx);
     case DType::I64: return llvm::Type::getInt64Ty(ctx);
     case DType::Bool: return llvm::Type::getInt1Ty(ctx);
@@ -77,6 +84,8 @@ llvm::Value* load_element(llvm::IRBuilder<>& b, DType d, llvm::Value* base, llvm
     case DType::F16: return b.CreateFPExt(v, b.getFloatTy());
     case DType::BF16: return bf16_value(b, v);
     case DType::Bool: return b.CreateICmpNE(v, b.getInt8(0));
+    case DType::I8: return b.CreateSExt(v, b.getInt32Ty());
+    case DType::U8: return b.CreateZExt(v, b.getInt32Ty());
     default: return v;
   }
 }
@@ -87,6 +96,8 @@ void store_element(llvm::IRBuilder<>& b, DType d, llvm::Value* base, llvm::Value
     case DType::F16: value = b.CreateFPTrunc(value, st); break;
     case DType::BF16: value = bf16_bits(b, value); break;
     case DType::Bool: value = b.CreateZExt(value, st); break;
+    case DType::I8:
+    case DType::U8: value = b.CreateTrunc(value, st); break;
     default: break;
   }
   b.CreateStore(value, b.CreateGEP(st, base, index));
@@ -95,6 +106,8 @@ void store_element(llvm::IRBuilder<>& b, DType d, llvm::Value* base, llvm::Value
 llvm::Value* round_to(llvm::IRBuilder<>& b, DType d, llvm::Value* v) {
   if (d == DType::F16) return b.CreateFPExt(b.CreateFPTrunc(v, b.getHalfTy()), b.getFloatTy());
   if (d == DType::BF16) return bf16_value(b, bf16_bits(b, v));
+  if (d == DType::I8) return b.CreateSExt(b.CreateTrunc(v, b.getInt8Ty()), v->getType());
+  if (d == DType::U8) return b.CreateZExt(b.CreateTrunc(v, b.getInt8Ty()), v->getType());
   return v;
 }
 
@@ -121,16 +134,17 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
   llvm::Value* x = in.empty() ? nullptr : in[0];
   llvm::Value* y = in.size() > 1 ? in[1] : nullptr;
   auto zero = [&](llvm::Value* like) { return llvm::Constant::getNullValue(like->getType()); };
-  auto fpr = [&](llvm::Value* v) { return round_to(b, rt, v); };  // f16/bf16 round after each op
+  // f16/bf16 round after each op; i8/u8 wrap.
+  auto fpr = [&](llvm::Value* v) { return round_to(b, rt, v); };
   // Floats get an inlined exp that vectorizes without calls; doubles keep libm's (libmvec's).
   auto exp = [&](llvm::Value* v) {
     return v->getType()->isFloatTy() ? exp_f32(b, v) : call_intrinsic(b, llvm::Intrinsic::exp, {v});
   };
   switch (op) {
-    case Op::Neg: return fp ? fpr(b.CreateFNeg(x)) : b.CreateSub(zero(x), x);
+    case Op::Neg: return fpr(fp ? b.CreateFNeg(x) : b.CreateSub(zero(x), x));
     case Op::Abs:
-      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::fabs, {x}))
-                : b.CreateSelect(b.CreateICmpSLT(x, zero(x)), b.CreateSub(zero(x), x), x);
+      return fpr(fp ? call_intrinsic(b, llvm::Intrinsic::fabs, {x})
+                    : b.CreateSelect(b.CreateICmpSLT(x, zero(x)), b.CreateSub(zero(x), x), x));
     case Op::Relu:
       // NaN stays NaN, as in the interpreter (x > 0 or unordered).
       return fp ? b.CreateSelect(b.CreateFCmpUGT(x, zero(x)), x, zero(x))
@@ -151,9 +165,9 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
       return fpr(b.CreateFDiv(one, b.CreateFAdd(one, exp(b.CreateFNeg(x)))));
     }
     case Op::Not: return b.CreateNot(x);
-    case Op::Add: return fp ? fpr(b.CreateFAdd(x, y)) : b.CreateAdd(x, y);
-    case Op::Sub: return fp ? fpr(b.CreateFSub(x, y)) : b.CreateSub(x, y);
-    case Op::Mul: return fp ? fpr(b.CreateFMul(x, y)) : b.CreateMul(x, y);
+    case Op::Add: return fpr(fp ? b.CreateFAdd(x, y) : b.CreateAdd(x, y));
+    case Op::Sub: return fpr(fp ? b.CreateFSub(x, y) : b.CreateSub(x, y));
+    case Op::Mul: return fpr(fp ? b.CreateFMul(x, y) : b.CreateMul(x, y));
     case Op::Div: {
       if (fp) return fpr(b.CreateFDiv(x, y));
       // x / 0 is 0 and x / -1 is -x (wrapping), without trapping.
@@ -162,8 +176,9 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
           llvm::ConstantInt::get(y->getType(), 1), y);
       llvm::Value* q = b.CreateSDiv(x, safe);
       llvm::Value* neg = b.CreateSub(zero(x), x);
-      return b.CreateSelect(b.CreateICmpEQ(y, zero(y)), zero(x),
-                            b.CreateSelect(b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1)), neg, q));
+      return fpr(
+          b.CreateSelect(b.CreateICmpEQ(y, zero(y)), zero(x),
+                         b.CreateSelect(b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(y->getType(), -1)), neg, q)));
     }
     case Op::Pow:
       if (!fp) return make_error("cpu codegen: pow on integers is not supported yet");
@@ -203,9 +218,15 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
       if (to == DType::Bool) return fp ? b.CreateFCmpUNE(x, zero(x)) : b.CreateICmpNE(x, zero(x));
       if (dt == DType::Bool) return ir::is_float(to) ? b.CreateUIToFP(x, t) : b.CreateZExt(x, t);
       if (fp && ir::is_float(to)) return round_to(b, to, b.CreateFPCast(x, t));
+      if (fp && (to == DType::I8 || to == DType::U8)) {  // saturated to the byte's range
+        const bool u = to == DType::U8;
+        llvm::Value* byte = b.CreateIntrinsic(u ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat,
+                                              {b.getInt8Ty(), x->getType()}, {x});
+        return u ? b.CreateZExt(byte, t) : b.CreateSExt(byte, t);
+      }
       if (fp) return b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
       if (ir::is_float(to)) return round_to(b, to, b.CreateSIToFP(x, t));
-      return b.CreateSExtOrTrunc(x, t);
+      return round_to(b, to, b.CreateSExtOrTrunc(x, t));
     }
     default: break;
   }

@@ -200,8 +200,10 @@ Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc,
     KILN_ASSIGN_OR_RETURN(std::string rounded,
                           cuda::elementwise(Op::Cast, attrs_to(rt.dtype), {&acc, 1}, {std::array{dt}}, rt.dtype));
     result = let(compute_type(rt.dtype), rounded);
-  } else {
-    result = let(compute_type(rt.dtype), fmt::format("({}){}", compute_type(rt.dtype), acc));
+  } else {  // the long long total, wrapped to the result's integer type
+    KILN_ASSIGN_OR_RETURN(std::string wrapped, cuda::elementwise(Op::Cast, attrs_to(rt.dtype), {&acc, 1},
+                                                                 {std::array{DType::I64}}, rt.dtype));
+    result = let(compute_type(rt.dtype), wrapped);
   }
   remember_row_value(n, result, at);
   return Status::Ok();

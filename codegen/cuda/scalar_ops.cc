@@ -15,6 +15,8 @@ std::string_view compute_type(DType d) {
     case DType::F16:
     case DType::BF16: return "float";
     case DType::F64: return "double";
+    case DType::I8:  // bytes compute in int, wrapped back to 8 bits after each op
+    case DType::U8:
     case DType::I32: return "int";
     case DType::I64: return "long long";
     case DType::Bool: return "bool";
@@ -30,7 +32,9 @@ std::string_view storage_type(DType d) {
     case DType::BF16: return "unsigned short";
     case DType::I32: return "int";
     case DType::I64: return "long long";
-    case DType::Bool: return "unsigned char";
+    case DType::Bool:
+    case DType::U8: return "unsigned char";
+    case DType::I8: return "signed char";
   }
   return "";
 }
@@ -48,7 +52,9 @@ std::string to_storage(DType d, const std::string& v) {
   switch (d) {
     case DType::F16: return "kiln_f32_to_f16(" + v + ")";
     case DType::BF16: return "kiln_f32_to_bf16(" + v + ")";
-    case DType::Bool: return "(unsigned char)(" + v + ")";
+    case DType::Bool:
+    case DType::U8: return "(unsigned char)(" + v + ")";
+    case DType::I8: return "(signed char)(" + v + ")";
     default: return v;
   }
 }
@@ -58,6 +64,8 @@ namespace {
 std::string round_to(DType d, const std::string& v) {
   if (d == DType::F16) return "kiln_round_f16(" + v + ")";
   if (d == DType::BF16) return "kiln_round_bf16(" + v + ")";
+  if (d == DType::I8) return "((int)(signed char)(" + v + "))";
+  if (d == DType::U8) return "((int)(unsigned char)(" + v + "))";
   return v;
 }
 
@@ -74,7 +82,7 @@ namespace {
 // sign ("- -1" is fine, "--1" is a decrement).
 std::string literal(DType d, double value, int64_t int_value) {
   if (d == DType::Bool) return int_value != 0 ? "true" : "false";
-  if (d == DType::I32) return fmt::format("{}", static_cast<int32_t>(int_value));
+  if (d == DType::I32 || d == DType::I8 || d == DType::U8) return fmt::format("{}", static_cast<int32_t>(int_value));
   if (d == DType::I64) return int_value == INT64_MIN ? "(-9223372036854775807LL - 1)" : fmt::format("{}LL", int_value);
   double v = ir::round_to_dtype(d, value);
   if (d == DType::F64) {
@@ -99,11 +107,11 @@ Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const s
   const bool fp = ir::is_float(dt);
   const std::string x = in.empty() ? "" : in[0];
   const std::string y = in.size() > 1 ? in[1] : "";
-  auto fpr = [&](const std::string& v) { return round_to(rt, v); };  // f16/bf16 round after each op
+  auto fpr = [&](const std::string& v) { return round_to(rt, v); };  // f16/bf16 round, i8/u8 wrap
   const std::string zero = fp ? constant(dt, 0, 0) : "0";
   switch (op) {
-    case Op::Neg: return fp ? fpr("(-" + x + ")") : "kiln_neg(" + x + ")";
-    case Op::Abs: return fp ? fpr(math("fabs", dt, x)) : "kiln_abs(" + x + ")";
+    case Op::Neg: return fpr(fp ? "(-" + x + ")" : "kiln_neg(" + x + ")");
+    case Op::Abs: return fpr(fp ? math("fabs", dt, x) : "kiln_abs(" + x + ")");
     // NaN stays NaN, as in the interpreter.
     case Op::Relu: return fmt::format("(!({0} <= {1}) ? {0} : {1})", x, zero);
     case Op::Exp: return fpr(math("exp", dt, x));
@@ -118,10 +126,10 @@ Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const s
     case Op::Ceil: return fpr(math("ceil", dt, x));
     case Op::Sigmoid: return fpr(fmt::format("({0} / ({0} + {1}))", constant(dt, 1, 1), math("exp", dt, "-" + x)));
     case Op::Not: return "(!" + x + ")";
-    case Op::Add: return fp ? fpr("(" + x + " + " + y + ")") : "kiln_add(" + x + ", " + y + ")";
-    case Op::Sub: return fp ? fpr("(" + x + " - " + y + ")") : "kiln_sub(" + x + ", " + y + ")";
-    case Op::Mul: return fp ? fpr("(" + x + " * " + y + ")") : "kiln_mul(" + x + ", " + y + ")";
-    case Op::Div: return fp ? fpr("(" + x + " / " + y + ")") : "kiln_div(" + x + ", " + y + ")";
+    case Op::Add: return fpr(fp ? "(" + x + " + " + y + ")" : "kiln_add(" + x + ", " + y + ")");
+    case Op::Sub: return fpr(fp ? "(" + x + " - " + y + ")" : "kiln_sub(" + x + ", " + y + ")");
+    case Op::Mul: return fpr(fp ? "(" + x + " * " + y + ")" : "kiln_mul(" + x + ", " + y + ")");
+    case Op::Div: return fpr(fp ? "(" + x + " / " + y + ")" : "kiln_div(" + x + ", " + y + ")");
     case Op::Pow:
       if (!fp) return make_error("cuda codegen: pow on integers is not supported yet");
       return fpr(fmt::format("pow{}({}, {})", dt == DType::F64 ? "" : "f", x, y));
@@ -140,10 +148,14 @@ Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const s
       DType to = attrs.get_dtype("to");
       std::string t(compute_type(to));
       if (to == DType::Bool) return "(" + x + " != " + zero + ")";
-      if (dt == DType::Bool || (!fp && !ir::is_float(to))) return "((" + t + ")" + x + ")";
+      if (dt == DType::Bool || (!fp && !ir::is_float(to))) return round_to(to, "((" + t + ")" + x + ")");
       if (ir::is_float(to)) return round_to(to, "((" + t + ")" + x + ")");
-      // Saturating, NaN to 0 (cvt.rzi).
-      return fmt::format("__{}2{}_rz({})", dt == DType::F64 ? "double" : "float", to == DType::I32 ? "int" : "ll", x);
+      // Saturating, NaN to 0 (cvt.rzi); to a byte, then clamped to its range.
+      const std::string whole =
+          fmt::format("__{}2{}_rz({})", dt == DType::F64 ? "double" : "float", to == DType::I64 ? "ll" : "int", x);
+      if (to == DType::I8 || to == DType::U8)
+        return fmt::format("min(max({}, {}), {})", whole, ir::int_min(to), ir::int_max(to));
+      return whole;
     }
     default: break;
   }

@@ -93,10 +93,12 @@ Result<ir::DType> dtype_of(int32_t onnx_type, const std::string& what) {
     case onnx::TensorProto::INT32: return ir::DType::I32;
     case onnx::TensorProto::INT64: return ir::DType::I64;
     case onnx::TensorProto::BOOL: return ir::DType::Bool;
+    case onnx::TensorProto::INT8: return ir::DType::I8;
+    case onnx::TensorProto::UINT8: return ir::DType::U8;
     default:
       return make_error(
           fmt::format("onnx: {} has element type {}, which kiln does not have (it has FLOAT, DOUBLE, "
-                      "FLOAT16, BFLOAT16, INT32, INT64 and BOOL)",
+                      "FLOAT16, BFLOAT16, INT32, INT64, INT8, UINT8 and BOOL)",
                       what, onnx_type_name(onnx_type)));
   }
 }
@@ -131,6 +133,8 @@ Result<ir::Tensor> tensor_of(const onnx::TensorProto& proto) {
         case ir::DType::I32: put(0, load<int32_t>(p)); break;
         case ir::DType::I64: put(0, load<int64_t>(p)); break;
         case ir::DType::Bool: put(0, *p != 0); break;
+        case ir::DType::I8: put(0, static_cast<int8_t>(*p)); break;
+        case ir::DType::U8: put(0, static_cast<uint8_t>(*p)); break;
       }
     }
   } else {
@@ -153,9 +157,11 @@ Result<ir::Tensor> tensor_of(const onnx::TensorProto& proto) {
               0);
         break;
       case ir::DType::I32:
+      case ir::DType::I8:  // int32_data holds the small integer types too
+      case ir::DType::U8:
       case ir::DType::Bool:
         count = proto.int32_data_size();
-        for (int32_t i : proto.int32_data()) put(0, dtype == ir::DType::Bool ? i != 0 : i);
+        for (int32_t i : proto.int32_data()) put(0, dtype == ir::DType::Bool ? i != 0 : ir::wrap_to_dtype(dtype, i));
         break;
       case ir::DType::I64:
         count = proto.int64_data_size();

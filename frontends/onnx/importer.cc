@@ -168,7 +168,7 @@ const OpConverter* find_converter(std::string_view op_type) {
   for (auto table :
        {elementwise_converters(), nn_converters(), shape_converters(), reduce_converters(), loss_converters(),
         movement_converters(), gather_converters(), math_converters(), norm_converters(), resize_converters(),
-        scatter_converters(), einsum_converters(), rnn_converters()})
+        scatter_converters(), einsum_converters(), rnn_converters(), quantize_converters()})
     for (const OpConverter& c : table)
       if (c.op_type == op_type) return &c;
   return nullptr;

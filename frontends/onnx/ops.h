@@ -29,6 +29,7 @@ std::span<const OpConverter> resize_converters();       // ops_resize.cc
 std::span<const OpConverter> scatter_converters();      // ops_scatter.cc
 std::span<const OpConverter> einsum_converters();       // ops_einsum.cc
 std::span<const OpConverter> rnn_converters();          // ops_rnn.cc
+std::span<const OpConverter> quantize_converters();     // ops_quantize.cc
 
 /// The converter of an op type of the default domain, or null.
 const OpConverter* find_converter(std::string_view op_type);
@@ -54,6 +55,8 @@ Result<Value> with_scalar(Context& ctx, const onnx::NodeProto& node, ir::Op op, 
 Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> perm);
 /// x cast to `to` (itself when it has that type).
 Result<Value> cast(Context& ctx, const onnx::NodeProto& node, const Value& x, ir::DType to);
+/// x rounded to the nearest integer, halves to even (ONNX's Round, QuantizeLinear's rounding).
+Result<Value> round_half_to_even(Context& ctx, const onnx::NodeProto& node, const Value& x);
 /// The indices 0, 1, ... along `axis` of `shape`.
 Result<Value> iota(Context& ctx, const onnx::NodeProto& node, const ir::Shape& shape, int64_t axis, ir::DType dtype);
 /// x[begin:end] along one axis.

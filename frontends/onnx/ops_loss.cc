@@ -22,7 +22,7 @@ Result<Value> nll_loss(Context& ctx, const onnx::NodeProto& node, const Value& x
   if (xt.rank() < 2) return node_error(node, fmt::format("expected input [N, C, ...], got {}", xt.to_string()));
   ir::Shape target_shape = xt.shape;
   target_shape.erase(target_shape.begin() + 1);
-  if (tt.shape != target_shape || !ir::is_int(tt.dtype))
+  if (tt.shape != target_shape || !ir::is_index(tt.dtype))
     return node_error(node, fmt::format("expected integer targets of shape {} for input {}, got {}",
                                         ir::shape_string(target_shape), xt.to_string(), tt.to_string()));
   // hit[n, c, ...] = (c == target[n, ...]).

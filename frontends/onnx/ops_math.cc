@@ -77,21 +77,9 @@ Result<Value> sign(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   return ctx.apply(node, Op::Sub, {p, n});
 }
 
-// Round half to even: floor(x), plus 1 above the half, plus floor's parity at it.
 Result<Value> round(Context& ctx, const onnx::NodeProto& node, const Value& x) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {}));
-  KILN_ASSIGN_OR_RETURN(Value f, unary(ctx, node, Op::Floor, x));
-  KILN_ASSIGN_OR_RETURN(Value d, ctx.apply(node, Op::Sub, {x, f}));
-  KILN_ASSIGN_OR_RETURN(Value half_f, with_scalar(ctx, node, Op::Mul, f, 0.5));
-  KILN_ASSIGN_OR_RETURN(Value half_floor, unary(ctx, node, Op::Floor, half_f));
-  KILN_ASSIGN_OR_RETURN(Value twice, with_scalar(ctx, node, Op::Mul, half_floor, 2.0));
-  KILN_ASSIGN_OR_RETURN(Value parity, ctx.apply(node, Op::Sub, {f, twice}));  // 0 or 1
-  KILN_ASSIGN_OR_RETURN(Value up, with_scalar(ctx, node, Op::Add, f, 1.0));
-  KILN_ASSIGN_OR_RETURN(Value at_half, ctx.apply(node, Op::Add, {f, parity}));
-  KILN_ASSIGN_OR_RETURN(Value above, with_scalar(ctx, node, Op::Gt, d, 0.5));
-  KILN_ASSIGN_OR_RETURN(Value below, with_scalar(ctx, node, Op::Lt, d, 0.5));
-  KILN_ASSIGN_OR_RETURN(Value rest, ctx.apply(node, Op::Select, {below, f, at_half}));
-  return ctx.apply(node, Op::Select, {above, up, rest});
+  return round_half_to_even(ctx, node, x);
 }
 
 Result<Value> shrink(Context& ctx, const onnx::NodeProto& node, const Value& x) {

@@ -19,7 +19,9 @@ int element_bytes(DType d) {
     case DType::I32: return 4;
     case DType::F16:
     case DType::BF16: return 2;
-    case DType::Bool: return 1;
+    case DType::Bool:
+    case DType::I8:
+    case DType::U8: return 1;
   }
   return 0;
 }

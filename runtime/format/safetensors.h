@@ -22,8 +22,9 @@ struct SafetensorsTensor {
 };
 
 /// safetensors' names of the artifact's element types, in DType order (F32, F64, F16,
-/// BF16, I32, I64, Bool).
-inline constexpr std::string_view kSafetensorsDtypes[] = {"F32", "F64", "F16", "BF16", "I32", "I64", "BOOL"};
+/// BF16, I32, I64, Bool, I8, U8).
+inline constexpr std::string_view kSafetensorsDtypes[] = {"F32", "F64",  "F16", "BF16", "I32",
+                                                          "I64", "BOOL", "I8",  "U8"};
 
 /// Bytes per element of a safetensors dtype name, 0 for a name safetensors does not have.
 int safetensors_dtype_bytes(std::string_view dtype);

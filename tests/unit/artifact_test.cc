@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 8;  // minor version 8
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.8 (this runtime reads 1.0 to 1.7)");
+  newer[10] = 9;  // minor version 9
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.9 (this runtime reads 1.0 to 1.8)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);

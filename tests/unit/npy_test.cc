@@ -75,7 +75,7 @@ TEST_CASE("unusable .npy files are refused with the reason", "[npy][errors]") {
        "x.npy: not a usable .npy file: it is in Fortran order; save it in C order (np.ascontiguousarray)"},
       {header_file("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0')),
        "x.npy: not a usable .npy file: dtype '>f4' is not supported (f32 '<f4', f64 '<f8', f16 '<f2', bf16 '|V2', i32 "
-       "'<i4', i64 '<i8', bool '|b1')"},
+       "'<i4', i64 '<i8', bool '|b1', i8 '|i1', u8 '|u1')"},
       {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", std::string(8, '\0')),
        "x.npy: not a usable .npy file: it is truncated: it holds 8 data bytes, the header says 12"},
       {header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0')),

@@ -52,7 +52,8 @@ inline std::pair<ir::Graph, std::map<std::string, ir::Tensor>> long_rows_graph()
 
 /// A graph computing in every element type: f64, f16, bf16, i32, i64, bool.
 inline ir::Graph dtypes_graph() {
-  return parse_ok(R"(graph @dtypes(%a: f64[4], %h: f16[4], %b: bf16[4], %i: i32[4], %l: i64[4], %t: bool[4]) {
+  return parse_ok(
+      R"(graph @dtypes(%a: f64[4], %h: f16[4], %b: bf16[4], %i: i32[4], %l: i64[4], %t: bool[4], %q: u8[4], %p: i8[4]) {
   %a2: f64[4] = mul(%a, %a)
   %h2: f16[4] = exp(%h)
   %b2: bf16[4] = tanh(%b)
@@ -64,7 +65,14 @@ inline ir::Graph dtypes_graph() {
   %s: f64[] = reduce_sum(%a2) {axes=[0]}
   %m: i64[] = reduce_max(%l2) {axes=[0]}
   %hb: bf16[4] = cast(%h) {to=bf16}
-  return %a2, %h2, %b2, %i2, %l2, %t2, %c, %s, %m, %hb
+  %one: u8[] = constant {value=1}
+  %q2: u8[4] = sub(%q, %one)
+  %q3: u8[4] = mul(%q2, %q2)
+  %qs: u8[] = reduce_sum(%q2) {axes=[0]}
+  %qf: f32[4] = cast(%q2) {to=f32}
+  %p2: i8[4] = neg(%p)
+  %pq: i8[4] = cast(%q2) {to=i8}
+  return %a2, %h2, %b2, %i2, %l2, %t2, %c, %s, %m, %hb, %q3, %qs, %qf, %p2, %pq
 }
 )");
 }

@@ -133,7 +133,7 @@ TEST_CASE("long rows holding -inf and +inf: softmax, log_softmax, layer_norm and
   check_against_interpreter("long rows", g, args);
 }
 
-TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool", "[runtime][dtypes]") {
+TEST_CASE("every element type compiles: f64, f16, bf16, i32, i64, bool, i8, u8", "[runtime][dtypes]") {
   auto g = kiln::testing::dtypes_graph();
   auto args = seeded_arguments(g, 5);
   auto expected = kiln::testing::eval_ok(g, args);

@@ -27,8 +27,9 @@ std::vector<float> floats(const std::vector<uint8_t>& bytes) {
 
 TEST_CASE("datatypes are KServe's names of the runtime's element types", "[serving]") {
   for (ElementType t : {ElementType::F32, ElementType::F64, ElementType::F16, ElementType::BF16, ElementType::I32,
-                        ElementType::I64, ElementType::Bool})
+                        ElementType::I64, ElementType::Bool, ElementType::I8, ElementType::U8})
     CHECK(datatype_named(datatype_name(t)) == t);
+  CHECK(datatype_name(ElementType::U8) == "UINT8");
   CHECK(datatype_name(ElementType::BF16) == "BF16");
   CHECK(datatype_name(ElementType::Bool) == "BOOL");
   CHECK(!datatype_named("FP8"));
@@ -106,7 +107,7 @@ TEST_CASE("every malformed request is refused with what is wrong", "[serving]") 
       {R"({"inputs":[{"shape":[1]}]})", "input 0 has no \"name\" string"},
       {R"({"inputs":[{"name":"x","shape":[1],"data":[1]}]})", "input 'x' has no \"datatype\" string"},
       {R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP8","data":[1]}]})",
-       "input 'x' has the datatype 'FP8'; the server takes FP32, FP64, FP16, BF16, INT32, INT64 and BOOL"},
+       "input 'x' has the datatype 'FP8'; the server takes FP32, FP64, FP16, BF16, INT32, INT64, INT8, UINT8 and BOOL"},
       {R"({"inputs":[{"name":"x","datatype":"FP32","data":[1]}]})", "input 'x' has no \"shape\" array"},
       {R"({"inputs":[{"name":"x","shape":[2,-3],"datatype":"FP32","data":[1]}]})",
        "input 'x' has the negative dim -3 in its shape [2,-3]"},
@@ -136,6 +137,12 @@ TEST_CASE("every malformed request is refused with what is wrong", "[serving]") 
        "element 0 of input 'k' is 2147483648, outside INT32's range"},
       {R"({"inputs":[{"name":"k","shape":[1],"datatype":"INT32","data":[-2147483649]}]})",
        "element 0 of input 'k' is -2147483649, outside INT32's range"},
+      {R"({"inputs":[{"name":"q","shape":[2],"datatype":"UINT8","data":[255,256]}]})",
+       "element 1 of input 'q' is 256, outside UINT8's range"},
+      {R"({"inputs":[{"name":"q","shape":[1],"datatype":"UINT8","data":[-1]}]})",
+       "element 0 of input 'q' is -1, outside UINT8's range"},
+      {R"({"inputs":[{"name":"q","shape":[2],"datatype":"INT8","data":[-128,-129]}]})",
+       "element 1 of input 'q' is -129, outside INT8's range"},
       {R"({"inputs":[{"name":"m","shape":[1],"datatype":"BOOL","data":[1]}]})",
        "element 0 of input 'm' is number, not true or false"},
       {R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":{"a":1}}]})",
@@ -165,19 +172,24 @@ TEST_CASE("responses write every element type, NaN and infinities as strings", "
   const int64_t k[2] = {-3, 9007199254740993};
   const uint8_t m[2] = {1, 0};
   const uint16_t h[1] = {float_to_f16(0.5f)};
+  const uint8_t q[2] = {255, 128};
   auto bytes = [](const auto& a) { return std::span(reinterpret_cast<const uint8_t*>(a), sizeof(a)); };
   ResponseBody r = write_infer_response("m", "id\"1",
                                         {{"x", ElementType::F32, {2, 2}, bytes(x), false},
                                          {"k", ElementType::I64, {2}, bytes(k), false},
                                          {"b", ElementType::Bool, {2}, bytes(m), false},
-                                         {"h", ElementType::F16, {1}, bytes(h), false}});
+                                         {"h", ElementType::F16, {1}, bytes(h), false},
+                                         {"q", ElementType::U8, {2}, bytes(q), false},
+                                         {"p", ElementType::I8, {2}, bytes(q), false}});
   CHECK(!r.json_bytes);
   CHECK(
       r.body ==
       R"({"model_name":"m","id":"id\"1","outputs":[{"name":"x","datatype":"FP32","shape":[2,2],"data":[0.1,-2,"NaN","-Infinity"]},)"
       R"({"name":"k","datatype":"INT64","shape":[2],"data":[-3,9007199254740993]},)"
       R"({"name":"b","datatype":"BOOL","shape":[2],"data":[true,false]},)"
-      R"({"name":"h","datatype":"FP16","shape":[1],"data":[0.5]}]})");
+      R"({"name":"h","datatype":"FP16","shape":[1],"data":[0.5]},)"
+      R"({"name":"q","datatype":"UINT8","shape":[2],"data":[255,128]},)"
+      R"({"name":"p","datatype":"INT8","shape":[2],"data":[-1,-128]}]})");
 
   ResponseBody binary = write_infer_response("m", "", {{"k", ElementType::I64, {2}, bytes(k), true}});
   const std::string json =

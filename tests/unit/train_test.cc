@@ -90,6 +90,23 @@ TEST_CASE("Adam and AdamW with bias correction, by hand", "[train]") {
   check_close(s3["w"], "f32[2]", {0.9, 1.1}, 1e-6);
 }
 
+TEST_CASE("Adam's cosine decay: the learning rate falls along a half cosine to 0 and stays there", "[train]") {
+  auto m = linear_loss();
+  Adam cosine{0.1};
+  cosine.cosine_decay_steps = 2;
+  auto step = build_train_step(*m, cosine);
+  REQUIRE(step.ok());
+  auto state = step->initial_state;
+  // The same gradient every step, so each step moves w by its learning rate along -sign(g):
+  // 0.1, then 0.1 (1 + cos(pi / 2)) / 2 = 0.05, then 0.
+  const std::vector<std::vector<double>> expected = {{0.9, 1.1}, {0.85, 1.15}, {0.85, 1.15}, {0.85, 1.15}};
+  for (const auto& w : expected) {
+    REQUIRE(run_train_step(*step, state, x_input()).ok());
+    check_close(state["w"], "f32[2]", w, 1e-5);
+  }
+  check_close(state["adam.step"], "f32[]", {4});
+}
+
 TEST_CASE("training-step errors say what is wrong", "[train][errors]") {
   Model none("none");
   none.output(reduce_sum(none.input("x", {2}), {0}), "loss");

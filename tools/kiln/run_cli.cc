@@ -39,7 +39,7 @@ shape. With --output, writes DIR/NAME.npy per output; without, prints the output
 // The runtime's element types are the artifact's, in the same order (format::kSafetensorsDtypes).
 using format::kSafetensorsDtypes;
 constexpr int kElementTypes = static_cast<int>(std::size(kSafetensorsDtypes));
-static_assert(kElementTypes == static_cast<int>(runtime::ElementType::Bool) + 1, "an element type safetensors lacks");
+static_assert(kElementTypes == static_cast<int>(runtime::ElementType::U8) + 1, "an element type safetensors lacks");
 
 // The element type a .npy reader name stands for (runtime/npy.h names them as the runtime does).
 runtime::ElementType type_of(const std::string& name) {
