@@ -1,5 +1,5 @@
 // Linear quantization: QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear, written with kiln's primitives
-// (the byte types i8 and u8, casts, round half to even, a clamp).
+// (the byte types i8 and u8, round half to even, and casts, which saturate).
 #include <fmt/format.h>
 
 #include "frontends/onnx/ops.h"
@@ -27,7 +27,7 @@ Result<Value> along_axis(Context& ctx, const onnx::NodeProto& node, const Value&
 }
 
 // y = saturate(round_half_to_even(x / scale) + zero_point), in the zero point's type (u8
-// when there is none).
+// when there is none); kiln's cast from a float to a byte saturates.
 Status quantize_linear(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"axis"}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
@@ -54,9 +54,7 @@ Status quantize_linear(Context& ctx, const onnx::NodeProto& node) {
   if (zero_point) {
     KILN_ASSIGN_OR_RETURN(q, binary(ctx, node, Op::Add, q, *zero_point));
   }
-  KILN_ASSIGN_OR_RETURN(Value low, with_scalar(ctx, node, Op::Maximum, q, static_cast<double>(ir::int_min(to))));
-  KILN_ASSIGN_OR_RETURN(Value clamped, with_scalar(ctx, node, Op::Minimum, low, static_cast<double>(ir::int_max(to))));
-  KILN_ASSIGN_OR_RETURN(Value y, cast(ctx, node, clamped, to));
+  KILN_ASSIGN_OR_RETURN(Value y, cast(ctx, node, q, to));  // a float to a byte saturates
   return define_output(ctx, node, 0, y);
 }
 
@@ -103,20 +101,14 @@ Status dynamic_quantize_linear(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value low, with_scalar(ctx, node, Op::Minimum, min, 0.0));
   KILN_ASSIGN_OR_RETURN(Value range, ctx.apply(node, Op::Sub, {high, low}));
   KILN_ASSIGN_OR_RETURN(Value scale, with_scalar(ctx, node, Op::Div, range, 255.0));
-  auto saturated_round = [&](const Value& v) -> Result<Value> {
-    KILN_ASSIGN_OR_RETURN(Value r, round_half_to_even(ctx, node, v));
-    KILN_ASSIGN_OR_RETURN(Value up, with_scalar(ctx, node, Op::Maximum, r, 0.0));
-    return with_scalar(ctx, node, Op::Minimum, up, 255.0);
-  };
+  // -min(x, 0) <= the range, so the zero point lies in [0, 255] before any saturation.
   KILN_ASSIGN_OR_RETURN(Value neg_low, ctx.apply(node, Op::Neg, {low}));
   KILN_ASSIGN_OR_RETURN(Value zp_unrounded, ctx.apply(node, Op::Div, {neg_low, scale}));
-  KILN_ASSIGN_OR_RETURN(Value zp, saturated_round(zp_unrounded));
+  KILN_ASSIGN_OR_RETURN(Value zp, round_half_to_even(ctx, node, zp_unrounded));
   KILN_ASSIGN_OR_RETURN(Value scaled, binary(ctx, node, Op::Div, x, scale));
   KILN_ASSIGN_OR_RETURN(Value rounded, round_half_to_even(ctx, node, scaled));
   KILN_ASSIGN_OR_RETURN(Value shifted, binary(ctx, node, Op::Add, rounded, zp));
-  KILN_ASSIGN_OR_RETURN(Value up, with_scalar(ctx, node, Op::Maximum, shifted, 0.0));
-  KILN_ASSIGN_OR_RETURN(Value clamped, with_scalar(ctx, node, Op::Minimum, up, 255.0));
-  KILN_ASSIGN_OR_RETURN(Value y, cast(ctx, node, clamped, ir::DType::U8));
+  KILN_ASSIGN_OR_RETURN(Value y, cast(ctx, node, shifted, ir::DType::U8));  // saturating
   KILN_ASSIGN_OR_RETURN(Value zero_point, cast(ctx, node, zp, ir::DType::U8));
   KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, y));
   KILN_RETURN_IF_ERROR(define_output(ctx, node, 1, scale));
