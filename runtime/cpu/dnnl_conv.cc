@@ -31,9 +31,6 @@ dnnl_format_tag_t plain(size_t rank) {
   }
 }
 
-// One operand of a convolution: its plain (IR) layout, the layout oneDNN's primitive
-// chose (a blocked one such as nChw16c, which its fastest kernels take), and the reorder
-// between them where they differ.
 // Input channels (per group) up to which a convolution's result is asked for channel-blocked.
 constexpr int64_t kFewChannels = 4;
 
@@ -55,6 +52,9 @@ dnnl_format_tag_t channel_blocked(size_t rank) {
   return wide ? dnnl_aBcde16b : dnnl_aBcde8b;
 }
 
+// One operand of a convolution: its plain (IR) layout, the layout oneDNN's primitive
+// chose (a blocked one such as nChw16c, which its fastest kernels take), and the reorder
+// between them where they differ.
 struct Operand {
   dnnl_memory_desc_t plain{}, chosen{};
   DnnlPrimitive reorder;  // plain -> chosen for inputs, chosen -> plain for the output
@@ -134,7 +134,6 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
            api.memory_desc_init_by_tag(&any_md, n, dims.data(), dnnl_f32, dnnl_format_tag_any) == dnnl_success;
   };
   if (!init(prep.x.plain, any_x, x) || !init(prep.w.plain, any_w, w) || !init(prep.y.plain, any_y, y)) return prep;
-  dnnl_convolution_desc_t forward;
   const bool inference = c.kind() == format::ConvKind::Forward;
   // The post-ops: a bias first is the primitive's own; an added tensor is a sum.
   dnnl_post_ops_t post_ops = nullptr;
@@ -184,11 +183,15 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
       return prep;
     }
   }
-  const dnnl_status_t described = api.conv_forward_desc_init(
-      &forward, inference ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct, &any_x, &any_w,
-      prep.bias ? &prep.bias_md : nullptr, &any_y, strides.data(), dilations.data(), lo.data(), hi.data());
-  dnnl_primitive_desc_t forward_pd =
-      described == dnnl_success ? dnnl_describe(api, &forward, nullptr, post_ops) : nullptr;
+  // The forward primitive with its result in `dst`'s layout, or null.
+  auto describe_forward = [&](const dnnl_memory_desc_t& dst) -> dnnl_primitive_desc_t {
+    dnnl_convolution_desc_t forward;
+    const dnnl_status_t described = api.conv_forward_desc_init(
+        &forward, inference ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct, &any_x, &any_w,
+        prep.bias ? &prep.bias_md : nullptr, &dst, strides.data(), dilations.data(), lo.data(), hi.data());
+    return described == dnnl_success ? dnnl_describe(api, &forward, nullptr, post_ops) : nullptr;
+  };
+  dnnl_primitive_desc_t forward_pd = describe_forward(any_y);
   // A convolution of few input channels (an image network's first) gets oneDNN's
   // channels-last result, which a loop kernel after it (a pool) needs plain: that reorder
   // is a transpose. A channel-blocked result reorders to plain in contiguous runs, and its
@@ -197,13 +200,9 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
   if (forward_pd && inference && x[1] / std::max<int64_t>(c.groups(), 1) <= kFewChannels &&
       channels_last(api, *api.primitive_desc_query_md(forward_pd, dnnl_query_dst_md, 0), y)) {
     dnnl_memory_desc_t blocked_y;
-    dnnl_convolution_desc_t blocked;
     if (api.memory_desc_init_by_tag(&blocked_y, static_cast<int>(y.size()), y.data(), dnnl_f32,
-                                    channel_blocked(y.size())) == dnnl_success &&
-        api.conv_forward_desc_init(&blocked, dnnl_forward_inference, dnnl_convolution_direct, &any_x, &any_w,
-                                   prep.bias ? &prep.bias_md : nullptr, &blocked_y, strides.data(), dilations.data(),
-                                   lo.data(), hi.data()) == dnnl_success)
-      if (dnnl_primitive_desc_t blocked_pd = dnnl_describe(api, &blocked, nullptr, post_ops)) {
+                                    channel_blocked(y.size())) == dnnl_success)
+      if (dnnl_primitive_desc_t blocked_pd = describe_forward(blocked_y)) {
         api.primitive_desc_destroy(forward_pd);
         forward_pd = blocked_pd;
       }
