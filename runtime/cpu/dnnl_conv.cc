@@ -31,7 +31,7 @@ dnnl_format_tag_t plain(size_t rank) {
   }
 }
 
-// Input channels (per group) up to which a convolution's result is asked for channel-blocked.
+// Input channels up to which an ungrouped convolution's result is asked for channel-blocked.
 constexpr int64_t kFewChannels = 4;
 
 // Whether md is the channels-last layout (nhwc and its 1-D and 3-D forms) of dims.
@@ -196,8 +196,10 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
   // channels-last result, which a loop kernel after it (a pool) needs plain: that reorder
   // is a transpose. A channel-blocked result reorders to plain in contiguous runs, and its
   // kernel was faster too: Fashion-MNIST's conv1 1.80 -> 0.79 ms, ResNet's 28.3 -> 17.9 ms
-  // with the reorder (docs/cpu.md).
-  if (forward_pd && inference && x[1] / std::max<int64_t>(c.groups(), 1) <= kFewChannels &&
+  // with the reorder (docs/cpu.md). Not for grouped ones: a depthwise convolution (one
+  // input channel per group) asked for a blocked result got oneDNN's reference kernel,
+  // 50x slower (MobileNetV2 7 -> 130 ms).
+  if (forward_pd && inference && c.groups() <= 1 && x[1] <= kFewChannels &&
       channels_last(api, *api.primitive_desc_query_md(forward_pd, dnnl_query_dst_md, 0), y)) {
     dnnl_memory_desc_t blocked_y;
     if (api.memory_desc_init_by_tag(&blocked_y, static_cast<int>(y.size()), y.data(), dnnl_f32,
