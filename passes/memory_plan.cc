@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <algorithm>
 
+#include "ir/conv_epilogue.h"
+#include "ir/window.h"
+
 namespace kiln::passes {
 namespace {
 
@@ -33,6 +36,24 @@ bool reads_elementwise(const ir::Graph& g, const ir::Step& step, ValueId v, cons
     derived[n.result] = 1;
   }
   return true;
+}
+
+// Whether library step `step` is a convolution whose residual add (oneDNN's sum post-op)
+// reads v and nothing else in the step reads v: the call adds what its result's buffer
+// holds, so a dying v can be that buffer and the copy of v into it is saved.
+bool adds_in_place(const ir::Graph& g, const std::vector<ir::ConvEpilogue>& epilogues, const ir::Step& step,
+                   ValueId v, ValueId out) {
+  if (step.kind != ir::StepKind::Library) return false;
+  int readers = 0;
+  for (int m : step.nodes)
+    for (ValueId x : g.nodes[m].operands) readers += x == v;
+  if (readers != 1) return false;
+  for (const ir::ConvEpilogue& e : epilogues) {
+    if (e.result != out || std::find(step.nodes.begin(), step.nodes.end(), e.conv) == step.nodes.end()) continue;
+    return std::any_of(e.post_ops.begin(), e.post_ops.end(),
+                       [&](const ir::ConvPostOp& p) { return p.kind == ir::ConvPostOp::Kind::Add && p.operand == v; });
+  }
+  return false;
 }
 
 // A group of values sharing arena bytes through in-place reuse.
@@ -93,7 +114,13 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
     }
   }
 
-  // In-place reuse: a loop kernel's output over an input dying at that step.
+  // In-place reuse: a loop kernel's output over an input dying at that step, and a
+  // convolution's over the residual it adds.
+  const bool has_conv = std::any_of(program.steps.begin(), program.steps.end(), [&](const ir::Step& s) {
+    return s.kind == ir::StepKind::Library &&
+           std::any_of(s.nodes.begin(), s.nodes.end(), [&](int m) { return ir::is_convolution(g.nodes[m].op); });
+  });
+  const std::vector<ir::ConvEpilogue> epilogues = has_conv ? ir::conv_epilogues(g) : std::vector<ir::ConvEpilogue>{};
   std::vector<int> allocation_of(g.values.size(), -1);
   std::vector<Allocation> allocations;
   for (const Buffer& b : buffers) {
@@ -107,7 +134,8 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
         continue;
       int a = allocation_of[in];
       if (allocations[a].last != b.first_step || allocations[a].values.back() != in) continue;  // already taken over
-      if (!reads_elementwise(g, step, in, g.type(b.value))) continue;
+      if (!reads_elementwise(g, step, in, g.type(b.value)) && !adds_in_place(g, epilogues, step, in, b.value))
+        continue;
       reuse = a;
       buffers[buffer_of[b.value]].in_place_of = in;
       break;

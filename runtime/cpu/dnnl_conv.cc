@@ -271,6 +271,13 @@ Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const u
 
 namespace {
 
+// The bytes of a forward convolution's f32 result.
+size_t result_bytes(const format::Conv& c) {
+  size_t elements = 1;
+  for (int64_t d : *c.y()) elements *= static_cast<size_t>(d);
+  return elements * sizeof(float);
+}
+
 // The step input a convolution's residual add reads, or -1.
 int added_input(const format::Conv& c) {
   if (c.post_ops())
@@ -332,12 +339,23 @@ std::vector<ConvLayout> plan_conv_layouts(const format::Artifact& a, const std::
 Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights,
                 ConvLayout layout) {
   // args: x, w (or their backward counterparts), the post-ops' operands, the result.
-  const PostOpOperands post = post_op_operands(conv, args);
+  PostOpOperands post = post_op_operands(conv, args);
   uint8_t* const core[3] = {args[0], args[1], post.result};
   const DnnlApi* api = dnnl_api();
   const Prepared* prep = api ? &prepared(*api, conv) : nullptr;
+  // The memory plan may put the result over the residual it adds (the sum post-op reads
+  // it from there). Where the residual must move first (the portable path computes the
+  // result before adding it; a reorder cannot run in place), it moves from a copy.
+  const bool added_in_place = post.added && post.added == post.result;
+  thread_local std::vector<uint8_t> residual;
+  auto set_residual_aside = [&](size_t bytes) {
+    residual.assign(post.added, post.added + bytes);
+    for (uint8_t*& p : post.per_post_op) p = p == post.added ? residual.data() : p;
+    post.added = residual.data();
+  };
   // As for matmuls: where oneDNN has no primitive for a call, the portable path runs it.
   if (!prep || !prep->primitive.primitive) {
+    if (added_in_place) set_residual_aside(result_bytes(conv));
     KILN_RETURN_IF_ERROR(run_conv_gemm(conv, core));
     apply_post_ops(conv, post);
     return Status::Ok();
@@ -364,8 +382,9 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
   }
   if (prep->sum) {  // the sum post-op adds what the result's buffer holds
     if (layout.added_native || !prep->y.reordered()) {
-      std::memcpy(operands[2].data, post.added, prep->y.chosen_bytes);
+      if (operands[2].data != post.added) std::memcpy(operands[2].data, post.added, prep->y.chosen_bytes);
     } else {
+      if (operands[2].data == post.added) set_residual_aside(api->memory_desc_get_size(&prep->y.plain));
       const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->y.plain, post.added},
                                  {DNNL_ARG_TO, &prep->y.chosen, operands[2].data}};
       KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->y_in, reorder, threads, prep->reorder_what));

@@ -213,6 +213,21 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
                         m.param("bn_b", {32}, Init::uniform(-1, 1)), m.param("mean", {32}, Init::uniform(-1, 1)), var));
          return reduce_sum(normed, {1, 2, 3}) + reduce_sum(a, {1, 2, 3});
        }},
+      // The result written over the residual it adds (the memory plan's in-place rule):
+      // a residual a kernel wrote in the plain layout, added by a convolution whose result
+      // another convolution reads in oneDNN's layout, so the residual is reordered from a
+      // copy; and one added where both are in oneDNN's layout.
+      {"conv over the residual it adds, plain and in oneDNN's layout",
+       [](Model& m) {
+         auto weights = [&](const std::string& name, ir::Shape shape) {
+           return m.param(name, std::move(shape), Init::uniform(-0.2, 0.2));
+         };
+         Tensor r = tanh(m.input("r", {2, 16, 6, 6}));
+         Tensor y = conv(m.input("x", {2, 16, 6, 6}), weights("w1", {16, 16, 3, 3}), {{}, {1, 1, 1, 1}, {}, 1}) + r;
+         Tensor z = relu(conv(y, weights("w2", {16, 16, 1, 1})));
+         Tensor out = conv(z, weights("w3", {16, 16, 1, 1})) + y;
+         return conv(out, weights("w4", {8, 16, 1, 1}));
+       }},
       {"conv's gradients on oneDNN: stride 2, asymmetric pads, dilation 2, groups 2",
        [](Model& m) {
          return conv_with_gradients(m, m.input("x", {2, 4, 9, 8}), m.input("w", {6, 2, 3, 2}),
