@@ -116,6 +116,10 @@ format::ConvPostOpKind to_format(ir::ConvPostOp::Kind k) {
     case ir::ConvPostOp::Kind::Bias: return format::ConvPostOpKind::Bias;
     case ir::ConvPostOp::Kind::Relu: return format::ConvPostOpKind::Relu;
     case ir::ConvPostOp::Kind::Clip: return format::ConvPostOpKind::Clip;
+    case ir::ConvPostOp::Kind::Sigmoid: return format::ConvPostOpKind::Sigmoid;
+    case ir::ConvPostOp::Kind::Tanh: return format::ConvPostOpKind::Tanh;
+    case ir::ConvPostOp::Kind::Silu: return format::ConvPostOpKind::Silu;
+    case ir::ConvPostOp::Kind::HardSwish: return format::ConvPostOpKind::HardSwish;
     case ir::ConvPostOp::Kind::Add: return format::ConvPostOpKind::Add;
     case ir::ConvPostOp::Kind::ChannelAdd: return format::ConvPostOpKind::ChannelAdd;
     case ir::ConvPostOp::Kind::ChannelSub: return format::ConvPostOpKind::ChannelSub;

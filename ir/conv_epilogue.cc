@@ -1,6 +1,8 @@
 #include "ir/conv_epilogue.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 namespace kiln::ir {
 namespace {
@@ -22,7 +24,13 @@ class EpilogueMatcher {
     e.conv = conv;
     ValueId x = c.result;
     bool added = false;
-    while (const Node* u = only_user(x)) {
+    while (true) {
+      if (silu_or_hard_swish(x, e)) {
+        x = e.result;
+        continue;
+      }
+      const Node* u = only_user(x);
+      if (!u) break;
       const ValueId other = u->operands.size() == 2 ? u->operands[u->operands[0] == x ? 1 : 0] : kNoValue;
       const bool x_first = !u->operands.empty() && u->operands[0] == x;
       if (u->op == Op::Add &&
@@ -33,6 +41,10 @@ class EpilogueMatcher {
                              e)) {
       } else if (u->op == Op::Relu) {
         e.post_ops.push_back({ConvPostOp::Kind::Relu});
+      } else if (u->op == Op::Sigmoid) {
+        e.post_ops.push_back({ConvPostOp::Kind::Sigmoid});
+      } else if (u->op == Op::Tanh) {
+        e.post_ops.push_back({ConvPostOp::Kind::Tanh});
       } else if (u->op == Op::Maximum && clip_of(*u, other, e)) {
         e.nodes.push_back(index_of(*u));
         u = only_user(u->result);  // the clip's minimum
@@ -107,6 +119,55 @@ class EpilogueMatcher {
     if (only_user(v)) claimed.push_back(p);
     nodes.insert(nodes.end(), claimed.begin(), claimed.end());
     return g_.nodes[p].attrs.get_literal("value").floats[0];
+  }
+
+  // x·sigmoid(x), or x·clip(x/6 + 1/2, 0, 1) (the clip as a minimum and a maximum with
+  // constants, in either order), where those are x's only two users: appends the post-op,
+  // claims its nodes and sets e.result to the product.
+  bool silu_or_hard_swish(ValueId x, ConvEpilogue& e) {
+    if (result_[x] || users_[x].size() != 2 || taken_[users_[x][0]] || taken_[users_[x][1]]) return false;
+    for (int first = 0; first < 2; ++first) {
+      const Node& a = g_.nodes[users_[x][first]];
+      const Node& product = g_.nodes[users_[x][1 - first]];
+      if (product.op != Op::Mul || product.operands.size() != 2) continue;
+      const ValueId factor = product.operands[product.operands[0] == x ? 1 : 0];
+      if (factor == x || (product.operands[0] != x && product.operands[1] != x)) continue;
+      std::vector<int> nodes = {users_[x][first], users_[x][1 - first]};
+      ConvPostOp::Kind kind;
+      if (a.op == Op::Sigmoid && a.result == factor && only_user(a.result) == &product) {
+        kind = ConvPostOp::Kind::Silu;
+      } else if (!hard_sigmoid_of(x, a, factor, product, nodes)) {
+        continue;
+      } else {
+        kind = ConvPostOp::Kind::HardSwish;
+      }
+      e.nodes.insert(e.nodes.end(), nodes.begin(), nodes.end());
+      e.post_ops.push_back({kind});
+      e.result = product.result;
+      return true;
+    }
+    return false;
+  }
+
+  // Whether `scaled` = x·(1/6), then + 1/2, then clipped to [0, 1], gives `factor`, read
+  // only by `product`. Claims the chain's nodes and constants into `nodes`.
+  bool hard_sigmoid_of(ValueId x, const Node& scaled, ValueId factor, const Node& product, std::vector<int>& nodes) {
+    auto other = [&](const Node& n, ValueId v) { return n.operands[n.operands[0] == v ? 1 : 0]; };
+    auto near = [](std::optional<double> c, double want) { return c && std::abs(*c - want) <= 1e-6 * want; };
+    if (scaled.op != Op::Mul || !near(splat(other(scaled, x), nodes), 1.0 / 6.0)) return false;
+    const Node* shifted = only_user(scaled.result);
+    if (!shifted || shifted->op != Op::Add || !near(splat(other(*shifted, scaled.result), nodes), 0.5)) return false;
+    const Node* first = only_user(shifted->result);
+    const Node* second = first ? only_user(first->result) : nullptr;
+    if (!second || second->result != factor || only_user(factor) != &product) return false;
+    for (const Node* bound : {first, second}) {
+      const ValueId input = bound == first ? shifted->result : first->result;
+      const std::optional<double> c = splat(other(*bound, input), nodes);
+      if (!c || !((bound->op == Op::Maximum && *c == 0.0) || (bound->op == Op::Minimum && *c == 1.0))) return false;
+    }
+    if (first->op == second->op) return false;
+    for (const Node* n : {shifted, first, second}) nodes.push_back(index_of(*n));
+    return true;
   }
 
   // maximum(x, lo) then minimum(., hi) with constant bounds: a clip.

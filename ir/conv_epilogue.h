@@ -12,7 +12,8 @@ namespace kiln::ir {
 struct ConvPostOp {
   /// Channel*: the result and a per-channel value, as the inference form of batch norm
   /// gives them (x - mean, times scale / sqrt(var + eps), plus bias).
-  enum class Kind { Bias, Relu, Clip, Add, ChannelAdd, ChannelSub, ChannelMul };
+  /// Silu: x·sigmoid(x); HardSwish: x·clip(x/6 + 1/2, 0, 1).
+  enum class Kind { Bias, Relu, Clip, Add, ChannelAdd, ChannelSub, ChannelMul, Sigmoid, Tanh, Silu, HardSwish };
   Kind kind;
   /// Bias and Channel*: the [O] values (any shape of O elements); Add: a tensor of the
   /// result's shape.
@@ -21,9 +22,10 @@ struct ConvPostOp {
 };
 
 /// A forward f32 convolution and the chain of single-use ops after it: an add of a
-/// per-channel bias (broadcast over every dim but 1), then any of relu, a clip (maximum
-/// and minimum with constants), per-channel adds, subtractions and products (batch norm),
-/// and one add of a tensor of the result's shape (a residual).
+/// per-channel bias (broadcast over every dim but 1), then any of relu, sigmoid, tanh, a
+/// clip (maximum and minimum with constants), x·sigmoid(x), hard swish (x times the clip
+/// of x/6 + 1/2 to [0, 1], as ONNX's HardSwish imports), per-channel adds, subtractions
+/// and products (batch norm), and one add of a tensor of the result's shape (a residual).
 struct ConvEpilogue {
   int conv = -1;
   /// Every node the call computes besides the convolution: the chain's ops, the bias's

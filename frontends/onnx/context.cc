@@ -14,9 +14,10 @@ namespace kiln::onnx_import {
 
 namespace {
 
-// Constants this small fold through the ops that read them (shape arithmetic); larger ones
-// stay graph values, computed by the compiled model.
-constexpr int64_t kMostFoldedElements = 4096;
+// Constants this small fold through the ops that read them (shape arithmetic, and the
+// index tensors models build from it: Swin's attention-mask scatter indices have tens of
+// thousands of elements); larger ones stay graph values, computed by the compiled model.
+constexpr int64_t kMostFoldedElements = int64_t{1} << 20;
 // Constants this large become params (with weights) rather than literals in the IR.
 constexpr int64_t kMostLiteralElements = 16;
 

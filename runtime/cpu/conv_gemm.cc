@@ -100,7 +100,10 @@ PostOpOperands post_op_operands(const format::Conv& conv, uint8_t* const* args) 
   int next = 2;
   if (conv.post_ops())
     for (const format::ConvPostOp* p : *conv.post_ops()) {
-      const bool reads = p->kind() != format::ConvPostOpKind::Relu && p->kind() != format::ConvPostOpKind::Clip;
+      const bool reads = p->kind() == format::ConvPostOpKind::Bias || p->kind() == format::ConvPostOpKind::Add ||
+                         p->kind() == format::ConvPostOpKind::ChannelAdd ||
+                         p->kind() == format::ConvPostOpKind::ChannelSub ||
+                         p->kind() == format::ConvPostOpKind::ChannelMul;
       operands.per_post_op.push_back(reads ? args[next++] : nullptr);
       if (p->kind() == format::ConvPostOpKind::Bias) operands.bias = operands.per_post_op.back();
       if (p->kind() == format::ConvPostOpKind::Add) operands.added = operands.per_post_op.back();
@@ -129,6 +132,10 @@ void apply_post_ops(const format::Conv& conv, const PostOpOperands& operands) {
         case format::ConvPostOpKind::Relu: v = std::isnan(v) ? v : std::max(v, 0.0f); break;
         case format::ConvPostOpKind::Clip: v = std::isnan(v) ? v : std::min(std::max(v, p->lo()), p->hi()); break;
         case format::ConvPostOpKind::Add: v += operand[i]; break;
+        case format::ConvPostOpKind::Sigmoid: v = 1.0f / (1.0f + std::exp(-v)); break;
+        case format::ConvPostOpKind::Tanh: v = std::tanh(v); break;
+        case format::ConvPostOpKind::Silu: v = v / (1.0f + std::exp(-v)); break;
+        case format::ConvPostOpKind::HardSwish: v = v * std::min(std::max(v / 6.0f + 0.5f, 0.0f), 1.0f); break;
       }
     }
   }

@@ -169,6 +169,18 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
           made = made &&
                  api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_clip_v2, p->lo(), p->hi()) == dnnl_success;
           break;
+        case format::ConvPostOpKind::Sigmoid:
+          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f) == dnnl_success;
+          break;
+        case format::ConvPostOpKind::Tanh:
+          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_tanh, 0.0f, 0.0f) == dnnl_success;
+          break;
+        case format::ConvPostOpKind::Silu:  // oneDNN's swish: x·sigmoid(alpha·x)
+          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f) == dnnl_success;
+          break;
+        case format::ConvPostOpKind::HardSwish:
+          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f) == dnnl_success;
+          break;
         case format::ConvPostOpKind::Add:
           prep.sum = true;
           made = made && api.post_ops_append_sum(post_ops, 1.0f) == dnnl_success;

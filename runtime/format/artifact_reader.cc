@@ -174,8 +174,11 @@ std::string conv_problem(const Conv& c) {
   return "";
 }
 
-// Whether a post-op reads a step input: all but relu and clip.
-bool reads_input(ConvPostOpKind kind) { return kind != ConvPostOpKind::Relu && kind != ConvPostOpKind::Clip; }
+// Whether a post-op reads a step input: a bias, an added tensor, a per-channel value.
+bool reads_input(ConvPostOpKind kind) {
+  return kind == ConvPostOpKind::Bias || kind == ConvPostOpKind::Add || kind == ConvPostOpKind::ChannelAdd ||
+         kind == ConvPostOpKind::ChannelSub || kind == ConvPostOpKind::ChannelMul;
+}
 
 // The inputs a convolution's post-ops read (a bias, a tensor to add, per-channel values).
 uint32_t post_op_operands(const Conv& c) {

@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 9;  // minor version 9
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.9 (this runtime reads 1.0 to 1.8)");
+  newer[10] = 10;  // minor version 10
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.10 (this runtime reads 1.0 to 1.9)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -378,5 +378,17 @@ TEST_CASE("a convolution's post-ops must fit it: kinds, order, operands and boun
     c.steps[0].conv->post_ops.pop_back();  // the added tensor's input is left over
     CHECK(refusal(format::write_artifact(c)).message ==
           "artifact: malformed metadata: library step 0 needs 3 inputs and one output");
+  }
+  {  // the activations (format 1.9) read no input: the relu's place takes any of them
+    for (Kind k : {Kind::Sigmoid, Kind::Tanh, Kind::Silu, Kind::HardSwish}) {
+      auto c = good;
+      c.steps[0].conv->post_ops[2].kind = k;
+      CHECK(format::read_artifact(format::write_artifact(c)).ok());
+    }
+  }
+  {
+    auto c = good;
+    c.steps[0].conv->post_ops[2].kind = static_cast<Kind>(static_cast<int>(Kind::MAX) + 1);
+    CHECK(refused(c) == prefix + "has a post-op of an unknown kind");
   }
 }

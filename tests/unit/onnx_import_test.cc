@@ -150,6 +150,47 @@ TEST_CASE("shape arithmetic on constants folds at import", "[onnx]") {
         "graph @model(%x: f32[2,3,4]) {\n  %y: f32[6,4] = reshape(%x) {shape=[6,4]}\n  return %y\n}\n");
 }
 
+TEST_CASE("index tensors built from constants fold too, past shape arithmetic's sizes", "[onnx]") {
+  // ScatterND's indices must be known at import. Swin's attention-mask indices are built
+  // like these (Range, Div, Unsqueeze, Concat), with more elements than shape arithmetic.
+  constexpr int64_t kSide = 50, kCount = kSide * kSide;  // indices: [2500, 2]
+  onnx::ModelProto m;
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", {kSide, kSide});
+  add_value(g->mutable_input(), "u", {kCount});
+  add_value(g->mutable_output(), "y", {kSide, kSide});
+  auto scalar = [&](const std::string& name, int64_t v) {
+    onnx::AttributeProto* a = add_node(g, "Constant", {}, {name}, name)->add_attribute();
+    a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    a->mutable_t()->add_int64_data(v);
+  };
+  scalar("start", kCount - 1), scalar("limit", -1), scalar("delta", -1), scalar("side", kSide);
+  onnx::AttributeProto* axes = add_node(g, "Constant", {}, {"axes"}, "axes")->add_attribute();
+  axes->set_name("value_ints"), axes->set_type(onnx::AttributeProto::INTS), axes->add_ints(1);
+  add_node(g, "Range", {"start", "limit", "delta"}, {"flat"});  // 2499, 2498, ..., 0
+  add_node(g, "Div", {"flat", "side"}, {"row"});
+  add_node(g, "Mul", {"row", "side"}, {"row_start"});
+  add_node(g, "Sub", {"flat", "row_start"}, {"col"});
+  add_node(g, "Unsqueeze", {"row", "axes"}, {"row1"}, "unsqueeze_row");
+  add_node(g, "Unsqueeze", {"col", "axes"}, {"col1"}, "unsqueeze_col");
+  onnx::AttributeProto* axis = add_node(g, "Concat", {"row1", "col1"}, {"indices"})->add_attribute();
+  axis->set_name("axis"), axis->set_type(onnx::AttributeProto::INT), axis->set_i(1);
+  add_node(g, "ScatterND", {"x", "indices", "u"}, {"y"});
+  auto r = import_model(bytes_of(m));
+  if (!r.ok()) FAIL(r.error().message);
+  std::vector<double> x(kCount, -1.0), u(kCount);
+  for (int64_t i = 0; i < kCount; ++i) u[static_cast<size_t>(i)] = static_cast<double>(i % 97);
+  std::map<std::string, ir::Tensor> args = r->weights;  // ScatterND's placement, a constant too large for a literal
+  args["x"] = ir::Tensor::from_doubles(ir::TensorType{ir::DType::F32, {kSide, kSide}}, x);
+  args["u"] = ir::Tensor::from_doubles(ir::TensorType{ir::DType::F32, {kCount}}, u);
+  auto y = ir::evaluate(r->graph, args);
+  if (!y.ok()) FAIL(y.error().message);
+  REQUIRE(y->size() == 1);
+  for (int64_t i = 0; i < kCount; i += 97) CHECK((*y)[0].get(kCount - 1 - i) == u[static_cast<size_t>(i)]);
+}
+
 TEST_CASE("symbolic dims need --shape, which must fit", "[onnx]") {
   onnx::ModelProto m = linear_model();
   m.mutable_graph()->mutable_input()->Clear();

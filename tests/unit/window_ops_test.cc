@@ -228,6 +228,21 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          Tensor out = conv(z, weights("w3", {16, 16, 1, 1})) + y;
          return conv(out, weights("w4", {8, 16, 1, 1}));
        }},
+      // The activations a call applies besides relu and clip: SiLU and hard swish (x read
+      // twice), tanh, sigmoid; activations passed between the convolutions in oneDNN's
+      // layout.
+      {"conv epilogues: SiLU, hard swish, tanh, sigmoid",
+       [](Model& m) {
+         auto weights = [&](const std::string& name, ir::Shape shape) {
+           return m.param(name, std::move(shape), Init::uniform(-0.2, 0.2));
+         };
+         auto splat = [&](double v, const Tensor& like) { return broadcast(m.scalar(v), like.shape(), {}); };
+         Tensor a = conv(m.input("x", {2, 16, 6, 6}), weights("w1", {16, 16, 3, 3}), {{}, {1, 1, 1, 1}, {}, 1});
+         Tensor b = conv(a * sigmoid(a), weights("w2", {16, 16, 1, 1}));
+         Tensor hard_swish = b * maximum(minimum(b * splat(1.0 / 6.0, b) + splat(0.5, b), splat(1.0, b)), splat(0.0, b));
+         Tensor c = tanh(conv(hard_swish, weights("w3", {16, 16, 1, 1})));
+         return sigmoid(conv(c, weights("w4", {8, 16, 1, 1})));
+       }},
       {"conv's gradients on oneDNN: stride 2, asymmetric pads, dilation 2, groups 2",
        [](Model& m) {
          return conv_with_gradients(m, m.input("x", {2, 4, 9, 8}), m.input("w", {6, 2, 3, 2}),
