@@ -120,6 +120,18 @@ class Partitioner {
     return axes;
   }
 
+  // Whether n is a concat of two or more values that are not a padding's constants.
+  bool joins_values(const Node& n) const {
+    if (n.op != Op::Concat) return false;
+    int values = 0;
+    for (ValueId x : n.operands) {
+      int p = producer_[x];
+      while (p >= 0 && g_.nodes[p].op == Op::Broadcast) p = producer_[g_.nodes[p].operands[0]];
+      values += p < 0 || !is_source(g_.nodes[p].op);
+    }
+    return values >= 2;
+  }
+
   // The group the node joins, or -1. Usually all its users are in that group; a node
   // that is a result, or that has users in other groups too, may still join a group of
   // its users as an extra output of its kernel (multi-output fusion) when its shape is
@@ -139,8 +151,10 @@ class Partitioner {
       return !groups_[user_groups[0]].convolution && !is_result_[n.result] && swaps_last_two(n) ? user_groups[0] : -1;
     // A computed value that several windows read (the taps of a convolution or a pool:
     // slices of it, or of its padded copy) is computed once into memory, not again inside
-    // the kernel for each tap.
-    if (computes(n.op) && window_reads(g_, users_, n.result) > 2) return -1;
+    // the kernel for each tap. So is a concat of values (an Inception block's branches
+    // before its pool): inside the pool's kernel, each tap chose among the operands again
+    // (GoogLeNet's pools ran at 0.03 of copy).
+    if ((computes(n.op) || joins_values(n)) && window_reads(g_, users_, n.result) > 2) return -1;
     for (int target : user_groups) {
       Group& grp = groups_[target];
       if (grp.kind == StepKind::Library || grp.kind == StepKind::Scatter) continue;
