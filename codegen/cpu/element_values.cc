@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
@@ -49,9 +50,96 @@ llvm::Value* KernelEmitter::dense_constant(const ir::Literal& literal, ir::DType
   return b_.CreateLoad(t, b_.CreateGEP(t, global, flat));
 }
 
+bool KernelEmitter::padding(ValueId x) const {
+  for (int p = producer_[x]; p >= 0 && member_[p]; p = producer_[x]) {
+    const Node& q = g_.nodes[p];
+    if (ir::op_kind(q.op) == ir::OpKind::Source) return true;
+    if (q.op != ir::Op::Broadcast && q.op != ir::Op::Reshape) return false;
+    x = q.operands[0];
+  }
+  return false;
+}
+
+std::pair<int64_t, int64_t> KernelEmitter::padded_columns() const {
+  int64_t lead = 0, trail = 0;
+  for (int m : step_.nodes) {
+    const Node& n = g_.nodes[m];
+    const int64_t rank = type(n.result).rank();
+    if (n.op != ir::Op::Concat || *ir::normalize_axis(n.attrs.get_int("axis"), rank) != rank - 1) continue;
+    int64_t front = 0, back = 0;
+    for (size_t k = 0; k < n.operands.size() && padding(n.operands[k]); ++k) front += type(n.operands[k]).shape.back();
+    for (size_t k = n.operands.size(); k-- > 0 && padding(n.operands[k]);) back += type(n.operands[k]).shape.back();
+    lead = std::max(lead, front);
+    trail = std::max(trail, back);
+  }
+  return {lead, trail};
+}
+
+bool KernelEmitter::speculatable(ValueId v) const {
+  if (!computed_here(v)) return true;
+  const Node& n = g_.nodes[producer_[v]];
+  const ir::OpKind kind = ir::op_kind(n.op);
+  if (kind == ir::OpKind::Source) return true;
+  return kind == ir::OpKind::Movement &&
+         std::all_of(n.operands.begin(), n.operands.end(), [&](ValueId x) { return speculatable(x); });
+}
+
+std::optional<std::pair<int64_t, int64_t>> KernelEmitter::range_of(llvm::Value* v) const {
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(v)) return std::pair{c->getSExtValue(), c->getSExtValue()};
+  if (column_range_ && v == column_range_->column) return std::pair{column_range_->first, column_range_->last};
+  auto* op = llvm::dyn_cast<llvm::BinaryOperator>(v);
+  if (!op) return std::nullopt;
+  auto a = range_of(op->getOperand(0)), b = range_of(op->getOperand(1));
+  if (!a || !b) return std::nullopt;
+  switch (op->getOpcode()) {
+    case llvm::Instruction::Add: return std::pair{a->first + b->first, a->second + b->second};
+    case llvm::Instruction::Sub: return std::pair{a->first - b->second, a->second - b->first};
+    case llvm::Instruction::Mul: {
+      if (a->first != a->second && b->first != b->second) return std::nullopt;
+      const int64_t k = a->first == a->second ? a->first : b->first;
+      const std::pair<int64_t, int64_t>& r = a->first == a->second ? *b : *a;
+      return k >= 0 ? std::pair{r.first * k, r.second * k} : std::pair{r.second * k, r.first * k};
+    }
+    default: return std::nullopt;
+  }
+}
+
 Result<llvm::Value*> KernelEmitter::concat(const Node& n, const Index& out) {
   int64_t axis = *ir::normalize_axis(n.attrs.get_int("axis"), type(n.result).rank());
   llvm::Value* at = out.dims[static_cast<size_t>(axis)];
+  if (auto range = range_of(at)) {
+    int64_t offset = 0;
+    for (ValueId x : n.operands) {
+      const int64_t extent = type(x).shape[static_cast<size_t>(axis)];
+      if (range->first >= offset && range->second < offset + extent) {
+        Index src = out;
+        src.dims[static_cast<size_t>(axis)] = b_.CreateSub(at, i64(offset));
+        return value_at(x, src);
+      }
+      offset += extent;
+    }
+  }
+  // A padding along a dim before the last (a padded window's rows) picks the same operand
+  // for a whole row: where its data is read from memory through movement ops, the data
+  // is read at the index clamped into its range and a select picks, with no branch, so
+  // that the loop over the row vectorizes. (A concat of many values keeps its branches:
+  // reading every operand per element cost more.)
+  const auto values = std::count_if(n.operands.begin(), n.operands.end(), [&](ValueId x) { return !padding(x); });
+  if (axis + 1 < type(n.result).rank() && values <= 1 && speculatable(n.result)) {
+    llvm::Value* picked = nullptr;
+    int64_t offset = 0;
+    for (ValueId x : n.operands) {
+      const int64_t extent = type(x).shape[static_cast<size_t>(axis)];
+      Index src = out;
+      llvm::Value* j = b_.CreateSub(at, i64(offset));
+      j = b_.CreateSelect(b_.CreateICmpSLT(j, i64(0)), i64(0), j);
+      src.dims[static_cast<size_t>(axis)] = b_.CreateSelect(b_.CreateICmpSGT(j, i64(extent - 1)), i64(extent - 1), j);
+      KILN_ASSIGN_OR_RETURN(llvm::Value * v, value_at(x, src));
+      picked = picked ? b_.CreateSelect(b_.CreateICmpSLT(at, i64(offset)), picked, v) : v;
+      offset += extent;
+    }
+    return picked;
+  }
   auto* done = llvm::BasicBlock::Create(ctx_, "concat.done", fn_);
   std::vector<std::pair<llvm::Value*, llvm::BasicBlock*>> incoming;
   int64_t offset = 0;

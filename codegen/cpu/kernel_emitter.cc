@@ -329,32 +329,52 @@ Status KernelEmitter::emit_loop() {
   // lies within one row, and every element pays for its whole index (a max pool's rows of
   // 13, walked flat, ran at half the speed).
   const Shape leading(shape.begin(), shape.end() - 1);
-  // A concat (a pool gradient's taps put back in place) picks each element's operand by
-  // its index: its lanes gather, which masked tails made slower (docs/cpu.md).
-  const bool joins_along_rows =
-      std::any_of(step_.nodes.begin(), step_.nodes.end(), [&](int n) { return g_.nodes[n].op == ir::Op::Concat; });
+  // A concat of values (a pool gradient's taps put back in place) picks each element's
+  // operand by its index: its lanes gather, which masked tails made slower (docs/cpu.md).
+  // A padding's concat is no such join.
+  const bool joins_along_rows = std::any_of(step_.nodes.begin(), step_.nodes.end(), [&](int n) {
+    const Node& c = g_.nodes[n];
+    return c.op == ir::Op::Concat &&
+           std::count_if(c.operands.begin(), c.operands.end(), [&](ValueId x) { return !padding(x); }) > 1;
+  });
   llvm::Value* begin = fn_->getArg(1);
   llvm::Value* end = fn_->getArg(2);
   llvm::Value* first_row = b_.CreateSDiv(begin, i64(last));
   llvm::Value* end_row = b_.CreateSDiv(b_.CreateAdd(end, i64(last - 1)), i64(last));
   const bool stream = worth_streaming(step_.outputs, last);
+  // A padded window's taps (a pool's) read the padding only in the first and last few
+  // columns of a row: those run apart, and between them each tap reads its input
+  // directly (docs/cpu.md).
+  auto [lead, trail] = padded_columns();
+  if (lead + trail >= last) lead = trail = 0;
+  std::vector<std::pair<int64_t, int64_t>> parts = {{0, last}};
+  if (lead + trail > 0) parts = {{0, lead}, {lead, last - trail}, {last - trail, last}};
   return loop(first_row, end_row, [&](llvm::Value* r) -> Status {
     llvm::Value* row_start = b_.CreateMul(r, i64(last));
-    llvm::Value* from = b_.CreateSelect(b_.CreateICmpSGT(begin, row_start), begin, row_start);
-    llvm::Value* row_end = b_.CreateAdd(row_start, i64(last));
-    llvm::Value* to = b_.CreateSelect(b_.CreateICmpSLT(end, row_end), end, row_end);
+    // The row's columns within the work range [begin, end).
+    llvm::Value* from = b_.CreateSub(begin, row_start);
+    from = b_.CreateSelect(b_.CreateICmpSGT(from, i64(0)), from, i64(0));
+    llvm::Value* to = b_.CreateSub(end, row_start);
+    to = b_.CreateSelect(b_.CreateICmpSLT(to, i64(last)), to, i64(last));
     Index row = unflatten(r, leading);
-    short_rows_ = last < kShortRow && !joins_along_rows;
-    Status stored = store_range(
-        from, to, step_.outputs, stream, identity,
-        [&](llvm::Value* i) {
-          Index idx = row;
-          idx.dims.push_back(b_.CreateSub(i, row_start));
-          return outputs_at(idx);
-        },
-        prefetch_ahead);
+    for (auto [first, past] : parts) {
+      short_rows_ = (last < kShortRow || parts.size() > 1) && !joins_along_rows;
+      llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(from, i64(first)), from, i64(first));
+      llvm::Value* hi = b_.CreateSelect(b_.CreateICmpSLT(to, i64(past)), to, i64(past));
+      KILN_RETURN_IF_ERROR(store_range(
+          lo, hi, step_.outputs, stream, [&](llvm::Value* c) { return b_.CreateAdd(row_start, c); },
+          [&, first = first, past = past](llvm::Value* c) {
+            Index idx = row;
+            idx.dims.push_back(c);
+            column_range_ = ColumnRange{c, first, past - 1};
+            auto values = outputs_at(idx);
+            column_range_.reset();
+            return values;
+          },
+          [&](llvm::Value* c, int64_t count) { prefetch_ahead(b_.CreateAdd(row_start, c), count); }));
+    }
     short_rows_ = false;
-    return stored;
+    return Status::Ok();
   });
 }
 

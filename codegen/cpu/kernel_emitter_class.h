@@ -161,8 +161,27 @@ class KernelEmitter : public ElementWalker {
   llvm::Value* scalar_constant(ir::DType dtype, double value, int64_t int_value);
   llvm::Value* dense_constant(const ir::Literal& literal, ir::DType dtype, llvm::Value* flat);
   // Picks the operand whose range along the axis holds the index, with branches so that
-  // no other operand is read out of its bounds.
+  // no other operand is read out of its bounds; where the index's range is known to lie
+  // in one operand's, reads that one directly.
   Result<llvm::Value*> concat(const Node& n, const Index& out);
+  // The columns at the start and at the end of a row (of the last dim) where the step's
+  // concats along their last dims read their padding operands (broadcast constants), at
+  // most: the row walk runs them apart from the columns between, where those concats
+  // read their data operand alone.
+  std::pair<int64_t, int64_t> padded_columns() const;
+  // Whether x is a broadcast constant (through broadcasts and reshapes in the step).
+  bool padding(ValueId x) const;
+  // Whether v's elements come from the step's inputs or constants through movement ops
+  // only: reading one at any index in range cannot trap, and costs a load at most.
+  bool speculatable(ValueId v) const;
+  // The values an index can take, where known: a constant, the row walk's column (while a
+  // part of the row of known columns is emitted), and sums and multiples of those.
+  std::optional<std::pair<int64_t, int64_t>> range_of(llvm::Value* v) const;
+  struct ColumnRange {
+    llvm::Value* column;
+    int64_t first, last;  // inclusive
+  };
+  std::optional<ColumnRange> column_range_;
   std::string_view codegen_name() const { return "cpu codegen"; }
 
   // ---- row kernels (row_kernels.cc)

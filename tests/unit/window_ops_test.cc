@@ -268,6 +268,26 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          return max_pool(x, {3, 3}, {{2, 2}, {1, 1, 1, 1}, {}, true}) +
                 avg_pool(x, {3, 3}, {{2, 2}, {1, 1, 1, 1}, {}, true});
        }},
+      // Padded windows over rows long enough for vectors: the row walk runs the columns
+      // that read the padding apart from those between (codegen/cpu).
+      {"padded max_pool over long rows, stride 1",
+       [](Model& m) { return max_pool(m.input("x", {2, 3, 9, 41}), {3, 3}, {{1, 1}, {1, 1, 1, 1}, {}, false}); }},
+      {"padded max_pool over long rows, stride 3, dilation 2, asymmetric pads, ceil_mode",
+       [](Model& m) {
+         return max_pool(m.input("x", {2, 3, 9, 70}), {3, 4}, {{2, 3}, {1, 2, 0, 1}, {1, 2}, true});
+       }},
+      {"padded avg_pool over long rows, with and without the padding counted",
+       [](Model& m) {
+         Tensor x = m.input("x", {1, 4, 6, 45});
+         return avg_pool(x, {3, 5}, {{1, 1}, {1, 2, 1, 2}, {}, false, false}) +
+                avg_pool(x, {3, 5}, {{1, 1}, {1, 2, 1, 2}, {}, true, true});
+       }},
+      {"padded max_pool in 1-D, ceil_mode",
+       [](Model& m) { return max_pool(m.input("a", {2, 3, 50}), {5}, {{2}, {2, 2}, {}, true}); }},
+      {"padded max_pool in 3-D",
+       [](Model& m) {
+         return max_pool(m.input("b", {1, 2, 4, 5, 37}), {2, 3, 3}, {{1, 1, 1}, {1, 1, 1, 0, 1, 1}, {}, false});
+       }},
       {"pad and batch_norm",
        [](Model& m) {
          Tensor x = pad(m.input("x", {2, 3, 4, 4}), {0, 0, 1, -1, 0, 0, 0, 2}, 0.5);
