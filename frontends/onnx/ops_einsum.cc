@@ -1,6 +1,10 @@
-// Einsum over letters (no ellipsis, no letter twice in one operand): every operand laid out
-// over all the equation's letters (transposed, then broadcast along the letters it lacks),
-// multiplied, and summed over the letters the output lacks.
+// Einsum over letters (no ellipsis, no letter twice in one operand). Two float operands
+// whose every letter is a batch letter (in both and the output), a kept one (in one and
+// the output) or a contracted one (in both, not the output) are one batched matmul, as
+// attention's einsums are; otherwise every operand is laid out over all the equation's
+// letters (transposed, then broadcast along the letters it lacks), multiplied, and summed
+// over the letters the output lacks.
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -12,6 +16,61 @@ namespace kiln::onnx_import {
 namespace {
 
 using ir::Op;
+
+// x (over the letters of `term`) transposed to the letters of `order`.
+Result<Value> reordered(Context& ctx, const onnx::NodeProto& node, const Value& x, const std::string& term,
+                        const std::string& order) {
+  std::vector<int64_t> perm;
+  for (char c : order) perm.push_back(static_cast<int64_t>(term.find(c)));
+  if (std::is_sorted(perm.begin(), perm.end())) return x;
+  return transposed(ctx, node, x, std::move(perm));
+}
+
+// The product of the extents of `letters`.
+int64_t extent_of(const std::string& letters, std::map<char, int64_t>& extent) {
+  int64_t n = 1;
+  for (char c : letters) n *= extent[c];
+  return n;
+}
+
+// The einsum of two operands as one batched matmul [batch.., m, k] x [batch.., k, n], or
+// nullopt where it is not one (see the top of the file).
+Result<std::optional<Value>> as_matmul(Context& ctx, const onnx::NodeProto& node, const std::vector<std::string>& terms,
+                                       const std::vector<Value>& operands, const std::string& output,
+                                       std::map<char, int64_t>& extent) {
+  if (terms.size() != 2 || !ir::is_float(ctx.type_of(operands[0]).dtype) ||
+      ctx.type_of(operands[0]).dtype != ctx.type_of(operands[1]).dtype)
+    return std::optional<Value>{};
+  const std::string &a = terms[0], &b = terms[1];
+  std::string batch, left, right, inner;
+  for (char c : output) {
+    const bool in_a = a.find(c) != std::string::npos, in_b = b.find(c) != std::string::npos;
+    (in_a && in_b ? batch : in_a ? left : right) += c;
+  }
+  for (char c : a) {
+    if (output.find(c) != std::string::npos) continue;
+    if (b.find(c) == std::string::npos) return std::optional<Value>{};  // summed in one operand alone
+    inner += c;
+  }
+  for (char c : b)
+    if (output.find(c) == std::string::npos && a.find(c) == std::string::npos) return std::optional<Value>{};
+  ir::Shape batch_shape;
+  for (char c : batch) batch_shape.push_back(extent[c]);
+  auto matrix = [&](ir::Shape shape, int64_t rows, int64_t cols) {
+    shape.push_back(rows), shape.push_back(cols);
+    return shape;
+  };
+  KILN_ASSIGN_OR_RETURN(Value x, reordered(ctx, node, operands[0], a, batch + left + inner));
+  KILN_ASSIGN_OR_RETURN(x, reshaped(ctx, node, x, matrix(batch_shape, extent_of(left, extent), extent_of(inner, extent))));
+  KILN_ASSIGN_OR_RETURN(Value y, reordered(ctx, node, operands[1], b, batch + inner + right));
+  KILN_ASSIGN_OR_RETURN(y, reshaped(ctx, node, y, matrix(batch_shape, extent_of(inner, extent), extent_of(right, extent))));
+  KILN_ASSIGN_OR_RETURN(Value product, ctx.apply(node, Op::Matmul, {x, y}));
+  ir::Shape unfolded = batch_shape;
+  for (char c : left + right) unfolded.push_back(extent[c]);
+  KILN_ASSIGN_OR_RETURN(product, reshaped(ctx, node, product, unfolded));
+  KILN_ASSIGN_OR_RETURN(product, reordered(ctx, node, product, batch + left + right, output));
+  return std::optional<Value>{product};
+}
 
 Status convert_einsum(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"equation"}));
@@ -65,6 +124,8 @@ Status convert_einsum(Context& ctx, const onnx::NodeProto& node) {
     for (const auto& [c, n] : uses)
       if (n == 1) output += c;  // std::map: alphabetical, as numpy's implicit output
   }
+  KILN_ASSIGN_OR_RETURN(std::optional<Value> matmul, as_matmul(ctx, node, terms, operands, output, extent));
+  if (matmul) return define_output(ctx, node, 0, *matmul);
   // The full layout: the output's letters first, then the summed ones.
   std::string full = output;
   for (char c : letters)

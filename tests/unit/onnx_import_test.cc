@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "base/file.h"
@@ -189,6 +190,68 @@ TEST_CASE("index tensors built from constants fold too, past shape arithmetic's 
   if (!y.ok()) FAIL(y.error().message);
   REQUIRE(y->size() == 1);
   for (int64_t i = 0; i < kCount; i += 97) CHECK((*y)[0].get(kCount - 1 - i) == u[static_cast<size_t>(i)]);
+}
+
+TEST_CASE("a matmul-like einsum imports as one batched matmul", "[onnx]") {
+  struct Case {
+    std::string equation;
+    std::vector<int64_t> a, b, out;
+  };
+  // Attention's scores, a transposed product, a row-wise dot (i a batch letter), an outer
+  // product, and contracted letters that are not adjacent.
+  const std::vector<Case> cases = {{"bhid,bhjd->bhij", {2, 3, 4, 5}, {2, 3, 6, 5}, {2, 3, 4, 6}},
+                                   {"ik,kj->ji", {3, 4}, {4, 5}, {5, 3}},
+                                   {"ij,ij->i", {3, 4}, {3, 4}, {3}},
+                                   {"i,j->ij", {3}, {4}, {3, 4}},
+                                   {"akbl,lkc->cba", {2, 3, 4, 5}, {5, 3, 6}, {6, 4, 2}}};
+  for (const Case& c : cases) {
+    INFO(c.equation);
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "a", c.a);
+    add_value(g->mutable_input(), "b", c.b);
+    add_value(g->mutable_output(), "y", c.out);
+    onnx::AttributeProto* eq = add_node(g, "Einsum", {"a", "b"}, {"y"})->add_attribute();
+    eq->set_name("equation"), eq->set_type(onnx::AttributeProto::STRING), eq->set_s(c.equation);
+    auto r = import_model(bytes_of(m));
+    if (!r.ok()) FAIL(r.error().message);
+    int matmuls = 0, reductions = 0;
+    for (const ir::Node& n : r->graph.nodes) matmuls += n.op == ir::Op::Matmul, reductions += n.op == ir::Op::ReduceSum;
+    CHECK(matmuls == 1);
+    CHECK(reductions == 0);
+    // Against the sum over every letter, computed here.
+    ir::TensorType ta{ir::DType::F32, c.a}, tb{ir::DType::F32, c.b};
+    std::vector<double> va(static_cast<size_t>(ta.num_elements())), vb(static_cast<size_t>(tb.num_elements()));
+    for (size_t i = 0; i < va.size(); ++i) va[i] = static_cast<double>((i * 7) % 11) - 5;
+    for (size_t i = 0; i < vb.size(); ++i) vb[i] = static_cast<double>((i * 5) % 13) - 6;
+    auto y = ir::evaluate(r->graph, {{"a", ir::Tensor::from_doubles(ta, va)}, {"b", ir::Tensor::from_doubles(tb, vb)}});
+    if (!y.ok()) FAIL(y.error().message);
+    const std::string terms = c.equation.substr(0, c.equation.find("->")), out = c.equation.substr(c.equation.find("->") + 2);
+    const std::string ta_letters = terms.substr(0, terms.find(',')), tb_letters = terms.substr(terms.find(',') + 1);
+    std::string letters;
+    std::map<char, int64_t> extent;
+    for (size_t d = 0; d < ta_letters.size(); ++d) extent[ta_letters[d]] = c.a[d];
+    for (size_t d = 0; d < tb_letters.size(); ++d) extent[tb_letters[d]] = c.b[d];
+    for (const auto& [letter, n] : extent) letters += letter;
+    std::vector<double> want(static_cast<size_t>(ir::TensorType{ir::DType::F32, c.out}.num_elements()), 0.0);
+    std::map<char, int64_t> at;
+    auto flat = [&](const std::string& term, const std::vector<int64_t>& shape) {
+      int64_t f = 0;
+      for (size_t d = 0; d < term.size(); ++d) f = f * shape[d] + at[term[d]];
+      return static_cast<size_t>(f);
+    };
+    auto walk = [&](auto& self, size_t k) -> void {
+      if (k == letters.size()) {
+        want[flat(out, c.out)] += va[flat(ta_letters, c.a)] * vb[flat(tb_letters, c.b)];
+        return;
+      }
+      for (at[letters[k]] = 0; at[letters[k]] < extent[letters[k]]; ++at[letters[k]]) self(self, k + 1);
+    };
+    walk(walk, 0);
+    REQUIRE((*y)[0].size() == static_cast<int64_t>(want.size()));
+    for (size_t i = 0; i < want.size(); ++i) CHECK((*y)[0].get(static_cast<int64_t>(i)) == want[i]);
+  }
 }
 
 TEST_CASE("symbolic dims need --shape, which must fit", "[onnx]") {
