@@ -54,6 +54,7 @@ const DnnlApi* dnnl_api() {
     bind(p.attr_destroy, "dnnl_primitive_attr_destroy");
     bind(p.attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode");
     bind(p.primitive_desc_query_md, "dnnl_primitive_desc_query_md");
+    bind(p.primitive_desc_query, "dnnl_primitive_desc_query");
     bind(p.memory_desc_get_size, "dnnl_memory_desc_get_size");
     bind(p.memory_desc_equal, "dnnl_memory_desc_equal");
     bind(p.reorder_desc_create, "dnnl_reorder_primitive_desc_create");

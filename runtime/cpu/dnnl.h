@@ -47,6 +47,7 @@ struct DnnlApi {
   decltype(&dnnl_primitive_attr_destroy) attr_destroy = nullptr;
   decltype(&dnnl_primitive_attr_set_scratchpad_mode) attr_set_scratchpad_mode = nullptr;
   decltype(&dnnl_primitive_desc_query_md) primitive_desc_query_md = nullptr;
+  decltype(&dnnl_primitive_desc_query) primitive_desc_query = nullptr;
   decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
   decltype(&dnnl_memory_desc_equal) memory_desc_equal = nullptr;
   decltype(&dnnl_reorder_primitive_desc_create) reorder_desc_create = nullptr;

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::runtime::cpu {
@@ -20,6 +21,7 @@ bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, De
   std::vector<dnnl_dim_t> a_dims, b_dims, c_dims, a_strides, b_strides, c_strides;
   if (mm.batch())
     for (const format::BatchDim* bd : *mm.batch()) {
+      if (bd->count() == 1) continue;  // its strides are arbitrary; oneDNN ran such calls on its reference kernel
       a_dims.push_back(bd->a_stride() ? bd->count() : 1);
       b_dims.push_back(bd->b_stride() ? bd->count() : 1);
       c_dims.push_back(bd->count());
@@ -48,10 +50,10 @@ struct Prepared {
 };
 
 // The primitive of each distinct call (its shape, strides and type), created once.
-const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, bool bf16) {
+const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t type) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, Prepared> cache;
-  std::vector<int64_t> key = {bf16, mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b()};
+  std::vector<int64_t> key = {type, mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b()};
   if (mm.batch())
     for (const format::BatchDim* bd : *mm.batch())
       key.insert(key.end(), {bd->count(), bd->a_stride(), bd->b_stride(), bd->c_stride()});
@@ -61,10 +63,15 @@ const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, bool bf16) 
   Prepared& prep = it->second;
   prep.what = "a " + std::to_string(mm.m()) + "x" + std::to_string(mm.n()) + "x" + std::to_string(mm.k()) + " matmul";
   dnnl_matmul_desc_t desc;
-  if (describe(p, mm, bf16 ? dnnl_bf16 : dnnl_f16, prep.descs) &&
+  if (describe(p, mm, type, prep.descs) &&
       p.matmul_desc_init(&desc, &prep.descs.a, &prep.descs.b, nullptr, &prep.descs.c) == dnnl_success) {
     dnnl_primitive_desc_t pd = dnnl_describe(p, &desc, nullptr);
-    prep.primitive = dnnl_create(p, pd);
+    // oneDNN's reference kernel ran a batch of small products 100x slower than a loop of
+    // sgemm calls: such a call is left to the caller.
+    const char* impl = nullptr;
+    const bool reference = pd && p.primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+                           impl && std::string_view(impl).starts_with("ref");
+    if (!reference) prep.primitive = dnnl_create(p, pd);
     if (pd) p.primitive_desc_destroy(pd);
   }
   return prep;
@@ -135,10 +142,10 @@ Status dnnl_packed_matmul(const format::Matmul& mm, const uint8_t* packed_b, uin
   return dnnl_run(*p, prep->primitive, operands, threads, prep->what);
 }
 
-Result<bool> dnnl_half_matmul(const format::Matmul& mm, bool bf16, uint8_t* const* args, int threads) {
+Result<bool> dnnl_matmul(const format::Matmul& mm, dnnl_data_type_t type, uint8_t* const* args, int threads) {
   const DnnlApi* p = dnnl_api();
   if (!p) return false;
-  const Prepared& prep = prepared(*p, mm, bf16);
+  const Prepared& prep = prepared(*p, mm, type);
   if (!prep.primitive.primitive) return false;
   const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep.descs.a, args[0]},
                               {DNNL_ARG_WEIGHTS, &prep.descs.b, args[1]},

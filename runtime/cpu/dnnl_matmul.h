@@ -1,6 +1,6 @@
-// Half-precision matmuls on oneDNN's matmul primitive (bf16 or f16 operands and result,
-// f32 accumulation; AVX512-BF16 dot products where the CPU has them), every batch dim in
-// one call. oneDNN is opened at run time (libdnnl.so.2, or $KILN_LIBDNNL), as for sgemm.
+// Matmuls on oneDNN's matmul primitive, every batch dim in one call: bf16 (f32
+// accumulation; AVX512-BF16 dot products where the CPU has them) and batched f32 ones.
+// oneDNN is opened at run time (libdnnl.so.2, or $KILN_LIBDNNL), as for sgemm.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +13,10 @@
 
 namespace kiln::runtime::cpu {
 
-/// oneDNN, opened once per process for both of the runtime's paths into it (dnnl_sgemm in
-/// matmul.cc, the matmul primitive here): libdnnl.so.2, or the file $KILN_LIBDNNL names.
-Result<bool> dnnl_half_matmul(const format::Matmul& call, bool bf16, uint8_t* const* args, int threads);
+/// Runs a matmul of `type` (dnnl_f32, dnnl_bf16, dnnl_f16) on oneDNN's matmul primitive,
+/// made once per distinct call; false where oneDNN or its primitive for the call is
+/// missing (the caller then runs it another way).
+Result<bool> dnnl_matmul(const format::Matmul& call, dnnl_data_type_t type, uint8_t* const* args, int threads);
 
 /// The B operand of an f32 matmul without batch dims reordered once into the layout
 /// oneDNN's matmul primitive reads (blocked for its AVX-512 kernels), for a B that never

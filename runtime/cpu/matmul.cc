@@ -152,7 +152,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
   // 1.55x faster than in f32 (AVX512-BF16), where widening to f32 ran it 2x slower. f16
   // widens: oneDNN 2.6's f16 primitive ran the block slower still (docs/benchmarks.md).
   if (t == ElementType::BF16) {
-    KILN_ASSIGN_OR_RETURN(bool ran, dnnl_half_matmul(mm, t == ElementType::BF16, ptr, threads));
+    KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, dnnl_bf16, ptr, threads));
     if (ran) return Status::Ok();
   }
   int size = element_bytes(t);
