@@ -15,15 +15,15 @@ import onnxruntime
 import torch
 
 
-def torchvision_model(name):
+def torchvision_model(name, size=224, **options):
     import torchvision
 
     def build():
-        model = getattr(torchvision.models, name)(weights=None)
+        model = getattr(torchvision.models, name)(weights=None, **options)
         if name.startswith("vit"):
             # torchvision starts ViT's classifier at zero: every output would be 0.
             torch.nn.init.normal_(model.heads.head.weight, std=0.02)
-        return model, (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0)),), ["input"]
+        return model, (torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0)),), ["input"]
 
     return build
 
@@ -77,6 +77,14 @@ MODELS = {
     "bert_base": (bert_base, "torchscript"),
     "gpt2_small": (gpt2_small, "dynamo"),
 }
+# More image networks, whose ops and patterns the six above lack (depthwise convolutions
+# with SiLU and hard swish, squeeze-and-excitation, Inception's concats and pools, dense
+# blocks, window attention written as einsums and scatters).
+for _name in ["efficientnet_b0", "mobilenet_v3_small", "mnasnet1_0", "shufflenet_v2_x1_0", "squeezenet1_1",
+              "densenet121", "regnet_y_400mf", "resnext50_32x4d", "convnext_tiny", "maxvit_t", "swin_t"]:
+    MODELS[_name] = (torchvision_model(_name), "torchscript")
+MODELS["googlenet"] = (torchvision_model("googlenet", aux_logits=False, init_weights=True), "torchscript")
+MODELS["inception_v3"] = (torchvision_model("inception_v3", 299, aux_logits=False, init_weights=True), "torchscript")
 
 
 def export(name, out_dir):

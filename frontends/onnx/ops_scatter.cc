@@ -150,6 +150,8 @@ Status convert_scatter_nd(Context& ctx, const onnx::NodeProto& node) {
   for (size_t j = 0; j < k; ++j) p *= dt.shape[j];
   const ir::Shape rest(dt.shape.begin() + static_cast<std::ptrdiff_t>(k), dt.shape.end());
   const int64_t m = static_cast<int64_t>(linear.size());
+  if (p > (int64_t{1} << 26))  // each row's update is a table built here
+    return node_error(node, fmt::format("scattering into {} rows is not supported", p));
   ir::Shape flat_data = {p}, flat_updates = {m};
   flat_data.insert(flat_data.end(), rest.begin(), rest.end());
   flat_updates.insert(flat_updates.end(), rest.begin(), rest.end());

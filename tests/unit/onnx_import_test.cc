@@ -192,6 +192,22 @@ TEST_CASE("index tensors built from constants fold too, past shape arithmetic's 
   for (int64_t i = 0; i < kCount; i += 97) CHECK((*y)[0].get(kCount - 1 - i) == u[static_cast<size_t>(i)]);
 }
 
+TEST_CASE("ScatterND into more rows than its table may hold is refused, not allocated", "[onnx]") {
+  onnx::ModelProto m;
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", {int64_t{1} << 27});
+  add_value(g->mutable_input(), "u", {1});
+  add_value(g->mutable_output(), "y", {int64_t{1} << 27});
+  onnx::AttributeProto* a = add_node(g, "Constant", {}, {"indices"}, "indices")->add_attribute();
+  a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+  a->mutable_t()->add_dims(1), a->mutable_t()->add_dims(1);
+  a->mutable_t()->add_int64_data(5);
+  add_node(g, "ScatterND", {"x", "indices", "u"}, {"y"});
+  CHECK(import_error(m) == "onnx: node 'ScatterND_0' (ScatterND): scattering into 134217728 rows is not supported");
+}
+
 TEST_CASE("a matmul-like einsum imports as one batched matmul", "[onnx]") {
   struct Case {
     std::string equation;
