@@ -75,6 +75,7 @@ struct Prepared {
   const Operand* in_order[3] = {};
   int roles[3] = {};
   std::string what, reorder_what;  // for errors
+  std::string implementation;      // oneDNN's name for the kernel it picked
 };
 
 std::string describe(const format::Conv& c) {
@@ -260,6 +261,10 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
       ready = ready && prep.y_in.primitive;
     }
     if (ready) prep.primitive = dnnl_create(api, pd);
+    const char* impl = nullptr;
+    if (prep.primitive.primitive && api.primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl)
+      prep.implementation = impl;
   }
   if (pd && pd != forward_pd) api.primitive_desc_destroy(pd);
   api.primitive_desc_destroy(forward_pd);
@@ -299,6 +304,11 @@ int added_input(const format::Conv& c) {
 }
 
 }  // namespace
+
+std::string conv_implementation(const format::Conv& conv) {
+  const DnnlApi* api = dnnl_api();
+  return api ? prepared(*api, conv).implementation : std::string();
+}
 
 std::vector<ConvLayout> plan_conv_layouts(const format::Artifact& a, const std::vector<char>& pinned) {
   const uint32_t steps = a.steps()->size();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/result.h"
 #include "runtime/format/artifact.h"
@@ -19,6 +20,10 @@ namespace kiln::runtime::cpu {
 struct ConvLayout {
   bool x_native = false, y_native = false, added_native = false;
 };
+
+/// oneDNN's name for the kernel it runs `conv` on ("brgconv:avx512_core", "ref:any" for
+/// its slow reference code), or "" where oneDNN has no primitive for it.
+std::string conv_implementation(const format::Conv& conv);
 
 /// `packed_weights`, where not null, are the weights as pack_conv_weights left them.
 Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights = nullptr,
