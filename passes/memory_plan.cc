@@ -41,8 +41,8 @@ bool reads_elementwise(const ir::Graph& g, const ir::Step& step, ValueId v, cons
 // Whether library step `step` is a convolution whose residual add (oneDNN's sum post-op)
 // reads v and nothing else in the step reads v: the call adds what its result's buffer
 // holds, so a dying v can be that buffer and the copy of v into it is saved.
-bool adds_in_place(const ir::Graph& g, const std::vector<ir::ConvEpilogue>& epilogues, const ir::Step& step,
-                   ValueId v, ValueId out) {
+bool adds_in_place(const ir::Graph& g, const std::vector<ir::ConvEpilogue>& epilogues, const ir::Step& step, ValueId v,
+                   ValueId out) {
   if (step.kind != ir::StepKind::Library) return false;
   int readers = 0;
   for (int m : step.nodes)
@@ -134,8 +134,7 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
         continue;
       int a = allocation_of[in];
       if (allocations[a].last != b.first_step || allocations[a].values.back() != in) continue;  // already taken over
-      if (!reads_elementwise(g, step, in, g.type(b.value)) && !adds_in_place(g, epilogues, step, in, b.value))
-        continue;
+      if (!reads_elementwise(g, step, in, g.type(b.value)) && !adds_in_place(g, epilogues, step, in, b.value)) continue;
       reuse = a;
       buffers[buffer_of[b.value]].in_place_of = in;
       break;

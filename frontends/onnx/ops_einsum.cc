@@ -61,9 +61,11 @@ Result<std::optional<Value>> as_matmul(Context& ctx, const onnx::NodeProto& node
     return shape;
   };
   KILN_ASSIGN_OR_RETURN(Value x, reordered(ctx, node, operands[0], a, batch + left + inner));
-  KILN_ASSIGN_OR_RETURN(x, reshaped(ctx, node, x, matrix(batch_shape, extent_of(left, extent), extent_of(inner, extent))));
+  KILN_ASSIGN_OR_RETURN(x,
+                        reshaped(ctx, node, x, matrix(batch_shape, extent_of(left, extent), extent_of(inner, extent))));
   KILN_ASSIGN_OR_RETURN(Value y, reordered(ctx, node, operands[1], b, batch + inner + right));
-  KILN_ASSIGN_OR_RETURN(y, reshaped(ctx, node, y, matrix(batch_shape, extent_of(inner, extent), extent_of(right, extent))));
+  KILN_ASSIGN_OR_RETURN(
+      y, reshaped(ctx, node, y, matrix(batch_shape, extent_of(inner, extent), extent_of(right, extent))));
   KILN_ASSIGN_OR_RETURN(Value product, ctx.apply(node, Op::Matmul, {x, y}));
   ir::Shape unfolded = batch_shape;
   for (char c : left + right) unfolded.push_back(extent[c]);

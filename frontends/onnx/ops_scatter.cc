@@ -163,9 +163,10 @@ Status convert_scatter_nd(Context& ctx, const onnx::NodeProto& node) {
     ir::Attrs attrs;
     attrs.set("axis", int64_t{0});
     KILN_ASSIGN_OR_RETURN(
-        r, ctx.apply(node, Op::ScatterAdd,
-                     {table, Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {m}}, linear), false, ""}, rows},
-                     std::move(attrs)));
+        r,
+        ctx.apply(node, Op::ScatterAdd,
+                  {table, Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {m}}, linear), false, ""}, rows},
+                  std::move(attrs)));
   } else {  // each row hit takes the last update row that hits it: a gather and a select
     std::vector<int64_t> source(static_cast<size_t>(p), 0), hit(static_cast<size_t>(p), 0);
     for (int64_t i = 0; i < m; ++i) {

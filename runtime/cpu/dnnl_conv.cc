@@ -180,7 +180,8 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
           made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f) == dnnl_success;
           break;
         case format::ConvPostOpKind::HardSwish:
-          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f) == dnnl_success;
+          made =
+              made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f) == dnnl_success;
           break;
         case format::ConvPostOpKind::Add:
           prep.sum = true;

@@ -3,8 +3,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 
 #include "base/file.h"
 
@@ -243,7 +243,8 @@ TEST_CASE("a matmul-like einsum imports as one batched matmul", "[onnx]") {
     for (size_t i = 0; i < vb.size(); ++i) vb[i] = static_cast<double>((i * 5) % 13) - 6;
     auto y = ir::evaluate(r->graph, {{"a", ir::Tensor::from_doubles(ta, va)}, {"b", ir::Tensor::from_doubles(tb, vb)}});
     if (!y.ok()) FAIL(y.error().message);
-    const std::string terms = c.equation.substr(0, c.equation.find("->")), out = c.equation.substr(c.equation.find("->") + 2);
+    const std::string terms = c.equation.substr(0, c.equation.find("->")),
+                      out = c.equation.substr(c.equation.find("->") + 2);
     const std::string ta_letters = terms.substr(0, terms.find(',')), tb_letters = terms.substr(terms.find(',') + 1);
     std::string letters;
     std::map<char, int64_t> extent;

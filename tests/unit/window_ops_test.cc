@@ -4,9 +4,9 @@
 // gradients by finite differences, and the verifier's messages.
 #include <fmt/format.h>
 
+#include "compiler/compile.h"
 #include "compiler/nn.h"
 #include "compiler/train.h"
-#include "compiler/compile.h"
 #include "ir/decompose.h"
 #include "runtime/cpu/dnnl_conv.h"
 #include "runtime/format/artifact.h"
@@ -242,7 +242,8 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          auto splat = [&](double v, const Tensor& like) { return broadcast(m.scalar(v), like.shape(), {}); };
          Tensor a = conv(m.input("x", {2, 16, 6, 6}), weights("w1", {16, 16, 3, 3}), {{}, {1, 1, 1, 1}, {}, 1});
          Tensor b = conv(a * sigmoid(a), weights("w2", {16, 16, 1, 1}));
-         Tensor hard_swish = b * maximum(minimum(b * splat(1.0 / 6.0, b) + splat(0.5, b), splat(1.0, b)), splat(0.0, b));
+         Tensor hard_swish =
+             b * maximum(minimum(b * splat(1.0 / 6.0, b) + splat(0.5, b), splat(1.0, b)), splat(0.0, b));
          Tensor c = tanh(conv(hard_swish, weights("w3", {16, 16, 1, 1})));
          return sigmoid(conv(c, weights("w4", {8, 16, 1, 1})));
        }},
@@ -274,7 +275,9 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
       // Padded windows over rows long enough for vectors: the row walk runs the columns
       // that read the padding apart from those between (codegen/cpu).
       {"padded max_pool over long rows, stride 1",
-       [](Model& m) { return max_pool(m.input("x", {2, 3, 9, 41}), {3, 3}, {{1, 1}, {1, 1, 1, 1}, {}, false}); }},
+       [](Model& m) {
+         return max_pool(m.input("x", {2, 3, 9, 41}), {3, 3}, {{1, 1}, {1, 1, 1, 1}, {}, false});
+       }},
       {"padded max_pool over long rows, stride 3, dilation 2, asymmetric pads, ceil_mode",
        [](Model& m) {
          return max_pool(m.input("x", {2, 3, 9, 70}), {3, 4}, {{2, 3}, {1, 2, 0, 1}, {1, 2}, true});
@@ -286,7 +289,9 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
                 avg_pool(x, {3, 5}, {{1, 1}, {1, 2, 1, 2}, {}, true, true});
        }},
       {"padded max_pool in 1-D, ceil_mode",
-       [](Model& m) { return max_pool(m.input("a", {2, 3, 50}), {5}, {{2}, {2, 2}, {}, true}); }},
+       [](Model& m) {
+         return max_pool(m.input("a", {2, 3, 50}), {5}, {{2}, {2, 2}, {}, true});
+       }},
       {"padded max_pool in 3-D",
        [](Model& m) {
          return max_pool(m.input("b", {1, 2, 4, 5, 37}), {2, 3, 3}, {{1, 1, 1}, {1, 1, 1, 0, 1, 1}, {}, false});
@@ -308,8 +313,7 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
 // oneDNN falls back to its reference code (tens of times slower) for what its kernels do
 // not take, without an error: a depthwise convolution asked for a channel-blocked result
 // got it, and MobileNetV2 ran 35x slower, with every test passing.
-TEST_CASE("convolutions of every kind run on oneDNN's optimized kernels, not its reference code",
-          "[window][onednn]") {
+TEST_CASE("convolutions of every kind run on oneDNN's optimized kernels, not its reference code", "[window][onednn]") {
   Model m("kinds", 1);
   Tensor image = m.input("image", {1, 3, 32, 32});
   auto weights = [&](const std::string& name, ir::Shape shape) {
