@@ -2,14 +2,15 @@
 export_models.py, paired round by round:
 
   onnx_models_ab.py DIR --before PATH/TO/kiln --after PATH/TO/kiln [--models a,b]
-                    [--rounds N] [--threads N] [--json FILE]
+                    [--rounds N] [--threads N] [--repeat N] [--warmup N] [--json FILE]
 
 Each build compiles each model itself (`kiln compile DIR/NAME.onnx`; a build that cannot
 is reported and left out). Then per round and model, in turn: `kiln bench` of the before
 and after artifacts and ONNX Runtime (CPUExecutionProvider, intra-op threads =
---threads), each the median of 20 runs after 3 of warm-up, with a second of rest before
-each. The table gives each one's median over rounds and the medians of the per-round
-ratios. Needs numpy and onnxruntime from PyPI (comparison only).
+--threads), each the median of --repeat runs after --warmup (20 and 3) with the timing
+helpers of onnx_models.py, and a second of rest before each. The table gives each one's
+median over rounds and the medians of the per-round ratios. Needs numpy and onnxruntime
+from PyPI (comparison only).
 """
 import argparse
 import json
@@ -21,34 +22,10 @@ import tempfile
 import time
 
 import numpy as np
-import onnxruntime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_models  # noqa: E402
-from onnx_models import kiln_name  # noqa: E402
-
-
-def kiln_ms(kiln, artifact, inputs, work):
-    report = os.path.join(work, "bench.json")
-    flags = [f"--input={name}={path}" for name, path in inputs.items()]
-    subprocess.run([kiln, "bench", artifact, "--threads=2", "--repeat=20", "--warmup=3", "--json", report, *flags],
-                   capture_output=True, check=True)
-    with open(report) as f:
-        return json.load(f)["latency_ms"]["median"]
-
-
-def ort_ms(path, feeds, threads):
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    for _ in range(3):
-        session.run(None, feeds)
-    times = []
-    for _ in range(20):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+from onnx_models import kiln_bench_ms, kiln_name, median_ms, ort_session  # noqa: E402
 
 
 def main():
@@ -59,19 +36,22 @@ def main():
     parser.add_argument("--models", default=",".join(export_models.MODELS))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json")
     args = parser.parse_args()
     work = tempfile.mkdtemp()
     builds = {"before": args.before, "after": args.after}
-    results, feeds, inputs = {}, {}, {}
+    results, feeds, flags = {}, {}, {}
     for model in args.models.split(","):
         path = os.path.join(args.dir, model)
         arrays = np.load(f"{path}.inputs.npz")
         feeds[model] = {name: arrays[name] for name in arrays.files}
-        inputs[model] = {}
+        flags[model] = []
         for name, value in feeds[model].items():
-            inputs[model][kiln_name(name)] = os.path.join(work, f"{model}.{name}.npy")
-            np.save(inputs[model][kiln_name(name)], value)
+            npy = os.path.join(work, f"{model}.{kiln_name(name)}.npy")
+            np.save(npy, value)
+            flags[model] += ["--input", f"{kiln_name(name)}={npy}"]
         results[model] = {"before": [], "after": [], "ort": []}
         for tag, kiln in builds.items():
             compiled = subprocess.run([kiln, "compile", f"{path}.onnx", "-o", os.path.join(work, f"{model}.{tag}.kiln")],
@@ -85,9 +65,10 @@ def main():
                 if times[tag] is None:
                     continue
                 time.sleep(1)
-                times[tag].append(kiln_ms(kiln, os.path.join(work, f"{model}.{tag}.kiln"), inputs[model], work))
+                times[tag].append(kiln_bench_ms(kiln, os.path.join(work, f"{model}.{tag}.kiln"), flags[model], work, args))
             time.sleep(1)
-            times["ort"].append(ort_ms(os.path.join(args.dir, f"{model}.onnx"), feeds[model], args.threads))
+            session, _ = ort_session(os.path.join(args.dir, f"{model}.onnx"), args)
+            times["ort"].append(median_ms(lambda: session.run(None, feeds[model]), args.warmup, args.repeat))
             print(f"round {round_index + 1}: {model}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
