@@ -100,11 +100,7 @@ PostOpOperands post_op_operands(const format::Conv& conv, uint8_t* const* args) 
   int next = 2;
   if (conv.post_ops())
     for (const format::ConvPostOp* p : *conv.post_ops()) {
-      const bool reads = p->kind() == format::ConvPostOpKind::Bias || p->kind() == format::ConvPostOpKind::Add ||
-                         p->kind() == format::ConvPostOpKind::ChannelAdd ||
-                         p->kind() == format::ConvPostOpKind::ChannelSub ||
-                         p->kind() == format::ConvPostOpKind::ChannelMul;
-      operands.per_post_op.push_back(reads ? args[next++] : nullptr);
+      operands.per_post_op.push_back(format::post_op_reads_input(p->kind()) ? args[next++] : nullptr);
       if (p->kind() == format::ConvPostOpKind::Bias) operands.bias = operands.per_post_op.back();
       if (p->kind() == format::ConvPostOpKind::Add) operands.added = operands.per_post_op.back();
     }

@@ -120,6 +120,10 @@ struct ArtifactContents {
   int64_t batch = 0;        ///< > 0: every input's and result's first dim is a batch of this many rows
 };
 
+/// Whether a convolution post-op reads a step input: a bias, an added tensor, a
+/// per-channel value (the activations read none).
+bool post_op_reads_input(ConvPostOpKind kind);
+
 /// Serializes an artifact: header, FlatBuffers metadata, then the code, weight and IR
 /// sections, each 64-byte aligned with its xxh64.
 std::vector<uint8_t> write_artifact(const ArtifactContents& contents);

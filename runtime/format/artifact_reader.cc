@@ -174,17 +174,11 @@ std::string conv_problem(const Conv& c) {
   return "";
 }
 
-// Whether a post-op reads a step input: a bias, an added tensor, a per-channel value.
-bool reads_input(ConvPostOpKind kind) {
-  return kind == ConvPostOpKind::Bias || kind == ConvPostOpKind::Add || kind == ConvPostOpKind::ChannelAdd ||
-         kind == ConvPostOpKind::ChannelSub || kind == ConvPostOpKind::ChannelMul;
-}
-
 // The inputs a convolution's post-ops read (a bias, a tensor to add, per-channel values).
 uint32_t post_op_operands(const Conv& c) {
   uint32_t inputs = 0;
   if (c.post_ops())
-    for (const ConvPostOp* p : *c.post_ops()) inputs += p && reads_input(p->kind());
+    for (const ConvPostOp* p : *c.post_ops()) inputs += p && post_op_reads_input(p->kind());
   return inputs;
 }
 
@@ -200,7 +194,7 @@ std::string post_op_problem(const Conv& c, const Step& step,
     const ConvPostOp* p = c.post_ops()->Get(i);
     if (!p || static_cast<int>(p->kind()) > static_cast<int>(ConvPostOpKind::MAX))
       return "has a post-op of an unknown kind";
-    const bool reads = reads_input(p->kind());
+    const bool reads = post_op_reads_input(p->kind());
     if (p->input() != (reads ? static_cast<int32_t>(next_input) : -1)) return "has a post-op reading the wrong input";
     if (p->kind() == ConvPostOpKind::Bias && i != 0) return "adds its bias after another post-op";
     if (p->kind() == ConvPostOpKind::Clip && !(p->lo() <= p->hi())) return "clips to bounds out of order";
@@ -219,6 +213,11 @@ std::string post_op_problem(const Conv& c, const Step& step,
 }
 
 }  // namespace
+
+bool post_op_reads_input(ConvPostOpKind kind) {
+  return kind == ConvPostOpKind::Bias || kind == ConvPostOpKind::Add || kind == ConvPostOpKind::ChannelAdd ||
+         kind == ConvPostOpKind::ChannelSub || kind == ConvPostOpKind::ChannelMul;
+}
 
 std::string_view artifact_error_name(ArtifactErrorKind kind) {
   switch (kind) {
