@@ -371,14 +371,14 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
   // result before adding it; a reorder cannot run in place), it moves from a copy.
   const bool added_in_place = post.added && post.added == post.result;
   thread_local std::vector<uint8_t> residual;
-  auto set_residual_aside = [&](size_t bytes) {
-    residual.assign(post.added, post.added + bytes);
+  auto set_residual_aside = [&] {
+    residual.assign(post.added, post.added + result_bytes(conv));
     for (uint8_t*& p : post.per_post_op) p = p == post.added ? residual.data() : p;
     post.added = residual.data();
   };
   // As for matmuls: where oneDNN has no primitive for a call, the portable path runs it.
   if (!prep || !prep->primitive.primitive) {
-    if (added_in_place) set_residual_aside(result_bytes(conv));
+    if (added_in_place) set_residual_aside();
     KILN_RETURN_IF_ERROR(run_conv_gemm(conv, core));
     apply_post_ops(conv, post);
     return Status::Ok();
@@ -407,7 +407,7 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
     if (layout.added_native || !prep->y.reordered()) {
       if (operands[2].data != post.added) std::memcpy(operands[2].data, post.added, prep->y.chosen_bytes);
     } else {
-      if (operands[2].data == post.added) set_residual_aside(api->memory_desc_get_size(&prep->y.plain));
+      if (operands[2].data == post.added) set_residual_aside();
       const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->y.plain, post.added},
                                  {DNNL_ARG_TO, &prep->y.chosen, operands[2].data}};
       KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->y_in, reorder, threads, prep->reorder_what));
