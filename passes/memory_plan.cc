@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "ir/conv_epilogue.h"
-#include "ir/window.h"
 
 namespace kiln::passes {
 namespace {
@@ -116,11 +115,7 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
 
   // In-place reuse: a loop kernel's output over an input dying at that step, and a
   // convolution's over the residual it adds.
-  const bool has_conv = std::any_of(program.steps.begin(), program.steps.end(), [&](const ir::Step& s) {
-    return s.kind == ir::StepKind::Library &&
-           std::any_of(s.nodes.begin(), s.nodes.end(), [&](int m) { return ir::is_convolution(g.nodes[m].op); });
-  });
-  const std::vector<ir::ConvEpilogue> epilogues = has_conv ? ir::conv_epilogues(g) : std::vector<ir::ConvEpilogue>{};
+  const std::vector<ir::ConvEpilogue> epilogues = ir::conv_epilogues(g);
   std::vector<int> allocation_of(g.values.size(), -1);
   std::vector<Allocation> allocations;
   for (const Buffer& b : buffers) {
