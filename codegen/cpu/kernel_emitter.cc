@@ -357,8 +357,8 @@ Status KernelEmitter::emit_loop() {
     llvm::Value* to = b_.CreateSub(end, row_start);
     to = b_.CreateSelect(b_.CreateICmpSLT(to, i64(last)), to, i64(last));
     Index row = unflatten(r, leading);
+    short_rows_ = (last < kShortRow || parts.size() > 1) && !joins_along_rows;
     for (auto [first, past] : parts) {
-      short_rows_ = (last < kShortRow || parts.size() > 1) && !joins_along_rows;
       llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(from, i64(first)), from, i64(first));
       llvm::Value* hi = b_.CreateSelect(b_.CreateICmpSLT(to, i64(past)), to, i64(past));
       KILN_RETURN_IF_ERROR(store_range(
