@@ -182,7 +182,7 @@ std::vector<int64_t> ints_of(const ir::Tensor& t) {
 }
 
 Result<int64_t> normalize_axis(const onnx::NodeProto& node, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+  if (axis < -rank || axis >= rank)
     return node_error(node, fmt::format("axis {} is out of range for rank {}", axis, rank));
   return axis < 0 ? axis + rank : axis;
 }

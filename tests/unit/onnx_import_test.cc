@@ -321,6 +321,11 @@ TEST_CASE("broken graphs and files are errors, never crashes", "[onnx]") {
   m = linear_model();
   m.mutable_graph()->mutable_initializer(0)->add_float_data(1.f);
   CHECK(import_error(m) == "onnx: tensor 'w' has 7 elements of data, but its shape holds 6");
+  // An axis of a scalar (the fuzzer's find: ArgMin indexed the shape of a rank-0 input).
+  m = linear_model();
+  add_value(m.mutable_graph()->mutable_input(), "scalar", {})->mutable_type()->mutable_tensor_type()->mutable_shape();
+  add_node(m.mutable_graph(), "ArgMin", {"scalar"}, {"index"});
+  CHECK(import_error(m) == "onnx: node 'ArgMin_0' (ArgMin): axis 0 is out of range for rank 0");
   std::vector<uint8_t> bytes = bytes_of(linear_model());
   for (size_t cut = 0; cut < bytes.size(); cut += 7) {
     auto r = import_model(std::span(bytes.data(), cut));
