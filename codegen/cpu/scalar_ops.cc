@@ -193,11 +193,15 @@ Result<llvm::Value*> elementwise(llvm::IRBuilder<>& b, llvm::Module& m, Op op, c
         }
       }
       return fpr(call_intrinsic(b, llvm::Intrinsic::pow, {x, y}));
+    // NaN when either operand is, as the interpreter: x where x is NaN, else the compare
+    // picks y where y is (x86's maxps and minps, and a blend). LLVM's maximum and minimum
+    // also order -0 below +0, which x86 has no instruction for: six instructions a vector,
+    // where a pool's taps spent most of their time (docs/cpu.md).
     case Op::Maximum:
-      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::maximum, {x, y}))
+      return fp ? fpr(b.CreateSelect(b.CreateFCmpUNO(x, x), x, b.CreateSelect(b.CreateFCmpOGT(x, y), x, y)))
                 : b.CreateSelect(b.CreateICmpSGE(x, y), x, y);
     case Op::Minimum:
-      return fp ? fpr(call_intrinsic(b, llvm::Intrinsic::minimum, {x, y}))
+      return fp ? fpr(b.CreateSelect(b.CreateFCmpUNO(x, x), x, b.CreateSelect(b.CreateFCmpOLT(x, y), x, y)))
                 : b.CreateSelect(b.CreateICmpSLE(x, y), x, y);
     case Op::Eq: return fp ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);
     case Op::Ne: return fp ? b.CreateFCmpUNE(x, y) : b.CreateICmpNE(x, y);
