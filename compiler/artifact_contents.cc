@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 
+#include "ir/channel_layouts.h"
 #include "ir/conv_epilogue.h"
 #include "ir/reduction_split.h"
 #include "ir/row_class.h"
@@ -213,13 +214,19 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   std::map<int, const ir::ConvEpilogue*> epilogue_of;
   for (const ir::ConvEpilogue& e : epilogues) epilogue_of[e.conv] = &e;
   const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
-  for (const ir::Step& step : g.program->steps) {
+  // The loop steps whose code also runs over activations in oneDNN's layouts.
+  const std::vector<std::vector<int64_t>> blocks = target == format::kCpuTarget
+                                                       ? ir::channel_layouts_of_steps(g)
+                                                       : std::vector<std::vector<int64_t>>(g.program->steps.size());
+  for (size_t s = 0; s < g.program->steps.size(); ++s) {
+    const ir::Step& step = g.program->steps[s];
     format::ArtifactContents::StepInfo info;
     info.kind = to_format(step.kind);
     info.name = step.name;
     info.symbol = step.kind == ir::StepKind::Library ? "matmul" : format::kernel_symbol(step.name);
     info.work_items = ir::work_items(g, step);
     info.flops = ir::step_flops(g, step);
+    for (int64_t b : blocks[s]) info.channel_blocks.push_back(static_cast<int32_t>(b));
     for (int n : step.nodes) {
       const ir::Node& node = g.nodes[static_cast<size_t>(n)];
       if (node.op != ir::Op::Constant)

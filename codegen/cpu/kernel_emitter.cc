@@ -6,6 +6,7 @@
 
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
+#include "ir/channel_layouts.h"
 #include "ir/shape_inference.h"
 #include "runtime/format/target.h"
 
@@ -13,11 +14,33 @@ namespace kiln::codegen::cpu {
 namespace detail {
 namespace {
 
+// Whether a loop step reads windows (two or more slices: a pool's taps) that each keep
+// the last dim whole, over rows of whole 64-byte lines: a pool over activations in a
+// channel layout (ir/channel_layouts.h). Each tap is then a run of whole vector loads,
+// and twice the lanes halve the steps of each row (docs/cpu.md has the measurements).
+bool windows_over_whole_rows(const ir::Graph& g, const ir::Step& step) {
+  const ir::TensorType& out = g.type(step.outputs[0]);
+  if (out.rank() == 0 || out.shape.back() * ir::dtype_size(out.dtype) % 64 != 0) return false;
+  int slices = 0;
+  for (int n : step.nodes) {
+    const ir::Node& node = g.nodes[n];
+    if (node.op != ir::Op::Slice) continue;
+    const ir::Shape& from = g.type(node.operands[0]).shape;
+    const auto& strides = node.attrs.get_ints("strides");
+    if (from.back() != out.shape.back() || node.attrs.get_ints("starts").back() != 0 ||
+        (!strides.empty() && strides.back() != 1))
+      return false;
+    ++slices;
+  }
+  return slices >= 2;
+}
+
 // 512-bit vectors (where the CPU has them) pay in compute-bound kernels: row reductions
 // and the inlined exp, erf and tanh polynomials. A memory-bound loop streams a little slower
 // with them, and libmvec's 512-bit cos is no faster than its 256-bit one (docs/cpu.md).
 bool wide_vectors_pay(const ir::Graph& g, const ir::Step& step) {
   if (step.kind == ir::StepKind::Reduction) return true;
+  if (windows_over_whole_rows(g, step)) return true;
   for (int n : step.nodes)
     if (ir::op_cpu_math(g.nodes[n].op) == ir::CpuMath::Polynomial) return true;
   return false;
@@ -452,12 +475,24 @@ void emit_signature(const ir::Graph& g, const ir::Step& step, llvm::Module& m) {
 
 Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store_bytes, int vector_bytes) {
   if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");
-  for (const ir::Step& step : g.program->steps) {
+  const std::vector<std::vector<int64_t>> layouts = ir::channel_layouts_of_steps(g);
+  for (size_t s = 0; s < g.program->steps.size(); ++s) {
+    const ir::Step& step = g.program->steps[s];
     if (step.kind == ir::StepKind::Library) continue;
     if (ir::reduction_split(g, step, ir::kCpuSplit))
       KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes, true).emit());
     KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes).emit());
     emit_signature(g, step, m);
+    // The same step over activations in oneDNN's layouts (ir/channel_layouts.h).
+    for (int64_t layout : layouts[s]) {
+      std::optional<ir::Graph> laid = ir::channel_layout_step(g, step, layout);
+      if (!laid)
+        return make_error(fmt::format("cpu codegen: internal error: step {} has no kernel in layout {}", step.name,
+                                      ir::channel_layout_name(step.name, layout)));
+      const ir::Step& only = laid->program->steps[0];
+      KILN_RETURN_IF_ERROR(detail::KernelEmitter(*laid, only, m, streaming_store_bytes, vector_bytes).emit());
+      emit_signature(*laid, only, m);
+    }
   }
   return Status::Ok();
 }

@@ -85,10 +85,10 @@ std::string describe(const format::Conv& c) {
 }
 
 // The primitive of each distinct convolution, made once.
-const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
+const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_channels_blocked) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, Prepared> cache;
-  std::vector<int64_t> key = {static_cast<int64_t>(c.kind()), c.groups()};
+  std::vector<int64_t> key = {static_cast<int64_t>(c.kind()), c.groups(), few_channels_blocked};
   for (const auto* v : {c.x(), c.w(), c.y(), c.strides(), c.dilations(), c.pads_lo(), c.pads_hi()}) {
     key.push_back(-1);
     key.insert(key.end(), v->begin(), v->end());
@@ -207,13 +207,13 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
   };
   dnnl_primitive_desc_t forward_pd = describe_forward(any_y);
   // A convolution of few input channels (an image network's first) gets oneDNN's
-  // channels-last result, which a loop kernel after it (a pool) needs plain: that reorder
-  // is a transpose. A channel-blocked result reorders to plain in contiguous runs, and its
-  // kernel was faster too: Fashion-MNIST's conv1 1.80 -> 0.79 ms, ResNet's 28.3 -> 17.9 ms
-  // with the reorder (docs/cpu.md). Not for grouped ones: a depthwise convolution (one
-  // input channel per group) asked for a blocked result got oneDNN's reference kernel,
-  // 50x slower (MobileNetV2 7 -> 130 ms).
-  if (forward_pd && inference && c.groups() <= 1 && x[1] <= kFewChannels &&
+  // channels-last result. Where a step after it needs that plain (plan_layouts says so),
+  // the reorder is a transpose; a channel-blocked result reorders to plain in contiguous
+  // runs, and its kernel was faster too: Fashion-MNIST's conv1 1.80 -> 0.79 ms, ResNet's
+  // 28.3 -> 17.9 ms with the reorder (docs/cpu.md). Not for grouped ones: a depthwise
+  // convolution (one input channel per group) asked for a blocked result got oneDNN's
+  // reference kernel, 50x slower (MobileNetV2 7 -> 130 ms).
+  if (few_channels_blocked && forward_pd && inference && c.groups() <= 1 && x[1] <= kFewChannels &&
       channels_last(api, *api.primitive_desc_query_md(forward_pd, dnnl_query_dst_md, 0), y)) {
     dnnl_memory_desc_t blocked_y;
     if (api.memory_desc_init_by_tag(&blocked_y, static_cast<int>(y.size()), y.data(), dnnl_f32,
@@ -274,11 +274,12 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c) {
 
 }  // namespace
 
-Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const uint8_t* w, int threads) {
+Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const uint8_t* w, int threads,
+                                               bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
   std::vector<uint8_t> packed;
   if (!api || conv.kind() != format::ConvKind::Forward) return packed;
-  const Prepared& prep = prepared(*api, conv);
+  const Prepared& prep = prepared(*api, conv, few_channels_blocked);
   if (!prep.primitive.primitive || !prep.w.reordered()) return packed;
   packed.resize(prep.w.chosen_bytes + 64);
   const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.w.plain, const_cast<uint8_t*>(w)},
@@ -306,66 +307,28 @@ int added_input(const format::Conv& c) {
 
 }  // namespace
 
-std::string conv_implementation(const format::Conv& conv) {
+std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
-  return api ? prepared(*api, conv).implementation : std::string();
+  return api ? prepared(*api, conv, few_channels_blocked).implementation : std::string();
 }
 
-std::vector<ConvLayout> plan_conv_layouts(const format::Artifact& a, const std::vector<char>& pinned) {
-  const uint32_t steps = a.steps()->size();
-  std::vector<ConvLayout> layouts(steps);
+std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
-  if (!api) return layouts;
-  // Per forward convolution step with a primitive, its Prepared; per value, its writer.
-  std::vector<const Prepared*> prep(steps, nullptr);
-  std::vector<int> writer(pinned.size(), -1);
-  for (uint32_t s = 0; s < steps; ++s) {
-    const format::Step& step = *a.steps()->Get(s);
-    if (step.kind() != format::StepKind::Library || !step.conv() || step.conv()->kind() != format::ConvKind::Forward)
-      continue;
-    const Prepared& p = prepared(*api, *step.conv());
-    if (!p.primitive.primitive) continue;
-    prep[s] = &p;
-    writer[step.outputs()->Get(0)] = static_cast<int>(s);
-  }
-  // A value stays native when every reader takes it in its writer's layout.
-  std::vector<char> native(pinned.size(), 0);
-  for (size_t v = 0; v < pinned.size(); ++v) {
-    const int w = writer[v];
-    native[v] = w >= 0 && !pinned[v] && prep[w]->y.chosen_bytes == api->memory_desc_get_size(&prep[w]->y.plain);
-  }
-  for (uint32_t s = 0; s < steps; ++s) {
-    const format::Step& step = *a.steps()->Get(s);
-    const uint32_t inputs = step.inputs()->size();
-    for (uint32_t i = 0; i < inputs; ++i) {
-      const uint32_t v = step.inputs()->Get(i);
-      if (!native[v]) continue;
-      const dnnl_memory_desc_t& written = prep[writer[v]]->y.chosen;
-      // Read as x, or as the added tensor.
-      const bool as_x = prep[s] && i == 0 && api->memory_desc_equal(&written, &prep[s]->x.chosen);
-      const bool as_added = prep[s] && static_cast<int>(i) == added_input(*step.conv()) &&
-                            api->memory_desc_equal(&written, &prep[s]->y.chosen);
-      if (!as_x && !as_added) native[v] = 0;
-    }
-  }
-  for (uint32_t s = 0; s < steps; ++s) {
-    if (!prep[s]) continue;
-    const format::Step& step = *a.steps()->Get(s);
-    layouts[s].x_native = native[step.inputs()->Get(0)];
-    layouts[s].y_native = native[step.outputs()->Get(0)];
-    const int added = added_input(*step.conv());
-    layouts[s].added_native = added >= 0 && native[step.inputs()->Get(static_cast<uint32_t>(added))];
-  }
-  return layouts;
+  if (!api || conv.kind() != format::ConvKind::Forward) return std::nullopt;
+  const Prepared& p = prepared(*api, conv, few_channels_blocked);
+  if (!p.primitive.primitive) return std::nullopt;
+  return ConvNativeLayouts{p.x.chosen, p.y.chosen, p.y.chosen_bytes == api->memory_desc_get_size(&p.y.plain)};
 }
+
+int conv_added_input(const format::Conv& conv) { return added_input(conv); }
 
 Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights,
-                ConvLayout layout) {
+                StepLayout layout) {
   // args: x, w (or their backward counterparts), the post-ops' operands, the result.
   PostOpOperands post = post_op_operands(conv, args);
   uint8_t* const core[3] = {args[0], args[1], post.result};
   const DnnlApi* api = dnnl_api();
-  const Prepared* prep = api ? &prepared(*api, conv) : nullptr;
+  const Prepared* prep = api ? &prepared(*api, conv, layout.y_blocked) : nullptr;
   // The memory plan may put the result over the residual it adds (the sum post-op reads
   // it from there). Where the residual must move first (the portable path computes the
   // result before adding it; a reorder cannot run in place), it moves from a copy.

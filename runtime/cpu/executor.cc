@@ -13,6 +13,7 @@
 #include "runtime/cpu/dnnl_conv.h"
 #include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/kernel_library.h"
+#include "runtime/cpu/layout_plan.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/thread_pool.h"
 
@@ -101,7 +102,8 @@ class CpuExecutor final : public Executor {
     } catch (const std::system_error& e) {
       return make_error("runtime: cannot start " + std::to_string(threads) + " threads: " + e.code().message());
     }
-    // Activations passed from convolution to convolution in the library's layout.
+    // Activations passed from convolution to convolution in the library's layout, through
+    // the pools and elementwise steps between them.
     std::vector<char> pinned(sig_.values.size(), 0);
     for (const auto* values : {&sig_.input_values, &sig_.output_values, &sig_.state_values})
       for (uint32_t v : *values) pinned[v] = 1;
@@ -110,7 +112,7 @@ class CpuExecutor final : public Executor {
       for (const format::StateCopy* c : *a_.state_copies()) pinned[c->value()] = 1;
     for (const format::Buffer* b : *a_.buffers())
       if (b->home() != format::Home::Arena) pinned[b->value()] = 1;
-    conv_layouts_ = plan_conv_layouts(a_, pinned);
+    layouts_ = plan_layouts(a_, pinned);
     // Baked-in convolution and f32 matmul weights, in the layout the library reads best,
     // once per session.
     packed_weights_.resize(a_.steps()->size());
@@ -120,7 +122,7 @@ class CpuExecutor final : public Executor {
       const uint8_t* w = sig_.weights[step.inputs()->Get(1)];
       if (!w) continue;
       if (step.conv()) {
-        KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_conv_weights(*step.conv(), w, threads_));
+        KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_conv_weights(*step.conv(), w, threads_, layouts_[s].y_blocked));
       } else if (step.matmul() && sig_.values[step.inputs()->Get(1)].type == ElementType::F32) {
         KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_matmul_weights(*step.matmul(), w, threads_));
       }
@@ -156,7 +158,7 @@ class CpuExecutor final : public Executor {
   mutable ArenaPool arenas_;
   std::vector<int> buffer_of_;                        // per value
   std::vector<std::vector<uint8_t>> packed_weights_;  // per step: pack_conv_weights' bytes, or none
-  std::vector<ConvLayout> conv_layouts_;              // per step
+  std::vector<StepLayout> layouts_;                   // per step
   std::unique_ptr<ThreadPool> pool_;
   int threads_ = 1;                 // the pool's and the caller's: what the matmul library may use too
   mutable std::mutex state_mutex_;  // runs of a model with state are serialized: each updates it
@@ -214,14 +216,16 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     ptrs.clear();
     for (uint32_t v : *step.inputs()) ptrs.push_back(where[v]);
     for (uint32_t v : *step.outputs()) ptrs.push_back(where[v]);
-    Kernel kernel = kernels_.kernel(s);
+    Kernel kernel = layouts_[s].channel_layout != StepLayout::kPlain
+                        ? kernels_.blocked_kernel(s, layouts_[s].channel_layout)
+                        : kernels_.kernel(s);
     Kernel partial = kernels_.partial_kernel(s);
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
       if (step.kind() == format::StepKind::Library && step.conv()) {
         const std::vector<uint8_t>& packed = packed_weights_[s];
         return run_conv(*step.conv(), ptrs.data(), threads_, packed.empty() ? nullptr : packed_start(packed),
-                        conv_layouts_[s]);
+                        layouts_[s]);
       }
       if (step.kind() == format::StepKind::Library && !packed_weights_[s].empty())
         return dnnl_packed_matmul(*step.matmul(), packed_start(packed_weights_[s]), ptrs.data(), threads_);

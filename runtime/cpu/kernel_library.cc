@@ -45,8 +45,9 @@ Result<const format::CodeObject*> runnable_elf(const format::Artifact& a) {
 
 // A kernel of format 1.2 or later carries the bytes of each argument it was compiled
 // for: metadata that gives it others would have it run off the end of a buffer.
-Status check_signature(void* library, const format::Step& step, const Signature& sig) {
-  const std::string symbol = step.symbol()->str();
+// `symbol` is the step's kernel, or one of its kernels over blocked activations (format
+// 1.10: the same bytes, and never split).
+Status check_signature(void* library, const format::Step& step, const std::string& symbol, const Signature& sig) {
   const auto* words = static_cast<const int64_t*>(dlsym(library, format::kernel_signature_symbol(symbol).c_str()));
   auto refuse = [&](const std::string& why) {
     return Error{"artifact: shape mismatch: step " + (step.name() ? step.name()->str() : symbol) + ": " + why,
@@ -67,7 +68,7 @@ Status check_signature(void* library, const format::Step& step, const Signature&
   // A split step's kernels (format 1.4) end their signature with the scratch they write
   // and the partial kernel's work items; a kernel compiled unsplit has no partial kernel,
   // which the loader refuses first.
-  if (step.partial_symbol() && step.partial_symbol()->size() > 0) {
+  if (symbol == step.symbol()->str() && step.partial_symbol() && step.partial_symbol()->size() > 0) {
     const int64_t* split = words + 1 + args.size();
     if (split[0] != step.scratch_bytes() || split[1] != step.partial_items())
       return refuse("its kernels sum " + std::to_string(split[1]) + " parts into " + std::to_string(split[0]) +
@@ -83,7 +84,8 @@ KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
     : library_(other.library_),
       fd_(other.fd_),
       kernels_(std::move(other.kernels_)),
-      partial_kernels_(std::move(other.partial_kernels_)) {
+      partial_kernels_(std::move(other.partial_kernels_)),
+      blocked_kernels_(std::move(other.blocked_kernels_)) {
   other.library_ = nullptr;
   other.fd_ = -1;
 }
@@ -98,6 +100,7 @@ Result<KernelLibrary> KernelLibrary::load(const format::ArtifactView& view, cons
   KernelLibrary lib;
   lib.kernels_.assign(a.steps()->size(), nullptr);
   lib.partial_kernels_.assign(a.steps()->size(), nullptr);
+  lib.blocked_kernels_.assign(a.steps()->size(), {});
   bool needs_code = false;
   for (const format::Step* s : *a.steps()) needs_code = needs_code || s->kind() != format::StepKind::Library;
   if (!needs_code) return lib;
@@ -134,7 +137,16 @@ Result<KernelLibrary> KernelLibrary::load(const format::ArtifactView& view, cons
       if (!lib.partial_kernels_[s])
         return make_error("runtime: the kernels have no entry point " + step->partial_symbol()->str());
     }
-    if (view.format_minor() >= 2) KILN_RETURN_IF_ERROR(check_signature(lib.library_, *step, sig));
+    if (view.format_minor() >= 2)
+      KILN_RETURN_IF_ERROR(check_signature(lib.library_, *step, step->symbol()->str(), sig));
+    if (!step->channel_blocks()) continue;
+    for (int32_t block : *step->channel_blocks()) {
+      const std::string symbol = format::channel_blocked_kernel_symbol(step->symbol()->str(), block);
+      auto kernel = reinterpret_cast<Kernel>(dlsym(lib.library_, symbol.c_str()));
+      if (!kernel) return make_error("runtime: the kernels have no entry point " + symbol);
+      KILN_RETURN_IF_ERROR(check_signature(lib.library_, *step, symbol, sig));
+      lib.blocked_kernels_[s].emplace_back(block, kernel);
+    }
   }
   return lib;
 }

@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 9;
+inline constexpr uint16_t kFormatMinor = 10;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -94,6 +94,7 @@ struct ArtifactContents {
     int64_t scratch_bytes = 0;
     int32_t partial_block_threads = 0;  ///< for CUDA split steps
     int64_t partial_grid_blocks = 0;
+    std::vector<int32_t> channel_blocks;  ///< CPU loop steps with kernels over blocked activations (1.10)
   };
   struct CodeInfo {
     std::string kind, arch;

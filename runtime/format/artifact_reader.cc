@@ -116,6 +116,42 @@ Status check_batch(const Artifact& a, const std::vector<int>& arg_kind) {
   return Status::Ok();
 }
 
+// Kernels in oneDNN's layouts (format 1.10) exist for CPU steps over activations
+// [N, C, D1..Dk] (k = 1..3: the largest rank among the step's values): loop steps in
+// channels-last (0) or in blocks of 8 or 16 channels into which every activation splits,
+// reduction steps in channels-last. A loop step's outputs are all activations.
+Status check_channel_blocks(const Step& step, int s, bool cuda, const Artifact& a) {
+  if (count(step.channel_blocks()) == 0) return Status::Ok();
+  const bool loop = step.kind() == StepKind::Loop;
+  if (cuda || (!loop && step.kind() != StepKind::Reduction))
+    return fail(Kind::MalformedMetadata,
+                "step " + n(s) + " has kernels in oneDNN's layouts, which only a CPU loop or reduction step has");
+  auto rank_of = [&](uint32_t v) {
+    const auto* shape = a.values()->Get(v)->shape();
+    return shape ? shape->size() : 0u;
+  };
+  uint32_t rank = 0;
+  for (const auto* values : {step.inputs(), step.outputs()})
+    for (uint32_t v : *values) rank = std::max(rank, rank_of(v));
+  for (uint32_t v : *step.outputs())
+    if (rank < 3 || rank > 5 || (loop && rank_of(v) != rank))
+      return fail(Kind::MalformedMetadata, "step " + n(s) + " has kernels in oneDNN's layouts, but its output " + n(v) +
+                                               " is no activation [N, C, D1..Dk] of its values' rank");
+  for (int32_t block : *step.channel_blocks()) {
+    if (block != 0 && (!loop || (block != 8 && block != 16)))
+      return fail(Kind::MalformedMetadata, "step " + n(s) + " has a kernel in layout " + std::to_string(block) +
+                                               (loop ? " (oneDNN's are 0, channels-last, and blocks of 8 and 16)"
+                                                     : " (a reduction step's is 0, channels-last)"));
+    for (const auto* values : {step.inputs(), step.outputs()})
+      for (uint32_t v : *values)
+        if (block != 0 && rank_of(v) == rank && a.values()->Get(v)->shape()->Get(1) % block != 0)
+          return fail(Kind::MalformedMetadata, "step " + n(s) + " has a kernel over blocks of " +
+                                                   std::to_string(block) + " channels, which value " + n(v) +
+                                                   " does not split into");
+  }
+  return Status::Ok();
+}
+
 // A kernel step's range of work items must be what its outputs hold: a loop kernel's,
 // the elements of its first output; a reduction's, rows that divide every output (a row
 // value per row, or whole rows); a scatter, one. (The kernels' code was compiled for
@@ -459,6 +495,7 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       available[v] = s;
     }
     KILN_RETURN_IF_ERROR(check_work_items(*step, s, value_bytes, a));
+    KILN_RETURN_IF_ERROR(check_channel_blocks(*step, s, cuda, a));
   }
   // Library steps: the matmul's reach into each operand stays inside it.
   for (int s = 0; s < steps; ++s) {

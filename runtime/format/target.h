@@ -30,6 +30,12 @@ inline std::string kernel_symbol(std::string_view step_name) { return "kiln_" + 
 /// rows into scratch before the step's kernel runs: KERNEL_partial.
 inline std::string partial_kernel_symbol(std::string_view kernel) { return std::string(kernel) + "_partial"; }
 
+/// A loop step's kernel over activations in one of oneDNN's layouts (format 1.10,
+/// Step.channel_blocks): KERNEL_c<block> in blocks of channels, KERNEL_channels_last for 0.
+inline std::string channel_blocked_kernel_symbol(std::string_view kernel, int block) {
+  return std::string(kernel) + (block == 0 ? "_channels_last" : "_c" + std::to_string(block));
+}
+
 /// The constant beside a CPU kernel that gives its argument count and each argument's
 /// bytes (format 1.2): KERNEL_signature.
 inline std::string kernel_signature_symbol(std::string_view kernel) { return std::string(kernel) + "_signature"; }

@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 10;  // minor version 10
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.10 (this runtime reads 1.0 to 1.9)");
+  newer[10] = 11;  // minor version 11
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.11 (this runtime reads 1.0 to 1.10)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -391,4 +391,66 @@ TEST_CASE("a convolution's post-ops must fit it: kinds, order, operands and boun
     c.steps[0].conv->post_ops[2].kind = static_cast<Kind>(static_cast<int>(Kind::MAX) + 1);
     CHECK(refused(c) == prefix + "has a post-op of an unknown kind");
   }
+}
+
+TEST_CASE("kernels in oneDNN's layouts belong to CPU loop steps over activations", "[artifact][errors]") {
+  Model m("layouts", 1);
+  Tensor a = conv(m.input("x", {1, 16, 8, 8}), m.param("w1", {16, 16, 1, 1}, Init::uniform(-1, 1)));
+  Tensor p = max_pool(a, {2, 2}, {{2, 2}, {}, {}, false});
+  m.output(conv(p, m.param("w2", {16, 16, 1, 1}, Init::uniform(-1, 1))), "y");
+  const format::ArtifactContents good = contents_of(m);
+  REQUIRE(good.steps.size() == 3);
+  CHECK(good.steps[1].channel_blocks == std::vector<int32_t>{0, 8, 16});
+  auto read = format::read_artifact(format::write_artifact(good));
+  if (!read.ok()) FAIL(read.error().message);
+  const auto* layouts = read->metadata().steps()->Get(1)->channel_blocks();
+  REQUIRE(layouts);
+  CHECK(std::vector<int32_t>(layouts->begin(), layouts->end()) == std::vector<int32_t>{0, 8, 16});
+  auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)); };
+  for (int32_t layout : {12, 4, -1}) {  // none of oneDNN's
+    auto c = good;
+    c.steps[1].channel_blocks = {8, layout};
+    Error e = refused(c);
+    CHECK(e.code == static_cast<int>(ArtifactErrorKind::MalformedMetadata));
+    CHECK(e.message == fmt::format("artifact: malformed metadata: step 1 has a kernel in layout {} (oneDNN's are 0, "
+                                   "channels-last, and blocks of 8 and 16)",
+                                   layout));
+  }
+  {
+    Model odd("odd", 1);  // 24 channels: channels-last and blocks of 8, not of 16
+    Tensor b = conv(odd.input("x", {1, 16, 8, 8}), odd.param("w1", {24, 16, 1, 1}, Init::uniform(-1, 1)));
+    Tensor q = max_pool(b, {2, 2}, {{2, 2}, {}, {}, false});
+    odd.output(conv(q, odd.param("w2", {16, 24, 1, 1}, Init::uniform(-1, 1))), "y");
+    format::ArtifactContents c = contents_of(odd);
+    REQUIRE(c.steps[1].channel_blocks == std::vector<int32_t>{0, 8});
+    c.steps[1].channel_blocks = {0, 16};
+    CHECK(refused(c).message == fmt::format("artifact: malformed metadata: step 1 has a kernel over blocks of 16 "
+                                            "channels, which value {} does not split into",
+                                            c.steps[1].inputs[0]));
+  }
+  {
+    Model se("se", 1);  // a global average pool between convolutions: a reduction, channels-last only
+    Tensor b = conv(se.input("x", {1, 16, 8, 8}), se.param("w1", {16, 16, 1, 1}, Init::uniform(-1, 1)));
+    se.output(conv(reduce_sum(b, {2, 3}, true), se.param("w2", {16, 16, 1, 1}, Init::uniform(-1, 1))), "y");
+    format::ArtifactContents c = contents_of(se);
+    REQUIRE(c.steps[1].kind == format::StepKind::Reduction);
+    REQUIRE(c.steps[1].channel_blocks == std::vector<int32_t>{0});
+    c.steps[1].channel_blocks = {0, 8};
+    CHECK(refused(c).message ==
+          "artifact: malformed metadata: step 1 has a kernel in layout 8 (a reduction step's is 0, channels-last)");
+  }
+  {
+    format::ArtifactContents c = small_artifact();  // an MLP's loop step: its values are no activations
+    for (auto& step : c.steps)
+      if (step.kind == format::StepKind::Loop) {
+        step.channel_blocks = {0};
+        break;
+      }
+    CHECK(refused(c).message.find(" has kernels in oneDNN's layouts, but its output ") != std::string::npos);
+  }
+  auto c = good;
+  c.steps[0].channel_blocks = {16};  // a library step
+  CHECK(refused(c).message ==
+        "artifact: malformed metadata: step 0 has kernels in oneDNN's layouts, which only a CPU loop or reduction step "
+        "has");
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "runtime/format/artifact.h"
+#include "runtime/format/target.h"
 #include "runtime/model.h"
 #include "tools/kiln/cli.h"
 
@@ -154,6 +155,13 @@ int run_inspect(std::span<char* const> argv) {
                                      step->partial_block_threads())
                        : "",
                    step->scratch_bytes(), step->scratch_offset());
+      // Format 1.10: the same kernel over activations kept in oneDNN's layouts.
+      if (step->channel_blocks() && step->channel_blocks()->size() > 0) {
+        std::vector<std::string> kernels;
+        for (int32_t b : *step->channel_blocks())
+          kernels.push_back(format::channel_blocked_kernel_symbol(step->symbol()->str(), b));
+        fmt::print("        in oneDNN's layouts too: [{}]\n", fmt::join(kernels, ", "));
+      }
       // Format 1.3 records what each step computes; `kiln bench --profile` names steps alike.
       if (step->ops() && step->ops()->size() > 0) {
         std::string ops;
