@@ -226,7 +226,7 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     info.symbol = step.kind == ir::StepKind::Library ? "matmul" : format::kernel_symbol(step.name);
     info.work_items = ir::work_items(g, step);
     info.flops = ir::step_flops(g, step);
-    for (int64_t b : blocks[s]) info.channel_blocks.push_back(static_cast<int32_t>(b));
+    for (int64_t b : blocks[s]) info.channel_layouts.push_back(static_cast<int32_t>(b));
     for (int n : step.nodes) {
       const ir::Node& node = g.nodes[static_cast<size_t>(n)];
       if (node.op != ir::Op::Constant)

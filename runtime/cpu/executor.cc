@@ -217,7 +217,7 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     for (uint32_t v : *step.inputs()) ptrs.push_back(where[v]);
     for (uint32_t v : *step.outputs()) ptrs.push_back(where[v]);
     Kernel kernel = layouts_[s].channel_layout != StepLayout::kPlain
-                        ? kernels_.blocked_kernel(s, layouts_[s].channel_layout)
+                        ? kernels_.layout_kernel(s, layouts_[s].channel_layout)
                         : kernels_.kernel(s);
     Kernel partial = kernels_.partial_kernel(s);
     if (partial) ptrs.push_back(arena + step.scratch_offset());

@@ -45,7 +45,7 @@ Result<const format::CodeObject*> runnable_elf(const format::Artifact& a) {
 
 // A kernel of format 1.2 or later carries the bytes of each argument it was compiled
 // for: metadata that gives it others would have it run off the end of a buffer.
-// `symbol` is the step's kernel, or one of its kernels over blocked activations (format
+// `symbol` is the step's kernel, or one of its kernels in oneDNN's layouts (format
 // 1.10: the same bytes, and never split).
 Status check_signature(void* library, const format::Step& step, const std::string& symbol, const Signature& sig) {
   const auto* words = static_cast<const int64_t*>(dlsym(library, format::kernel_signature_symbol(symbol).c_str()));
@@ -85,7 +85,7 @@ KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
       fd_(other.fd_),
       kernels_(std::move(other.kernels_)),
       partial_kernels_(std::move(other.partial_kernels_)),
-      blocked_kernels_(std::move(other.blocked_kernels_)) {
+      layout_kernels_(std::move(other.layout_kernels_)) {
   other.library_ = nullptr;
   other.fd_ = -1;
 }
@@ -100,7 +100,7 @@ Result<KernelLibrary> KernelLibrary::load(const format::ArtifactView& view, cons
   KernelLibrary lib;
   lib.kernels_.assign(a.steps()->size(), nullptr);
   lib.partial_kernels_.assign(a.steps()->size(), nullptr);
-  lib.blocked_kernels_.assign(a.steps()->size(), {});
+  lib.layout_kernels_.assign(a.steps()->size(), {});
   bool needs_code = false;
   for (const format::Step* s : *a.steps()) needs_code = needs_code || s->kind() != format::StepKind::Library;
   if (!needs_code) return lib;
@@ -139,13 +139,13 @@ Result<KernelLibrary> KernelLibrary::load(const format::ArtifactView& view, cons
     }
     if (view.format_minor() >= 2)
       KILN_RETURN_IF_ERROR(check_signature(lib.library_, *step, step->symbol()->str(), sig));
-    if (!step->channel_blocks()) continue;
-    for (int32_t block : *step->channel_blocks()) {
-      const std::string symbol = format::channel_blocked_kernel_symbol(step->symbol()->str(), block);
+    if (!step->channel_layouts()) continue;
+    for (int32_t block : *step->channel_layouts()) {
+      const std::string symbol = format::channel_layout_kernel_symbol(step->symbol()->str(), block);
       auto kernel = reinterpret_cast<Kernel>(dlsym(lib.library_, symbol.c_str()));
       if (!kernel) return make_error("runtime: the kernels have no entry point " + symbol);
       KILN_RETURN_IF_ERROR(check_signature(lib.library_, *step, symbol, sig));
-      lib.blocked_kernels_[s].emplace_back(block, kernel);
+      lib.layout_kernels_[s].emplace_back(block, kernel);
     }
   }
   return lib;

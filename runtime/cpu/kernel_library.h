@@ -30,10 +30,10 @@ class KernelLibrary {
   Kernel kernel(size_t s) const { return kernels_[s]; }
   /// The kernel that sums the parts of split reduction step `s` (format 1.4), or null.
   Kernel partial_kernel(size_t s) const { return partial_kernels_[s]; }
-  /// Loop step `s`'s kernel in one of oneDNN's layouts (format 1.10, Step.channel_blocks:
+  /// Step `s`'s kernel in one of oneDNN's layouts (format 1.10, Step.channel_layouts:
   /// 0 channels-last, 8 or 16 channels a block), or null.
-  Kernel blocked_kernel(size_t s, int layout) const {
-    for (auto [l, kernel] : blocked_kernels_[s])
+  Kernel layout_kernel(size_t s, int layout) const {
+    for (auto [l, kernel] : layout_kernels_[s])
       if (l == layout) return kernel;
     return nullptr;
   }
@@ -43,7 +43,7 @@ class KernelLibrary {
   void* library_ = nullptr;
   int fd_ = -1;  // the memfd the kernels were loaded from
   std::vector<Kernel> kernels_, partial_kernels_;
-  std::vector<std::vector<std::pair<int, Kernel>>> blocked_kernels_;  // per step: (layout, kernel)
+  std::vector<std::vector<std::pair<int, Kernel>>> layout_kernels_;  // per step: (layout, kernel)
 };
 
 }  // namespace kiln::runtime::cpu

@@ -16,7 +16,7 @@ using Layouts = std::vector<dnnl_memory_desc_t>;
 // reads and writes it: channels-last (nhwc and its 1-D and 3-D forms) for 0, nChw8c and
 // nChw16c for blocks of 8 and 16; with the others that lay out the same bytes in the same
 // order (16 channels in blocks of 16 are channels-last too).
-Layouts channel_layouts(const DnnlApi& api, const format::Value& value, int layout) {
+Layouts layout_descs(const DnnlApi& api, const format::Value& value, int layout) {
   Layouts layouts;
   if (!value.shape() || value.dtype() != format::DType::F32) return layouts;
   const size_t rank = value.shape()->size();
@@ -72,26 +72,26 @@ std::vector<StepLayout> plan_layouts(const format::Artifact& a, const std::vecto
       if (conv[s] && conv[s]->y_fits && !pinned[y]) layout[y] = {conv[s]->y};
       continue;
     }
-    if (!step.channel_blocks()) continue;
+    if (!step.channel_layouts()) continue;
     // The first layout every activation input already lies in, if any.
     const size_t rank = activation_rank(step);
     auto activation = [&](uint32_t v) { return rank_of(v) == rank; };
-    for (int32_t block : *step.channel_blocks()) {
+    for (int32_t block : *step.channel_layouts()) {
       bool laid = true;
       for (uint32_t v : *step.inputs())
-        if (activation(v)) laid = laid && any_same(layout[v], channel_layouts(*api, value(v), block));
+        if (activation(v)) laid = laid && any_same(layout[v], layout_descs(*api, value(v), block));
       for (uint32_t v : *step.outputs())
-        if (activation(v)) laid = laid && !pinned[v] && !channel_layouts(*api, value(v), block).empty();
+        if (activation(v)) laid = laid && !pinned[v] && !layout_descs(*api, value(v), block).empty();
       if (!laid) continue;
       layouts[s].channel_layout = block;
       for (uint32_t v : *step.outputs())
-        if (activation(v)) layout[v] = channel_layouts(*api, value(v), block);
+        if (activation(v)) layout[v] = layout_descs(*api, value(v), block);
       break;
     }
   }
-  // A value stays native when every reader takes it in its writer's layout. Where a
-  // blocked step cannot have all of its values so, it runs its plain kernel, so none of
-  // them stays native on its account: repeat until nothing changes.
+  // A value stays native when every reader takes it in its writer's layout. Where a step
+  // in a layout cannot have all of its activations so, it runs its plain kernel, and none
+  // of them stays native on its account: repeat until nothing changes.
   std::vector<char> native(pinned.size(), 0);
   for (size_t v = 0; v < pinned.size(); ++v) native[v] = !layout[v].empty();
   for (bool changed = true; changed;) {

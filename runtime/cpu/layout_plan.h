@@ -21,7 +21,7 @@ struct StepLayout {
   /// which reorders in contiguous runs, rather than the channels-last one it prefers,
   /// which reorders as a transpose.
   bool y_blocked = false;
-  /// Loop steps with kernels in oneDNN's layouts (format 1.10): the layout of the kernel
+  /// Steps with kernels in oneDNN's layouts (format 1.10): the layout of the kernel
   /// to run, every activation input and output in it (0 channels-last, 8 or 16 nChw8c or
   /// nChw16c), or kPlain for the step's plain kernel.
   static constexpr int kPlain = -1;

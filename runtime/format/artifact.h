@@ -94,7 +94,7 @@ struct ArtifactContents {
     int64_t scratch_bytes = 0;
     int32_t partial_block_threads = 0;  ///< for CUDA split steps
     int64_t partial_grid_blocks = 0;
-    std::vector<int32_t> channel_blocks;  ///< CPU loop steps with kernels over blocked activations (1.10)
+    std::vector<int32_t> channel_layouts;  ///< CPU steps' kernels in oneDNN's layouts (1.10)
   };
   struct CodeInfo {
     std::string kind, arch;

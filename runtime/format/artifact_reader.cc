@@ -120,8 +120,8 @@ Status check_batch(const Artifact& a, const std::vector<int>& arg_kind) {
 // [N, C, D1..Dk] (k = 1..3: the largest rank among the step's values): loop steps in
 // channels-last (0) or in blocks of 8 or 16 channels into which every activation splits,
 // reduction steps in channels-last. A loop step's outputs are all activations.
-Status check_channel_blocks(const Step& step, int s, bool cuda, const Artifact& a) {
-  if (count(step.channel_blocks()) == 0) return Status::Ok();
+Status check_channel_layouts(const Step& step, int s, bool cuda, const Artifact& a) {
+  if (count(step.channel_layouts()) == 0) return Status::Ok();
   const bool loop = step.kind() == StepKind::Loop;
   if (cuda || (!loop && step.kind() != StepKind::Reduction))
     return fail(Kind::MalformedMetadata,
@@ -137,7 +137,7 @@ Status check_channel_blocks(const Step& step, int s, bool cuda, const Artifact& 
     if (rank < 3 || rank > 5 || (loop && rank_of(v) != rank))
       return fail(Kind::MalformedMetadata, "step " + n(s) + " has kernels in oneDNN's layouts, but its output " + n(v) +
                                                " is no activation [N, C, D1..Dk] of its values' rank");
-  for (int32_t block : *step.channel_blocks()) {
+  for (int32_t block : *step.channel_layouts()) {
     if (block != 0 && (!loop || (block != 8 && block != 16)))
       return fail(Kind::MalformedMetadata, "step " + n(s) + " has a kernel in layout " + std::to_string(block) +
                                                (loop ? " (oneDNN's are 0, channels-last, and blocks of 8 and 16)"
@@ -495,7 +495,7 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       available[v] = s;
     }
     KILN_RETURN_IF_ERROR(check_work_items(*step, s, value_bytes, a));
-    KILN_RETURN_IF_ERROR(check_channel_blocks(*step, s, cuda, a));
+    KILN_RETURN_IF_ERROR(check_channel_layouts(*step, s, cuda, a));
   }
   // Library steps: the matmul's reach into each operand stays inside it.
   for (int s = 0; s < steps; ++s) {

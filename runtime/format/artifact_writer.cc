@@ -61,7 +61,7 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                                s.block_threads, s.grid_blocks, fb.CreateVectorOfStrings(s.ops), s.flops,
                                s.partial_symbol.empty() ? 0 : fb.CreateString(s.partial_symbol), s.partial_items,
                                s.scratch_offset, s.scratch_bytes, s.partial_block_threads, s.partial_grid_blocks, conv,
-                               s.channel_blocks.empty() ? 0 : fb.CreateVector(s.channel_blocks)));
+                               s.channel_layouts.empty() ? 0 : fb.CreateVector(s.channel_layouts)));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));

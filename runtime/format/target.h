@@ -31,8 +31,8 @@ inline std::string kernel_symbol(std::string_view step_name) { return "kiln_" + 
 inline std::string partial_kernel_symbol(std::string_view kernel) { return std::string(kernel) + "_partial"; }
 
 /// A loop step's kernel over activations in one of oneDNN's layouts (format 1.10,
-/// Step.channel_blocks): KERNEL_c<block> in blocks of channels, KERNEL_channels_last for 0.
-inline std::string channel_blocked_kernel_symbol(std::string_view kernel, int block) {
+/// Step.channel_layouts): KERNEL_c<block> in blocks of channels, KERNEL_channels_last for 0.
+inline std::string channel_layout_kernel_symbol(std::string_view kernel, int block) {
   return std::string(kernel) + (block == 0 ? "_channels_last" : "_c" + std::to_string(block));
 }
 

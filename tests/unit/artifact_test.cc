@@ -400,16 +400,16 @@ TEST_CASE("kernels in oneDNN's layouts belong to CPU loop steps over activations
   m.output(conv(p, m.param("w2", {16, 16, 1, 1}, Init::uniform(-1, 1))), "y");
   const format::ArtifactContents good = contents_of(m);
   REQUIRE(good.steps.size() == 3);
-  CHECK(good.steps[1].channel_blocks == std::vector<int32_t>{0, 8, 16});
+  CHECK(good.steps[1].channel_layouts == std::vector<int32_t>{0, 8, 16});
   auto read = format::read_artifact(format::write_artifact(good));
   if (!read.ok()) FAIL(read.error().message);
-  const auto* layouts = read->metadata().steps()->Get(1)->channel_blocks();
+  const auto* layouts = read->metadata().steps()->Get(1)->channel_layouts();
   REQUIRE(layouts);
   CHECK(std::vector<int32_t>(layouts->begin(), layouts->end()) == std::vector<int32_t>{0, 8, 16});
   auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)); };
   for (int32_t layout : {12, 4, -1}) {  // none of oneDNN's
     auto c = good;
-    c.steps[1].channel_blocks = {8, layout};
+    c.steps[1].channel_layouts = {8, layout};
     Error e = refused(c);
     CHECK(e.code == static_cast<int>(ArtifactErrorKind::MalformedMetadata));
     CHECK(e.message == fmt::format("artifact: malformed metadata: step 1 has a kernel in layout {} (oneDNN's are 0, "
@@ -422,8 +422,8 @@ TEST_CASE("kernels in oneDNN's layouts belong to CPU loop steps over activations
     Tensor q = max_pool(b, {2, 2}, {{2, 2}, {}, {}, false});
     odd.output(conv(q, odd.param("w2", {16, 24, 1, 1}, Init::uniform(-1, 1))), "y");
     format::ArtifactContents c = contents_of(odd);
-    REQUIRE(c.steps[1].channel_blocks == std::vector<int32_t>{0, 8});
-    c.steps[1].channel_blocks = {0, 16};
+    REQUIRE(c.steps[1].channel_layouts == std::vector<int32_t>{0, 8});
+    c.steps[1].channel_layouts = {0, 16};
     CHECK(refused(c).message == fmt::format("artifact: malformed metadata: step 1 has a kernel over blocks of 16 "
                                             "channels, which value {} does not split into",
                                             c.steps[1].inputs[0]));
@@ -434,8 +434,8 @@ TEST_CASE("kernels in oneDNN's layouts belong to CPU loop steps over activations
     se.output(conv(reduce_sum(b, {2, 3}, true), se.param("w2", {16, 16, 1, 1}, Init::uniform(-1, 1))), "y");
     format::ArtifactContents c = contents_of(se);
     REQUIRE(c.steps[1].kind == format::StepKind::Reduction);
-    REQUIRE(c.steps[1].channel_blocks == std::vector<int32_t>{0});
-    c.steps[1].channel_blocks = {0, 8};
+    REQUIRE(c.steps[1].channel_layouts == std::vector<int32_t>{0});
+    c.steps[1].channel_layouts = {0, 8};
     CHECK(refused(c).message ==
           "artifact: malformed metadata: step 1 has a kernel in layout 8 (a reduction step's is 0, channels-last)");
   }
@@ -443,13 +443,13 @@ TEST_CASE("kernels in oneDNN's layouts belong to CPU loop steps over activations
     format::ArtifactContents c = small_artifact();  // an MLP's loop step: its values are no activations
     for (auto& step : c.steps)
       if (step.kind == format::StepKind::Loop) {
-        step.channel_blocks = {0};
+        step.channel_layouts = {0};
         break;
       }
     CHECK(refused(c).message.find(" has kernels in oneDNN's layouts, but its output ") != std::string::npos);
   }
   auto c = good;
-  c.steps[0].channel_blocks = {16};  // a library step
+  c.steps[0].channel_layouts = {16};  // a library step
   CHECK(refused(c).message ==
         "artifact: malformed metadata: step 0 has kernels in oneDNN's layouts, which only a CPU loop or reduction step "
         "has");

@@ -274,8 +274,8 @@ TEST_CASE("the runtime passes a pool between convolutions oneDNN's activations a
   const std::vector<runtime::cpu::StepLayout> layouts = runtime::cpu::plan_layouts(artifact, pinned);
   REQUIRE(layouts.size() == 3);
   const format::Step& pool = *artifact.steps()->Get(1);
-  REQUIRE(pool.channel_blocks());
-  CHECK(std::vector<int>(pool.channel_blocks()->begin(), pool.channel_blocks()->end()) == std::vector<int>{0, 8, 16});
+  REQUIRE(pool.channel_layouts());
+  CHECK(std::vector<int>(pool.channel_layouts()->begin(), pool.channel_layouts()->end()) == std::vector<int>{0, 8, 16});
   CHECK(layouts[1].channel_layout != runtime::cpu::StepLayout::kPlain);
   CHECK(layouts[0].y_native);
   CHECK(!layouts[0].y_blocked);

@@ -156,10 +156,10 @@ int run_inspect(std::span<char* const> argv) {
                        : "",
                    step->scratch_bytes(), step->scratch_offset());
       // Format 1.10: the same kernel over activations kept in oneDNN's layouts.
-      if (step->channel_blocks() && step->channel_blocks()->size() > 0) {
+      if (step->channel_layouts() && step->channel_layouts()->size() > 0) {
         std::vector<std::string> kernels;
-        for (int32_t b : *step->channel_blocks())
-          kernels.push_back(format::channel_blocked_kernel_symbol(step->symbol()->str(), b));
+        for (int32_t b : *step->channel_layouts())
+          kernels.push_back(format::channel_layout_kernel_symbol(step->symbol()->str(), b));
         fmt::print("        in oneDNN's layouts too: [{}]\n", fmt::join(kernels, ", "));
       }
       // Format 1.3 records what each step computes; `kiln bench --profile` names steps alike.
