@@ -14,7 +14,8 @@
 namespace kiln::ir {
 namespace {
 
-// A step's activations are its values of its first output's rank, [N, C, D1..Dk].
+// A step's activations, [N, C, D1..Dk], are its values of the largest rank among its
+// inputs and outputs (activation_rank).
 constexpr int64_t kMinRank = 3, kMaxRank = 5;
 
 // Where dim `d` of an activation of `rank` goes in a layout (in blocks, dim 1 counts the
