@@ -88,6 +88,10 @@ std::string describe(const format::Conv& c) {
 const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_channels_blocked) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, Prepared> cache;
+  // The request matters only to a forward, ungrouped convolution of few input channels
+  // (below); others share one primitive either way, not a second one made at load.
+  few_channels_blocked = few_channels_blocked && c.kind() == format::ConvKind::Forward && c.groups() <= 1 &&
+                         c.x()->size() > 1 && c.x()->Get(1) <= kFewChannels;
   std::vector<int64_t> key = {static_cast<int64_t>(c.kind()), c.groups(), few_channels_blocked};
   for (const auto* v : {c.x(), c.w(), c.y(), c.strides(), c.dilations(), c.pads_lo(), c.pads_hi()}) {
     key.push_back(-1);
@@ -213,7 +217,7 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
   // 28.3 -> 17.9 ms with the reorder (docs/cpu.md). Not for grouped ones: a depthwise
   // convolution (one input channel per group) asked for a blocked result got oneDNN's
   // reference kernel, 50x slower (MobileNetV2 7 -> 130 ms).
-  if (few_channels_blocked && forward_pd && inference && c.groups() <= 1 && x[1] <= kFewChannels &&
+  if (few_channels_blocked && forward_pd &&
       channels_last(api, *api.primitive_desc_query_md(forward_pd, dnnl_query_dst_md, 0), y)) {
     dnnl_memory_desc_t blocked_y;
     if (api.memory_desc_init_by_tag(&blocked_y, static_cast<int>(y.size()), y.data(), dnnl_f32,
