@@ -24,7 +24,9 @@ inline constexpr int64_t kOneDnnChannelBlocks[] = {8, 16};
 /// blocks, a value of one channel (broadcast across them) is [N, 1, D1..Dk, 1].
 Shape channel_layout_shape(const Shape& shape, int64_t block);
 
-/// The name of a step's kernel in a layout: "<step>_c<block>", "<step>_channels_last".
+/// The name of a step's kernel in a layout: "<step>_c<block>", "<step>_channels_last";
+/// the runtime finds it by format::channel_layout_kernel_symbol, which must agree (the
+/// runtime cannot see the IR; the loader refuses an artifact whose kernels lack one).
 std::string channel_layout_name(const std::string& step, int64_t block);
 
 /// Step `step` of `g` over its activations in a layout (a block, or kChannelsLast): a

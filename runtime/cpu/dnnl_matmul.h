@@ -1,6 +1,8 @@
-// Matmuls on oneDNN's matmul primitive, every batch dim in one call: bf16 (f32
-// accumulation; AVX512-BF16 dot products where the CPU has them) and batched f32 ones.
-// oneDNN is opened at run time (libdnnl.so.2, or $KILN_LIBDNNL), as for sgemm.
+// Matmuls on oneDNN's matmul primitive, every batch dim in one call: the runtime's bf16
+// ones (f32 accumulation; AVX512-BF16 dot products where the CPU has them; f32 batched
+// calls ran slower than a loop of sgemm calls and stay there, docs/benchmarks.md), and
+// f32 ones whose B is packed once. oneDNN is opened at run time (libdnnl.so.2, or
+// $KILN_LIBDNNL), as for sgemm.
 #pragma once
 
 #include <cstdint>
