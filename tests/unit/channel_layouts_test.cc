@@ -8,7 +8,7 @@
 #include "passes/pipeline.h"
 #include "runtime/cpu/layout_plan.h"
 #include "runtime/format/artifact.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/run_util.h"
 
 using namespace kiln;
 
@@ -259,13 +259,8 @@ TEST_CASE("the runtime passes a pool between convolutions oneDNN's activations a
   Tensor a = relu(conv(m.input("x", {1, 3, 32, 32}), weights("w1", {32, 3, 7, 7}), {{2, 2}, {3, 3, 3, 3}, {}, 1}));
   Tensor p = max_pool(a, {3, 3}, {{2, 2}, {1, 1, 1, 1}, {}, false});
   m.output(relu(conv(p, weights("w2", {32, 32, 3, 3}), {{}, {1, 1, 1, 1}, {}, 1}) + p), "y");
-  auto g = m.build();
-  REQUIRE(g.ok());
-  CompileOptions options;
-  options.weights = m.initial_values();
-  auto bytes = compile_to_artifact(*g, options);
-  if (!bytes.ok()) FAIL(bytes.error().message);
-  auto view = format::read_artifact(*bytes, "cpu-x86_64");
+  const std::vector<uint8_t> bytes = kiln::testing::compiled_artifact(m.build(), m.initial_values());
+  auto view = format::read_artifact(bytes, "cpu-x86_64");
   if (!view.ok()) FAIL(view.error().message);
   const format::Artifact& artifact = view->metadata();
   std::vector<char> pinned(artifact.values()->size(), 0);

@@ -42,6 +42,17 @@ inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g,
   return out;
 }
 
+/// A built model (Model::build) compiled for this CPU with `weights` (its initial values):
+/// the artifact's bytes (format::read_artifact's view points into them).
+inline std::vector<uint8_t> compiled_artifact(const Result<ir::Graph>& g, std::map<std::string, ir::Tensor> weights) {
+  if (!g.ok()) FAIL(g.error().message);
+  CompileOptions options;
+  options.weights = std::move(weights);
+  auto bytes = compile_to_artifact(*g, options);
+  if (!bytes.ok()) FAIL(bytes.error().message);
+  return std::move(*bytes);
+}
+
 /// A deterministic f32 input of `shape` that differs with i: sin(0.01 k + i) at element k.
 inline ir::Tensor wave_input(const ir::Shape& shape, int i) {
   std::vector<double> v(static_cast<size_t>(ir::num_elements(shape)));

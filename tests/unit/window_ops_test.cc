@@ -330,13 +330,8 @@ TEST_CASE("convolutions of every kind run on oneDNN's optimized kernels, not its
   Tensor p = conv(g, weights("w3", {32, 32, 1, 1})) + g;
   Tensor s = conv(p, weights("w4", {32, 32, 3, 3}), {{2, 2}, {1, 1, 1, 1}, {}, 1});
   m.output(conv(s, weights("w5", {8, 32, 3, 3}), {{}, {2, 2, 2, 2}, {2, 2}, 1}), "y");
-  auto g_built = m.build();
-  REQUIRE(g_built.ok());
-  CompileOptions options;
-  options.weights = m.initial_values();
-  auto bytes = compile_to_artifact(*g_built, options);
-  if (!bytes.ok()) FAIL(bytes.error().message);
-  auto view = format::read_artifact(*bytes, "cpu-x86_64");
+  const std::vector<uint8_t> bytes = kiln::testing::compiled_artifact(m.build(), m.initial_values());
+  auto view = format::read_artifact(bytes, "cpu-x86_64");
   if (!view.ok()) FAIL(view.error().message);
   int convolutions = 0;
   for (const format::Step* step : *view->metadata().steps()) {
