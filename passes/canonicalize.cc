@@ -21,7 +21,7 @@ bool is_identity_perm(const std::vector<int64_t>& perm) {
 
 class Canonicalizer {
  public:
-  explicit Canonicalizer(ir::Graph& g) : g_(g), producer_(g.producers()) {}
+  explicit Canonicalizer(ir::Graph& g) : g_(g), producer_(g.producers()), uses_(g.use_counts()) {}
 
   // One sweep over the nodes; returns whether anything changed.
   Result<bool> sweep() {
@@ -39,8 +39,9 @@ class Canonicalizer {
       ValueId same = forward(n);
       if (same != ir::kNoValue) {
         replacement[n.result] = same;
+        uses_[same] += uses_[n.result];  // its users will read `same` (counts only ever err high)
         changed = true;
-      } else if (combine(n)) {
+      } else if (combine(n) || unflatten_matmul(n)) {
         changed = true;
       }
     }
@@ -136,10 +137,12 @@ class Canonicalizer {
       n.attrs.set("ends", std::move(ends));
       n.attrs.set("strides", std::move(strides));
       n.operands[0] = p->operands[0];
+      uses_[n.operands[0]]++;
       return true;
     }
     if (n.op == Op::Reshape) {
       n.operands[0] = p->operands[0];
+      uses_[n.operands[0]]++;
       return true;
     }
     if (n.op == Op::Transpose) {
@@ -148,9 +151,48 @@ class Canonicalizer {
       for (size_t d = 0; d < outer.size(); ++d) composed[d] = inner[outer[d]];
       n.attrs.set("perm", std::move(composed));
       n.operands[0] = p->operands[0];
+      uses_[n.operands[0]]++;
       return true;
     }
     return false;
+  }
+
+  // reshape(matmul(reshape(x), w)) with a matrix w, where the outer reshape splits the
+  // rows back into leading dims and the inner one flattens them: matmul(x', w) with x'
+  // of the outer's leading dims (x itself when it has them). An exporter flattens a
+  // linear layer's input to call a 2-D GEMM; the matmul step folds leading dims into M
+  // anyway, and the two reshapes would otherwise be copies of their own between steps.
+  bool unflatten_matmul(Node& n) {
+    if (n.op != Op::Reshape) return false;
+    const int mi = producer_[n.operands[0]];
+    if (mi < 0 || g_.nodes[mi].op != Op::Matmul || uses_[n.operands[0]] != 1) return false;
+    const Node& mm = g_.nodes[static_cast<size_t>(mi)];
+    const int ri = producer_[mm.operands[0]];
+    if (ri < 0 || g_.nodes[ri].op != Op::Reshape || uses_[mm.operands[0]] != 1) return false;
+    Node& flatten = g_.nodes[static_cast<size_t>(ri)];
+    const ir::Shape& a = g_.type(mm.operands[0]).shape;
+    const ir::Shape& w = g_.type(mm.operands[1]).shape;
+    const ir::Shape& out = g_.type(n.result).shape;
+    if (a.size() != 2 || w.size() != 2 || out.size() < 2 || out.back() != w[1]) return false;
+    const int64_t rows = std::accumulate(out.begin(), out.end() - 1, int64_t{1}, std::multiplies<>());
+    if (rows != a[0]) return false;
+    ir::Shape unflat(out.begin(), out.end() - 1);
+    unflat.push_back(a[1]);
+    const ValueId x = flatten.operands[0];
+    ValueId operand = mm.operands[0];
+    if (g_.type(x).shape == unflat) {
+      operand = x;
+    } else {
+      // The flattening reshape has no other user: it reshapes to the unflattened shape.
+      flatten.attrs.set("shape", unflat);
+      g_.values[static_cast<size_t>(operand)].type.shape = unflat;
+    }
+    const ValueId weights = mm.operands[1];
+    n.op = Op::Matmul;
+    n.operands = {operand, weights};
+    n.attrs = mm.attrs;
+    uses_[operand]++;
+    return true;
   }
 
   // Replaces n by a constant when all its operands are constants and the result is small.
@@ -189,6 +231,7 @@ class Canonicalizer {
 
   ir::Graph& g_;
   std::vector<int> producer_;
+  std::vector<int> uses_;
 };
 
 }  // namespace

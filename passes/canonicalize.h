@@ -8,8 +8,9 @@ namespace kiln::passes {
 /// Simplifies the graph to a fixed point:
 ///   x+0, 0+x, x-0, x*1, 1*x, x/1 -> x (0 and 1 may be broadcast constants);  neg(neg x) -> x;  cast to the same type
 ///   -> x; transpose(transpose x) -> one transpose (or x);  reshape(reshape x) -> one reshape; reshape, broadcast,
-///   slice or transpose that changes nothing -> x; ops whose operands are all constants and whose result has at most
-///   kMaxFoldElements elements -> a constant.
+///   slice or transpose that changes nothing -> x; reshape(matmul(reshape(x), w)) of a matrix w that flattens rows
+///   and splits them back -> matmul(x, w) (x reshaped to the outer leading dims); ops whose operands are all
+///   constants and whose result has at most kMaxFoldElements elements -> a constant.
 /// Nodes left without users are removed.
 class CanonicalizePass : public Pass {
  public:

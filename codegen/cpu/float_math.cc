@@ -1,6 +1,7 @@
 #include "codegen/cpu/float_math.h"
 
 #include <cmath>
+#include <limits>
 
 #include <llvm/IR/Intrinsics.h>
 
@@ -27,10 +28,15 @@ llvm::Value* exp_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
   // e^x = 2^n * e^r with n = round(x / ln 2) and |r| <= ln 2 / 2. ln 2 is split in two
   // so that n * ln2_hi is exact (ln2_hi has 16 significant bits, |n| < 2^8).
   constexpr double kLn2Hi = 0.693145751953125, kLn2Lo = 1.428606765330187e-06;
-  // Clamping keeps n within [-150, 128]; beyond that the result is 0 or inf anyway, and
-  // the two-factor scaling below reaches both through ordinary float rounding. A NaN
-  // fails both comparisons and flows through to the result.
-  llvm::Value* clamped = b.CreateSelect(b.CreateFCmpOLT(x, f(b, -104.0)), f(b, -104.0), x);
+  const double kLogSmallestNormal = std::log(static_cast<double>(std::numeric_limits<float>::min()));
+  // Below ln(FLT_MIN) the result is flushed to 0 (it would be a denormal at most): those
+  // lanes compute e^0 and are replaced at the end, since a product that
+  // underflows takes a microcode assist on x86, about 100x a multiply's time (an attention
+  // mask of -3.4e38, or Swin's -100, made a softmax 7x slower). Above, clamping keeps n at
+  // most 128, and the two-factor scaling below reaches inf through ordinary float rounding.
+  // A NaN fails both comparisons and flows through to the result.
+  llvm::Value* zero_result = b.CreateFCmpOLT(x, f(b, kLogSmallestNormal));
+  llvm::Value* clamped = b.CreateSelect(zero_result, f(b, 0.0), x);
   clamped = b.CreateSelect(b.CreateFCmpOGT(clamped, f(b, 89.0)), f(b, 89.0), clamped);
   // Adding 1.5 * 2^23 rounds x / ln 2 to an integer in the low bits of t, which then hold
   // n + 254 (the offset gives each half of n below its exponent bias of 127): no separate
@@ -53,7 +59,7 @@ llvm::Value* exp_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
   llvm::Value* half = b.CreateAShr(bits, 1);
   llvm::Value* low = b.CreateBitCast(b.CreateShl(half, 23), b.getFloatTy());
   llvm::Value* high = b.CreateBitCast(b.CreateShl(b.CreateSub(bits, half), 23), b.getFloatTy());
-  return b.CreateFMul(b.CreateFMul(p, low), high);
+  return b.CreateSelect(zero_result, f(b, 0.0), b.CreateFMul(b.CreateFMul(p, low), high));
 }
 
 llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x) {

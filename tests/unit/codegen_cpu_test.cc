@@ -380,7 +380,9 @@ TEST_CASE("inlined f32 exp, erf and tanh: ulp error over a sweep, and the specia
   for (int64_t i = 0; i < n; ++i) {
     double xi = static_cast<float>(xs[static_cast<size_t>(i)]);
     INFO("x = " << xi);
-    double e = ulps(static_cast<float>((*got)[0].get(i)), std::exp(xi));
+    // exp flushes results below the smallest normal float to 0.
+    const bool flushed = std::exp(xi) < std::numeric_limits<float>::min();
+    double e = flushed ? ((*got)[0].get(i) == 0 ? 0.0 : 1e9) : ulps(static_cast<float>((*got)[0].get(i)), std::exp(xi));
     CHECK(e <= 1.0);
     worst_exp = std::max(worst_exp, e);
     double r = (*got)[1].get(i);
