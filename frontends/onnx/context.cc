@@ -18,8 +18,7 @@ namespace {
 // index tensors models build from it: Swin's attention-mask scatter indices have tens of
 // thousands of elements); larger ones stay graph values, computed by the compiled model.
 constexpr int64_t kMostFoldedElements = int64_t{1} << 20;
-// Broadcasts of constants to more elements than this are not folded (larger than any
-// shape or index list an op needs as a constant).
+// Float constants broadcast to more elements than this are not folded.
 constexpr int64_t kMostGrownElements = 4096;
 // Constants this large become params (with weights) rather than literals in the IR.
 constexpr int64_t kMostLiteralElements = 16;
@@ -164,12 +163,14 @@ Result<Value> Context::apply(const onnx::NodeProto& node, ir::Op op, const std::
   }
   auto type = ir::infer_type(op, types, attrs, dtype);
   if (!type.ok()) return node_error(node, type.error().message);
-  // A constant broadcast to a large shape stays a broadcast of the smaller constant: a
-  // kernel reading it indexes the few values (an attention mask of [1,1,T,T] added to
-  // [B,H,T,T] scores), where the folded result would be a weight H times larger.
-  // (A scalar's broadcast folds: constant_value makes a splat a scalar broadcast again.)
-  const bool grows = op == ir::Op::Broadcast && type->num_elements() > kMostGrownElements &&
-                     types[0].num_elements() > 1 && type->num_elements() > types[0].num_elements();
+  // A float constant broadcast to a large shape stays a broadcast of the smaller constant:
+  // a kernel reading it indexes the few values (an attention mask of [1,1,T,T] added to
+  // [B,H,T,T] scores), where the folded result would be a weight H times larger. Integers
+  // fold (indices an op needs at import may be built by an Expand), and so does a
+  // scalar's broadcast (constant_value makes a splat a scalar broadcast again).
+  const bool grows = op == ir::Op::Broadcast && ir::is_float(type->dtype) &&
+                     type->num_elements() > kMostGrownElements && types[0].num_elements() > 1 &&
+                     type->num_elements() > types[0].num_elements();
   if (all_constant && foldable(op) && !grows && type->num_elements() <= kMostFoldedElements) {
     std::vector<const ir::Tensor*> tensors;
     for (const Value& v : operands) tensors.push_back(&*v.constant);
