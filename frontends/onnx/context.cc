@@ -45,6 +45,27 @@ bool foldable(ir::Op op) {
   return kind == ir::OpKind::Elementwise || kind == ir::OpKind::Movement || kind == ir::OpKind::Reduction;
 }
 
+// Bitwise, so that NaNs of one pattern are equal.
+bool same_content(const ir::Tensor& a, const ir::Tensor& b) {
+  auto same_bytes = [](const auto& x, const auto& y) {
+    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0);
+  };
+  return a.type == b.type && same_bytes(a.floats, b.floats) && same_bytes(a.ints, b.ints);
+}
+
+// FNV-1a over the elements' bytes and the shape.
+uint64_t content_hash(const ir::Tensor& t) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (int64_t d : t.type.shape) mix(&d, sizeof d);
+  mix(t.floats.data(), t.floats.size() * sizeof(double));
+  mix(t.ints.data(), t.ints.size() * sizeof(int64_t));
+  return h;
+}
+
 }  // namespace
 
 std::string where(const onnx::NodeProto& node) { return fmt::format("node '{}' ({}): ", node.name(), node.op_type()); }
@@ -114,9 +135,17 @@ Result<ir::ValueId> Context::constant_value(const ir::Tensor& t, const std::stri
     return builder_.add(ir::Op::Broadcast, {scalar}, std::move(attrs), t.type.dtype);
   }
   if (t.size() > kMostLiteralElements) {
+    // Exporters repeat folded constants per layer (GPT-2's causal mask, once per block):
+    // one param holds each distinct value.
+    const uint64_t key = content_hash(t);
+    auto [first, last] = constant_params_.equal_range(key);
+    for (auto it = first; it != last; ++it)
+      if (same_content(*it->second.first, t)) return it->second.second;
     const std::string name = unique_name(onnx_name.empty() ? "const" : onnx_name);
-    weights_[name] = t;
-    return builder_.arg(name, t.type, ir::ArgKind::Param);
+    const ir::Tensor& stored = weights_[name] = t;
+    const ir::ValueId id = builder_.arg(name, t.type, ir::ArgKind::Param);
+    constant_params_.emplace(key, std::pair{&stored, id});
+    return id;
   }
   ir::Attrs attrs;
   attrs.set("value", literal_of(t));

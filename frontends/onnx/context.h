@@ -77,6 +77,8 @@ class Context {
   int64_t opset_;
   std::map<std::string, Value> values_;
   std::set<std::string> used_names_;
+  // Params made from folded constants, by content_hash: each distinct value once.
+  std::multimap<uint64_t, std::pair<const ir::Tensor*, ir::ValueId>> constant_params_;
 };
 
 /// "node 'NAME' (OP): " or "node N (OP): ", the start of every error about a node.

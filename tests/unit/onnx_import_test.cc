@@ -125,21 +125,26 @@ TEST_CASE("a float initializer of one element is a constant, not a weight", "[on
   CHECK(text.find("[3.0, 3.0]") == std::string::npos);
 }
 
-TEST_CASE("a float constant added to a larger shape stays a broadcast of its own elements", "[onnx]") {
+TEST_CASE("a float constant added to a larger shape stays a broadcast of its own elements, stored once", "[onnx]") {
   // GPT-2's causal mask is folded at import to [1,1,T,T] and added to [1,H,T,T] scores:
   // folded again at the scores' shape it was a weight H times larger, per layer. Integer
-  // constants still fold at any shape (indices an op needs at import).
+  // constants still fold at any shape (indices an op needs at import). Equal constants
+  // share one weight.
   onnx::ModelProto m;
   m.add_opset_import()->set_version(17);
   onnx::GraphProto* g = m.mutable_graph();
   add_value(g->mutable_input(), "x", {2, 3, 64, 64});
   add_value(g->mutable_output(), "y", {2, 3, 64, 64});
-  onnx::AttributeProto* a = add_node(g, "Constant", {}, {"mask"}, "mask")->add_attribute();
-  a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
-  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
-  a->mutable_t()->add_dims(1), a->mutable_t()->add_dims(64), a->mutable_t()->add_dims(64);
-  for (int i = 0; i < 64 * 64; ++i) a->mutable_t()->add_float_data(i % 64 > i / 64 ? -1e9f : 0.f);
-  add_node(g, "Add", {"x", "mask"}, {"y"});
+  // The mask twice, as two layers' Constant nodes: one weight holds both.
+  for (const std::string name : {"mask", "mask_again"}) {
+    onnx::AttributeProto* a = add_node(g, "Constant", {}, {name}, name)->add_attribute();
+    a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(1), a->mutable_t()->add_dims(64), a->mutable_t()->add_dims(64);
+    for (int i = 0; i < 64 * 64; ++i) a->mutable_t()->add_float_data(i % 64 > i / 64 ? -1e9f : 0.f);
+  }
+  add_node(g, "Add", {"x", "mask"}, {"masked"});
+  add_node(g, "Add", {"masked", "mask_again"}, {"y"});
   auto r = import_model(bytes_of(m));
   if (!r.ok()) FAIL(r.error().message);
   const std::string text = ir::print(r->graph);
@@ -153,7 +158,7 @@ TEST_CASE("a float constant added to a larger shape stays a broadcast of its own
   args["x"] = x;
   auto y = ir::evaluate(r->graph, args);
   if (!y.ok()) FAIL(y.error().message);
-  CHECK((*y)[0].get(5 * 64 * 64 + 3) == -1e9f);  // batch 1, head 2, row 0, column 3
+  CHECK((*y)[0].get(5 * 64 * 64 + 3) == -2e9f);  // batch 1, head 2, row 0, column 3
   CHECK((*y)[0].get(5 * 64 * 64 + 3 * 64) == 0);   // row 3, column 0
 }
 
