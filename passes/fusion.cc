@@ -221,6 +221,18 @@ class Partitioner {
     return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
   }
 
+  // Whether v and everything it is computed from (a few producers deep) have at most
+  // `limit` elements: no reduction of a larger value, no broadcast growing one.
+  bool from_small_values(ValueId v, int64_t limit, int depth) const {
+    if (type(v).num_elements() > limit) return false;
+    const int p = producer_[v];
+    if (p < 0) return true;
+    if (depth == 8) return false;
+    for (ValueId o : g_.nodes[p].operands)
+      if (!from_small_values(o, limit, depth + 1)) return false;
+    return true;
+  }
+
   // Whether a user of n in group `target` repeats n's elements (a broadcast or gather
   // growing it).
   bool repeated(const Node& n, int target) const {
@@ -325,6 +337,11 @@ class Partitioner {
         return true;
       }
       if (!repeated(n, target) || type(n.result).rank() == 0) return true;
+      // A value computed from values no larger than itself only (a batch norm's
+      // per-channel scale from its params) is a small step of its own: the kernel that
+      // spreads it stays a loop kernel, which also runs in oneDNN's layouts beside
+      // convolutions, where a row kernel over channels could not.
+      if (from_small_values(n.result, type(n.result).num_elements(), 0)) return false;
       // A row value spread over its row by a broadcast: the kernel becomes a reduction
       // kernel of that row class (each row computes the value once), whether or not a
       // reduction joins it later.

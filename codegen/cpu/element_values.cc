@@ -75,6 +75,27 @@ std::pair<int64_t, int64_t> KernelEmitter::padded_columns() const {
   return {lead, trail};
 }
 
+std::vector<int64_t> KernelEmitter::joined_columns(int64_t last) const {
+  std::vector<int64_t> boundaries;
+  for (int m : step_.nodes) {
+    const Node& n = g_.nodes[m];
+    const ir::Shape& shape = type(n.result).shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    if (n.op != ir::Op::Concat || rank == 0 || shape.back() != last ||
+        *ir::normalize_axis(n.attrs.get_int("axis"), rank) != rank - 1)
+      continue;
+    int64_t offset = 0;
+    for (size_t k = 0; k + 1 < n.operands.size(); ++k) {
+      offset += type(n.operands[k]).shape.back();
+      if (offset > 0 && offset < last) boundaries.push_back(offset);
+    }
+  }
+  std::sort(boundaries.begin(), boundaries.end());
+  boundaries.erase(std::unique(boundaries.begin(), boundaries.end()), boundaries.end());
+  if (boundaries.size() + 1 > kMostJoinedParts) boundaries.clear();
+  return boundaries;
+}
+
 bool KernelEmitter::speculatable(ValueId v) const {
   if (!computed_here(v)) return true;
   const Node& n = g_.nodes[producer_[v]];

@@ -372,6 +372,20 @@ Status KernelEmitter::emit_loop() {
   if (lead + trail >= last) lead = trail = 0;
   std::vector<std::pair<int64_t, int64_t>> parts = {{0, last}};
   if (lead + trail > 0) parts = {{0, lead}, {lead, last - trail}, {last - trail, last}};
+  // A concat of values along the rows (channels-last activations joined along their
+  // channels) reads one operand per run of columns: each run is a part, walked with that
+  // operand read directly, where choosing per element took a branch per operand and kept
+  // the loop from vectorizing (a dense block's concats ran at 0.07 of copy).
+  const std::vector<int64_t> joins = joined_columns(last);
+  if (joins_along_rows && !joins.empty() && lead + trail == 0) {
+    parts.clear();
+    int64_t first = 0;
+    for (int64_t boundary : joins) {
+      parts.emplace_back(first, boundary);
+      first = boundary;
+    }
+    parts.emplace_back(first, last);
+  }
   return loop(first_row, end_row, [&](llvm::Value* r) -> Status {
     llvm::Value* row_start = b_.CreateMul(r, i64(last));
     // The row's columns within the work range [begin, end).

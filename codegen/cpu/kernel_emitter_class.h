@@ -169,6 +169,11 @@ class KernelEmitter : public ElementWalker {
   // most: the row walk runs them apart from the columns between, where those concats
   // read their data operand alone.
   std::pair<int64_t, int64_t> padded_columns() const;
+  // The columns (of rows of `last`) where the step's concats along their last dims pass
+  // from one operand to the next, sorted; none when there would be more than
+  // kMostJoinedParts runs (each is a loop of its own).
+  std::vector<int64_t> joined_columns(int64_t last) const;
+  static constexpr size_t kMostJoinedParts = 64;
   // Whether x is a broadcast constant (through broadcasts and reshapes in the step).
   bool padding(ValueId x) const;
   // Whether v's elements come from the step's inputs or constants through movement ops
