@@ -499,3 +499,29 @@ TEST_CASE("reshapes through extent-1 dims around a transpose agree with the inte
     }
   }
 }
+
+TEST_CASE("a concat of values along the rows is walked a run of columns per operand, over any work split",
+          "[codegen][cpu]") {
+  // Channels-last activations joined along their channels (a dense block's concat): each
+  // operand's run of columns is a loop of its own that reads it directly. Runs of 3, 16,
+  // 1, 20 and 7 columns (rows of 47), and a second concat whose runs end elsewhere.
+  ir::Graph parsed = kiln::testing::parse_ok(R"(graph @g(%a: f32[6,3], %b: f32[6,16], %c: f32[6,1], %d: f32[6,20], %e: f32[6,7], %f: f32[6,47]) {
+  %j: f32[6,47] = concat(%a, %b, %c, %d, %e) {axis=1}
+  %fl: f32[6,40] = slice(%f) {starts=[0,0], ends=[6,40]}
+  %fr: f32[6,7] = slice(%f) {starts=[0,40], ends=[6,47]}
+  %fe: f32[6,7] = exp(%fr)
+  %k: f32[6,47] = concat(%fe, %fl) {axis=1}
+  %y: f32[6,47] = mul(%j, %k)
+  return %y, %j
+}
+)");
+  auto inputs = kiln::testing::seeded_arguments(parsed, 11, 3);
+  auto expected = kiln::testing::eval_ok(parsed, inputs);
+  ir::Graph g = planned(parsed, true);
+  for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{46}, int64_t{52}, int64_t{141}}) {
+    INFO("chunks of " << chunk);
+    auto got = run_compiled(g, inputs, fmt::format("joined{}", chunk), chunk);
+    REQUIRE(got.ok());
+    check_same(*got, expected, 1e-6);
+  }
+}
