@@ -30,11 +30,11 @@ llvm::Value* exp_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
   constexpr double kLn2Hi = 0.693145751953125, kLn2Lo = 1.428606765330187e-06;
   const double kLogSmallestNormal = std::log(static_cast<double>(std::numeric_limits<float>::min()));
   // Below ln(FLT_MIN) the result is flushed to 0 (it would be a denormal at most): those
-  // lanes compute e^0 and are replaced at the end, since a product that
-  // underflows takes a microcode assist on x86, about 100x a multiply's time (an attention
-  // mask of -3.4e38, or Swin's -100, made a softmax 7x slower). Above, clamping keeps n at
-  // most 128, and the two-factor scaling below reaches inf through ordinary float rounding.
-  // A NaN fails both comparisons and flows through to the result.
+  // lanes compute e^0 and are replaced at the end, since a product that underflows takes
+  // a microcode assist on x86, about 100x a multiply's time (an attention mask of -3.4e38,
+  // or Swin's -100, made a softmax 7x slower). Above, clamping keeps n at most 128, and
+  // the two-factor scaling below reaches inf through ordinary float rounding. A NaN fails
+  // both comparisons and flows through to the result.
   llvm::Value* zero_result = b.CreateFCmpOLT(x, f(b, kLogSmallestNormal));
   llvm::Value* clamped = b.CreateSelect(zero_result, f(b, 0.0), x);
   clamped = b.CreateSelect(b.CreateFCmpOGT(clamped, f(b, 89.0)), f(b, 89.0), clamped);
