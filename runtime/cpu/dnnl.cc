@@ -19,6 +19,8 @@ const DnnlLibrary& dnnl_library() {
       return d;
     }
     d.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(d.handle, "omp_set_num_threads"));
+    d.gomp_parallel =
+        reinterpret_cast<void (*)(void (*)(void*), void*, unsigned, unsigned)>(dlsym(d.handle, "GOMP_parallel"));
     return d;
   }();
   return opened;

@@ -20,6 +20,10 @@ struct DnnlLibrary {
   /// The OpenMP runtime oneDNN's threads come from (found through oneDNN's dependencies);
   /// null where it threads otherwise, when --threads cannot bound it.
   void (*omp_set_num_threads)(int) = nullptr;
+  /// Its parallel region (libgomp's GOMP_parallel), which the runtime's thread pool runs
+  /// its kernels on, so that kernels and oneDNN's calls share one team of threads; null
+  /// where oneDNN threads otherwise.
+  void (*gomp_parallel)(void (*)(void*), void*, unsigned, unsigned) = nullptr;
 };
 /// libdnnl.so.2, or $KILN_LIBDNNL, opened once.
 const DnnlLibrary& dnnl_library();

@@ -1,6 +1,7 @@
 #include "runtime/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace kiln::runtime {
 
@@ -26,8 +27,28 @@ void ThreadPool::stop() {
   for (std::thread& t : workers_) t.join();
 }
 
+void ThreadPool::parallel_for_team(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  struct Region {
+    const std::function<void(int64_t, int64_t)>* fn;
+    int64_t n, chunk;
+    std::atomic<int64_t> next{0};
+  } region{&fn, n, std::max(grain, (n + team_threads_ * 4 - 1) / (team_threads_ * 4))};
+  team_(
+      [](void* data) {
+        auto* r = static_cast<Region*>(data);
+        for (int64_t begin = r->next.fetch_add(r->chunk); begin < r->n; begin = r->next.fetch_add(r->chunk))
+          (*r->fn)(begin, std::min(r->n, begin + r->chunk));
+      },
+      &region, static_cast<unsigned>(team_threads_), 0);
+}
+
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
+  if (team_) {
+    if (n <= grain || team_threads_ == 1) fn(0, n);
+    else parallel_for_team(n, grain, fn);
+    return;
+  }
   int64_t parts = static_cast<int64_t>(workers_.size()) + 1;
   if (workers_.empty() || n <= grain) {
     fn(0, n);

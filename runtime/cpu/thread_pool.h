@@ -10,12 +10,20 @@
 
 namespace kiln::runtime {
 
+/// libgomp's entry point for a parallel region (GOMP_parallel): runs fn(data) on a team of
+/// `threads` threads, the caller's among them.
+using OpenMpTeam = void (*)(void (*fn)(void*), void* data, unsigned threads, unsigned flags);
+
 /// Runs fn(begin, end) over chunks of [0, n) on the pool's threads and the caller's.
 class ThreadPool {
  public:
   /// `threads` workers besides the caller (0: none). Throws std::system_error, with no
   /// thread left running, when the system cannot start them.
   explicit ThreadPool(int threads);
+  /// A pool whose chunks run on OpenMP's team of threads + 1 (the caller's): the threads
+  /// oneDNN's calls run on, which spin for a while after each call. With threads of its
+  /// own, a kernel after a convolution or matmul shared the cores with them.
+  ThreadPool(int threads, OpenMpTeam team) : team_(team), team_threads_(threads + 1) {}
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,6 +35,10 @@ class ThreadPool {
  private:
   void work();
   void stop();
+  void parallel_for_team(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  OpenMpTeam team_ = nullptr;
+  int team_threads_ = 0;
 
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // one parallel_for at a time
