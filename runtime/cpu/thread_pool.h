@@ -29,7 +29,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   /// Splits [0, n) into chunks of at least `grain` items and waits for all of them.
-  /// Calls from several threads at once are serialized.
+  /// On threads of its own, calls from several threads at once are serialized; on a team,
+  /// each calling thread's call runs on a team of its own.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
