@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "frontends/onnx/importer.h"
 #include "frontends/onnx/ops.h"
@@ -53,17 +54,11 @@ bool same_content(const ir::Tensor& a, const ir::Tensor& b) {
   return a.type == b.type && same_bytes(a.floats, b.floats) && same_bytes(a.ints, b.ints);
 }
 
-// FNV-1a over the elements' bytes and the shape.
+// XXH64 of the shape and the elements' bytes, each seeded with the hash before it.
 uint64_t content_hash(const ir::Tensor& t) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* data, size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  };
-  for (int64_t d : t.type.shape) mix(&d, sizeof d);
-  mix(t.floats.data(), t.floats.size() * sizeof(double));
-  mix(t.ints.data(), t.ints.size() * sizeof(int64_t));
-  return h;
+  uint64_t h = XXH64(t.type.shape.data(), t.type.shape.size() * sizeof(int64_t), 0);
+  h = XXH64(t.floats.data(), t.floats.size() * sizeof(double), h);
+  return XXH64(t.ints.data(), t.ints.size() * sizeof(int64_t), h);
 }
 
 }  // namespace
