@@ -11,6 +11,7 @@
 #include "bench/timing.h"
 #include "ir/parser.h"
 #include "ir/shape_inference.h"
+#include "runtime/cpu/page_memory.h"
 #include "runtime/format/artifact.h"
 #include "runtime/model.h"
 
@@ -252,6 +253,7 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
     r.latency_clock = "host steady_clock around run_device on device buffers (CUDA Graph replay, then synchronize)";
   } else {
     r.device = cpu_model_name();
+    r.huge_pages = runtime::cpu::transparent_huge_pages();
     r.latency_clock = "host steady_clock around run on host buffers (64-byte aligned)";
   }
   auto run = [&] { return buffers->run(); };

@@ -81,6 +81,9 @@ struct ModelBenchResult {
   std::string model, target, device, date;
   std::optional<double> compile_s;  ///< for a compiled graph
   int64_t arena_bytes = 0;
+  /// CPU: the system's transparent huge page mode, which decides whether the arena and
+  /// packed weights the runtime advises onto huge pages get them; empty for CUDA.
+  std::string huge_pages;
   int runs = 0, warmup = 0, threads = 0;
   std::string latency_clock;  ///< what a timed run is
   LatencyStats latency_ms;

@@ -31,6 +31,8 @@ std::string model_table(const ModelBenchResult& r) {
   std::string out = fmt::format("model: {} (target {}, {})\n", r.model, r.target, r.device);
   if (r.compile_s) out += fmt::format("compile: {:.3f} s\n", *r.compile_s);
   out += fmt::format("arena: {}\n", bytes_text(r.arena_bytes));
+  if (!r.huge_pages.empty())
+    out += fmt::format("transparent huge pages: {} (the arena and packed weights ask for them)\n", r.huge_pages);
   for (const std::string& input : r.random_inputs) out += "random input " + input + "\n";
   const LatencyStats& l = r.latency_ms;
   out += fmt::format(
@@ -73,6 +75,7 @@ std::string model_json(const ModelBenchResult& r) {
   j["date"] = r.date;
   j["compile_s"] = r.compile_s ? json(*r.compile_s) : json(nullptr);
   j["arena_bytes"] = r.arena_bytes;
+  j["huge_pages"] = r.huge_pages.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.huge_pages);
   j["runs"] = r.runs;
   j["warmup"] = r.warmup;
   j["threads"] = r.threads;

@@ -85,16 +85,6 @@ DnnlPrimitive dnnl_reorder(const DnnlApi& api, const dnnl_memory_desc_t& from, c
 /// The primitive of a descriptor (left to the caller to destroy).
 DnnlPrimitive dnnl_create(const DnnlApi& api, const_dnnl_primitive_desc_t pd);
 
-/// Where packed bytes start in their buffer (allocated 64 bytes over): its first 64-byte
-/// boundary, as oneDNN's kernels read best.
-inline uint8_t* packed_start(std::vector<uint8_t>& packed) {
-  uint8_t* p = packed.data();
-  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
-}
-inline const uint8_t* packed_start(const std::vector<uint8_t>& packed) {
-  return packed_start(const_cast<std::vector<uint8_t>&>(packed));
-}
-
 /// One argument of a primitive: its kind (DNNL_ARG_SRC, ...), layout and bytes.
 struct DnnlArg {
   int kind;

@@ -278,18 +278,22 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
 
 }  // namespace
 
-Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const uint8_t* w, int threads,
-                                               bool few_channels_blocked) {
+size_t packed_conv_weights_bytes(const format::Conv& conv, bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
-  std::vector<uint8_t> packed;
-  if (!api || conv.kind() != format::ConvKind::Forward) return packed;
+  if (!api || conv.kind() != format::ConvKind::Forward) return 0;
   const Prepared& prep = prepared(*api, conv, few_channels_blocked);
-  if (!prep.primitive.primitive || !prep.w.reordered()) return packed;
-  packed.resize(prep.w.chosen_bytes + 64);
+  return prep.primitive.primitive && prep.w.reordered() ? prep.w.chosen_bytes : 0;
+}
+
+Status pack_conv_weights(const format::Conv& conv, const uint8_t* w, uint8_t* to, int threads,
+                         bool few_channels_blocked) {
+  const DnnlApi* api = dnnl_api();
+  if (!api || packed_conv_weights_bytes(conv, few_channels_blocked) == 0)
+    return make_error("runtime: the " + describe(conv) + " has no packed weights");
+  const Prepared& prep = prepared(*api, conv, few_channels_blocked);
   const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.w.plain, const_cast<uint8_t*>(w)},
-                             {DNNL_ARG_TO, &prep.w.chosen, packed_start(packed)}};
-  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep.w.reorder, reorder, threads, prep.reorder_what));
-  return packed;
+                             {DNNL_ARG_TO, &prep.w.chosen, to}};
+  return dnnl_run(*api, prep.w.reorder, reorder, threads, prep.reorder_what);
 }
 
 namespace {

@@ -40,14 +40,17 @@ std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, b
 /// The step input a convolution's residual add (its Add post-op) reads, or -1.
 int conv_added_input(const format::Conv& conv);
 
-/// The weights `w` of a forward convolution reordered once into the layout its oneDNN
+/// The bytes of a forward convolution's weights reordered once into the layout its oneDNN
 /// primitive reads (a blocked one such as OIhw16i16o), for weights that never change: a
 /// model's baked-in params. Reordering them on every run costs as much as a late ResNet
-/// layer's convolution itself. Empty where the primitive reads them as they are, or where
-/// the convolution does not run on oneDNN.
+/// layer's convolution itself. 0 where the primitive reads them as they are, or where the
+/// convolution does not run on oneDNN.
 /// `few_channels_blocked` as StepLayout::y_blocked (the two primitives may read the
 /// weights in different layouts).
-Result<std::vector<uint8_t>> pack_conv_weights(const format::Conv& conv, const uint8_t* w, int threads,
-                                               bool few_channels_blocked = false);
+size_t packed_conv_weights_bytes(const format::Conv& conv, bool few_channels_blocked = false);
+
+/// Reorders the weights `w` into `to`: packed_conv_weights_bytes of them, 64-byte aligned.
+Status pack_conv_weights(const format::Conv& conv, const uint8_t* w, uint8_t* to, int threads,
+                         bool few_channels_blocked = false);
 
 }  // namespace kiln::runtime::cpu

@@ -118,17 +118,21 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
 
 }  // namespace
 
-Result<std::vector<uint8_t>> pack_matmul_weights(const format::Matmul& mm, const uint8_t* b, int threads) {
-  std::vector<uint8_t> packed;
+size_t packed_matmul_weights_bytes(const format::Matmul& mm) {
   const DnnlApi* p = dnnl_api();
-  if (!p) return packed;
+  if (!p) return 0;
   const PackedPrepared& prep = packed_prepared(*p, mm);
-  if (!prep.primitive.primitive) return packed;
-  packed.resize(prep.packed_bytes + 64);
-  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.descs.b, const_cast<uint8_t*>(b)},
-                             {DNNL_ARG_TO, &prep.packed_b, packed_start(packed)}};
-  KILN_RETURN_IF_ERROR(dnnl_run(*p, prep.reorder, reorder, threads, "the packing of " + prep.what));
-  return packed;
+  return prep.primitive.primitive ? prep.packed_bytes : 0;
+}
+
+Status pack_matmul_weights(const format::Matmul& mm, const uint8_t* b, uint8_t* to, int threads) {
+  const DnnlApi* p = dnnl_api();
+  const PackedPrepared* prep = p ? &packed_prepared(*p, mm) : nullptr;
+  if (!prep || !prep->primitive.primitive)
+    return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
+  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->descs.b, const_cast<uint8_t*>(b)},
+                             {DNNL_ARG_TO, &prep->packed_b, to}};
+  return dnnl_run(*p, prep->reorder, reorder, threads, "the packing of " + prep->what);
 }
 
 Status dnnl_packed_matmul(const format::Matmul& mm, const uint8_t* packed_b, uint8_t* const* args, int threads) {

@@ -20,12 +20,15 @@ namespace kiln::runtime::cpu {
 /// missing (the caller then runs it another way).
 Result<bool> dnnl_matmul(const format::Matmul& call, dnnl_data_type_t type, uint8_t* const* args, int threads);
 
-/// The B operand of an f32 matmul without batch dims reordered once into the layout
-/// oneDNN's matmul primitive reads (blocked for its AVX-512 kernels), for a B that never
-/// changes: a model's baked-in weights. dnnl_sgemm packs B on every call, which for a
-/// linear layer of a transformer at 128 rows costs a tenth of the GEMM. Empty where
-/// oneDNN has no such primitive for the call.
-Result<std::vector<uint8_t>> pack_matmul_weights(const format::Matmul& call, const uint8_t* b, int threads);
+/// The bytes of the B operand of an f32 matmul without batch dims reordered once into the
+/// layout oneDNN's matmul primitive reads (blocked for its AVX-512 kernels), for a B that
+/// never changes: a model's baked-in weights. dnnl_sgemm packs B on every call, which for a
+/// linear layer of a transformer at 128 rows costs a tenth of the GEMM. 0 where oneDNN
+/// has no such primitive for the call.
+size_t packed_matmul_weights_bytes(const format::Matmul& call);
+
+/// Reorders B into `to`: packed_matmul_weights_bytes of them, 64-byte aligned.
+Status pack_matmul_weights(const format::Matmul& call, const uint8_t* b, uint8_t* to, int threads);
 
 /// Runs an f32 matmul with B as pack_matmul_weights left it (`args`: A, unused, C).
 Status dnnl_packed_matmul(const format::Matmul& call, const uint8_t* packed_b, uint8_t* const* args, int threads);

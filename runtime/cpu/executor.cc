@@ -5,7 +5,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <new>
 #include <system_error>
 #include <thread>
 
@@ -16,24 +15,17 @@
 #include "runtime/cpu/kernel_library.h"
 #include "runtime/cpu/layout_plan.h"
 #include "runtime/cpu/matmul.h"
+#include "runtime/cpu/page_memory.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
 
-struct AlignedDelete {
-  void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
-};
-using Arena = std::unique_ptr<uint8_t[], AlignedDelete>;
+using Arena = PageMemory;
 
-// A run's arena, 64-byte aligned. The first is made at load, so that an arena larger than
-// memory is a load error.
-Result<Arena> new_arena(uint64_t bytes) {
-  KILN_RETURN_IF_ERROR(check_allocation(bytes, "the arena"));
-  Arena arena(new (std::align_val_t(64), std::nothrow) uint8_t[bytes + 1]);
-  if (!arena) return allocation_error(bytes, "the arena");
-  return arena;
-}
+// A run's arena. The first is made at load, so that an arena larger than memory is a load
+// error.
+Result<Arena> new_arena(uint64_t bytes) { return PageMemory::allocate(bytes, "the arena"); }
 
 // Arenas of finished runs, reused: a fresh one would fault in its pages on every run.
 class ArenaPool {
@@ -46,9 +38,9 @@ class ArenaPool {
     Lease(ArenaPool& pool, Arena arena) : pool_(&pool), arena_(std::move(arena)) {}
     Lease(Lease&&) = default;
     ~Lease() {
-      if (arena_) pool_->give_back(std::move(arena_));
+      if (arena_.data()) pool_->give_back(std::move(arena_));
     }
-    uint8_t* get() const { return arena_.get(); }
+    uint8_t* get() const { return arena_.data(); }
 
    private:
     ArenaPool* pool_;
@@ -120,18 +112,34 @@ class CpuExecutor final : public Executor {
       if (b->home() != format::Home::Arena) pinned[b->value()] = 1;
     layouts_ = plan_layouts(a_, pinned);
     // Baked-in convolution and f32 matmul weights, in the layout the library reads best,
-    // once per session.
-    packed_weights_.resize(a_.steps()->size());
+    // once per session, side by side in one buffer on huge pages (page_memory.h).
+    std::vector<uint64_t> packed_bytes(a_.steps()->size(), 0);
+    std::vector<uint64_t> packed_offset(a_.steps()->size(), 0);
+    uint64_t total = 0;
     for (uint32_t s = 0; s < a_.steps()->size(); ++s) {
       const format::Step& step = *a_.steps()->Get(s);
       if (step.kind() != format::StepKind::Library || step.inputs()->size() < 2) continue;
+      if (!sig_.weights[step.inputs()->Get(1)]) continue;
+      if (step.conv()) packed_bytes[s] = packed_conv_weights_bytes(*step.conv(), layouts_[s].y_blocked);
+      else if (step.matmul() && sig_.values[step.inputs()->Get(1)].type == ElementType::F32)
+        packed_bytes[s] = packed_matmul_weights_bytes(*step.matmul());
+      packed_offset[s] = total;
+      total += (packed_bytes[s] + 63) / 64 * 64;
+    }
+    packed_at_.assign(a_.steps()->size(), nullptr);
+    if (total == 0) return Status::Ok();
+    KILN_ASSIGN_OR_RETURN(packed_, PageMemory::allocate(total, "the packed weights"));
+    for (uint32_t s = 0; s < a_.steps()->size(); ++s) {
+      if (packed_bytes[s] == 0) continue;
+      const format::Step& step = *a_.steps()->Get(s);
       const uint8_t* w = sig_.weights[step.inputs()->Get(1)];
-      if (!w) continue;
+      uint8_t* to = packed_.data() + packed_offset[s];
       if (step.conv()) {
-        KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_conv_weights(*step.conv(), w, threads_, layouts_[s].y_blocked));
-      } else if (step.matmul() && sig_.values[step.inputs()->Get(1)].type == ElementType::F32) {
-        KILN_ASSIGN_OR_RETURN(packed_weights_[s], pack_matmul_weights(*step.matmul(), w, threads_));
+        KILN_RETURN_IF_ERROR(pack_conv_weights(*step.conv(), w, to, threads_, layouts_[s].y_blocked));
+      } else {
+        KILN_RETURN_IF_ERROR(pack_matmul_weights(*step.matmul(), w, to, threads_));
       }
+      packed_at_[s] = to;
     }
     return Status::Ok();
   }
@@ -162,9 +170,10 @@ class CpuExecutor final : public Executor {
   Signature sig_;
   KernelLibrary kernels_;
   mutable ArenaPool arenas_;
-  std::vector<int> buffer_of_;                        // per value
-  std::vector<std::vector<uint8_t>> packed_weights_;  // per step: pack_conv_weights' bytes, or none
-  std::vector<StepLayout> layouts_;                   // per step
+  std::vector<int> buffer_of_;             // per value
+  PageMemory packed_;                      // every step's packed weights
+  std::vector<const uint8_t*> packed_at_;  // per step: its packed weights in packed_, or null
+  std::vector<StepLayout> layouts_;        // per step
   std::unique_ptr<ThreadPool> pool_;
   int threads_ = 1;                 // the pool's and the caller's: what the matmul library may use too
   mutable std::mutex state_mutex_;  // runs of a model with state are serialized: each updates it
@@ -229,12 +238,10 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
       if (step.kind() == format::StepKind::Library && step.conv()) {
-        const std::vector<uint8_t>& packed = packed_weights_[s];
-        return run_conv(*step.conv(), ptrs.data(), threads_, packed.empty() ? nullptr : packed_start(packed),
-                        layouts_[s]);
+        return run_conv(*step.conv(), ptrs.data(), threads_, packed_at_[s], layouts_[s]);
       }
-      if (step.kind() == format::StepKind::Library && !packed_weights_[s].empty())
-        return dnnl_packed_matmul(*step.matmul(), packed_start(packed_weights_[s]), ptrs.data(), threads_);
+      if (step.kind() == format::StepKind::Library && packed_at_[s])
+        return dnnl_packed_matmul(*step.matmul(), packed_at_[s], ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Library)
         return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Scatter) {

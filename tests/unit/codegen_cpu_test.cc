@@ -505,7 +505,8 @@ TEST_CASE("a concat of values along the rows is walked a run of columns per oper
   // Channels-last activations joined along their channels (a dense block's concat): each
   // operand's run of columns is a loop of its own that reads it directly. Runs of 3, 16,
   // 1, 20 and 7 columns (rows of 47), and a second concat whose runs end elsewhere.
-  ir::Graph parsed = kiln::testing::parse_ok(R"(graph @g(%a: f32[6,3], %b: f32[6,16], %c: f32[6,1], %d: f32[6,20], %e: f32[6,7], %f: f32[6,47]) {
+  ir::Graph parsed = kiln::testing::parse_ok(
+      R"(graph @g(%a: f32[6,3], %b: f32[6,16], %c: f32[6,1], %d: f32[6,20], %e: f32[6,7], %f: f32[6,47]) {
   %j: f32[6,47] = concat(%a, %b, %c, %d, %e) {axis=1}
   %fl: f32[6,40] = slice(%f) {starts=[0,0], ends=[6,40]}
   %fr: f32[6,7] = slice(%f) {starts=[0,40], ends=[6,47]}

@@ -158,8 +158,8 @@ TEST_CASE("a float constant added to a larger shape stays a broadcast of its own
   args["x"] = x;
   auto y = ir::evaluate(r->graph, args);
   if (!y.ok()) FAIL(y.error().message);
-  CHECK((*y)[0].get(5 * 64 * 64 + 3) == -2e9f);  // batch 1, head 2, row 0, column 3
-  CHECK((*y)[0].get(5 * 64 * 64 + 3 * 64) == 0);   // row 3, column 0
+  CHECK((*y)[0].get(5 * 64 * 64 + 3) == -2e9f);   // batch 1, head 2, row 0, column 3
+  CHECK((*y)[0].get(5 * 64 * 64 + 3 * 64) == 0);  // row 3, column 0
 }
 
 TEST_CASE("shape arithmetic on constants folds at import", "[onnx]") {

@@ -22,6 +22,9 @@ def main(json_path, trace_path):
                       ("throughput_per_s", (int, float)), ("latency_clock", str), ("steps", list)]:
         if not isinstance(r.get(key), kind):
             fail("field %s is %r" % (key, r.get(key)))
+    expected_pages = (None,) if r["target"] == "cuda" else ("always", "madvise", "never", "unknown")
+    if r.get("huge_pages", "absent") not in expected_pages:
+        fail("huge_pages is %r on %s" % (r.get("huge_pages", "absent"), r["target"]))
     if r["compile_s"] is not None and not r["compile_s"] > 0:
         fail("compile_s is %r" % r["compile_s"])
     lat = r["latency_ms"]
