@@ -109,7 +109,11 @@ Result<std::unique_ptr<ModelBuffers>> ModelBuffers::make(const runtime::Model& m
     KILN_RETURN_IF_ERROR(fill(info, i, b->storage_.back()->data()));
     b->inputs_[info.name] = b->storage_.back()->span();
   }
-  for (const runtime::TensorInfo& info : model.outputs()) {
+  // A state update stays in the state, as a training loop that wants its loss leaves it
+  // (Model::output_states); runs on the GPU take every output (to_device).
+  for (size_t i = 0; i < model.outputs().size(); ++i) {
+    if (!model.output_states()[i].empty()) continue;
+    const runtime::TensorInfo& info = model.outputs()[i];
     b->storage_.push_back(std::make_unique<AlignedBytes>(static_cast<size_t>(info.bytes())));
     b->outputs_[info.name] = b->storage_.back()->span();
   }
@@ -131,11 +135,12 @@ Status ModelBuffers::to_device() {
     if (cu_->memcpy_htod(d, bytes.data(), bytes.size()) != CUDA_SUCCESS)
       return make_error("cannot copy the input %" + name + " to the GPU");
   }
-  for (const auto& [name, bytes] : outputs_) {
+  for (const runtime::TensorInfo& info : model_.outputs()) {
+    if (device_outputs_.count(info.name)) continue;  // returned twice
     CUdeviceptr d = 0;
-    if (cu_->mem_alloc(&d, std::max<size_t>(1, bytes.size())) != CUDA_SUCCESS)
-      return make_error("cannot allocate the output %" + name + " on the GPU");
-    device_outputs_[name] = d;
+    if (cu_->mem_alloc(&d, std::max<size_t>(1, static_cast<size_t>(info.bytes()))) != CUDA_SUCCESS)
+      return make_error("cannot allocate the output %" + info.name + " on the GPU");
+    device_outputs_[info.name] = d;
   }
   return Status::Ok();
 }

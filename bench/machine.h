@@ -48,8 +48,10 @@ void fill_random(const runtime::TensorInfo& info, uint64_t seed, uint8_t* data, 
                  int64_t int_bound = 10);
 
 /// A loaded model's buffers for timed runs: 64-byte-aligned host buffers for every input
-/// and output and, after to_device(), copies on the GPU, so that a run touches device
-/// memory only (no host copies in what is timed). Keeps a reference to the model.
+/// and every output but the state updates (as a training loop leaves them: the state holds
+/// them) and, after to_device(), copies on the GPU of the inputs and buffers for every
+/// output, so that a run touches device memory only (no host copies in what is timed).
+/// Keeps a reference to the model.
 class ModelBuffers {
  public:
   /// Fills input `index` (signature order) of type `info` into `bytes`, or says why not.

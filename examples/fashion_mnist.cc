@@ -177,7 +177,11 @@ Status train(const Flags& flags) {
   std::vector<int32_t> y(static_cast<size_t>(flags.batch));
   std::map<std::string, std::vector<uint8_t>> outputs;
   std::map<std::string, std::span<uint8_t>> output_spans;
-  for (const kiln::runtime::TensorInfo& o : trainer->outputs()) {
+  // The new weights and optimizer moments stay in the trainer's state; only the other
+  // outputs (the loss) are copied out.
+  for (size_t i = 0; i < trainer->outputs().size(); ++i) {
+    if (!trainer->output_states()[i].empty()) continue;
+    const kiln::runtime::TensorInfo& o = trainer->outputs()[i];
     outputs[o.name].resize(static_cast<size_t>(o.bytes()));
     output_spans[o.name] = outputs[o.name];
   }

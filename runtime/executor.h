@@ -33,7 +33,8 @@ class Executor {
  public:
   virtual ~Executor() = default;
   /// Runs once on host memory: one buffer per input, then per output position, each
-  /// exactly its value's size. With `profile`, times every step of the artifact and then
+  /// exactly its value's size, or null for an output that updates a state (the caller
+  /// left it out: the state holds it). With `profile`, times every step of the artifact and then
   /// the copies after them (one StepTime each), in the same run.
   virtual Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
                           RunProfile* profile) const = 0;

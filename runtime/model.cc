@@ -37,6 +37,7 @@ class ModelImpl {
   format::ArtifactView view;
   Signature signature;
   std::vector<TensorInfo> inputs, outputs, state;
+  std::vector<std::string> output_states;  // per output: the state it updates, or empty
   std::vector<StepInfo> steps;
   std::unique_ptr<Executor> executor;
 };
@@ -69,9 +70,19 @@ Status read_signature(ModelImpl& m) {
       sig.state_initial.push_back(weights);
     }
   }
+  // The state each value updates: in place (a buffer at home in the state), or copied
+  // there after the last step.
+  std::map<uint32_t, uint32_t> updated_state;
+  for (const format::Buffer* b : *a.buffers())
+    if (b->home() == format::Home::State && b->state() >= 0)
+      updated_state[b->value()] = static_cast<uint32_t>(b->state());
+  if (a.state_copies())
+    for (const format::StateCopy* c : *a.state_copies()) updated_state[c->value()] = c->state();
   for (uint32_t v : *a.results()) {
     m.outputs.push_back(sig.values[v]);
     sig.output_values.push_back(v);
+    auto updated = updated_state.find(v);
+    m.output_states.push_back(updated == updated_state.end() ? std::string() : sig.values[updated->second].name);
   }
   return Status::Ok();
 }
@@ -101,8 +112,13 @@ std::vector<StepInfo> read_steps(const format::Artifact& a, const Signature& sig
     steps.push_back(std::move(info));
   }
   StepInfo copies{"copies", "copy", {}, {}, {}, 0, 0};
-  std::vector<char> written_in_place(sig.values.size(), 0);
+  std::vector<char> written_in_place(sig.values.size(), 0), updates_state(sig.values.size(), 0);
+  for (const format::Buffer* b : *a.buffers())
+    if (b->home() == format::Home::State && b->state() >= 0) updates_state[b->value()] = 1;
+  if (a.state_copies())
+    for (const format::StateCopy* c : *a.state_copies()) updates_state[c->value()] = 1;
   for (uint32_t v : sig.output_values) {
+    if (updates_state[v]) continue;  // copied out only when a run asks for it (Model::output_states)
     bool in_arena = false;
     for (const format::Buffer* b : *a.buffers())
       if (b->value() == v) in_arena = b->home() == format::Home::Arena;
@@ -163,6 +179,7 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 const std::vector<TensorInfo>& Model::state() const { return impl_->state; }
+const std::vector<std::string>& Model::output_states() const { return impl_->output_states; }
 const std::vector<StepInfo>& Model::steps() const { return impl_->steps; }
 
 namespace {
@@ -224,8 +241,13 @@ Result<std::vector<HostTensor>> Model::run(const std::map<std::string, HostTenso
 
 Result<std::vector<uint8_t*>> Model::output_buffers(const std::map<std::string, std::span<uint8_t>>& outputs) const {
   std::vector<uint8_t*> buffers;
-  for (const TensorInfo& info : impl_->outputs) {
+  for (size_t i = 0; i < impl_->outputs.size(); ++i) {
+    const TensorInfo& info = impl_->outputs[i];
     auto it = outputs.find(info.name);
+    if (it == outputs.end() && !impl_->output_states[i].empty()) {  // the state holds it: nothing to copy
+      buffers.push_back(nullptr);
+      continue;
+    }
     if (it == outputs.end()) return make_error("run: no buffer for output %" + info.name + ": " + info.type_string());
     if (static_cast<int64_t>(it->second.size()) != info.bytes())
       return make_error("run: the buffer for output %" + info.name + " has " + std::to_string(it->second.size()) +

@@ -43,13 +43,20 @@ class Model {
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
   const std::vector<TensorInfo>& state() const;
+  /// Per output, the name of the state it is the new value of (a training step's
+  /// `%w.next` updates `%w`), or empty. Runs on host buffers (run, profile) may leave those
+  /// outputs out of their `outputs` map: the state holds them after the run (read_state),
+  /// and nothing is copied for them; a training loop that wants its loss asks for that
+  /// alone. Runs on device memory take every output.
+  const std::vector<std::string>& output_states() const;
 
   /// Runs the model once on named inputs (each exactly its signature's type) and returns
   /// the outputs in order. State arguments are read from, and updated in, the model.
   Result<std::vector<HostTensor>> run(const std::map<std::string, HostTensor>& inputs) const;
   /// Runs once, writing each output straight into the caller's buffer (no copy):
-  /// `outputs` maps every output's name to a buffer of exactly its size (an output the
-  /// graph returns twice, under one name, fills one buffer).
+  /// `outputs` maps every output's name (those of output_states() may be left out) to a
+  /// buffer of exactly its size (an output the graph returns twice, under one name, fills
+  /// one buffer).
   Status run(const std::map<std::string, HostTensor>& inputs,
              const std::map<std::string, std::span<uint8_t>>& outputs) const;
   /// Runs once on the caller's memory in both directions, with no copies: `inputs` maps

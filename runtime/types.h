@@ -41,7 +41,9 @@ struct HostTensor {
 
 /// One step of a loaded model's program, as `kiln inspect` lists it, and one more at the
 /// end, kind "copy", for the copies a run makes after its last kernel (outputs the
-/// kernels could not write in place, state updates).
+/// kernels could not write in place, state updates not made in place). Its traffic leaves
+/// out the outputs that update a state, which a run copies out only when asked
+/// (Model::output_states).
 struct StepInfo {
   std::string name;
   std::string kind;                          ///< loop, reduction, library, scatter or copy

@@ -216,12 +216,15 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
   }
   // Results in the arena are written straight into the caller's buffers: they live to
   // the end, so no other arena value uses their bytes. (A value returned twice, an
-  // argument or a state update is copied at the end instead.)
+  // argument or a state update is copied at the end instead; a state update the caller
+  // left out, null here, is not copied at all.)
   std::vector<char> redirected(sig_.values.size(), 0);
   for (size_t i = 0; i < outputs.size(); ++i) {
     uint32_t v = sig_.output_values[i];
     int b = buffer_of_[v];
-    if (b < 0 || a_.buffers()->Get(static_cast<uint32_t>(b))->home() != format::Home::Arena || redirected[v]) continue;
+    if (!outputs[i] || b < 0 || a_.buffers()->Get(static_cast<uint32_t>(b))->home() != format::Home::Arena ||
+        redirected[v])
+      continue;
     where[v] = outputs[i];
     redirected[v] = 1;
   }
@@ -261,7 +264,7 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     for (size_t i = 0; i < outputs.size(); ++i) {
       uint8_t* to = outputs[i];
       const uint8_t* from = where[sig_.output_values[i]];
-      if (to != from) std::memcpy(to, from, static_cast<size_t>(sig_.value_bytes[sig_.output_values[i]]));
+      if (to && to != from) std::memcpy(to, from, static_cast<size_t>(sig_.value_bytes[sig_.output_values[i]]));
     }
     if (a_.state_copies())
       for (const format::StateCopy* c : *a_.state_copies())

@@ -298,6 +298,62 @@ TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into th
     }
 }
 
+TEST_CASE("a state update left out of a run's outputs stays in the state, in place or copied", "[runtime][state]") {
+  // %n.next is written over %n in place (an elementwise update); %m.next, a matmul of %m
+  // with itself, cannot be, so the runtime copies it into %m after the last step.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @step(%x: f32[4], state %n: f32[4], state %m: f32[2,2]) {
+  %n.next: f32[4] = add(%n, %x)
+  %m.next: f32[2,2] = matmul(%m, %m)
+  %s: f32[] = reduce_sum(%x) {axes=[0]}
+  return %s, %n.next, %m.next
+}
+)");
+  auto artifact = compile_to_artifact(g, {});
+  REQUIRE(artifact.ok());
+  auto loaded = runtime::Model::load_bytes(std::move(*artifact), {2});
+  REQUIRE(loaded.ok());
+  runtime::Model& model = **loaded;
+  CHECK(model.output_states() == std::vector<std::string>{"", "n", "m"});
+  auto floats_of = [](const runtime::HostTensor& t) {
+    std::vector<float> v(t.data.size() / 4);
+    std::memcpy(v.data(), t.data.data(), t.data.size());
+    return v;
+  };
+  // [[1,1],[0,1]]: squared k times, [[1,2^k],[0,1]].
+  runtime::HostTensor m0{{"m", runtime::ElementType::F32, {2, 2}}, std::vector<uint8_t>(16)};
+  const float m0_values[4] = {1, 1, 0, 1};
+  std::memcpy(m0.data.data(), m0_values, 16);
+  REQUIRE(model.write_state("m", m0).ok());
+  std::vector<float> x{1, 2, 3, 4}, s(1);
+  const std::span<const uint8_t> x_bytes(reinterpret_cast<const uint8_t*>(x.data()), 16);
+  const std::span<uint8_t> s_bytes(reinterpret_cast<uint8_t*>(s.data()), 4);
+  using Inputs = std::map<std::string, std::span<const uint8_t>>;
+  for (int run = 1; run <= 3; ++run) {
+    REQUIRE(model.run(Inputs{{"x", x_bytes}}, {{"s", s_bytes}}).ok());
+    CHECK(s[0] == 10.0f);
+    auto n = model.read_state("n");
+    REQUIRE(n.ok());
+    CHECK(floats_of(*n) == std::vector<float>{1.0f * run, 2.0f * run, 3.0f * run, 4.0f * run});
+    auto m = model.read_state("m");
+    REQUIRE(m.ok());
+    CHECK(floats_of(*m) == std::vector<float>{1, float(1 << run), 0, 1});
+  }
+  // Asked for, a state update is copied out as before.
+  std::vector<float> n_out(4), m_out(4);
+  REQUIRE(
+      model
+          .run(Inputs{{"x", x_bytes}}, {{"s", s_bytes},
+                                        {"n.next", std::span<uint8_t>(reinterpret_cast<uint8_t*>(n_out.data()), 16)},
+                                        {"m.next", std::span<uint8_t>(reinterpret_cast<uint8_t*>(m_out.data()), 16)}})
+          .ok());
+  CHECK(n_out == std::vector<float>{4, 8, 12, 16});
+  CHECK(m_out == std::vector<float>{1, 16, 0, 1});
+  // Any other output is still required.
+  const Status missing = model.run(Inputs{{"x", x_bytes}}, {});
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().message == "run: no buffer for output %s: f32[]");
+}
+
 TEST_CASE("a profiled run times every step and the copies after them, and writes what run() writes",
           "[runtime][profile]") {
   // A state update returned as an output and an output returned twice: both are copies.
