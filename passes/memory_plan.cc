@@ -108,7 +108,8 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
       Buffer& b = buffers[buffer_of[v]];
       b.home = Home::State;
       b.state = state->value;
-    } else {
+    } else if (std::find(plan.state_copies.begin(), plan.state_copies.end(), std::pair{state->value, v}) ==
+               plan.state_copies.end()) {  // once, for a result returned twice
       plan.state_copies.emplace_back(state->value, v);
     }
   }
