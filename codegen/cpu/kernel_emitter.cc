@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <algorithm>
+#include <optional>
 
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
@@ -102,6 +103,18 @@ Status KernelEmitter::emit() {
   return Status::Ok();
 }
 
+namespace {
+
+// end - begin where both are constants.
+std::optional<int64_t> constant_trip_count(llvm::Value* begin, llvm::Value* end) {
+  auto* first = llvm::dyn_cast<llvm::ConstantInt>(begin);
+  auto* past = llvm::dyn_cast<llvm::ConstantInt>(end);
+  if (!first || !past) return std::nullopt;
+  return past->getSExtValue() - first->getSExtValue();
+}
+
+}  // namespace
+
 Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body,
                            Unroll unroll, int interleave, Iterations iterations) {
   const bool exact = unroll == Unroll::kVectorOnly || unroll == Unroll::kWhole;
@@ -144,6 +157,18 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
       hint("llvm.loop.interleave.count", b_.getInt32(1));
     }
   }
+  // A row kernel's pass over a row of constant length: the vectorizer's remainder loop
+  // is scalar, so a softmax row of 208 floats (13 vectors, interleaved by 2) ran its last
+  // 16 through scalar exp, at half the speed of a row of 192 (docs/cpu.md). Whole vectors
+  // interleave by a count that divides them; with AVX-512 a partial vector of 3 lanes or
+  // more is folded into masked iterations (for 1 or 2, the masks cost more than the
+  // scalar lanes: rows of 49 took 1.04 times as long masked, rows of 51 0.96).
+  if (step_.kind == ir::StepKind::Reduction && unroll == Unroll::kDefault && interleave == 0)
+    if (auto trip = constant_trip_count(begin, end)) {
+      const int64_t lanes = vector_bytes_ / 4;
+      if (*trip % lanes >= 3 && masked_tails_) hint("llvm.loop.vectorize.predicate.enable", b_.getTrue());
+      if (*trip % lanes == 0) interleave = *trip % (4 * lanes) == 0 ? 4 : *trip % (2 * lanes) == 0 ? 2 : 1;
+    }
   if (interleave > 0)
     hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
                                              llvm::ConstantAsMetadata::get(b_.getInt32(interleave))}));

@@ -303,6 +303,62 @@ TEST_CASE("streamed rows whose last pass sums exps are pipelined; layer_norm's a
   CHECK(std::none_of(not_streamed.begin(), not_streamed.end(), [](auto& k) { return k.second; }));
 }
 
+TEST_CASE("row passes over whole vectors interleave a count that divides them; a partial vector is masked (AVX-512)",
+          "[codegen][cpu]") {
+  // Rows of 208 floats are 13 vectors of 16 (interleaved by 1, no scalar remainder), 192
+  // are 12 (by 4), 176 are 11 (by 1); 197 and 5 end in a partial vector of 5 lanes
+  // (masked), 49 in one of 1 (left to a scalar remainder).
+  ir::Graph parsed = kiln::testing::parse_ok(
+      R"(graph @g(%a: f32[6,208], %b: f32[6,192], %c: f32[6,176], %d: f32[6,197], %e: f32[6,5], %s: f32[197], %o: f32[197], %f: f32[6,49]) {
+  %ya: f32[6,208] = softmax(%a) {axis=-1}
+  %yb: f32[6,192] = log_softmax(%b) {axis=-1}
+  %yc: f32[6,176] = softmax(%c) {axis=-1}
+  %yd: f32[6,197] = softmax(%d) {axis=-1}
+  %ld: f32[6,197] = layer_norm(%d, %s, %o) {axis=-1, eps=1e-5}
+  %md: f32[6] = reduce_max(%d) {axes=[1], keepdims=false}
+  %ad: i64[6] = argmax(%d) {axis=1}
+  %ye: f32[6,5] = softmax(%e) {axis=-1}
+  %yf: f32[6,49] = softmax(%f) {axis=-1}
+  return %ya, %yb, %yc, %yd, %ld, %md, %ad, %ye, %yf
+}
+)");
+  ir::Graph g = planned(parsed, true);
+  auto hints = [&](int vector_bytes) {
+    std::map<int64_t, std::set<int64_t>> interleave;  // per row length: the counts asked for
+    std::map<int64_t, int> masked;                    // per row length: loops with masked tails
+    for_each_kernel(g, int64_t{16} << 20, vector_bytes, [&](llvm::Function& f) {
+      const ir::Step* step = nullptr;
+      for (const ir::Step& s : g.program->steps)
+        if ("kiln_" + s.name == f.getName().str()) step = &s;
+      REQUIRE(step);
+      const int64_t row = g.type(step->inputs[0]).shape.back();
+      for (llvm::MDNode* hint : loop_hints(f, "llvm.loop.interleave.count"))
+        interleave[row].insert(llvm::mdconst::extract<llvm::ConstantInt>(hint->getOperand(1))->getSExtValue());
+      masked[row] += static_cast<int>(loop_hints(f, "llvm.loop.vectorize.predicate.enable").size());
+    });
+    return std::pair{interleave, masked};
+  };
+  auto [wide_interleave, wide_masked] = hints(64);
+  CHECK(wide_interleave[208] == std::set<int64_t>{1});
+  CHECK(wide_interleave[192] == std::set<int64_t>{4});
+  CHECK(wide_interleave[176] == std::set<int64_t>{1});
+  CHECK(wide_masked[197] >= 3);  // softmax's max, sum and output passes at least
+  CHECK(wide_masked[5] >= 3);
+  CHECK(wide_masked[208] + wide_masked[192] + wide_masked[176] + wide_masked[49] == 0);
+  auto [narrow_interleave, narrow_masked] = hints(32);  // 8 lanes, no masks
+  CHECK(narrow_interleave[208] == std::set<int64_t>{2});
+  CHECK(narrow_interleave[176] == std::set<int64_t>{2});
+  for (auto [row, count] : narrow_masked) CHECK(count == 0);
+  auto inputs = kiln::testing::seeded_arguments(parsed, 11, 4);
+  auto expected = kiln::testing::eval_ok(parsed, inputs);
+  for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{5}}) {
+    INFO("chunks of " << chunk);
+    auto got = run_compiled(g, inputs, fmt::format("rows-{}", chunk), chunk);
+    REQUIRE(got.ok());
+    check_same(*got, expected, 1e-5);
+  }
+}
+
 TEST_CASE("loops that make more than one math library call interleave four vectors, and agree over split work ranges",
           "[codegen][cpu][streaming]") {
   ir::Graph parsed = kiln::testing::parse_ok(R"(graph @g(%x: f32[5000], %w: f64[3000], %v: f32[700]) {
