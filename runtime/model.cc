@@ -89,8 +89,11 @@ Status read_signature(ModelImpl& m) {
 
 // The steps of a verified artifact with their traffic, then the copies a run makes after
 // them: an output the kernels could not write into the caller's buffer (one that is not
-// in the arena, or a value returned twice) and the state updates not done in place.
-std::vector<StepInfo> read_steps(const format::Artifact& a, const Signature& sig) {
+// in the arena, or a value returned twice) and the state updates not done in place. The
+// outputs that update a state (`output_states`) are left out: a run copies them out only
+// when asked.
+std::vector<StepInfo> read_steps(const format::Artifact& a, const Signature& sig,
+                                 const std::vector<std::string>& output_states) {
   constexpr const char* kKinds[] = {"loop", "reduction", "library", "scatter"};
   static_assert(std::size(kKinds) == static_cast<size_t>(format::StepKind::MAX) + 1, "a step kind without a name");
   std::vector<StepInfo> steps;
@@ -112,13 +115,10 @@ std::vector<StepInfo> read_steps(const format::Artifact& a, const Signature& sig
     steps.push_back(std::move(info));
   }
   StepInfo copies{"copies", "copy", {}, {}, {}, 0, 0};
-  std::vector<char> written_in_place(sig.values.size(), 0), updates_state(sig.values.size(), 0);
-  for (const format::Buffer* b : *a.buffers())
-    if (b->home() == format::Home::State && b->state() >= 0) updates_state[b->value()] = 1;
-  if (a.state_copies())
-    for (const format::StateCopy* c : *a.state_copies()) updates_state[c->value()] = 1;
-  for (uint32_t v : sig.output_values) {
-    if (updates_state[v]) continue;  // copied out only when a run asks for it (Model::output_states)
+  std::vector<char> written_in_place(sig.values.size(), 0);
+  for (size_t i = 0; i < sig.output_values.size(); ++i) {
+    if (!output_states[i].empty()) continue;
+    const uint32_t v = sig.output_values[i];
     bool in_arena = false;
     for (const format::Buffer* b : *a.buffers())
       if (b->value() == v) in_arena = b->home() == format::Home::Arena;
@@ -171,7 +171,7 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
     return Error{"artifact: wrong target: compiled for " + std::string(target) + ", but this runtime runs " + targets,
                  static_cast<int>(format::ArtifactErrorKind::WrongTarget)};
   KILN_RETURN_IF_ERROR(read_signature(*impl));
-  impl->steps = read_steps(impl->view.metadata(), impl->signature);
+  impl->steps = read_steps(impl->view.metadata(), impl->signature, impl->output_states);
   KILN_ASSIGN_OR_RETURN(impl->executor, runtime->load(impl->view, impl->signature, options));
   return std::shared_ptr<Model>(new Model(std::move(impl)));
 }
