@@ -6,7 +6,7 @@
 #include <map>
 
 #include "ir/channel_layouts.h"
-#include "ir/conv_epilogue.h"
+#include "ir/epilogue.h"
 #include "ir/reduction_split.h"
 #include "ir/row_class.h"
 #include "ir/window.h"
@@ -53,6 +53,7 @@ format::Home to_format(ir::Home h) {
 }
 
 struct MatmulCall {
+  int node = -1;  // the matmul's
   ir::ValueId a, b;
   format::ArtifactContents::MatmulInfo params;
 };
@@ -60,12 +61,12 @@ struct MatmulCall {
 // The BLAS parameters of a library step: its matmul, with a transpose of the last two
 // dims folded into either operand, and numpy batch broadcasting as per-dim strides.
 Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
-  const ir::Node* mm = nullptr;
-  for (int n : step.nodes)
-    if (g.nodes[n].op == ir::Op::Matmul) mm = &g.nodes[n];
-  if (!mm) return make_error(fmt::format("artifact: library step {} has no matmul", step.name));
-  std::vector<int> producer = g.producers();
   MatmulCall call;
+  for (int n : step.nodes)
+    if (g.nodes[n].op == ir::Op::Matmul) call.node = n;
+  if (call.node < 0) return make_error(fmt::format("artifact: library step {} has no matmul", step.name));
+  const ir::Node* mm = &g.nodes[call.node];
+  std::vector<int> producer = g.producers();
   auto source = [&](ir::ValueId v, bool& trans) {
     int p = producer[v];
     if (p >= 0 && g.nodes[p].op == ir::Op::Transpose &&
@@ -112,21 +113,23 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   return call;
 }
 
-format::ConvPostOpKind to_format(ir::ConvPostOp::Kind k) {
+format::PostOpKind to_format(ir::PostOp::Kind k) {
   switch (k) {
-    case ir::ConvPostOp::Kind::Bias: return format::ConvPostOpKind::Bias;
-    case ir::ConvPostOp::Kind::Relu: return format::ConvPostOpKind::Relu;
-    case ir::ConvPostOp::Kind::Clip: return format::ConvPostOpKind::Clip;
-    case ir::ConvPostOp::Kind::Sigmoid: return format::ConvPostOpKind::Sigmoid;
-    case ir::ConvPostOp::Kind::Tanh: return format::ConvPostOpKind::Tanh;
-    case ir::ConvPostOp::Kind::Silu: return format::ConvPostOpKind::Silu;
-    case ir::ConvPostOp::Kind::HardSwish: return format::ConvPostOpKind::HardSwish;
-    case ir::ConvPostOp::Kind::Add: return format::ConvPostOpKind::Add;
-    case ir::ConvPostOp::Kind::ChannelAdd: return format::ConvPostOpKind::ChannelAdd;
-    case ir::ConvPostOp::Kind::ChannelSub: return format::ConvPostOpKind::ChannelSub;
-    case ir::ConvPostOp::Kind::ChannelMul: return format::ConvPostOpKind::ChannelMul;
+    case ir::PostOp::Kind::Bias: return format::PostOpKind::Bias;
+    case ir::PostOp::Kind::Relu: return format::PostOpKind::Relu;
+    case ir::PostOp::Kind::Clip: return format::PostOpKind::Clip;
+    case ir::PostOp::Kind::Sigmoid: return format::PostOpKind::Sigmoid;
+    case ir::PostOp::Kind::Tanh: return format::PostOpKind::Tanh;
+    case ir::PostOp::Kind::Silu: return format::PostOpKind::Silu;
+    case ir::PostOp::Kind::HardSwish: return format::PostOpKind::HardSwish;
+    case ir::PostOp::Kind::Add: return format::PostOpKind::Add;
+    case ir::PostOp::Kind::ChannelAdd: return format::PostOpKind::ChannelAdd;
+    case ir::PostOp::Kind::ChannelSub: return format::PostOpKind::ChannelSub;
+    case ir::PostOp::Kind::ChannelMul: return format::PostOpKind::ChannelMul;
+    case ir::PostOp::Kind::GeluErf: return format::PostOpKind::GeluErf;
+    case ir::PostOp::Kind::GeluTanh: return format::PostOpKind::GeluTanh;
   }
-  return format::ConvPostOpKind::Relu;
+  return format::PostOpKind::Relu;
 }
 
 // The parameters of a library convolution step: its one node, with the IR's attributes.
@@ -209,10 +212,26 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     }
     c.args.push_back(arg);
   }
-  // The convolutions whose library calls apply their epilogues (fusion put them in one step).
-  const std::vector<ir::ConvEpilogue> epilogues = ir::conv_epilogues(g);
-  std::map<int, const ir::ConvEpilogue*> epilogue_of;
-  for (const ir::ConvEpilogue& e : epilogues) epilogue_of[e.conv] = &e;
+  // The library calls that apply their epilogues: those whose step fusion made end with
+  // the epilogue's result.
+  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, true);
+  std::map<int, const ir::Epilogue*> epilogue_of;
+  for (const ir::Epilogue& e : epilogues) epilogue_of[e.call] = &e;
+  auto post_ops = [&](const ir::Step& step, int call, std::vector<uint32_t>& inputs) {
+    std::vector<format::ArtifactContents::PostOpInfo> ops;
+    auto e = epilogue_of.find(call);
+    if (e == epilogue_of.end() || step.outputs != std::vector<ir::ValueId>{e->second->result}) return ops;
+    for (const ir::PostOp& p : e->second->post_ops) {
+      format::ArtifactContents::PostOpInfo post{to_format(p.kind), -1, static_cast<float>(p.lo),
+                                                static_cast<float>(p.hi)};
+      if (p.operand != ir::kNoValue) {
+        post.input = static_cast<int32_t>(inputs.size());
+        inputs.push_back(value(p.operand));
+      }
+      ops.push_back(post);
+    }
+    return ops;
+  };
   const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
   // The loop steps whose code also runs over activations in oneDNN's layouts.
   const std::vector<std::vector<int64_t>> blocks = target == format::kCpuTarget
@@ -239,20 +258,12 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       KILN_ASSIGN_OR_RETURN(info.conv, conv_call(g, conv));
       info.symbol = "conv";
       info.inputs = {value(conv.operands[0]), value(conv.operands[1])};
-      if (auto e = epilogue_of.find(*conv_node); e != epilogue_of.end() && step.nodes.size() > 1)
-        for (const ir::ConvPostOp& p : e->second->post_ops) {
-          format::ArtifactContents::ConvInfo::PostOp post{to_format(p.kind), -1, static_cast<float>(p.lo),
-                                                          static_cast<float>(p.hi)};
-          if (p.operand != ir::kNoValue) {
-            post.input = static_cast<int32_t>(info.inputs.size());
-            info.inputs.push_back(value(p.operand));
-          }
-          info.conv->post_ops.push_back(post);
-        }
+      info.conv->post_ops = post_ops(step, *conv_node, info.inputs);
     } else if (step.kind == ir::StepKind::Library) {
       KILN_ASSIGN_OR_RETURN(MatmulCall call, matmul_call(g, step));
       info.matmul = call.params;
       info.inputs = {value(call.a), value(call.b)};
+      info.matmul.post_ops = post_ops(step, call.node, info.inputs);
     } else {
       for (ir::ValueId v : step.inputs) info.inputs.push_back(value(v));
     }

@@ -5,7 +5,7 @@
 #include <optional>
 #include <set>
 
-#include "ir/conv_epilogue.h"
+#include "ir/epilogue.h"
 #include "ir/shape_inference.h"
 #include "ir/window.h"
 #include "passes/shared_reads.h"
@@ -41,7 +41,7 @@ bool is_loop_op(Op op) {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, bool fuse)
+  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues)
       : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
@@ -49,9 +49,9 @@ class Partitioner {
     producer_ = g.producers();
     seen_.assign(g.nodes.size(), 0);
     claim_.assign(g.nodes.size(), -1);
-    if (fuse) epilogues_ = ir::conv_epilogues(g);
+    if (fuse) epilogues_ = ir::library_epilogues(g, matmul_epilogues);
     for (size_t e = 0; e < epilogues_.size(); ++e) {
-      claim_[epilogues_[e].conv] = static_cast<int>(e);
+      claim_[epilogues_[e].call] = static_cast<int>(e);
       for (int m : epilogues_[e].nodes) claim_[m] = static_cast<int>(e);
     }
     epilogue_group_.assign(epilogues_.size(), -1);
@@ -60,12 +60,12 @@ class Partitioner {
   std::vector<Group> run() {
     for (size_t i = g_.nodes.size(); i-- > 0;) {
       const Node& n = g_.nodes[i];
-      if (claim_[i] >= 0) {  // a convolution's epilogue is one library step with it
+      if (claim_[i] >= 0) {  // a library call's epilogue is one step with it
         int& group = epilogue_group_[claim_[i]];
         if (group < 0) {
           groups_.emplace_back();
           groups_.back().kind = StepKind::Library;
-          groups_.back().convolution = true;
+          groups_.back().convolution = g_.nodes[epilogues_[claim_[i]].call].op == Op::Conv;
           group = static_cast<int>(groups_.size()) - 1;
         }
         add(group, static_cast<int>(i));
@@ -416,7 +416,10 @@ class Partitioner {
       for (int u : users_[n.result]) {
         int grp = group_of_[u];
         StepKind k = groups_[grp].kind;
-        if (k == StepKind::Library || k == StepKind::Scatter) own = true;
+        // An epilogue's ops read their constants as the library call's post-ops, not
+        // from memory.
+        const bool in_epilogue = claim_[u] >= 0 && epilogues_[claim_[u]].call != u;
+        if (!in_epilogue && (k == StepKind::Library || k == StepKind::Scatter)) own = true;
         else user_groups.insert(grp);
       }
       if (fuse_)
@@ -436,7 +439,7 @@ class Partitioner {
   std::vector<char> is_result_;
   std::vector<int> producer_;
   std::vector<Group> groups_;
-  std::vector<ir::ConvEpilogue> epilogues_;
+  std::vector<ir::Epilogue> epilogues_;
   std::vector<int> claim_;           // per node: the epilogue it belongs to, or -1
   std::vector<int> epilogue_group_;  // per epilogue: its group, once started
   // Visit marks for reaches(): a node is visited in the current search when its mark
@@ -472,7 +475,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
-  Partitioner partitioner(g, fuse_);
+  Partitioner partitioner(g, fuse_, matmul_epilogues_);
   std::vector<Group> groups = partitioner.run();
 
   std::vector<int> producer = g.producers();

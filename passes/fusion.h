@@ -20,21 +20,26 @@ namespace kiln::passes {
 ///     shape, with broadcasts of row values over the row, so softmax and layer_norm are
 ///     one kernel per row;
 ///   - library calls: matmul, with the transposes of its last two dims that feed only it
-///     (BLAS takes transposed operands, so they are never copied); scatter_add, alone.
+///     (BLAS takes transposed operands, so they are never copied); a forward f32
+///     convolution, and with `matmul_epilogues` an f32 matmul, with the bias and
+///     activations after it that its call applies (ir/epilogue.h); scatter_add, alone.
 /// With `fuse` false every node is a step of its own (the unfused baseline).
+/// `matmul_epilogues` is for targets whose runtime applies a matmul's post-ops (the CPU's).
 class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)
   static constexpr int kMaxInputs = 16;  ///< distinct values a kernel reads
   static constexpr int kMaxOutputs = 8;  ///< values a kernel writes
 
-  explicit FusionPass(bool fuse = true) : fuse_(fuse) {}
+  explicit FusionPass(bool fuse = true, bool matmul_epilogues = false)
+      : fuse_(fuse), matmul_epilogues_(matmul_epilogues) {}
   std::string_view name() const override { return "fusion"; }
   Result<bool> run(ir::Graph& graph) override;
   bool preserves_program() const override { return true; }
 
  private:
   bool fuse_;
+  bool matmul_epilogues_;
 };
 
 }  // namespace kiln::passes

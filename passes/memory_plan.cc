@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 
-#include "ir/conv_epilogue.h"
+#include "ir/epilogue.h"
 
 namespace kiln::passes {
 namespace {
@@ -40,17 +40,17 @@ bool reads_elementwise(const ir::Graph& g, const ir::Step& step, ValueId v, cons
 // Whether library step `step` is a convolution whose residual add (oneDNN's sum post-op)
 // reads v and nothing else in the step reads v: the call adds what its result's buffer
 // holds, so a dying v can be that buffer and the copy of v into it is saved.
-bool adds_in_place(const ir::Graph& g, const std::vector<ir::ConvEpilogue>& epilogues, const ir::Step& step, ValueId v,
+bool adds_in_place(const ir::Graph& g, const std::vector<ir::Epilogue>& epilogues, const ir::Step& step, ValueId v,
                    ValueId out) {
   if (step.kind != ir::StepKind::Library) return false;
   int readers = 0;
   for (int m : step.nodes)
     for (ValueId x : g.nodes[m].operands) readers += x == v;
   if (readers != 1) return false;
-  for (const ir::ConvEpilogue& e : epilogues) {
-    if (e.result != out || std::find(step.nodes.begin(), step.nodes.end(), e.conv) == step.nodes.end()) continue;
+  for (const ir::Epilogue& e : epilogues) {
+    if (e.result != out || std::find(step.nodes.begin(), step.nodes.end(), e.call) == step.nodes.end()) continue;
     return std::any_of(e.post_ops.begin(), e.post_ops.end(),
-                       [&](const ir::ConvPostOp& p) { return p.kind == ir::ConvPostOp::Kind::Add && p.operand == v; });
+                       [&](const ir::PostOp& p) { return p.kind == ir::PostOp::Kind::Add && p.operand == v; });
   }
   return false;
 }
@@ -116,7 +116,7 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
 
   // In-place reuse: a loop kernel's output over an input dying at that step, and a
   // convolution's over the residual it adds.
-  const std::vector<ir::ConvEpilogue> epilogues = ir::conv_epilogues(g);
+  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, false);
   std::vector<int> allocation_of(g.values.size(), -1);
   std::vector<Allocation> allocations;
   for (const Buffer& b : buffers) {

@@ -95,46 +95,4 @@ Status run_conv_gemm(const format::Conv& conv, uint8_t* const* args) {
   return Status::Ok();
 }
 
-PostOpOperands post_op_operands(const format::Conv& conv, uint8_t* const* args) {
-  PostOpOperands operands;
-  int next = 2;
-  if (conv.post_ops())
-    for (const format::ConvPostOp* p : *conv.post_ops()) {
-      operands.per_post_op.push_back(format::post_op_reads_input(p->kind()) ? args[next++] : nullptr);
-      if (p->kind() == format::ConvPostOpKind::Bias) operands.bias = operands.per_post_op.back();
-      if (p->kind() == format::ConvPostOpKind::Add) operands.added = operands.per_post_op.back();
-    }
-  operands.result = args[next];
-  return operands;
-}
-
-void apply_post_ops(const format::Conv& conv, const PostOpOperands& operands) {
-  if (!conv.post_ops() || conv.post_ops()->size() == 0) return;
-  const int64_t channels = conv.y()->Get(1);
-  int64_t elements = 1;
-  for (int64_t d : *conv.y()) elements *= d;
-  const int64_t per_channel = elements / conv.y()->Get(0) / channels;
-  float* y = reinterpret_cast<float*>(operands.result);
-  for (uint32_t k = 0; k < conv.post_ops()->size(); ++k) {
-    const format::ConvPostOp* p = conv.post_ops()->Get(k);
-    const float* operand = reinterpret_cast<const float*>(operands.per_post_op[k]);
-    for (int64_t i = 0; i < elements; ++i) {
-      float& v = y[i];
-      switch (p->kind()) {
-        case format::ConvPostOpKind::Bias:
-        case format::ConvPostOpKind::ChannelAdd: v += operand[i / per_channel % channels]; break;
-        case format::ConvPostOpKind::ChannelSub: v -= operand[i / per_channel % channels]; break;
-        case format::ConvPostOpKind::ChannelMul: v *= operand[i / per_channel % channels]; break;
-        case format::ConvPostOpKind::Relu: v = std::isnan(v) ? v : std::max(v, 0.0f); break;
-        case format::ConvPostOpKind::Clip: v = std::isnan(v) ? v : std::min(std::max(v, p->lo()), p->hi()); break;
-        case format::ConvPostOpKind::Add: v += operand[i]; break;
-        case format::ConvPostOpKind::Sigmoid: v = 1.0f / (1.0f + std::exp(-v)); break;
-        case format::ConvPostOpKind::Tanh: v = std::tanh(v); break;
-        case format::ConvPostOpKind::Silu: v = v / (1.0f + std::exp(-v)); break;
-        case format::ConvPostOpKind::HardSwish: v = v * std::min(std::max(v / 6.0f + 0.5f, 0.0f), 1.0f); break;
-      }
-    }
-  }
-}
-
 }  // namespace kiln::runtime::cpu

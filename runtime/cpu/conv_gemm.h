@@ -14,18 +14,4 @@ namespace kiln::runtime::cpu {
 /// `args` are its two inputs, then its output.
 Status run_conv_gemm(const format::Conv& conv, uint8_t* const* args);
 
-/// A convolution step's arguments past its two inputs: the post-ops' operands, then the
-/// result (format 1.7's ConvPostOp; null where the convolution has no such post-op).
-struct PostOpOperands {
-  uint8_t* bias = nullptr;            ///< f32 [O]
-  uint8_t* added = nullptr;           ///< f32 of the result's shape
-  std::vector<uint8_t*> per_post_op;  ///< each post-op's operand, or null
-  uint8_t* result = nullptr;
-};
-PostOpOperands post_op_operands(const format::Conv& conv, uint8_t* const* args);
-
-/// Applies a forward convolution's post-ops to its result, in order (the portable path;
-/// oneDNN applies them inside its primitive).
-void apply_post_ops(const format::Conv& conv, const PostOpOperands& operands);
-
 }  // namespace kiln::runtime::cpu

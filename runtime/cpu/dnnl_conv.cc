@@ -9,6 +9,7 @@
 
 #include "runtime/cpu/conv_gemm.h"
 #include "runtime/cpu/dnnl.h"
+#include "runtime/cpu/post_ops.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -98,7 +99,7 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
     key.insert(key.end(), v->begin(), v->end());
   }
   if (c.post_ops())
-    for (const format::ConvPostOp* p : *c.post_ops()) {
+    for (const format::PostOp* p : *c.post_ops()) {
       key.push_back(-2 - static_cast<int64_t>(p->kind()));
       key.push_back(std::bit_cast<int32_t>(p->lo()));
       key.push_back(std::bit_cast<int32_t>(p->hi()));
@@ -150,50 +151,38 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
                                             plain(y.size())) == dnnl_success;
     int entries = 0;  // oneDNN's post-op chain (the bias is none of it)
     for (uint32_t k = 0; k < c.post_ops()->size(); ++k) {
-      const format::ConvPostOp* p = c.post_ops()->Get(k);
+      const format::PostOp* p = c.post_ops()->Get(k);
       dnnl_alg_kind_t binary = dnnl_alg_kind_undef;
-      if (p->kind() == format::ConvPostOpKind::ChannelAdd) binary = dnnl_binary_add;
-      if (p->kind() == format::ConvPostOpKind::ChannelSub) binary = dnnl_binary_sub;
-      if (p->kind() == format::ConvPostOpKind::ChannelMul) binary = dnnl_binary_mul;
+      if (p->kind() == format::PostOpKind::ChannelAdd) binary = dnnl_binary_add;
+      if (p->kind() == format::PostOpKind::ChannelSub) binary = dnnl_binary_sub;
+      if (p->kind() == format::PostOpKind::ChannelMul) binary = dnnl_binary_mul;
       if (binary != dnnl_alg_kind_undef) {
         made = made && api.post_ops_append_binary(post_ops, binary, &prep.channel_md) == dnnl_success;
         prep.binary.emplace_back(k, DNNL_ARG_ATTR_MULTIPLE_POST_OP(entries) | DNNL_ARG_SRC_1);
       }
-      entries += p->kind() != format::ConvPostOpKind::Bias;
+      entries += p->kind() != format::PostOpKind::Bias;
       switch (p->kind()) {
-        case format::ConvPostOpKind::Bias: {
+        case format::PostOpKind::Bias: {
           const dnnl_dim_t channels = y[1];
           prep.bias = api.memory_desc_init_by_tag(&prep.bias_md, 1, &channels, dnnl_f32, dnnl_a) == dnnl_success;
           made = made && prep.bias;
           break;
         }
-        case format::ConvPostOpKind::Relu:
-          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success;
-          break;
-        case format::ConvPostOpKind::Clip:
-          made = made &&
-                 api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_clip_v2, p->lo(), p->hi()) == dnnl_success;
-          break;
-        case format::ConvPostOpKind::Sigmoid:
-          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f) == dnnl_success;
-          break;
-        case format::ConvPostOpKind::Tanh:
-          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_tanh, 0.0f, 0.0f) == dnnl_success;
-          break;
-        case format::ConvPostOpKind::Silu:  // oneDNN's swish: x·sigmoid(alpha·x)
-          made = made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f) == dnnl_success;
-          break;
-        case format::ConvPostOpKind::HardSwish:
-          made =
-              made && api.post_ops_append_eltwise(post_ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f) == dnnl_success;
-          break;
-        case format::ConvPostOpKind::Add:
+        case format::PostOpKind::Relu:
+        case format::PostOpKind::Clip:
+        case format::PostOpKind::Sigmoid:
+        case format::PostOpKind::Tanh:
+        case format::PostOpKind::Silu:
+        case format::PostOpKind::HardSwish:
+        case format::PostOpKind::GeluErf:
+        case format::PostOpKind::GeluTanh: made = made && append_dnnl_activation(api, post_ops, *p); break;
+        case format::PostOpKind::Add:
           prep.sum = true;
           made = made && api.post_ops_append_sum(post_ops, 1.0f) == dnnl_success;
           break;
-        case format::ConvPostOpKind::ChannelAdd:
-        case format::ConvPostOpKind::ChannelSub:
-        case format::ConvPostOpKind::ChannelMul: break;  // binary, above
+        case format::PostOpKind::ChannelAdd:
+        case format::PostOpKind::ChannelSub:
+        case format::PostOpKind::ChannelMul: break;  // binary, above
       }
     }
     if (!made) {
@@ -308,8 +297,8 @@ size_t result_bytes(const format::Conv& c) {
 // The step input a convolution's residual add reads, or -1.
 int added_input(const format::Conv& c) {
   if (c.post_ops())
-    for (const format::ConvPostOp* p : *c.post_ops())
-      if (p->kind() == format::ConvPostOpKind::Add) return p->input();
+    for (const format::PostOp* p : *c.post_ops())
+      if (p->kind() == format::PostOpKind::Add) return p->input();
   return -1;
 }
 
@@ -333,7 +322,7 @@ int conv_added_input(const format::Conv& conv) { return added_input(conv); }
 Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights,
                 StepLayout layout) {
   // args: x, w (or their backward counterparts), the post-ops' operands, the result.
-  PostOpOperands post = post_op_operands(conv, args);
+  PostOpOperands post = post_op_operands(conv.post_ops(), args);
   uint8_t* const core[3] = {args[0], args[1], post.result};
   const DnnlApi* api = dnnl_api();
   const Prepared* prep = api ? &prepared(*api, conv, layout.y_blocked) : nullptr;
@@ -351,7 +340,9 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
   if (!prep || !prep->primitive.primitive) {
     if (added_in_place) set_residual_aside();
     KILN_RETURN_IF_ERROR(run_conv_gemm(conv, core));
-    apply_post_ops(conv, post);
+    const int64_t channels = conv.y()->Get(1);
+    apply_post_ops(conv.post_ops(), post, static_cast<int64_t>(result_bytes(conv) / sizeof(float)), channels,
+                   static_cast<int64_t>(result_bytes(conv) / sizeof(float)) / conv.y()->Get(0) / channels);
     return Status::Ok();
   }
   // Operands in another layout than the primitive's go through the calling thread's

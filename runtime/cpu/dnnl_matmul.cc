@@ -1,10 +1,13 @@
 #include "runtime/cpu/dnnl_matmul.h"
 
+#include <bit>
 #include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "runtime/cpu/post_ops.h"
 
 namespace kiln::runtime::cpu {
 
@@ -15,6 +18,8 @@ namespace {
 // batch dim (stride 0) has extent 1 there, as the matmul primitive broadcasts.
 struct Descs {
   dnnl_memory_desc_t a, b, c;
+  bool bias = false;  // the first post-op, oneDNN's bias argument: [1, ..., 1, n]
+  dnnl_memory_desc_t bias_md{};
 };
 
 bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, Descs& d) {
@@ -38,9 +43,48 @@ bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, De
   c_strides.insert(c_strides.end(), {n, 1});
   const int ndims = static_cast<int>(c_dims.size());
   if (ndims > DNNL_MAX_NDIMS) return false;
-  return p.memory_desc_init_by_strides(&d.a, ndims, a_dims.data(), t, a_strides.data()) == dnnl_success &&
-         p.memory_desc_init_by_strides(&d.b, ndims, b_dims.data(), t, b_strides.data()) == dnnl_success &&
-         p.memory_desc_init_by_strides(&d.c, ndims, c_dims.data(), t, c_strides.data()) == dnnl_success;
+  if (p.memory_desc_init_by_strides(&d.a, ndims, a_dims.data(), t, a_strides.data()) != dnnl_success ||
+      p.memory_desc_init_by_strides(&d.b, ndims, b_dims.data(), t, b_strides.data()) != dnnl_success ||
+      p.memory_desc_init_by_strides(&d.c, ndims, c_dims.data(), t, c_strides.data()) != dnnl_success)
+    return false;
+  d.bias = mm.post_ops() && mm.post_ops()->size() > 0 && mm.post_ops()->Get(0)->kind() == format::PostOpKind::Bias;
+  std::vector<dnnl_dim_t> bias_dims(static_cast<size_t>(ndims), 1), bias_strides(static_cast<size_t>(ndims), n);
+  bias_dims.back() = n;
+  bias_strides.back() = 1;
+  return !d.bias ||
+         p.memory_desc_init_by_strides(&d.bias_md, ndims, bias_dims.data(), t, bias_strides.data()) == dnnl_success;
+}
+
+// oneDNN's chain of a call's post-ops after its bias (null where it has none), or false
+// where oneDNN refuses one.
+bool activations(const DnnlApi& p, const format::Matmul& mm, dnnl_post_ops_t& chain) {
+  chain = nullptr;
+  if (!mm.post_ops() || mm.post_ops()->size() == 0) return true;
+  if (p.post_ops_create(&chain) != dnnl_success) return false;
+  for (const format::PostOp* op : *mm.post_ops())
+    if (op->kind() != format::PostOpKind::Bias && !append_dnnl_activation(p, chain, *op)) return false;
+  return true;
+}
+
+// A cache key's words for a call's post-ops.
+void key_post_ops(const format::Matmul& mm, std::vector<int64_t>& key) {
+  if (mm.post_ops())
+    for (const format::PostOp* op : *mm.post_ops())
+      key.insert(key.end(), {-1 - static_cast<int64_t>(op->kind()), std::bit_cast<int32_t>(op->lo()),
+                             std::bit_cast<int32_t>(op->hi())});
+}
+
+// The primitive descriptor of a call with its post-ops, B as `b` describes it, or null.
+dnnl_primitive_desc_t describe_call(const DnnlApi& p, const format::Matmul& mm, const Descs& d,
+                                    const dnnl_memory_desc_t& b) {
+  dnnl_matmul_desc_t desc;
+  dnnl_post_ops_t chain = nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (activations(p, mm, chain) &&
+      p.matmul_desc_init(&desc, &d.a, &b, d.bias ? &d.bias_md : nullptr, &d.c) == dnnl_success)
+    pd = dnnl_describe(p, &desc, nullptr, chain);
+  if (chain) p.post_ops_destroy(chain);
+  return pd;
 }
 
 struct Prepared {
@@ -57,15 +101,14 @@ const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_t
   if (mm.batch())
     for (const format::BatchDim* bd : *mm.batch())
       key.insert(key.end(), {bd->count(), bd->a_stride(), bd->b_stride(), bd->c_stride()});
+  key_post_ops(mm, key);
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = cache.try_emplace(key);
   if (!inserted) return it->second;
   Prepared& prep = it->second;
   prep.what = "a " + std::to_string(mm.m()) + "x" + std::to_string(mm.n()) + "x" + std::to_string(mm.k()) + " matmul";
-  dnnl_matmul_desc_t desc;
-  if (describe(p, mm, type, prep.descs) &&
-      p.matmul_desc_init(&desc, &prep.descs.a, &prep.descs.b, nullptr, &prep.descs.c) == dnnl_success) {
-    dnnl_primitive_desc_t pd = dnnl_describe(p, &desc, nullptr);
+  if (describe(p, mm, type, prep.descs)) {
+    dnnl_primitive_desc_t pd = describe_call(p, mm, prep.descs, prep.descs.b);
     // oneDNN's reference kernel ran a batch of small products 100x slower than a loop of
     // sgemm calls: such a call is left to the caller.
     const char* impl = nullptr;
@@ -90,6 +133,7 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, PackedPrepared> cache;
   std::vector<int64_t> key = {mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b()};
+  key_post_ops(mm, key);
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = cache.try_emplace(key);
   if (!inserted) return it->second;
@@ -99,12 +143,10 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
   if (mm.batch() && mm.batch()->size() > 0) return prep;
   dnnl_memory_desc_t any_b;
   const dnnl_dim_t b_dims[] = {mm.k(), mm.n()};
-  dnnl_matmul_desc_t desc;
   if (!describe(p, mm, dnnl_f32, prep.descs) ||
-      p.memory_desc_init_by_tag(&any_b, 2, b_dims, dnnl_f32, dnnl_format_tag_any) != dnnl_success ||
-      p.matmul_desc_init(&desc, &prep.descs.a, &any_b, nullptr, &prep.descs.c) != dnnl_success)
+      p.memory_desc_init_by_tag(&any_b, 2, b_dims, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
     return prep;
-  dnnl_primitive_desc_t pd = dnnl_describe(p, &desc, nullptr);
+  dnnl_primitive_desc_t pd = describe_call(p, mm, prep.descs, any_b);
   if (!pd) return prep;
   if (const dnnl_memory_desc_t* chosen = p.primitive_desc_query_md(pd, dnnl_query_weights_md, 0)) {
     prep.packed_b = *chosen;
@@ -140,10 +182,12 @@ Status dnnl_packed_matmul(const format::Matmul& mm, const uint8_t* packed_b, uin
   const PackedPrepared* prep = p ? &packed_prepared(*p, mm) : nullptr;
   if (!prep || !prep->primitive.primitive)
     return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
+  const PostOpOperands post = post_op_operands(mm.post_ops(), args);
   const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, args[0]},
                               {DNNL_ARG_WEIGHTS, &prep->packed_b, const_cast<uint8_t*>(packed_b)},
-                              {DNNL_ARG_DST, &prep->descs.c, args[2]}};
-  return dnnl_run(*p, prep->primitive, operands, threads, prep->what);
+                              {DNNL_ARG_DST, &prep->descs.c, post.result},
+                              {DNNL_ARG_BIAS, &prep->descs.bias_md, post.bias}};
+  return dnnl_run(*p, prep->primitive, std::span(operands, prep->descs.bias ? 4 : 3), threads, prep->what);
 }
 
 Result<bool> dnnl_matmul(const format::Matmul& mm, dnnl_data_type_t type, uint8_t* const* args, int threads) {
@@ -151,10 +195,12 @@ Result<bool> dnnl_matmul(const format::Matmul& mm, dnnl_data_type_t type, uint8_
   if (!p) return false;
   const Prepared& prep = prepared(*p, mm, type);
   if (!prep.primitive.primitive) return false;
+  const PostOpOperands post = post_op_operands(mm.post_ops(), args);
   const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep.descs.a, args[0]},
                               {DNNL_ARG_WEIGHTS, &prep.descs.b, args[1]},
-                              {DNNL_ARG_DST, &prep.descs.c, args[2]}};
-  KILN_RETURN_IF_ERROR(dnnl_run(*p, prep.primitive, operands, threads, prep.what));
+                              {DNNL_ARG_DST, &prep.descs.c, post.result},
+                              {DNNL_ARG_BIAS, &prep.descs.bias_md, post.bias}};
+  KILN_RETURN_IF_ERROR(dnnl_run(*p, prep.primitive, std::span(operands, prep.descs.bias ? 4 : 3), threads, prep.what));
   return true;
 }
 

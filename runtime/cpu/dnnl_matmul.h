@@ -16,8 +16,9 @@
 namespace kiln::runtime::cpu {
 
 /// Runs a matmul of `type` (dnnl_f32, dnnl_bf16, dnnl_f16) on oneDNN's matmul primitive,
-/// made once per distinct call; false where oneDNN or its primitive for the call is
-/// missing (the caller then runs it another way).
+/// made once per distinct call, with its post-ops (`args`: A, B, the post-ops' operands,
+/// C); false where oneDNN or its primitive for the call is missing (the caller then runs
+/// it another way).
 Result<bool> dnnl_matmul(const format::Matmul& call, dnnl_data_type_t type, uint8_t* const* args, int threads);
 
 /// The bytes of the B operand of an f32 matmul without batch dims reordered once into the
@@ -30,7 +31,8 @@ size_t packed_matmul_weights_bytes(const format::Matmul& call);
 /// Reorders B into `to`: packed_matmul_weights_bytes of them, 64-byte aligned.
 Status pack_matmul_weights(const format::Matmul& call, const uint8_t* b, uint8_t* to, int threads);
 
-/// Runs an f32 matmul with B as pack_matmul_weights left it (`args`: A, unused, C).
+/// Runs an f32 matmul with B as pack_matmul_weights left it, with its post-ops (`args`: A,
+/// unused, the post-ops' operands, C).
 Status dnnl_packed_matmul(const format::Matmul& call, const uint8_t* packed_b, uint8_t* const* args, int threads);
 
 }  // namespace kiln::runtime::cpu

@@ -9,6 +9,7 @@
 #include "base/half_float.h"
 #include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/host_cpu.h"
+#include "runtime/cpu/post_ops.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -151,10 +152,14 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
   // bf16 on oneDNN's matmul primitive, every batch index in one call: GPT-2's block ran
   // 1.55x faster than in f32 (AVX512-BF16), where widening to f32 ran it 2x slower. f16
   // widens: oneDNN 2.6's f16 primitive ran the block slower still (docs/benchmarks.md).
-  if (t == ElementType::BF16) {
-    KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, dnnl_bf16, ptr, threads));
+  // f32 with post-ops (a bias and an activation) there too: they apply while C is in
+  // cache, where the portable path below goes over C again for each.
+  const bool post_ops = mm.post_ops() && mm.post_ops()->size() > 0;
+  if (t == ElementType::BF16 || (t == ElementType::F32 && post_ops)) {
+    KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, t == ElementType::BF16 ? dnnl_bf16 : dnnl_f32, ptr, threads));
     if (ran) return Status::Ok();
   }
+  const PostOpOperands operands = post_op_operands(mm.post_ops(), ptr);
   int size = element_bytes(t);
   for (int64_t p = 0; p < count; ++p) {
     int64_t ao = 0, bo = 0, co = 0;
@@ -165,7 +170,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
     }
     const uint8_t* a = ptr[0] + ao * size;
     const uint8_t* b = ptr[1] + bo * size;
-    uint8_t* c = ptr[2] + co * size;
+    uint8_t* c = operands.result + co * size;
     CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
     int lda = static_cast<int>(mm.trans_a() ? m : k), ldb = static_cast<int>(mm.trans_b() ? k : n);
     switch (t) {
@@ -199,6 +204,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
       at[i] = 0;
     }
   }
+  if (post_ops) apply_post_ops(mm.post_ops(), operands, count * m * n, n, 1);  // f32 only (the reader checks)
   return Status::Ok();
 }
 

@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 10;
+inline constexpr uint16_t kFormatMinor = 11;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -61,21 +61,22 @@ struct ArtifactContents {
     uint64_t offset = 0, bytes = 0;
     int32_t first_step = -1, last_step = -1, in_place_of = -1, state = -1;
   };
+  struct PostOpInfo {
+    PostOpKind kind = PostOpKind::Relu;
+    int32_t input = -1;
+    float lo = 0, hi = 0;
+  };
   struct MatmulInfo {
     int64_t m = 0, n = 0, k = 0;
     bool trans_a = false, trans_b = false;
     std::vector<BatchDim> batch;
+    std::vector<PostOpInfo> post_ops;  ///< f32, CPU (format 1.11)
   };
   struct ConvInfo {
     ConvKind kind = ConvKind::Forward;
     std::vector<int64_t> x, w, y, strides, dilations, pads_lo, pads_hi;
     int64_t groups = 1;
-    struct PostOp {
-      ConvPostOpKind kind = ConvPostOpKind::Relu;
-      int32_t input = -1;
-      float lo = 0, hi = 0;
-    };
-    std::vector<PostOp> post_ops;  ///< forward only (format 1.7)
+    std::vector<PostOpInfo> post_ops;  ///< forward only (format 1.7)
   };
   struct StepInfo {
     StepKind kind = StepKind::Loop;
@@ -121,9 +122,9 @@ struct ArtifactContents {
   int64_t batch = 0;        ///< > 0: every input's and result's first dim is a batch of this many rows
 };
 
-/// Whether a convolution post-op reads a step input: a bias, an added tensor, a
-/// per-channel value (the activations read none).
-bool post_op_reads_input(ConvPostOpKind kind);
+/// Whether a post-op reads a step input: a bias, an added tensor, a per-channel value (the
+/// activations read none).
+bool post_op_reads_input(PostOpKind kind);
 
 /// Serializes an artifact: header, FlatBuffers metadata, then the code, weight and IR
 /// sections, each 64-byte aligned with its xxh64.

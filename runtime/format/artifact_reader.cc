@@ -210,39 +210,47 @@ std::string conv_problem(const Conv& c) {
   return "";
 }
 
-// The inputs a convolution's post-ops read (a bias, a tensor to add, per-channel values).
-uint32_t post_op_operands(const Conv& c) {
+using PostOps = flatbuffers::Vector<flatbuffers::Offset<PostOp>>;
+
+// The inputs a library call's post-ops read (a bias, a tensor to add, per-channel values).
+uint32_t post_op_operands(const PostOps* post_ops) {
   uint32_t inputs = 0;
-  if (c.post_ops())
-    for (const ConvPostOp* p : *c.post_ops()) inputs += p && post_op_reads_input(p->kind());
+  if (post_ops)
+    for (const PostOp* p : *post_ops) inputs += p && post_op_reads_input(p->kind());
   return inputs;
 }
 
-// Why a convolution's post-ops are inconsistent, or "": each a known kind on a forward
-// convolution, a bias only first and of y's channels, an added tensor of y's shape, each
-// operand the step input after the previous one's, clip bounds in order.
-std::string post_op_problem(const Conv& c, const Step& step,
+// Whether a post-op of `kind` computes on its value alone (an activation).
+bool activation(PostOpKind kind) { return !post_op_reads_input(kind) && kind != PostOpKind::Clip; }
+
+// Why a library call's post-ops are inconsistent, or "": each of a known kind, a bias only
+// first and of `channels` values, an added tensor of the result's shape `y`, each operand
+// the step input after the previous one's, clip bounds in order. A matmul's take a bias,
+// clips and activations only.
+std::string post_op_problem(const PostOps* post_ops, bool matmul, int64_t channels,
+                            const flatbuffers::Vector<int64_t>* y, const Step& step,
                             const flatbuffers::Vector<flatbuffers::Offset<Value>>& values) {
-  if (!c.post_ops() || c.post_ops()->size() == 0) return "";
-  if (c.kind() != ConvKind::Forward) return "has post-ops but is not a forward convolution";
+  if (!post_ops || post_ops->size() == 0) return "";
   uint32_t next_input = 2;
-  for (uint32_t i = 0; i < c.post_ops()->size(); ++i) {
-    const ConvPostOp* p = c.post_ops()->Get(i);
-    if (!p || static_cast<int>(p->kind()) > static_cast<int>(ConvPostOpKind::MAX))
+  for (uint32_t i = 0; i < post_ops->size(); ++i) {
+    const PostOp* p = post_ops->Get(i);
+    if (!p || static_cast<int>(p->kind()) > static_cast<int>(PostOpKind::MAX))
       return "has a post-op of an unknown kind";
+    if (matmul && p->kind() != PostOpKind::Bias && p->kind() != PostOpKind::Clip && !activation(p->kind()))
+      return std::string("has a post-op a matmul does not apply (") + EnumNamePostOpKind(p->kind()) + ")";
     const bool reads = post_op_reads_input(p->kind());
     if (p->input() != (reads ? static_cast<int32_t>(next_input) : -1)) return "has a post-op reading the wrong input";
-    if (p->kind() == ConvPostOpKind::Bias && i != 0) return "adds its bias after another post-op";
-    if (p->kind() == ConvPostOpKind::Clip && !(p->lo() <= p->hi())) return "clips to bounds out of order";
+    if (p->kind() == PostOpKind::Bias && i != 0) return "adds its bias after another post-op";
+    if (p->kind() == PostOpKind::Clip && !(p->lo() <= p->hi())) return "clips to bounds out of order";
     if (!reads) continue;
     const Value* v = values.Get(step.inputs()->Get(next_input++));
     if (v->dtype() != DType::F32 || !v->shape()) return "has a post-op operand that is not f32";
     int64_t elements = 1;
     for (int64_t d : *v->shape()) elements *= d;
-    if (p->kind() != ConvPostOpKind::Add && elements != c.y()->Get(1))
+    if (p->kind() != PostOpKind::Add && elements != channels)
       return "has a bias or per-channel operand that is not one value per output channel";
-    if (p->kind() == ConvPostOpKind::Add &&
-        (v->shape()->size() != c.y()->size() || !std::equal(v->shape()->begin(), v->shape()->end(), c.y()->begin())))
+    if (p->kind() == PostOpKind::Add &&
+        (v->shape()->size() != y->size() || !std::equal(v->shape()->begin(), v->shape()->end(), y->begin())))
       return "adds a tensor of another shape than its result's";
   }
   return "";
@@ -250,9 +258,9 @@ std::string post_op_problem(const Conv& c, const Step& step,
 
 }  // namespace
 
-bool post_op_reads_input(ConvPostOpKind kind) {
-  return kind == ConvPostOpKind::Bias || kind == ConvPostOpKind::Add || kind == ConvPostOpKind::ChannelAdd ||
-         kind == ConvPostOpKind::ChannelSub || kind == ConvPostOpKind::ChannelMul;
+bool post_op_reads_input(PostOpKind kind) {
+  return kind == PostOpKind::Bias || kind == PostOpKind::Add || kind == PostOpKind::ChannelAdd ||
+         kind == PostOpKind::ChannelSub || kind == PostOpKind::ChannelMul;
 }
 
 std::string_view artifact_error_name(ArtifactErrorKind kind) {
@@ -501,13 +509,18 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   for (int s = 0; s < steps; ++s) {
     const Step* step = a.steps()->Get(s);
     if (step->kind() != StepKind::Library) continue;
-    const uint32_t post_op_inputs = step->conv() ? post_op_operands(*step->conv()) : 0;
+    const PostOps* post_ops = step->conv()     ? step->conv()->post_ops()
+                              : step->matmul() ? step->matmul()->post_ops()
+                                               : nullptr;
+    const uint32_t post_op_inputs = post_op_operands(post_ops);
     if (count(step->inputs()) != 2 + post_op_inputs || count(step->outputs()) != 1)
       return fail(Kind::MalformedMetadata,
                   "library step " + n(s) + " needs " + n(2 + post_op_inputs) + " inputs and one output");
     if (const Conv* conv = step->conv()) {
       std::string why = conv_problem(*conv);
-      if (why.empty()) why = post_op_problem(*conv, *step, *a.values());
+      if (why.empty() && post_ops && post_ops->size() > 0 && conv->kind() != ConvKind::Forward)
+        why = "has post-ops but is not a forward convolution";
+      if (why.empty()) why = post_op_problem(post_ops, false, conv->y()->Get(1), conv->y(), *step, *a.values());
       if (!why.empty()) return fail(Kind::ShapeMismatch, "the convolution of step " + n(s) + " " + why);
       // Its operands are f32 tensors of exactly those shapes.
       const flatbuffers::Vector<int64_t>* shapes[3][3] = {
@@ -542,12 +555,20 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
         reach[1] += static_cast<__int128>(d->count() - 1) * d->b_stride();
         reach[2] += static_cast<__int128>(d->count() - 1) * d->c_stride();
       }
-    uint32_t operands[3] = {step->inputs()->Get(0), step->inputs()->Get(1), step->outputs()->Get(0)};
+    const uint32_t operands[3] = {step->inputs()->Get(0), step->inputs()->Get(1), step->outputs()->Get(0)};
     for (int o = 0; o < 3; ++o) {
       uint64_t bytes = value_bytes[operands[o]];
       int size = element_bytes(a.values()->Get(operands[o])->dtype());
       if (reach[o] * size > static_cast<__int128>(bytes))
         return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) + " reaches past operand " + n(o));
+    }
+    if (post_ops && post_ops->size() > 0) {
+      const Value* c = a.values()->Get(step->outputs()->Get(0));
+      std::string why = cuda ? "has post-ops, which the CUDA runtime does not apply"
+                        : c->dtype() != DType::F32
+                            ? "has post-ops on a result that is not f32"
+                            : post_op_problem(post_ops, true, mm->n(), c->shape(), *step, *a.values());
+      if (!why.empty()) return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) + " " + why);
     }
   }
   for (uint32_t i = 0; i < count(a.results()); ++i) {

@@ -46,16 +46,22 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   for (const auto& s : c.steps) {
     flatbuffers::Offset<Matmul> matmul = 0;
     flatbuffers::Offset<Conv> conv = 0;
+    auto post_ops_of = [&](const std::vector<ArtifactContents::PostOpInfo>& ops) {
+      std::vector<flatbuffers::Offset<PostOp>> offsets;
+      for (const auto& p : ops) offsets.push_back(CreatePostOp(fb, p.kind, p.input, p.lo, p.hi));
+      return offsets.empty() ? 0 : fb.CreateVector(offsets);
+    };
     if (s.kind == StepKind::Library && s.conv) {
-      std::vector<flatbuffers::Offset<ConvPostOp>> post_ops;
-      for (const auto& p : s.conv->post_ops) post_ops.push_back(CreateConvPostOp(fb, p.kind, p.input, p.lo, p.hi));
-      conv = CreateConv(
-          fb, s.conv->kind, fb.CreateVector(s.conv->x), fb.CreateVector(s.conv->w), fb.CreateVector(s.conv->y),
-          fb.CreateVector(s.conv->strides), fb.CreateVector(s.conv->dilations), fb.CreateVector(s.conv->pads_lo),
-          fb.CreateVector(s.conv->pads_hi), s.conv->groups, post_ops.empty() ? 0 : fb.CreateVector(post_ops));
-    } else if (s.kind == StepKind::Library)
+      auto post_ops = post_ops_of(s.conv->post_ops);
+      conv =
+          CreateConv(fb, s.conv->kind, fb.CreateVector(s.conv->x), fb.CreateVector(s.conv->w),
+                     fb.CreateVector(s.conv->y), fb.CreateVector(s.conv->strides), fb.CreateVector(s.conv->dilations),
+                     fb.CreateVector(s.conv->pads_lo), fb.CreateVector(s.conv->pads_hi), s.conv->groups, post_ops);
+    } else if (s.kind == StepKind::Library) {
+      auto post_ops = post_ops_of(s.matmul.post_ops);
       matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b,
-                            fb.CreateVectorOfStructs(s.matmul.batch));
+                            fb.CreateVectorOfStructs(s.matmul.batch), post_ops);
+    }
     steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol),
                                fb.CreateVector(s.inputs), fb.CreateVector(s.outputs), matmul, s.work_items,
                                s.block_threads, s.grid_blocks, fb.CreateVectorOfStrings(s.ops), s.flops,

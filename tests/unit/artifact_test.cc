@@ -15,11 +15,11 @@ using format::ArtifactErrorKind;
 namespace {
 
 // The artifact contents of a model through the default pipeline, with stand-in CPU code.
-format::ArtifactContents contents_of(const Model& m) {
+format::ArtifactContents contents_of(const Model& m, std::string_view pipeline_text = kiln::passes::kDefaultPipeline) {
   auto built = m.build();
   REQUIRE(built.ok());
   ir::Graph g = *built;
-  auto pipeline = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);
+  auto pipeline = passes::pipeline_from_text(pipeline_text);
   REQUIRE(pipeline.ok());
   REQUIRE(pipeline->run(g).ok());
   auto contents = artifact_contents(g, m.initial_values(), "cpu-x86_64", ir::print(*built));
@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 11;  // minor version 11
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.11 (this runtime reads 1.0 to 1.10)");
+  newer[10] = 12;  // minor version 12
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.12 (this runtime reads 1.0 to 1.11)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -338,7 +338,7 @@ TEST_CASE("a convolution's post-ops must fit it: kinds, order, operands and boun
   const format::ArtifactContents good = contents_of(m);
   REQUIRE(good.steps.size() == 1);
   REQUIRE(good.steps[0].conv);
-  using Kind = format::ConvPostOpKind;
+  using Kind = format::PostOpKind;
   REQUIRE(good.steps[0].conv->post_ops.size() == 3);
   CHECK(good.steps[0].conv->post_ops[0].kind == Kind::Bias);
   CHECK(good.steps[0].conv->post_ops[1].kind == Kind::Add);
@@ -390,6 +390,55 @@ TEST_CASE("a convolution's post-ops must fit it: kinds, order, operands and boun
     auto c = good;
     c.steps[0].conv->post_ops[2].kind = static_cast<Kind>(static_cast<int>(Kind::MAX) + 1);
     CHECK(refused(c) == prefix + "has a post-op of an unknown kind");
+  }
+}
+
+TEST_CASE("a matmul's post-ops must fit it: a bias and activations on an f32 result, for the CPU",
+          "[artifact][errors]") {
+  Model m("linear_gelu", 1);
+  Tensor x = m.input("x", {4, 8});
+  m.output(gelu(linear(x, m.param("w", {8, 6}, Init::uniform(-1, 1)), m.param("b", {6}, Init::uniform(-1, 1)))), "y");
+  const format::ArtifactContents good =
+      contents_of(m, "decompose,canonicalize,cse,dce,fusion{matmul_epilogues=true},memory-plan");
+  REQUIRE(good.steps.size() == 1);
+  using Kind = format::PostOpKind;
+  REQUIRE(good.steps[0].matmul.post_ops.size() == 2);
+  CHECK(good.steps[0].matmul.post_ops[0].kind == Kind::Bias);
+  CHECK(good.steps[0].matmul.post_ops[0].input == 2);
+  CHECK(good.steps[0].matmul.post_ops[1].kind == Kind::GeluErf);
+  CHECK(good.steps[0].inputs.size() == 3);
+  CHECK(format::read_artifact(format::write_artifact(good)).ok());
+  // Without the option (the CUDA target's pipeline) the call has none.
+  CHECK(contents_of(m).steps[0].matmul.post_ops.empty());
+  auto refused = [](format::ArtifactContents c, std::string_view target = "") {
+    return refusal(format::write_artifact(c), target).message;
+  };
+  const std::string prefix = "artifact: shape mismatch: the matmul of step 0 ";
+  {
+    auto c = good;
+    c.steps[0].matmul.post_ops[0].kind = Kind::ChannelAdd;
+    CHECK(refused(c) == prefix + "has a post-op a matmul does not apply (ChannelAdd)");
+  }
+  {
+    auto c = good;
+    std::swap(c.steps[0].matmul.post_ops[0], c.steps[0].matmul.post_ops[1]);
+    CHECK(refused(c) == prefix + "adds its bias after another post-op");
+  }
+  {
+    auto c = good;
+    c.steps[0].inputs[2] = c.steps[0].inputs[0];  // x, not one value per column
+    CHECK(refused(c) == prefix + "has a bias or per-channel operand that is not one value per output channel");
+  }
+  {
+    auto c = good;
+    c.steps[0].matmul.post_ops.erase(c.steps[0].matmul.post_ops.begin());  // the bias's input is left over
+    CHECK(refusal(format::write_artifact(c)).message ==
+          "artifact: malformed metadata: library step 0 needs 2 inputs and one output");
+  }
+  {
+    auto c = good;
+    c.target = "cuda-sm_80";
+    CHECK(refused(c, "cuda-sm_80") == prefix + "has post-ops, which the CUDA runtime does not apply");
   }
 }
 

@@ -51,6 +51,19 @@ std::string section_text(const format::Section& s) {
   return fmt::format("{} bytes at {}, xxh64 {:016x}", s.size(), s.offset(), s.xxh64());
 }
 
+// A library call's post-ops: "post-ops: Bias input 2, GeluErf".
+void print_post_ops(const flatbuffers::Vector<flatbuffers::Offset<format::PostOp>>* post_ops) {
+  if (!post_ops || post_ops->size() == 0) return;
+  std::vector<std::string> post;
+  for (const format::PostOp* p : *post_ops) {
+    std::string what = format::EnumNamePostOpKind(p->kind());
+    if (p->kind() == format::PostOpKind::Clip) what += fmt::format(" [{}, {}]", p->lo(), p->hi());
+    if (p->input() >= 0) what += fmt::format(" input {}", p->input());
+    post.push_back(what);
+  }
+  fmt::print("        post-ops: {}\n", fmt::join(post, ", "));
+}
+
 }  // namespace
 
 int run_inspect(std::span<char* const> argv) {
@@ -129,6 +142,7 @@ int run_inspect(std::span<char* const> argv) {
                                  d->c_stride());
         fmt::print("        gemm m={} n={} k={}{}{}, batch{}\n", mm.m(), mm.n(), mm.k(), mm.trans_a() ? " trans_a" : "",
                    mm.trans_b() ? " trans_b" : "", batch.empty() ? " none" : batch);
+        print_post_ops(mm.post_ops());
       }
       if (step->kind() == format::StepKind::Library && step->conv()) {
         const format::Conv& c = *step->conv();
@@ -136,16 +150,7 @@ int run_inspect(std::span<char* const> argv) {
         fmt::print("        oneDNN convolution {}: x {} w {} y {}, strides {} dilations {} pads {} {} groups {}\n",
                    format::EnumNameConvKind(c.kind()), list(c.x()), list(c.w()), list(c.y()), list(c.strides()),
                    list(c.dilations()), list(c.pads_lo()), list(c.pads_hi()), c.groups());
-        if (c.post_ops() && c.post_ops()->size() > 0) {
-          std::vector<std::string> post;
-          for (const format::ConvPostOp* p : *c.post_ops()) {
-            std::string what = format::EnumNameConvPostOpKind(p->kind());
-            if (p->kind() == format::ConvPostOpKind::Clip) what += fmt::format(" [{}, {}]", p->lo(), p->hi());
-            if (p->input() >= 0) what += fmt::format(" input {}", p->input());
-            post.push_back(what);
-          }
-          fmt::print("        post-ops: {}\n", fmt::join(post, ", "));
-        }
+        print_post_ops(c.post_ops());
       }
       if (step->partial_symbol() && step->partial_symbol()->size() > 0)
         fmt::print("        split: {} parts first [{}]{}, {} bytes of scratch at {}\n", step->partial_items(),
