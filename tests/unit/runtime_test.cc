@@ -282,8 +282,12 @@ TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into th
   REQUIRE(artifact.ok());
   auto view = format::read_artifact(*artifact);
   REQUIRE(view.ok());
-  REQUIRE(view->metadata().steps()->size() == 2);  // the matmul, then the bias add: no transpose kernel
+  // One step: the matmul with its bias (the result is returned, so no kernel reads it),
+  // and no transpose kernel.
+  REQUIRE(view->metadata().steps()->size() == 1);
   CHECK(view->metadata().steps()->Get(0)->matmul()->trans_b());
+  REQUIRE(view->metadata().steps()->Get(0)->matmul()->post_ops());
+  CHECK(view->metadata().steps()->Get(0)->matmul()->post_ops()->size() == 1);
   auto model = runtime::Model::load_bytes(*artifact);
   REQUIRE(model.ok());
   ir::Tensor xv = kiln::testing::wave_input({4, 3}, 1);
