@@ -198,8 +198,9 @@ class EpilogueMatcher {
     static constexpr size_t kMaxNodes = 24;  // GELU is 6-9 ops however a model writes it
     static constexpr int kMaxGap = 32;       // nodes between two of the run (other branches)
     if (result_[x] || users_[x].empty()) return false;
-    std::vector<char> inside(g_.values.size(), 0);
     std::vector<int> run, claimed;
+    std::vector<ValueId> inside;  // the run's results
+    auto in_run = [&](ValueId v) { return std::find(inside.begin(), inside.end(), v) != inside.end(); };
     int transcendental = 0;
     const int first = *std::min_element(users_[x].begin(), users_[x].end());
     for (int i = first, last = first; i < static_cast<int>(g_.nodes.size()) && i - last <= kMaxGap; ++i) {
@@ -210,18 +211,18 @@ class EpilogueMatcher {
       bool reads_run = false, fits = true;
       std::vector<int> splats;
       for (ValueId v : n.operands) {
-        if (v == x || inside[v]) reads_run = true;
+        if (v == x || in_run(v)) reads_run = true;
         else fits = fits && splat(v, splats).has_value();
       }
       if (!reads_run || !fits) continue;
       run.push_back(i);
       claimed.insert(claimed.end(), splats.begin(), splats.end());
-      inside[n.result] = 1;
+      inside.push_back(n.result);
       last = i;
       transcendental += n.op == Op::Erf || n.op == Op::Tanh;
       if (run.size() > kMaxNodes || transcendental > 1) return false;
-      if (transcendental == 1 && closed(x, run, inside))
-        if (std::optional<PostOp::Kind> kind = gelu_function(g_, x, run)) {
+      if (transcendental == 1 && closed(x, run, in_run))
+        if (std::optional<PostOp::Kind> kind = gelu_function(g_, producer_, x, run)) {
           e.nodes.insert(e.nodes.end(), run.begin(), run.end());
           e.nodes.insert(e.nodes.end(), claimed.begin(), claimed.end());
           e.post_ops.push_back({*kind});
@@ -233,11 +234,12 @@ class EpilogueMatcher {
   }
 
   // Whether every use of x and of each run node's result but the last lies in the run.
-  bool closed(ValueId x, const std::vector<int>& run, const std::vector<char>& inside) const {
+  template <class InRun>
+  bool closed(ValueId x, const std::vector<int>& run, const InRun& in_run) const {
     auto used_inside = [&](ValueId v) {
       if (result_[v]) return false;
       for (int u : users_[v])
-        if (!inside[g_.nodes[u].result]) return false;
+        if (!in_run(g_.nodes[u].result)) return false;
       return true;
     };
     if (!used_inside(x)) return false;
@@ -278,9 +280,9 @@ std::vector<Epilogue> library_epilogues(const Graph& g, bool matmuls) {
   return found;
 }
 
-std::optional<PostOp::Kind> gelu_function(const Graph& g, ValueId x, const std::vector<int>& nodes) {
+std::optional<PostOp::Kind> gelu_function(const Graph& g, const std::vector<int>& producer, ValueId x,
+                                          const std::vector<int>& nodes) {
   if (nodes.empty()) return std::nullopt;
-  const std::vector<int> producer = g.producers();
   std::vector<double> points;
   for (int i = -160; i <= 160; ++i) points.push_back(i / 16.0);
   for (double far : {30.0, 1000.0}) points.insert(points.end(), {far, -far});

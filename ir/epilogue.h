@@ -63,6 +63,8 @@ std::vector<Epilogue> library_epilogues(const Graph& g, bool matmuls);
 /// function's: they are evaluated in f64 at points from -1000 to 1000 and must agree with
 /// one form within 1e-6·(1 + |x|) (the f32 rounding of the constants a model writes, such
 /// as 1.4142135 for √2, stays far inside that; the two forms differ by 5e-4 near |x| = 2.7).
-std::optional<PostOp::Kind> gelu_function(const Graph& g, ValueId x, const std::vector<int>& nodes);
+/// `producers` is g.producers().
+std::optional<PostOp::Kind> gelu_function(const Graph& g, const std::vector<int>& producers, ValueId x,
+                                          const std::vector<int>& nodes);
 
 }  // namespace kiln::ir

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -137,16 +138,15 @@ std::string matmul_library() {
          " for f64";
 }
 
-Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, int threads) {
+Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, int threads, ThreadPool* pool) {
   int64_t m = mm.m(), n = mm.n(), k = mm.k();
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return make_error("runtime: a matmul of " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
                       " has a dim past the 2147483647 a BLAS call takes");
-  // Batch dims as an odometer over per-dim strides (0 where an operand broadcasts).
+  // Batch dims with per-dim strides (0 where an operand broadcasts).
   std::vector<const format::BatchDim*> dims;
   if (mm.batch())
     for (const format::BatchDim* d : *mm.batch()) dims.push_back(d);
-  std::vector<int64_t> at(dims.size(), 0);
   int64_t count = 1;
   for (const auto* d : dims) count *= d->count();
   // bf16 on oneDNN's matmul primitive, every batch index in one call: GPT-2's block ran
@@ -160,13 +160,17 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
     if (ran) return Status::Ok();
   }
   const PostOpOperands operands = post_op_operands(mm.post_ops(), ptr);
-  int size = element_bytes(t);
-  for (int64_t p = 0; p < count; ++p) {
+  const int size = element_bytes(t);
+  // The GEMM of batch index p (its operands' offsets from p's index along each dim) on
+  // `gemm_threads` threads.
+  auto gemm_at = [&](int64_t p, int gemm_threads) -> Status {
     int64_t ao = 0, bo = 0, co = 0;
-    for (size_t i = 0; i < dims.size(); ++i) {
-      ao += at[i] * dims[i]->a_stride();
-      bo += at[i] * dims[i]->b_stride();
-      co += at[i] * dims[i]->c_stride();
+    for (size_t i = dims.size(); i-- > 0;) {
+      const int64_t at = p % dims[i]->count();
+      p /= dims[i]->count();
+      ao += at * dims[i]->a_stride();
+      bo += at * dims[i]->b_stride();
+      co += at * dims[i]->c_stride();
     }
     const uint8_t* a = ptr[0] + ao * size;
     const uint8_t* b = ptr[1] + bo * size;
@@ -175,34 +179,46 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
     int lda = static_cast<int>(mm.trans_a() ? m : k), ldb = static_cast<int>(mm.trans_b() ? k : n);
     switch (t) {
       case ElementType::F32:
-        KILN_RETURN_IF_ERROR(sgemm(mm.trans_a(), mm.trans_b(), m, n, k, reinterpret_cast<const float*>(a),
-                                   reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), threads));
-        break;
+        return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, reinterpret_cast<const float*>(a),
+                     reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), gemm_threads);
       case ElementType::F16:
       case ElementType::BF16:
-        KILN_RETURN_IF_ERROR(half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,
-                                         reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(b),
-                                         reinterpret_cast<uint16_t*>(c), threads));
-        break;
+        return half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,
+                           reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(b),
+                           reinterpret_cast<uint16_t*>(c), gemm_threads);
       case ElementType::F64:
         cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,
                     reinterpret_cast<const double*>(a), lda, reinterpret_cast<const double*>(b), ldb, 0.0,
                     reinterpret_cast<double*>(c), static_cast<int>(n));
-        break;
+        return Status::Ok();
       case ElementType::I32:
         matmul_loop<int32_t, int64_t>(reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b),
                                       reinterpret_cast<int32_t*>(c), m, n, k, mm.trans_a(), mm.trans_b());
-        break;
+        return Status::Ok();
       case ElementType::I64:
         matmul_loop<int64_t, int64_t>(reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b),
                                       reinterpret_cast<int64_t*>(c), m, n, k, mm.trans_a(), mm.trans_b());
-        break;
+        return Status::Ok();
       default: return make_error("runtime: matmul on " + std::string(element_type_name(t)) + " is not supported");
     }
-    for (size_t i = dims.size(); i-- > 0;) {
-      if (++at[i] < dims[i]->count()) break;
-      at[i] = 0;
-    }
+  };
+  // f32 batches split across the threads, one single-threaded GEMM at a time each:
+  // attention's [B, H] batches of 128x128x64 products ran 1.4-1.5x faster so than each
+  // product split across the threads in turn (docs/benchmarks.md). Not where the batches
+  // would leave a thread idle at the end (3 batches on 2 threads ran 1.27x slower).
+  if (pool && threads > 1 && t == ElementType::F32 && count > 1 && (count % threads == 0 || count >= 4 * threads)) {
+    std::mutex failed_mutex;
+    Status failed = Status::Ok();
+    pool->parallel_for(count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p)
+        if (Status s = gemm_at(p, 1); !s.ok()) {
+          std::lock_guard<std::mutex> lock(failed_mutex);
+          if (failed.ok()) failed = s;
+        }
+    });
+    KILN_RETURN_IF_ERROR(failed);
+  } else {
+    for (int64_t p = 0; p < count; ++p) KILN_RETURN_IF_ERROR(gemm_at(p, threads));
   }
   if (post_ops) apply_post_ops(mm.post_ops(), operands, count * m * n, n, 1);  // f32 only (the reader checks)
   return Status::Ok();

@@ -9,16 +9,19 @@
 #include <cstdint>
 
 #include "base/result.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/format/artifact.h"
 #include "runtime/types.h"
 
 namespace kiln::runtime::cpu {
 
 /// C = op(A) op(B) for every batch index of `call` (verified to stay inside its operands),
-/// with A, B and C at args[0], args[1], args[2], in element type `type`. oneDNN runs on at
-/// most `threads` OpenMP threads (set for the calling thread before each call: OpenMP keeps
-/// the count per thread, so models with different counts do not disturb each other).
-Status run_matmul(const format::Matmul& call, ElementType type, uint8_t* const* args, int threads);
+/// with A, B, the post-ops' operands and C in `args`, in element type `type`, then the
+/// post-ops. oneDNN runs on at most `threads` OpenMP threads (set for the calling thread
+/// before each call: OpenMP keeps the count per thread, so models with different counts
+/// do not disturb each other). With a `pool`, f32 batches may split across its threads.
+Status run_matmul(const format::Matmul& call, ElementType type, uint8_t* const* args, int threads,
+                  ThreadPool* pool = nullptr);
 
 /// Which libraries run the matmuls, with the kernels they chose for this CPU, and whether
 /// those are generic ones on a CPU with AVX2 (a library that does not know the CPU falls
