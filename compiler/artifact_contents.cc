@@ -7,6 +7,7 @@
 
 #include "ir/channel_layouts.h"
 #include "ir/epilogue.h"
+#include "ir/matmul_views.h"
 #include "ir/reduction_split.h"
 #include "ir/row_class.h"
 #include "ir/window.h"
@@ -58,8 +59,10 @@ struct MatmulCall {
   format::ArtifactContents::MatmulInfo params;
 };
 
-// The BLAS parameters of a library step: its matmul, with a transpose of the last two
-// dims folded into either operand, and numpy batch broadcasting as per-dim strides.
+// The BLAS parameters of a library step: its matmul, each operand read through the step's
+// movement ops before it (a transpose of the last two dims, or with matmul views the heads
+// of attention sliced and transposed out of a projection) by strides, and numpy batch
+// broadcasting as per-dim strides.
 Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   MatmulCall call;
   for (int n : step.nodes)
@@ -67,49 +70,68 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
   if (call.node < 0) return make_error(fmt::format("artifact: library step {} has no matmul", step.name));
   const ir::Node* mm = &g.nodes[call.node];
   std::vector<int> producer = g.producers();
-  auto source = [&](ir::ValueId v, bool& trans) {
-    int p = producer[v];
-    if (p >= 0 && g.nodes[p].op == ir::Op::Transpose &&
-        std::find(step.nodes.begin(), step.nodes.end(), p) != step.nodes.end()) {
-      trans = true;
-      return g.nodes[p].operands[0];
-    }
-    trans = false;
-    return v;
+  auto in_step = [&](int n) { return std::find(step.nodes.begin(), step.nodes.end(), n) != step.nodes.end(); };
+  struct Operand {
+    ir::ValueId value;
+    ir::StridedView view;
+    ir::MatrixView matrix;
   };
-  call.a = source(mm->operands[0], call.params.trans_a);
-  call.b = source(mm->operands[1], call.params.trans_b);
-  const ir::Shape &as = g.type(mm->operands[0]).shape, &bs = g.type(mm->operands[1]).shape,
-                  &cs = g.type(mm->result).shape;
-  call.params.m = as[as.size() - 2];
-  call.params.k = as.back();
-  call.params.n = bs.back();
-  // Batch dims, aligned from the right; strides over the stored (source) operands, whose
-  // batch dims are those of the matmul operands.
-  std::vector<int64_t> a_st = ir::row_major_strides(g.type(call.a).shape),
-                       b_st = ir::row_major_strides(g.type(call.b).shape), c_st = ir::row_major_strides(cs);
+  auto operand = [&](ir::ValueId v) -> Result<Operand> {
+    std::vector<int> chain;
+    for (int p = producer[v]; p >= 0 && in_step(p) && ir::op_kind(g.nodes[p].op) == ir::OpKind::Movement;
+         p = producer[v]) {
+      chain.insert(chain.begin(), p);
+      v = g.nodes[p].operands[0];
+    }
+    std::optional<ir::StridedView> view = ir::view_through(g, g.type(v).shape, chain);
+    std::optional<ir::MatrixView> matrix = view ? ir::matrix_view(*view) : std::nullopt;
+    if (!matrix)
+      return make_error(
+          fmt::format("artifact: library step {} reads a matmul operand through movement ops that no "
+                      "strides express",
+                      step.name));
+    return Operand{v, *view, *matrix};
+  };
+  KILN_ASSIGN_OR_RETURN(Operand a, operand(mm->operands[0]));
+  KILN_ASSIGN_OR_RETURN(Operand b, operand(mm->operands[1]));
+  call.a = a.value;
+  call.b = b.value;
+  auto& p = call.params;
+  p.trans_a = a.matrix.transposed;
+  p.trans_b = b.matrix.transposed;
+  const ir::Shape &as = a.view.shape, &bs = b.view.shape, &cs = g.type(mm->result).shape;
+  p.m = as[as.size() - 2];
+  p.k = as.back();
+  p.n = bs.back();
+  p.a_offset = a.view.offset;
+  p.b_offset = b.view.offset;
+  // Batch dims, aligned from the right: the operands' own strides (0 where one broadcasts).
+  const std::vector<int64_t> c_st = ir::row_major_strides(cs);
   size_t batch = cs.size() - 2;
   for (size_t i = 0; i < batch; ++i) {
-    auto stride_of = [&](const ir::Shape& s, const std::vector<int64_t>& st) -> int64_t {
-      size_t sb = s.size() - 2;
-      if (i + sb < batch) return 0;  // a missing leading dim broadcasts
-      size_t d = i + sb - batch;
-      return s[d] == 1 ? 0 : st[d];
+    auto stride_of = [&](const ir::StridedView& v) -> int64_t {
+      size_t vb = v.shape.size() - 2;
+      if (i + vb < batch) return 0;  // a missing leading dim broadcasts
+      size_t d = i + vb - batch;
+      return v.shape[d] == 1 ? 0 : v.strides[d];
     };
-    call.params.batch.emplace_back(cs[i], stride_of(as, a_st), stride_of(bs, b_st), c_st[i]);
+    p.batch.emplace_back(cs[i], stride_of(a.view), stride_of(b.view), c_st[i]);
   }
   // A batch dim B does not have, over which A's and C's matrices lie back to back (A not
   // transposed), is more rows of one GEMM: a linear layer's [B,T,C] @ [C,N] is one GEMM of
   // B·T rows rather than B GEMMs of T. Innermost dims first; a dim of one is no dim.
-  auto& dims = call.params.batch;
+  auto& dims = p.batch;
   while (!dims.empty()) {
     const format::BatchDim& d = dims.back();
-    if (d.count() != 1 && (call.params.trans_a || d.b_stride() != 0 || d.a_stride() != call.params.m * call.params.k ||
-                           d.c_stride() != call.params.m * call.params.n || call.params.m * d.count() > INT32_MAX))
+    if (d.count() != 1 && (p.trans_a || d.b_stride() != 0 || d.a_stride() != p.m * a.matrix.ld ||
+                           d.c_stride() != p.m * p.n || p.m * d.count() > INT32_MAX))
       break;  // (BLAS takes M as an int)
-    call.params.m *= d.count();
+    p.m *= d.count();
     dims.pop_back();
   }
+  // Leading dims other than the packed ones' (which format 1.10 and CUDA artifacts imply).
+  p.lda = a.matrix.ld == (p.trans_a ? p.m : p.k) ? 0 : a.matrix.ld;
+  p.ldb = b.matrix.ld == (p.trans_b ? p.k : p.n) ? 0 : b.matrix.ld;
   return call;
 }
 
@@ -214,7 +236,7 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   }
   // The library calls that apply their epilogues: those whose step fusion made end with
   // the epilogue's result.
-  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, true);
+  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, true, ir::matmul_operand_folds(g));
   std::map<int, const ir::Epilogue*> epilogue_of;
   for (const ir::Epilogue& e : epilogues) epilogue_of[e.call] = &e;
   auto post_ops = [&](const ir::Step& step, int call, std::vector<uint32_t>& inputs) {

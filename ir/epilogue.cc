@@ -11,8 +11,13 @@ namespace {
 
 class EpilogueMatcher {
  public:
-  EpilogueMatcher(const Graph& g, bool matmuls)
-      : g_(g), matmuls_(matmuls), producer_(g.producers()), users_(g.values.size()), result_(g.values.size(), 0) {
+  EpilogueMatcher(const Graph& g, bool matmuls, const std::vector<int>& folds)
+      : g_(g),
+        matmuls_(matmuls),
+        folds_(folds),
+        producer_(g.producers()),
+        users_(g.values.size()),
+        result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
     for (ValueId v : g.results) result_[v] = 1;
@@ -73,8 +78,9 @@ class EpilogueMatcher {
     // A matmul's bias alone saves a pass over C only where no kernel reads C anyway (the
     // kernel adds it on the way, for free; oneDNN's bias cost 1-4% of the GEMM).
     if (!convolution && e.post_ops.size() == 1 && e.post_ops[0].kind == PostOp::Kind::Bias && !result_[x] &&
-        !std::all_of(users_[x].begin(), users_[x].end(),
-                     [&](int u) { return op_kind(g_.nodes[u].op) == OpKind::Library; }))
+        !std::all_of(users_[x].begin(), users_[x].end(), [&](int u) {
+          return op_kind(g_.nodes[u].op) == OpKind::Library || (!folds_.empty() && folds_[u] >= 0);
+        }))
       return std::nullopt;
     std::sort(e.nodes.begin(), e.nodes.end());
     for (int n : e.nodes) taken_[n] = 1;  // a node is in one epilogue: a residual add follows two convolutions
@@ -263,6 +269,7 @@ class EpilogueMatcher {
 
   const Graph& g_;
   bool matmuls_;
+  const std::vector<int>& folds_;
   int64_t channel_axis_ = 1;  // of the call being matched
   std::vector<int> producer_;
   std::vector<std::vector<int>> users_;
@@ -272,8 +279,8 @@ class EpilogueMatcher {
 
 }  // namespace
 
-std::vector<Epilogue> library_epilogues(const Graph& g, bool matmuls) {
-  EpilogueMatcher matcher(g, matmuls);
+std::vector<Epilogue> library_epilogues(const Graph& g, bool matmuls, const std::vector<int>& folds) {
+  EpilogueMatcher matcher(g, matmuls, folds);
   std::vector<Epilogue> found;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (auto e = matcher.match(static_cast<int>(i))) found.push_back(std::move(*e));

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ir/epilogue.h"
+#include "ir/matmul_views.h"
 #include "ir/shape_inference.h"
 #include "ir/window.h"
 #include "passes/shared_reads.h"
@@ -41,7 +42,7 @@ bool is_loop_op(Op op) {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues)
+  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues, bool matmul_views)
       : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
@@ -49,7 +50,8 @@ class Partitioner {
     producer_ = g.producers();
     seen_.assign(g.nodes.size(), 0);
     claim_.assign(g.nodes.size(), -1);
-    if (fuse) epilogues_ = ir::library_epilogues(g, matmul_epilogues);
+    folds_ = fuse && matmul_views ? ir::matmul_operand_folds(g) : std::vector<int>(g.nodes.size(), -1);
+    if (fuse) epilogues_ = ir::library_epilogues(g, matmul_epilogues, folds_);
     for (size_t e = 0; e < epilogues_.size(); ++e) {
       claim_[epilogues_[e].call] = static_cast<int>(e);
       for (int m : epilogues_[e].nodes) claim_[m] = static_cast<int>(e);
@@ -69,6 +71,10 @@ class Partitioner {
           group = static_cast<int>(groups_.size()) - 1;
         }
         add(group, static_cast<int>(i));
+        continue;
+      }
+      if (folds_[i] >= 0) {  // read in place by a matmul's call (visited before it)
+        add(group_of_[folds_[i]], static_cast<int>(i));
         continue;
       }
       if (is_source(n.op)) continue;
@@ -441,6 +447,7 @@ class Partitioner {
   std::vector<Group> groups_;
   std::vector<ir::Epilogue> epilogues_;
   std::vector<int> claim_;           // per node: the epilogue it belongs to, or -1
+  std::vector<int> folds_;           // per node: the matmul whose call reads it in place, or -1
   std::vector<int> epilogue_group_;  // per epilogue: its group, once started
   // Visit marks for reaches(): a node is visited in the current search when its mark
   // equals stamp_.
@@ -475,7 +482,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
-  Partitioner partitioner(g, fuse_, matmul_epilogues_);
+  Partitioner partitioner(g, fuse_, matmul_epilogues_, matmul_views_);
   std::vector<Group> groups = partitioner.run();
 
   std::vector<int> producer = g.producers();

@@ -24,15 +24,17 @@ namespace kiln::passes {
 ///     convolution, and with `matmul_epilogues` an f32 matmul, with the bias and
 ///     activations after it that its call applies (ir/epilogue.h); scatter_add, alone.
 /// With `fuse` false every node is a step of its own (the unfused baseline).
-/// `matmul_epilogues` is for targets whose runtime applies a matmul's post-ops (the CPU's).
+/// `matmul_epilogues` is for targets whose runtime applies a matmul's post-ops (the CPU's);
+/// `matmul_views` for those that read a matmul's operands through the transposes, slices
+/// and reshapes before it by strides (ir/matmul_views.h; the CPU's).
 class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)
   static constexpr int kMaxInputs = 16;  ///< distinct values a kernel reads
   static constexpr int kMaxOutputs = 8;  ///< values a kernel writes
 
-  explicit FusionPass(bool fuse = true, bool matmul_epilogues = false)
-      : fuse_(fuse), matmul_epilogues_(matmul_epilogues) {}
+  explicit FusionPass(bool fuse = true, bool matmul_epilogues = false, bool matmul_views = false)
+      : fuse_(fuse), matmul_epilogues_(matmul_epilogues), matmul_views_(matmul_views) {}
   std::string_view name() const override { return "fusion"; }
   Result<bool> run(ir::Graph& graph) override;
   bool preserves_program() const override { return true; }
@@ -40,6 +42,7 @@ class FusionPass : public Pass {
  private:
   bool fuse_;
   bool matmul_epilogues_;
+  bool matmul_views_;
 };
 
 }  // namespace kiln::passes

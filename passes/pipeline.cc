@@ -37,7 +37,8 @@ Result<std::unique_ptr<Pass>> make(PassOptionReader&) {
 Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
   KILN_ASSIGN_OR_RETURN(bool fuse, reader.flag("fuse", true));
   KILN_ASSIGN_OR_RETURN(bool matmul_epilogues, reader.flag("matmul_epilogues", false));
-  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(fuse, matmul_epilogues));
+  KILN_ASSIGN_OR_RETURN(bool matmul_views, reader.flag("matmul_views", false));
+  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views));
 }
 
 Result<std::unique_ptr<Pass>> make_lower_conv(PassOptionReader& reader) {
@@ -70,7 +71,7 @@ constexpr Registration kPasses[] = {
     {"canonicalize", "", make<CanonicalizePass>},
     {"cse", "", make<CsePass>},
     {"dce", "", make<DcePass>},
-    {"fusion", "{fuse=true|false,matmul_epilogues=true|false}", make_fusion},
+    {"fusion", "{fuse=true|false matmul_epilogues=true|false matmul_views=true|false}", make_fusion},
     {"lower-conv", "{keep_f32=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},
 };

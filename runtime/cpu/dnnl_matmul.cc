@@ -38,8 +38,9 @@ bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, De
   a_dims.insert(a_dims.end(), {m, k});
   b_dims.insert(b_dims.end(), {k, n});
   c_dims.insert(c_dims.end(), {m, n});
-  a_strides.insert(a_strides.end(), {mm.trans_a() ? 1 : k, mm.trans_a() ? m : 1});
-  b_strides.insert(b_strides.end(), {mm.trans_b() ? 1 : n, mm.trans_b() ? k : 1});
+  const int64_t lda = format::matmul_lda(mm), ldb = format::matmul_ldb(mm);
+  a_strides.insert(a_strides.end(), {mm.trans_a() ? 1 : lda, mm.trans_a() ? lda : 1});
+  b_strides.insert(b_strides.end(), {mm.trans_b() ? 1 : ldb, mm.trans_b() ? ldb : 1});
   c_strides.insert(c_strides.end(), {n, 1});
   const int ndims = static_cast<int>(c_dims.size());
   if (ndims > DNNL_MAX_NDIMS) return false;
@@ -97,7 +98,7 @@ struct Prepared {
 const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t type) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, Prepared> cache;
-  std::vector<int64_t> key = {type, mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b()};
+  std::vector<int64_t> key = {type, mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b(), mm.lda(), mm.ldb()};
   if (mm.batch())
     for (const format::BatchDim* bd : *mm.batch())
       key.insert(key.end(), {bd->count(), bd->a_stride(), bd->b_stride(), bd->c_stride()});
@@ -132,7 +133,7 @@ struct PackedPrepared {
 const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, PackedPrepared> cache;
-  std::vector<int64_t> key = {mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b()};
+  std::vector<int64_t> key = {mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b(), mm.lda(), mm.ldb()};
   key_post_ops(mm, key);
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = cache.try_emplace(key);
@@ -172,7 +173,7 @@ Status pack_matmul_weights(const format::Matmul& mm, const uint8_t* b, uint8_t* 
   const PackedPrepared* prep = p ? &packed_prepared(*p, mm) : nullptr;
   if (!prep || !prep->primitive.primitive)
     return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
-  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->descs.b, const_cast<uint8_t*>(b)},
+  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->descs.b, const_cast<uint8_t*>(b) + mm.b_offset() * 4},
                              {DNNL_ARG_TO, &prep->packed_b, to}};
   return dnnl_run(*p, prep->reorder, reorder, threads, "the packing of " + prep->what);
 }
@@ -183,7 +184,7 @@ Status dnnl_packed_matmul(const format::Matmul& mm, const uint8_t* packed_b, uin
   if (!prep || !prep->primitive.primitive)
     return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
   const PostOpOperands post = post_op_operands(mm.post_ops(), args);
-  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, args[0]},
+  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, args[0] + mm.a_offset() * 4},
                               {DNNL_ARG_WEIGHTS, &prep->packed_b, const_cast<uint8_t*>(packed_b)},
                               {DNNL_ARG_DST, &prep->descs.c, post.result},
                               {DNNL_ARG_BIAS, &prep->descs.bias_md, post.bias}};
@@ -196,8 +197,9 @@ Result<bool> dnnl_matmul(const format::Matmul& mm, dnnl_data_type_t type, uint8_
   const Prepared& prep = prepared(*p, mm, type);
   if (!prep.primitive.primitive) return false;
   const PostOpOperands post = post_op_operands(mm.post_ops(), args);
-  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep.descs.a, args[0]},
-                              {DNNL_ARG_WEIGHTS, &prep.descs.b, args[1]},
+  const int64_t element = type == dnnl_f32 ? 4 : 2;
+  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep.descs.a, args[0] + mm.a_offset() * element},
+                              {DNNL_ARG_WEIGHTS, &prep.descs.b, args[1] + mm.b_offset() * element},
                               {DNNL_ARG_DST, &prep.descs.c, post.result},
                               {DNNL_ARG_BIAS, &prep.descs.bias_md, post.bias}};
   KILN_RETURN_IF_ERROR(dnnl_run(*p, prep.primitive, std::span(operands, prep.descs.bias ? 4 : 3), threads, prep.what));

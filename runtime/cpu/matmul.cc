@@ -17,12 +17,14 @@ namespace {
 
 // Matmul for element types BLAS does not cover, in the accumulation the interpreter uses.
 template <class T, class Acc>
-void matmul_loop(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+void matmul_loop(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda,
+                 int64_t ldb) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       Acc acc = 0;
       for (int64_t q = 0; q < k; ++q)
-        acc += static_cast<Acc>(a[ta ? q * m + i : i * k + q]) * static_cast<Acc>(b[tb ? j * k + q : q * n + j]);
+        acc +=
+            static_cast<Acc>(a[ta ? q * lda + i : i * lda + q]) * static_cast<Acc>(b[tb ? j * ldb + q : q * ldb + j]);
       c[i * n + j] = static_cast<T>(acc);
     }
 }
@@ -85,8 +87,8 @@ bool openblas_uses_avx2(const std::string& core) {
 }
 
 // f32 C = op(A) op(B) on oneDNN's sgemm where it is open, else OpenBLAS's.
-Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, int threads) {
-  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+             int64_t ldb, float* c, int threads) {
   if (const Dnnl& d = dnnl(); d.sgemm) {
     if (auto set_threads = dnnl_library().omp_set_num_threads) set_threads(threads);
     if (int status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n); status != 0)
@@ -103,16 +105,20 @@ Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, 
 // A matmul of f16 or bf16 matrices: both widened to f32 (exactly), multiplied with f32
 // accumulation (as autocast promises and cuBLAS does on the GPU), the result rounded to
 // nearest even. oneDNN 2.6's C API has no half-precision GEMM to call instead.
-Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
-                   uint16_t* c, int threads) {
+Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                   const uint16_t* b, int64_t ldb, uint16_t* c, int threads) {
   thread_local std::vector<float> fa, fb, fc;
   fa.resize(static_cast<size_t>(m * k));
   fb.resize(static_cast<size_t>(k * n));
   fc.resize(static_cast<size_t>(m * n));
   auto widen = bf16 ? bf16_to_float : f16_to_float;
-  for (size_t i = 0; i < fa.size(); ++i) fa[i] = widen(a[i]);
-  for (size_t i = 0; i < fb.size(); ++i) fb[i] = widen(b[i]);
-  KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, fa.data(), fb.data(), fc.data(), threads));
+  // Packed as they are stored (rows of the stored matrix, ld apart).
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  for (int64_t r = 0; r < a_rows; ++r)
+    for (int64_t q = 0; q < a_cols; ++q) fa[static_cast<size_t>(r * a_cols + q)] = widen(a[r * lda + q]);
+  for (int64_t r = 0; r < b_rows; ++r)
+    for (int64_t q = 0; q < b_cols; ++q) fb[static_cast<size_t>(r * b_cols + q)] = widen(b[r * ldb + q]);
+  KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, fa.data(), a_cols, fb.data(), b_cols, fc.data(), threads));
   auto narrow = bf16 ? float_to_bf16 : float_to_f16;
   for (size_t i = 0; i < fc.size(); ++i) c[i] = narrow(fc[i]);
   return Status::Ok();
@@ -172,32 +178,32 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
       bo += at * dims[i]->b_stride();
       co += at * dims[i]->c_stride();
     }
-    const uint8_t* a = ptr[0] + ao * size;
-    const uint8_t* b = ptr[1] + bo * size;
+    const uint8_t* a = ptr[0] + (mm.a_offset() + ao) * size;
+    const uint8_t* b = ptr[1] + (mm.b_offset() + bo) * size;
     uint8_t* c = operands.result + co * size;
     CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
-    int lda = static_cast<int>(mm.trans_a() ? m : k), ldb = static_cast<int>(mm.trans_b() ? k : n);
+    const int64_t lda = format::matmul_lda(mm), ldb = format::matmul_ldb(mm);
     switch (t) {
       case ElementType::F32:
-        return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, reinterpret_cast<const float*>(a),
-                     reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), gemm_threads);
+        return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, reinterpret_cast<const float*>(a), lda,
+                     reinterpret_cast<const float*>(b), ldb, reinterpret_cast<float*>(c), gemm_threads);
       case ElementType::F16:
       case ElementType::BF16:
         return half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,
-                           reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(b),
+                           reinterpret_cast<const uint16_t*>(a), lda, reinterpret_cast<const uint16_t*>(b), ldb,
                            reinterpret_cast<uint16_t*>(c), gemm_threads);
       case ElementType::F64:
         cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,
-                    reinterpret_cast<const double*>(a), lda, reinterpret_cast<const double*>(b), ldb, 0.0,
-                    reinterpret_cast<double*>(c), static_cast<int>(n));
+                    reinterpret_cast<const double*>(a), static_cast<int>(lda), reinterpret_cast<const double*>(b),
+                    static_cast<int>(ldb), 0.0, reinterpret_cast<double*>(c), static_cast<int>(n));
         return Status::Ok();
       case ElementType::I32:
         matmul_loop<int32_t, int64_t>(reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b),
-                                      reinterpret_cast<int32_t*>(c), m, n, k, mm.trans_a(), mm.trans_b());
+                                      reinterpret_cast<int32_t*>(c), m, n, k, mm.trans_a(), mm.trans_b(), lda, ldb);
         return Status::Ok();
       case ElementType::I64:
         matmul_loop<int64_t, int64_t>(reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b),
-                                      reinterpret_cast<int64_t*>(c), m, n, k, mm.trans_a(), mm.trans_b());
+                                      reinterpret_cast<int64_t*>(c), m, n, k, mm.trans_a(), mm.trans_b(), lda, ldb);
         return Status::Ok();
       default: return make_error("runtime: matmul on " + std::string(element_type_name(t)) + " is not supported");
     }

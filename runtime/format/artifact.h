@@ -71,6 +71,8 @@ struct ArtifactContents {
     bool trans_a = false, trans_b = false;
     std::vector<BatchDim> batch;
     std::vector<PostOpInfo> post_ops;  ///< f32, CPU (format 1.11)
+    int64_t lda = 0, ldb = 0;          ///< 0: packed (format 1.11)
+    int64_t a_offset = 0, b_offset = 0;
   };
   struct ConvInfo {
     ConvKind kind = ConvKind::Forward;
@@ -121,6 +123,10 @@ struct ArtifactContents {
   bool allow_tf32 = false;  ///< CUDA f32 matmuls may use TF32 tensor cores
   int64_t batch = 0;        ///< > 0: every input's and result's first dim is a batch of this many rows
 };
+
+/// A matmul's leading dims as its call reads them: format 1.11's, or the packed ones.
+inline int64_t matmul_lda(const Matmul& mm) { return mm.lda() ? mm.lda() : mm.trans_a() ? mm.m() : mm.k(); }
+inline int64_t matmul_ldb(const Matmul& mm) { return mm.ldb() ? mm.ldb() : mm.trans_b() ? mm.k() : mm.n(); }
 
 /// Whether a post-op reads a step input: a bias, an added tensor, a per-channel value (the
 /// activations read none).

@@ -543,8 +543,24 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     const int64_t limit = int64_t{1} << 40;
     if (mm->m() < 0 || mm->n() < 0 || mm->k() < 0 || mm->m() > limit || mm->n() > limit || mm->k() > limit)
       return fail(Kind::OutOfRange, "step " + n(s) + " has matmul dims out of range");
-    // The last element each operand's matrices reach, over every batch index.
-    __int128 reach[3] = {static_cast<__int128>(mm->m()) * mm->k(), static_cast<__int128>(mm->k()) * mm->n(),
+    // Leading dims and offsets (1.11): at least the packed ones' (BLAS's rule), on the CPU.
+    if (mm->lda() < 0 || mm->ldb() < 0 || mm->a_offset() < 0 || mm->b_offset() < 0 || mm->lda() > limit ||
+        mm->ldb() > limit || mm->a_offset() > limit || mm->b_offset() > limit)
+      return fail(Kind::OutOfRange, "step " + n(s) + " has a matmul leading dim or offset out of range");
+    const int64_t a_cols = mm->trans_a() ? mm->m() : mm->k(), b_cols = mm->trans_b() ? mm->k() : mm->n();
+    if ((mm->lda() != 0 && mm->lda() < a_cols) || (mm->ldb() != 0 && mm->ldb() < b_cols))
+      return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) + " has a leading dim below its operand's columns");
+    if (cuda && (mm->lda() || mm->ldb() || mm->a_offset() || mm->b_offset()))
+      return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) +
+                                           " reads its operands by leading dims or offsets, which the CUDA runtime "
+                                           "does not");
+    // The last element each operand's matrices reach (plus one), over every batch index.
+    auto matrix_reach = [](int64_t rows, int64_t cols, int64_t ld, int64_t offset) -> __int128 {
+      if (rows == 0 || cols == 0) return 0;
+      return offset + static_cast<__int128>(rows - 1) * (ld ? ld : cols) + cols;
+    };
+    __int128 reach[3] = {matrix_reach(mm->trans_a() ? mm->k() : mm->m(), a_cols, mm->lda(), mm->a_offset()),
+                         matrix_reach(mm->trans_b() ? mm->n() : mm->k(), b_cols, mm->ldb(), mm->b_offset()),
                          static_cast<__int128>(mm->m()) * mm->n()};
     if (mm->batch())
       for (const BatchDim* d : *mm->batch()) {

@@ -60,7 +60,8 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
     } else if (s.kind == StepKind::Library) {
       auto post_ops = post_ops_of(s.matmul.post_ops);
       matmul = CreateMatmul(fb, s.matmul.m, s.matmul.n, s.matmul.k, s.matmul.trans_a, s.matmul.trans_b,
-                            fb.CreateVectorOfStructs(s.matmul.batch), post_ops);
+                            fb.CreateVectorOfStructs(s.matmul.batch), post_ops, s.matmul.lda, s.matmul.ldb,
+                            s.matmul.a_offset, s.matmul.b_offset);
     }
     steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol),
                                fb.CreateVector(s.inputs), fb.CreateVector(s.outputs), matmul, s.work_items,

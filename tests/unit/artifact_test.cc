@@ -442,6 +442,50 @@ TEST_CASE("a matmul's post-ops must fit it: a bias and activations on an f32 res
   }
 }
 
+TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its operands, on the CPU",
+          "[artifact][errors]") {
+  Model m("linear", 1);
+  m.output(matmul(m.input("x", {4, 8}), m.param("w", {8, 6}, Init::uniform(-1, 1))), "y");
+  const format::ArtifactContents good = contents_of(m);
+  REQUIRE(good.steps.size() == 1);
+  CHECK(good.steps[0].matmul.lda == 0);  // packed: written as 0
+  auto refused = [](format::ArtifactContents c, std::string_view target = "") {
+    return refusal(format::write_artifact(c), target).message;
+  };
+  const std::string prefix = "artifact: shape mismatch: the matmul of step 0 ";
+  {
+    auto c = good;
+    c.steps[0].matmul.m = 2;
+    c.steps[0].matmul.lda = 16;  // every other row of x
+    CHECK(format::read_artifact(format::write_artifact(c)).ok());
+  }
+  {
+    auto c = good;
+    c.steps[0].matmul.lda = 7;
+    CHECK(refused(c) == prefix + "has a leading dim below its operand's columns");
+  }
+  {
+    auto c = good;
+    c.steps[0].matmul.lda = 9;  // the last row ends past x
+    CHECK(refused(c) == prefix + "reaches past operand 0");
+  }
+  {
+    auto c = good;
+    c.steps[0].matmul.b_offset = 1;
+    CHECK(refused(c) == prefix + "reaches past operand 1");
+  }
+  {
+    auto c = good;
+    c.steps[0].matmul.n = 3;
+    c.steps[0].matmul.ldb = 6;
+    c.steps[0].matmul.b_offset = 3;  // w's last three columns: inside it
+    CHECK(format::read_artifact(format::write_artifact(c)).ok());
+    c.target = "cuda-sm_80";
+    CHECK(refused(c, "cuda-sm_80") ==
+          prefix + "reads its operands by leading dims or offsets, which the CUDA runtime does not");
+  }
+}
+
 TEST_CASE("kernels in oneDNN's layouts belong to CPU loop steps over activations", "[artifact][errors]") {
   Model m("layouts", 1);
   Tensor a = conv(m.input("x", {1, 16, 8, 8}), m.param("w1", {16, 16, 1, 1}, Init::uniform(-1, 1)));

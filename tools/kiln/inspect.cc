@@ -140,8 +140,14 @@ int run_inspect(std::span<char* const> argv) {
           for (const format::BatchDim* d : *mm.batch())
             batch += fmt::format(" [{} x strides a {}, b {}, c {}]", d->count(), d->a_stride(), d->b_stride(),
                                  d->c_stride());
-        fmt::print("        gemm m={} n={} k={}{}{}, batch{}\n", mm.m(), mm.n(), mm.k(), mm.trans_a() ? " trans_a" : "",
-                   mm.trans_b() ? " trans_b" : "", batch.empty() ? " none" : batch);
+        std::string views;  // format 1.11: operands read in place, by leading dims and offsets
+        if (mm.lda()) views += fmt::format(" lda={}", mm.lda());
+        if (mm.ldb()) views += fmt::format(" ldb={}", mm.ldb());
+        if (mm.a_offset()) views += fmt::format(" a_offset={}", mm.a_offset());
+        if (mm.b_offset()) views += fmt::format(" b_offset={}", mm.b_offset());
+        fmt::print("        gemm m={} n={} k={}{}{}{}, batch{}\n", mm.m(), mm.n(), mm.k(),
+                   mm.trans_a() ? " trans_a" : "", mm.trans_b() ? " trans_b" : "", views,
+                   batch.empty() ? " none" : batch);
         print_post_ops(mm.post_ops());
       }
       if (step->kind() == format::StepKind::Library && step->conv()) {

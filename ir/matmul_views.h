@@ -1,0 +1,41 @@
+// Matmul operands read in place through movement ops: the transposes, slices and reshapes
+// between a stored value and a matmul (attention's heads split out of a projection) that
+// the library call reads by strides instead of a kernel copying them out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::ir {
+
+/// Elements of a stored value read as a tensor of `shape`: element (i0, i1, ...) at
+/// offset + i0·strides[0] + i1·strides[1] + ... of the value's row-major elements.
+struct StridedView {
+  int64_t offset = 0;
+  Shape shape;
+  std::vector<int64_t> strides;
+};
+
+/// The view that the movement nodes `chain` (transpose, slice, reshape; in graph order,
+/// each reading the one before, the first reading a stored value of `shape`) give of that
+/// value, or none where a reshape merges dims that are not adjacent in memory.
+std::optional<StridedView> view_through(const Graph& g, const Shape& shape, const std::vector<int>& chain);
+
+/// A matmul operand's view as a BLAS call reads it: rows at `ld` elements apart and columns
+/// adjacent, or (transposed) the other way round; none where neither holds.
+struct MatrixView {
+  bool transposed = false;
+  int64_t ld = 0;
+};
+std::optional<MatrixView> matrix_view(const StridedView& view);
+
+/// Per node: the matmul node whose call reads it in place, or -1. For each operand of an
+/// f32 matmul, the longest chain of single-use transposes, slices and reshapes (none a
+/// result) back from the operand whose view matrix_view takes, transposed only where the
+/// matrix lies whole (its ld the packed one's).
+std::vector<int> matmul_operand_folds(const Graph& g);
+
+}  // namespace kiln::ir
