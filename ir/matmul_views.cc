@@ -119,8 +119,8 @@ std::vector<int> matmul_operand_folds(const Graph& g) {
         v = g.nodes[p].operands[0];
         std::optional<StridedView> view = view_through(g, g.type(v).shape, chain);
         std::optional<MatrixView> matrix = view ? matrix_view(*view) : std::nullopt;
-        // A transposed operand only as a whole matrix: oneDNN's sgemm ran GPT-2's q·kᵀ
-        // 1.9x slower reading k transposed at rows 2304 apart than a copy of kᵀ took.
+        // A transposed operand only as a whole matrix: oneDNN's sgemm runs a transposed B
+        // slower even packed, more so at rows far apart (docs/cpu.md).
         if (matrix && (!matrix->transposed || matrix->ld == view->shape[view->shape.size() - 2])) best = chain;
       }
       for (int n : best) folds[n] = static_cast<int>(i);

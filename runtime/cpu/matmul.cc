@@ -211,7 +211,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
   // f32 batches split across the threads, one single-threaded GEMM at a time each:
   // attention's [B, H] batches of 128x128x64 products ran 1.4-1.5x faster so than each
   // product split across the threads in turn (docs/benchmarks.md). Not where the batches
-  // would leave a thread idle at the end (3 batches on 2 threads ran 1.27x slower).
+  // would leave a thread idle at the end (3 batches on 2 threads ran 1.25x slower).
   if (pool && threads > 1 && t == ElementType::F32 && count > 1 && (count % threads == 0 || count >= 4 * threads)) {
     std::mutex failed_mutex;
     Status failed = Status::Ok();
