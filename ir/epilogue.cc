@@ -75,10 +75,11 @@ class EpilogueMatcher {
       e.result = x = u->result;
     }
     if (e.post_ops.empty()) return std::nullopt;
-    // A matmul's bias alone saves a pass over C only where no kernel reads C anyway (the
-    // kernel adds it on the way, for free; oneDNN's bias cost up to 2% of the GEMM).
+    // A matmul's bias alone saves a pass over C where a library call reads the sum (directly
+    // or in place through a view) or it is a result; where only kernels read it, they add
+    // the bias on the way for free (oneDNN's bias cost up to 2% of the GEMM).
     if (!convolution && e.post_ops.size() == 1 && e.post_ops[0].kind == PostOp::Kind::Bias && !result_[x] &&
-        !std::all_of(users_[x].begin(), users_[x].end(), [&](int u) {
+        std::none_of(users_[x].begin(), users_[x].end(), [&](int u) {
           return op_kind(g_.nodes[u].op) == OpKind::Library || (!folds_.empty() && folds_[u] >= 0);
         }))
       return std::nullopt;

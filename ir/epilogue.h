@@ -56,8 +56,8 @@ struct Epilogue {
 
 /// The epilogue of every forward convolution that has one and, with `matmuls`, of every
 /// f32 matmul, by graph order. `folds` (matmul_operand_folds, or empty) names the movement
-/// ops that matmul calls read through: a bias alone joins a matmul whose result only
-/// library calls read, through them or directly.
+/// ops that matmul calls read through: a bias alone joins a matmul whose sum a library
+/// call reads, through them or directly (or that is a result).
 std::vector<Epilogue> library_epilogues(const Graph& g, bool matmuls, const std::vector<int>& folds = {});
 
 /// Which GELU the nodes compute from x, in graph order, each reading x, another of them or
