@@ -29,9 +29,9 @@ std::string format_bytes(uint64_t bytes) {
   return text;
 }
 
-Error allocation_error(uint64_t bytes, std::string_view what) {
+Error allocation_error(uint64_t bytes, std::string_view what, std::string_view why) {
   return make_error("cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") for " +
-                    std::string(what) + ": out of memory");
+                    std::string(what) + ": " + std::string(why));
 }
 
 Status check_allocation(uint64_t bytes, std::string_view what) {

@@ -19,8 +19,9 @@ uint64_t memory_limit_bytes();
 std::string format_bytes(uint64_t bytes);
 
 /// The error for an allocation of `bytes` for `what` ("the arena") that cannot succeed:
-/// "cannot allocate 400000000000 bytes (372.5 GiB) for the arena: ...".
-Error allocation_error(uint64_t bytes, std::string_view what);
+/// "cannot allocate 400000000000 bytes (372.5 GiB) for the arena: out of memory" (or
+/// another `why`, such as the system's reason for a failed mmap).
+Error allocation_error(uint64_t bytes, std::string_view what, std::string_view why = "out of memory");
 
 /// Checks an allocation of `bytes` for `what` against this machine's memory before it
 /// is made: larger than memory plus swap is an error, as overcommit would otherwise let

@@ -340,9 +340,8 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
   if (!prep || !prep->primitive.primitive) {
     if (added_in_place) set_residual_aside();
     KILN_RETURN_IF_ERROR(run_conv_gemm(conv, core));
-    const int64_t channels = conv.y()->Get(1);
-    apply_post_ops(conv.post_ops(), post, static_cast<int64_t>(result_bytes(conv) / sizeof(float)), channels,
-                   static_cast<int64_t>(result_bytes(conv) / sizeof(float)) / conv.y()->Get(0) / channels);
+    const int64_t elements = static_cast<int64_t>(result_bytes(conv) / sizeof(float)), channels = conv.y()->Get(1);
+    apply_post_ops(conv.post_ops(), post, elements, channels, elements / conv.y()->Get(0) / channels);
     return Status::Ok();
   }
   // Operands in another layout than the primitive's go through the calling thread's

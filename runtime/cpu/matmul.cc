@@ -167,6 +167,8 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
   }
   const PostOpOperands operands = post_op_operands(mm.post_ops(), ptr);
   const int size = element_bytes(t);
+  const CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
+  const int64_t lda = format::matmul_lda(mm), ldb = format::matmul_ldb(mm);
   // The GEMM of batch index p (its operands' offsets from p's index along each dim) on
   // `gemm_threads` threads.
   auto gemm_at = [&](int64_t p, int gemm_threads) -> Status {
@@ -181,8 +183,6 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
     const uint8_t* a = ptr[0] + (mm.a_offset() + ao) * size;
     const uint8_t* b = ptr[1] + (mm.b_offset() + bo) * size;
     uint8_t* c = operands.result + co * size;
-    CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
-    const int64_t lda = format::matmul_lda(mm), ldb = format::matmul_ldb(mm);
     switch (t) {
       case ElementType::F32:
         return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, reinterpret_cast<const float*>(a), lda,

@@ -27,9 +27,7 @@ Result<PageMemory> PageMemory::allocate(uint64_t bytes, std::string_view what) {
   const uint64_t used = huge ? round_up(bytes, kHugePage) : round_up(bytes > 0 ? bytes : 1, page);
   const uint64_t mapped = huge ? used + kHugePage : used;
   void* at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (at == MAP_FAILED)
-    return make_error("cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") for " +
-                      std::string(what) + ": " + std::strerror(errno));
+  if (at == MAP_FAILED) return allocation_error(bytes, what, std::strerror(errno));
   PageMemory memory;
   memory.mapping_ = at;
   memory.mapping_bytes_ = mapped;

@@ -10,7 +10,7 @@
 
 namespace kiln::runtime::cpu {
 
-using PostOps = flatbuffers::Vector<flatbuffers::Offset<format::PostOp>>;
+using format::PostOps;
 
 /// A library step's arguments past its call's two inputs: the post-ops' operands, then the
 /// result (null where there is no such post-op).

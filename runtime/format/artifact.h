@@ -124,6 +124,9 @@ struct ArtifactContents {
   int64_t batch = 0;        ///< > 0: every input's and result's first dim is a batch of this many rows
 };
 
+/// A library call's post-ops (Conv.post_ops, Matmul.post_ops).
+using PostOps = flatbuffers::Vector<flatbuffers::Offset<PostOp>>;
+
 /// A matmul's leading dims as its call reads them: format 1.11's, or the packed ones.
 inline int64_t matmul_lda(const Matmul& mm) { return mm.lda() ? mm.lda() : mm.trans_a() ? mm.m() : mm.k(); }
 inline int64_t matmul_ldb(const Matmul& mm) { return mm.ldb() ? mm.ldb() : mm.trans_b() ? mm.k() : mm.n(); }

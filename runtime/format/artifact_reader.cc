@@ -210,8 +210,6 @@ std::string conv_problem(const Conv& c) {
   return "";
 }
 
-using PostOps = flatbuffers::Vector<flatbuffers::Offset<PostOp>>;
-
 // The inputs a library call's post-ops read (a bias, a tensor to add, per-channel values).
 uint32_t post_op_operands(const PostOps* post_ops) {
   uint32_t inputs = 0;
