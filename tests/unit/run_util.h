@@ -60,6 +60,19 @@ inline ir::Tensor wave_input(const ir::Shape& shape, int i) {
   return ir::Tensor::from_doubles({ir::DType::F32, shape}, v);
 }
 
+/// The first output of `count` runs of `model` from this thread, with input %`name` =
+/// wave_input(shape, i) in run i: what mismatches_across_threads expects.
+inline std::vector<std::vector<uint8_t>> outputs_one_thread(const runtime::Model& model, const std::string& name,
+                                                            const ir::Shape& shape, int count) {
+  std::vector<std::vector<uint8_t>> outputs;
+  for (int i = 0; i < count; ++i) {
+    auto out = model.run({{name, host(wave_input(shape, i), name)}});
+    REQUIRE(out.ok());
+    outputs.push_back((*out)[0].data);
+  }
+  return outputs;
+}
+
 /// Runs `model` from `threads` threads, `runs` times each, with input %`name` =
 /// wave_input(shape, i) for i = thread * runs + run, and counts the runs that fail or
 /// whose first output is not exactly `expected[i]`.

@@ -58,12 +58,7 @@ TEST_CASE("one loaded model, 8 threads x 200 runs with distinct inputs, each equ
   if (!artifact.ok()) FAIL(artifact.error().message);
   auto model = runtime::Model::load_bytes(*artifact, {4});
   if (!model.ok()) FAIL(model.error().message);
-  std::vector<std::vector<uint8_t>> single(1600);
-  for (int i = 0; i < 1600; ++i) {
-    auto out = (*model)->run({{"x", host(kiln::testing::wave_input({16, 32}, i), "x")}});
-    REQUIRE(out.ok());
-    single[i] = (*out)[0].data;
-  }
+  const auto single = kiln::testing::outputs_one_thread(**model, "x", {16, 32}, 1600);
   CHECK(kiln::testing::mismatches_across_threads(**model, "x", {16, 32}, 8, 200, single) == 0);
 }
 
@@ -481,11 +476,6 @@ TEST_CASE("batched f32 matmuls, split across threads by batch or not, give the i
   auto artifact = kiln::testing::compiled_artifact(m.build(), m.initial_values());
   auto model = runtime::Model::load_bytes(artifact, {2});
   if (!model.ok()) FAIL(model.error().message);
-  std::vector<std::vector<uint8_t>> single(400);
-  for (int i = 0; i < 400; ++i) {
-    auto out = (*model)->run({{"x", host(kiln::testing::wave_input({16, 32}, i), "x")}});
-    REQUIRE(out.ok());
-    single[i] = (*out)[0].data;
-  }
+  const auto single = kiln::testing::outputs_one_thread(**model, "x", {16, 32}, 400);
   CHECK(kiln::testing::mismatches_across_threads(**model, "x", {16, 32}, 8, 50, single) == 0);
 }
