@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 
+#include "ir/attention_match.h"
 #include "ir/channel_layouts.h"
 #include "ir/epilogue.h"
 #include "ir/matmul_views.h"
@@ -177,6 +178,48 @@ Result<format::ArtifactContents::ConvInfo> conv_call(const ir::Graph& g, const i
   return c;
 }
 
+format::ScoreTransformKind to_format(ir::ScoreTransform::Kind k) {
+  switch (k) {
+    case ir::ScoreTransform::Kind::Scale: return format::ScoreTransformKind::Scale;
+    case ir::ScoreTransform::Kind::Add: return format::ScoreTransformKind::Add;
+    case ir::ScoreTransform::Kind::Keep: return format::ScoreTransformKind::Keep;
+    case ir::ScoreTransform::Kind::Causal: return format::ScoreTransformKind::Causal;
+  }
+  return format::ScoreTransformKind::Scale;
+}
+
+// The parameters of a library attention step; `input` names a value among the step's
+// inputs (appending it), for the masks' operands.
+template <class Input>
+format::ArtifactContents::AttentionInfo attention_call(const ir::AttentionMatch& m, const Input& input) {
+  format::ArtifactContents::AttentionInfo at;
+  const ir::Shape& q = m.q_view.shape;
+  at.batch.assign(q.begin(), q.end() - 2);
+  at.queries = q[q.size() - 2];
+  at.head_dim = q.back();
+  at.keys = m.k_view.shape[q.size() - 2];
+  at.value_dim = m.v_view.shape.back();
+  at.q_offset = m.q_view.offset;
+  at.k_offset = m.k_view.offset;
+  at.v_offset = m.v_view.offset;
+  at.q_strides = m.q_view.strides;
+  at.k_strides = m.k_view.strides;
+  at.v_strides = m.v_view.strides;
+  input(m.q);
+  input(m.k);
+  input(m.v);
+  for (const ir::ScoreTransform& t : m.transforms) {
+    format::ArtifactContents::ScoreTransformInfo info{to_format(t.kind), t.value, -1, 0, {}};
+    if (t.operand != ir::kNoValue) {
+      info.input = input(t.operand);
+      info.offset = t.view.offset;
+      info.strides = t.view.strides;
+    }
+    at.transforms.push_back(std::move(info));
+  }
+  return at;
+}
+
 }  // namespace
 
 std::string compiler_version() { return "kiln " + std::string(kVersion); }
@@ -254,6 +297,14 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     }
     return ops;
   };
+  // The attention steps: those that fusion made of a match's two calls (and the rest).
+  const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
+  auto attention_of = [&](const ir::Step& step) -> const ir::AttentionMatch* {
+    auto has = [&](int node) { return std::find(step.nodes.begin(), step.nodes.end(), node) != step.nodes.end(); };
+    for (const ir::AttentionMatch& m : attentions)
+      if (has(m.scores_call) && has(m.values_call)) return &m;
+    return nullptr;
+  };
   const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
   // The loop steps whose code also runs over activations in oneDNN's layouts.
   const std::vector<std::vector<int64_t>> blocks = target == format::kCpuTarget
@@ -275,7 +326,16 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     }
     const auto conv_node = std::find_if(step.nodes.begin(), step.nodes.end(),
                                         [&](int n) { return ir::is_convolution(g.nodes[static_cast<size_t>(n)].op); });
-    if (step.kind == ir::StepKind::Library && conv_node != step.nodes.end()) {
+    const ir::AttentionMatch* attention = step.kind == ir::StepKind::Library ? attention_of(step) : nullptr;
+    if (attention) {
+      if (target != format::kCpuTarget)
+        return make_error(fmt::format("artifact: step {} is an attention, which only the CPU runtime runs", step.name));
+      info.symbol = "attention";
+      info.attention = attention_call(*attention, [&](ir::ValueId v) {
+        info.inputs.push_back(value(v));
+        return static_cast<int32_t>(info.inputs.size() - 1);
+      });
+    } else if (step.kind == ir::StepKind::Library && conv_node != step.nodes.end()) {
       const ir::Node& conv = g.nodes[static_cast<size_t>(*conv_node)];
       KILN_ASSIGN_OR_RETURN(info.conv, conv_call(g, conv));
       info.symbol = "conv";

@@ -39,10 +39,12 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   KILN_ASSIGN_OR_RETURN(std::vector<passes::PassSpec> specs, passes::parse_pipeline_text(pipeline_text));
   if (!options.fuse) passes::set_option_default(specs, "fusion", "fuse", "false");
   // The CPU runtime applies a matmul's bias and activation in oneDNN's call, and reads its
-  // operands through transposes and slices by strides (CUDA's cuBLAS calls do neither yet).
+  // operands through transposes and slices by strides, and runs attention as one step
+  // (CUDA's cuBLAS calls do none of these yet).
   if (options.target == "cpu") {
     passes::set_option_default(specs, "fusion", "matmul_epilogues", "true");
     passes::set_option_default(specs, "fusion", "matmul_views", "true");
+    passes::set_option_default(specs, "fusion", "attention", "true");
   }
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));
   auto ran = pipeline.run(g);

@@ -73,6 +73,15 @@ std::optional<StridedView> view_through(const Graph& g, const Shape& shape, cons
         view.shape = result;
         break;
       }
+      case Op::Broadcast: {  // operand dim i becomes dims[i]; new and spread dims repeat (stride 0)
+        const std::vector<int64_t>& dims = n.attrs.get_ints("dims");
+        StridedView b{view.offset, result, std::vector<int64_t>(result.size(), 0)};
+        for (size_t d = 0; d < dims.size(); ++d)
+          if (view.shape[d] == result[static_cast<size_t>(dims[d])])
+            b.strides[static_cast<size_t>(dims[d])] = view.strides[d];
+        view = std::move(b);
+        break;
+      }
       case Op::Reshape: {
         std::optional<StridedView> r = reshaped(view, result);
         if (!r) return std::nullopt;

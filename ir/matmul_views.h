@@ -19,7 +19,7 @@ struct StridedView {
   std::vector<int64_t> strides;
 };
 
-/// The view that the movement nodes `chain` (transpose, slice, reshape; in graph order,
+/// The view that the movement nodes `chain` (transpose, slice, reshape, broadcast; in graph order,
 /// each reading the one before, the first reading a stored value of `shape`) give of that
 /// value, or none where a reshape merges dims that are not adjacent in memory.
 std::optional<StridedView> view_through(const Graph& g, const Shape& shape, const std::vector<int>& chain);

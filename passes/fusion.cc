@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "ir/attention_match.h"
 #include "ir/epilogue.h"
 #include "ir/matmul_views.h"
 #include "ir/shape_inference.h"
@@ -28,6 +29,7 @@ struct Group {
   std::vector<int> members;      // node indices (sources added at the end); members[0] is the root
   int ops = 0;                   // members that are not sources
   bool convolution = false;      // Library: a convolution (with its epilogue), not a matmul
+  bool attention = false;        // Library: an attention (ir/attention_match.h), not a matmul
   int outputs = 1;               // the root, and extra outputs
 };
 
@@ -42,7 +44,7 @@ bool is_loop_op(Op op) {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues, bool matmul_views)
+  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues, bool matmul_views, bool attention)
       : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
@@ -52,6 +54,19 @@ class Partitioner {
     claim_.assign(g.nodes.size(), -1);
     folds_ = fuse && matmul_views ? ir::matmul_operand_folds(g) : std::vector<int>(g.nodes.size(), -1);
     if (fuse) epilogues_ = ir::library_epilogues(g, matmul_epilogues, folds_);
+    attention_claim_.assign(g.nodes.size(), -1);
+    if (fuse && attention) attentions_ = ir::attention_matches(g);
+    for (size_t a = 0; a < attentions_.size(); ++a)
+      for (int m : attentions_[a].nodes) attention_claim_[m] = static_cast<int>(a);
+    attention_group_.assign(attentions_.size(), -1);
+    // An attention step computes its matmuls and reads its operands itself: no epilogue
+    // or folded view of another call takes its nodes.
+    std::erase_if(epilogues_, [&](const ir::Epilogue& e) {
+      return attention_claim_[e.call] >= 0 ||
+             std::any_of(e.nodes.begin(), e.nodes.end(), [&](int n) { return attention_claim_[n] >= 0; });
+    });
+    for (size_t i = 0; i < folds_.size(); ++i)
+      if (folds_[i] >= 0 && (attention_claim_[i] >= 0 || attention_claim_[folds_[i]] >= 0)) folds_[i] = -1;
     for (size_t e = 0; e < epilogues_.size(); ++e) {
       claim_[epilogues_[e].call] = static_cast<int>(e);
       for (int m : epilogues_[e].nodes) claim_[m] = static_cast<int>(e);
@@ -62,6 +77,17 @@ class Partitioner {
   std::vector<Group> run() {
     for (size_t i = g_.nodes.size(); i-- > 0;) {
       const Node& n = g_.nodes[i];
+      if (attention_claim_[i] >= 0) {  // an attention is one step
+        int& group = attention_group_[attention_claim_[i]];
+        if (group < 0) {
+          groups_.emplace_back();
+          groups_.back().kind = StepKind::Library;
+          groups_.back().attention = true;
+          group = static_cast<int>(groups_.size()) - 1;
+        }
+        add(group, static_cast<int>(i));
+        continue;
+      }
       if (claim_[i] >= 0) {  // a library call's epilogue is one step with it
         int& group = epilogue_group_[claim_[i]];
         if (group < 0) {
@@ -154,7 +180,10 @@ class Partitioner {
     // A matrix transpose feeding only a matmul is folded into the library call (BLAS
     // reads the operand transposed), so it is never copied.
     if (user_groups.size() == 1 && groups_[user_groups[0]].kind == StepKind::Library)
-      return !groups_[user_groups[0]].convolution && !is_result_[n.result] && swaps_last_two(n) ? user_groups[0] : -1;
+      return !groups_[user_groups[0]].convolution && !groups_[user_groups[0]].attention && !is_result_[n.result] &&
+                     swaps_last_two(n)
+                 ? user_groups[0]
+                 : -1;
     // A computed value that several windows read (the taps of a convolution or a pool:
     // slices of it, or of its padded copy) is computed once into memory, not again inside
     // the kernel for each tap. So is a concat of values (an Inception block's branches
@@ -416,7 +445,7 @@ class Partitioner {
   void place_sources() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
-      if (!is_source(n.op) || claim_[i] >= 0) continue;
+      if (!is_source(n.op) || claim_[i] >= 0 || attention_claim_[i] >= 0) continue;
       bool own = !fuse_ || is_result_[n.result];
       std::set<int> user_groups;
       for (int u : users_[n.result]) {
@@ -424,7 +453,8 @@ class Partitioner {
         StepKind k = groups_[grp].kind;
         // An epilogue's ops read their constants as the library call's post-ops, not
         // from memory.
-        const bool in_epilogue = claim_[u] >= 0 && epilogues_[claim_[u]].call != u;
+        const bool in_epilogue = (claim_[u] >= 0 && epilogues_[claim_[u]].call != u) ||
+                                 (attention_claim_[u] >= 0 && !attention_reads(attention_claim_[u], n.result));
         if (!in_epilogue && (k == StepKind::Library || k == StepKind::Scatter)) own = true;
         else user_groups.insert(grp);
       }
@@ -438,6 +468,13 @@ class Partitioner {
     }
   }
 
+  // Whether the attention's call reads v from memory: its q, k, v or a mask.
+  bool attention_reads(int a, ValueId v) const {
+    const ir::AttentionMatch& m = attentions_[a];
+    if (v == m.q || v == m.k || v == m.v) return true;
+    return std::any_of(m.transforms.begin(), m.transforms.end(), [&](const auto& t) { return t.operand == v; });
+  }
+
   const ir::Graph& g_;
   bool fuse_;
   std::vector<int> group_of_;
@@ -449,6 +486,9 @@ class Partitioner {
   std::vector<int> claim_;           // per node: the epilogue it belongs to, or -1
   std::vector<int> folds_;           // per node: the matmul whose call reads it in place, or -1
   std::vector<int> epilogue_group_;  // per epilogue: its group, once started
+  std::vector<ir::AttentionMatch> attentions_;
+  std::vector<int> attention_claim_;  // per node: the attention it belongs to, or -1
+  std::vector<int> attention_group_;  // per attention: its group, once started
   // Visit marks for reaches(): a node is visited in the current search when its mark
   // equals stamp_.
   mutable std::vector<int> seen_;
@@ -456,6 +496,7 @@ class Partitioner {
 };
 
 std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
+  if (grp.attention) return fmt::format("attention_{}", index);
   if (grp.kind == StepKind::Library)
     for (int m : grp.members)
       if (ir::op_kind(g.nodes[m].op) == OpKind::Library) return fmt::format("{}_{}", ir::op_name(g.nodes[m].op), index);
@@ -482,7 +523,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
-  Partitioner partitioner(g, fuse_, matmul_epilogues_, matmul_views_);
+  Partitioner partitioner(g, fuse_, matmul_epilogues_, matmul_views_, attention_);
   std::vector<Group> groups = partitioner.run();
 
   std::vector<int> producer = g.producers();

@@ -38,7 +38,8 @@ Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
   KILN_ASSIGN_OR_RETURN(bool fuse, reader.flag("fuse", true));
   KILN_ASSIGN_OR_RETURN(bool matmul_epilogues, reader.flag("matmul_epilogues", false));
   KILN_ASSIGN_OR_RETURN(bool matmul_views, reader.flag("matmul_views", false));
-  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views));
+  KILN_ASSIGN_OR_RETURN(bool attention, reader.flag("attention", false));
+  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views, attention));
 }
 
 Result<std::unique_ptr<Pass>> make_lower_conv(PassOptionReader& reader) {
@@ -71,7 +72,8 @@ constexpr Registration kPasses[] = {
     {"canonicalize", "", make<CanonicalizePass>},
     {"cse", "", make<CsePass>},
     {"dce", "", make<DcePass>},
-    {"fusion", "{fuse=true|false matmul_epilogues=true|false matmul_views=true|false}", make_fusion},
+    {"fusion", "{fuse=true|false matmul_epilogues=true|false matmul_views=true|false attention=true|false}",
+     make_fusion},
     {"lower-conv", "{keep_f32=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},
 };

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/allocation.h"
+#include "runtime/cpu/attention.h"
 #include "runtime/cpu/dnnl.h"
 #include "runtime/cpu/dnnl_conv.h"
 #include "runtime/cpu/dnnl_matmul.h"
@@ -240,6 +241,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     Kernel partial = kernels_.partial_kernel(s);
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
+      if (step.kind() == format::StepKind::Library && step.attention())
+        return run_attention(*step.attention(), ptrs.data(), threads_, pool_.get());
       if (step.kind() == format::StepKind::Library && step.conv()) {
         return run_conv(*step.conv(), ptrs.data(), threads_, packed_at_[s], layouts_[s]);
       }

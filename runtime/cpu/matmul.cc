@@ -86,22 +86,6 @@ bool openblas_uses_avx2(const std::string& core) {
   return false;
 }
 
-// f32 C = op(A) op(B) on oneDNN's sgemm where it is open, else OpenBLAS's.
-Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-             int64_t ldb, float* c, int threads) {
-  if (const Dnnl& d = dnnl(); d.sgemm) {
-    if (auto set_threads = dnnl_library().omp_set_num_threads) set_threads(threads);
-    if (int status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n); status != 0)
-      return make_error("runtime: oneDNN's sgemm failed with status " + std::to_string(status) + " for a " +
-                        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " matmul");
-    return Status::Ok();
-  }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
-              c, static_cast<int>(n));
-  return Status::Ok();
-}
-
 // A matmul of f16 or bf16 matrices: both widened to f32 (exactly), multiplied with f32
 // accumulation (as autocast promises and cuBLAS does on the GPU), the result rounded to
 // nearest even. oneDNN 2.6's C API has no half-precision GEMM to call instead.
@@ -118,13 +102,28 @@ Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     for (int64_t q = 0; q < a_cols; ++q) fa[static_cast<size_t>(r * a_cols + q)] = widen(a[r * lda + q]);
   for (int64_t r = 0; r < b_rows; ++r)
     for (int64_t q = 0; q < b_cols; ++q) fb[static_cast<size_t>(r * b_cols + q)] = widen(b[r * ldb + q]);
-  KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, fa.data(), a_cols, fb.data(), b_cols, fc.data(), threads));
+  KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, 1.0f, fa.data(), a_cols, fb.data(), b_cols, fc.data(), n, threads));
   auto narrow = bf16 ? float_to_bf16 : float_to_f16;
   for (size_t i = 0; i < fc.size(); ++i) c[i] = narrow(fc[i]);
   return Status::Ok();
 }
 
 }  // namespace
+
+Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+             const float* b, int64_t ldb, float* c, int64_t ldc, int threads) {
+  if (const Dnnl& d = dnnl(); d.sgemm) {
+    if (auto set_threads = dnnl_library().omp_set_num_threads) set_threads(threads);
+    if (int status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc); status != 0)
+      return make_error("runtime: oneDNN's sgemm failed with status " + std::to_string(status) + " for a " +
+                        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " matmul");
+    return Status::Ok();
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
+              c, static_cast<int>(ldc));
+  return Status::Ok();
+}
 
 std::string matmul_library() {
   const bool avx2 = host_has_cpu_feature("avx2");
@@ -185,8 +184,8 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
     uint8_t* c = operands.result + co * size;
     switch (t) {
       case ElementType::F32:
-        return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, reinterpret_cast<const float*>(a), lda,
-                     reinterpret_cast<const float*>(b), ldb, reinterpret_cast<float*>(c), gemm_threads);
+        return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, 1.0f, reinterpret_cast<const float*>(a), lda,
+                     reinterpret_cast<const float*>(b), ldb, reinterpret_cast<float*>(c), n, gemm_threads);
       case ElementType::F16:
       case ElementType::BF16:
         return half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,

@@ -23,6 +23,11 @@ namespace kiln::runtime::cpu {
 Status run_matmul(const format::Matmul& call, ElementType type, uint8_t* const* args, int threads,
                   ThreadPool* pool = nullptr);
 
+/// f32 C = alpha·op(A)·op(B) (row-major, C's rows ldc apart) on oneDNN's sgemm where it is
+/// open, else OpenBLAS's, on at most `threads` OpenMP threads.
+Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+             const float* b, int64_t ldb, float* c, int64_t ldc, int threads);
+
 /// Which libraries run the matmuls, with the kernels they chose for this CPU, and whether
 /// those are generic ones on a CPU with AVX2 (a library that does not know the CPU falls
 /// back to them, several times slower): "oneDNN 2.6.3 (avx512_core kernels) for f32;

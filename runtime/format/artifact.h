@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 11;
+inline constexpr uint16_t kFormatMinor = 12;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -80,6 +80,20 @@ struct ArtifactContents {
     int64_t groups = 1;
     std::vector<PostOpInfo> post_ops;  ///< forward only (format 1.7)
   };
+  struct ScoreTransformInfo {
+    ScoreTransformKind kind = ScoreTransformKind::Scale;
+    double value = 0;
+    int32_t input = -1;
+    int64_t offset = 0;
+    std::vector<int64_t> strides;
+  };
+  struct AttentionInfo {
+    std::vector<int64_t> batch;
+    int64_t queries = 0, keys = 0, head_dim = 0, value_dim = 0;
+    int64_t q_offset = 0, k_offset = 0, v_offset = 0;
+    std::vector<int64_t> q_strides, k_strides, v_strides;
+    std::vector<ScoreTransformInfo> transforms;
+  };
   struct StepInfo {
     StepKind kind = StepKind::Loop;
     std::string name, symbol;
@@ -97,7 +111,8 @@ struct ArtifactContents {
     int64_t scratch_bytes = 0;
     int32_t partial_block_threads = 0;  ///< for CUDA split steps
     int64_t partial_grid_blocks = 0;
-    std::vector<int32_t> channel_layouts;  ///< CPU steps' kernels in oneDNN's layouts (1.10)
+    std::vector<int32_t> channel_layouts;    ///< CPU steps' kernels in oneDNN's layouts (1.10)
+    std::optional<AttentionInfo> attention;  ///< for library attention steps (format 1.12)
   };
   struct CodeInfo {
     std::string kind, arch;

@@ -1,5 +1,6 @@
 #include <xxhash.h>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -251,6 +252,81 @@ std::string post_op_problem(const PostOps* post_ops, bool matmul, int64_t channe
         (v->shape()->size() != y->size() || !std::equal(v->shape()->begin(), v->shape()->end(), y->begin())))
       return "adds a tensor of another shape than its result's";
   }
+  return "";
+}
+
+// Why a library attention's parameters do not fit its step's values, or "" when they do:
+// its dims and strides in range, f32 operands (bool for Keep), each matrix with rows or
+// columns adjacent, and every element it reads inside its input.
+std::string attention_problem(const Attention& at, const Step& step,
+                              const flatbuffers::Vector<flatbuffers::Offset<Value>>& values,
+                              const std::vector<uint64_t>& value_bytes) {
+  constexpr int64_t limit = int64_t{1} << 40;
+  if (!at.batch() || !at.q_strides() || !at.k_strides() || !at.v_strides()) return "lacks a shape or strides";
+  const uint32_t rank = at.batch()->size() + 2;
+  int64_t batch = 1;
+  for (int64_t d : *at.batch()) {
+    if (d < 1 || d > limit) return "has a batch dim out of range";
+    batch *= d;
+    if (batch > limit) return "has a batch dim out of range";
+  }
+  for (int64_t d : {at.queries(), at.keys(), at.head_dim(), at.value_dim()})
+    if (d < 1 || d > limit) return "has a dim out of range";
+  uint32_t inputs = 3;
+  if (at.transforms())
+    for (const ScoreTransform* t : *at.transforms()) {
+      if (!t || static_cast<int>(t->kind()) > static_cast<int>(ScoreTransformKind::MAX))
+        return "has a score transform of an unknown kind";
+      const bool reads = t->kind() == ScoreTransformKind::Add || t->kind() == ScoreTransformKind::Keep;
+      if (t->input() != (reads ? static_cast<int32_t>(inputs) : -1)) return "has a transform reading the wrong input";
+      if (t->kind() == ScoreTransformKind::Scale && !std::isfinite(t->value())) return "scales by a value not finite";
+      inputs += reads;
+    }
+  if (count(step.inputs()) != inputs || count(step.outputs()) != 1)
+    return "needs " + n(inputs) + " inputs and one output";
+  // The element past the last one a view reaches, or -1 where its strides do not fit.
+  auto reach = [&](int64_t offset, const flatbuffers::Vector<int64_t>* strides, int64_t rows,
+                   int64_t cols) -> __int128 {
+    if (!strides || strides->size() != rank || offset < 0 || offset > limit) return -1;
+    __int128 last = offset;
+    for (uint32_t d = 0; d < rank; ++d) {
+      const int64_t stride = strides->Get(d);
+      if (stride < 0 || stride > limit) return -1;
+      const int64_t extent = d + 2 < rank ? at.batch()->Get(d) : d + 2 == rank ? rows : cols;
+      last += static_cast<__int128>(extent - 1) * stride;
+    }
+    return last + 1;
+  };
+  auto fits = [&](uint32_t input, __int128 end, DType type) {
+    const Value* v = values.Get(step.inputs()->Get(input));
+    return end >= 0 && v->dtype() == type &&
+           end * element_bytes(type) <= static_cast<__int128>(value_bytes[step.inputs()->Get(input)]);
+  };
+  // A matrix as BLAS reads it: columns adjacent and rows at least a row apart, or the
+  // other way round (a dim of extent 1 takes any stride).
+  auto matrix = [&](const flatbuffers::Vector<int64_t>* strides, int64_t rows, int64_t cols) {
+    const int64_t row = strides->Get(rank - 2), col = strides->Get(rank - 1);
+    return ((cols == 1 || col == 1) && (rows == 1 || row >= cols)) ||
+           ((rows == 1 || row == 1) && (cols == 1 || col >= rows));
+  };
+  const int64_t t = at.queries(), keys = at.keys(), d = at.head_dim(), dv = at.value_dim();
+  if (!fits(0, reach(at.q_offset(), at.q_strides(), t, d), DType::F32) ||
+      !fits(1, reach(at.k_offset(), at.k_strides(), keys, d), DType::F32) ||
+      !fits(2, reach(at.v_offset(), at.v_strides(), keys, dv), DType::F32))
+    return "reads q, k or v past its input or from one that is not f32";
+  if (!matrix(at.q_strides(), t, d) || !matrix(at.k_strides(), keys, d) || !matrix(at.v_strides(), keys, dv))
+    return "reads q, k or v as a matrix with neither its rows nor its columns adjacent";
+  if (at.transforms())
+    for (const ScoreTransform* tr : *at.transforms()) {
+      if (tr->input() < 0) continue;
+      const DType type = tr->kind() == ScoreTransformKind::Add ? DType::F32 : DType::Bool;
+      if (!fits(static_cast<uint32_t>(tr->input()), reach(tr->offset(), tr->strides(), t, keys), type))
+        return "reads a mask past its input or of the wrong element type";
+    }
+  const Value* out = values.Get(step.outputs()->Get(0));
+  if (out->dtype() != DType::F32 ||
+      value_bytes[step.outputs()->Get(0)] != static_cast<uint64_t>(batch) * static_cast<uint64_t>(t * dv) * 4)
+    return "writes a result that is not f32 [batch.., T, Dv]";
   return "";
 }
 
@@ -507,6 +583,11 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
   for (int s = 0; s < steps; ++s) {
     const Step* step = a.steps()->Get(s);
     if (step->kind() != StepKind::Library) continue;
+    if (const Attention* at = step->attention()) {
+      const std::string why = cuda ? "runs on the CPU only" : attention_problem(*at, *step, *a.values(), value_bytes);
+      if (!why.empty()) return fail(Kind::ShapeMismatch, "the attention of step " + n(s) + " " + why);
+      continue;
+    }
     const PostOps* post_ops = step->conv()     ? step->conv()->post_ops()
                               : step->matmul() ? step->matmul()->post_ops()
                                                : nullptr;

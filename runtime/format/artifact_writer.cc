@@ -46,12 +46,22 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   for (const auto& s : c.steps) {
     flatbuffers::Offset<Matmul> matmul = 0;
     flatbuffers::Offset<Conv> conv = 0;
+    flatbuffers::Offset<Attention> attention = 0;
     auto post_ops_of = [&](const std::vector<ArtifactContents::PostOpInfo>& ops) {
       std::vector<flatbuffers::Offset<PostOp>> offsets;
       for (const auto& p : ops) offsets.push_back(CreatePostOp(fb, p.kind, p.input, p.lo, p.hi));
       return offsets.empty() ? 0 : fb.CreateVector(offsets);
     };
-    if (s.kind == StepKind::Library && s.conv) {
+    if (s.kind == StepKind::Library && s.attention) {
+      const ArtifactContents::AttentionInfo& at = *s.attention;
+      std::vector<flatbuffers::Offset<ScoreTransform>> transforms;
+      for (const auto& t : at.transforms)
+        transforms.push_back(CreateScoreTransform(fb, t.kind, t.value, t.input, t.offset, fb.CreateVector(t.strides)));
+      attention =
+          CreateAttention(fb, fb.CreateVector(at.batch), at.queries, at.keys, at.head_dim, at.value_dim, at.q_offset,
+                          fb.CreateVector(at.q_strides), at.k_offset, fb.CreateVector(at.k_strides), at.v_offset,
+                          fb.CreateVector(at.v_strides), fb.CreateVector(transforms));
+    } else if (s.kind == StepKind::Library && s.conv) {
       auto post_ops = post_ops_of(s.conv->post_ops);
       conv =
           CreateConv(fb, s.conv->kind, fb.CreateVector(s.conv->x), fb.CreateVector(s.conv->w),
@@ -68,7 +78,7 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                                s.block_threads, s.grid_blocks, fb.CreateVectorOfStrings(s.ops), s.flops,
                                s.partial_symbol.empty() ? 0 : fb.CreateString(s.partial_symbol), s.partial_items,
                                s.scratch_offset, s.scratch_bytes, s.partial_block_threads, s.partial_grid_blocks, conv,
-                               s.channel_layouts.empty() ? 0 : fb.CreateVector(s.channel_layouts)));
+                               s.channel_layouts.empty() ? 0 : fb.CreateVector(s.channel_layouts), attention));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));

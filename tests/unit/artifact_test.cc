@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 12;  // minor version 12
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.12 (this runtime reads 1.0 to 1.11)");
+  newer[10] = 13;  // minor version 13
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.13 (this runtime reads 1.0 to 1.12)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -483,6 +483,65 @@ TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its ope
     c.target = "cuda-sm_80";
     CHECK(refused(c, "cuda-sm_80") ==
           prefix + "reads its operands by leading dims or offsets, which the CUDA runtime does not");
+  }
+}
+
+TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bool masks, on the CPU only",
+          "[artifact][errors]") {
+  Model m("attention", 1);
+  Tensor q = m.input("q", {2, 3, 8, 4});
+  Tensor k = m.input("k", {2, 3, 8, 4});
+  Tensor v = m.input("v", {2, 3, 8, 4});
+  m.output(attention(q, k, v, 0, true), "y");
+  std::string pipeline(passes::kDefaultPipeline);
+  pipeline.replace(pipeline.find("fusion"), 6, "fusion{attention=true}");
+  const format::ArtifactContents good = contents_of(m, pipeline);
+  REQUIRE(good.steps.size() == 1);
+  REQUIRE(good.steps[0].attention);
+  CHECK(good.steps[0].attention->transforms.size() == 2);  // the scale, then the causal mask
+  CHECK(format::read_artifact(format::write_artifact(good)).ok());
+  auto refused = [](format::ArtifactContents c, std::string_view target = "") {
+    return refusal(format::write_artifact(c), target).message;
+  };
+  const std::string prefix = "artifact: shape mismatch: the attention of step 0 ";
+  {
+    auto c = good;
+    c.steps[0].attention->k_offset = 1;
+    CHECK(refused(c) == prefix + "reads q, k or v past its input or from one that is not f32");
+  }
+  {
+    auto c = good;
+    c.steps[0].attention->v_strides = {96, 32, 1, 9};  // v's rows adjacent, its columns 9 apart: past its end
+    CHECK(refused(c) == prefix + "reads q, k or v past its input or from one that is not f32");
+  }
+  {
+    auto c = good;
+    c.steps[0].attention->q_strides = {96, 32, 2, 2};
+    CHECK(refused(c) == prefix + "reads q, k or v as a matrix with neither its rows nor its columns adjacent");
+  }
+  {
+    auto c = good;
+    c.steps[0].attention->transforms[1].input = 3;
+    CHECK(refused(c) == prefix + "has a transform reading the wrong input");
+  }
+  {
+    auto c = good;
+    c.steps[0].attention->transforms[0].kind = format::ScoreTransformKind::Add;
+    c.steps[0].attention->transforms[0].input = 3;
+    CHECK(refused(c) == prefix + "needs 4 inputs and one output");
+    c.steps[0].inputs.push_back(c.steps[0].inputs[0]);  // q as the mask: f32 [2,3,8,4], not [.., 8, 8]
+    c.steps[0].attention->transforms[0].strides = {96, 32, 8, 1};
+    CHECK(refused(c) == prefix + "reads a mask past its input or of the wrong element type");
+  }
+  {
+    auto c = good;
+    c.steps[0].attention->queries = 0;
+    CHECK(refused(c) == prefix + "has a dim out of range");
+  }
+  {
+    auto c = good;
+    c.target = "cuda-sm_80";
+    CHECK(refused(c, "cuda-sm_80") == prefix + "runs on the CPU only");
   }
 }
 

@@ -150,6 +150,24 @@ int run_inspect(std::span<char* const> argv) {
                    batch.empty() ? " none" : batch);
         print_post_ops(mm.post_ops());
       }
+      if (step->kind() == format::StepKind::Library && step->attention()) {
+        const format::Attention& at = *step->attention();
+        auto list = [](const flatbuffers::Vector<int64_t>* v) { return fmt::format("[{}]", fmt::join(*v, ",")); };
+        fmt::print(
+            "        attention: batch {} T={} S={} D={} Dv={}; q at {} strides {}, k at {} strides {}, v at {} "
+            "strides {}\n",
+            list(at.batch()), at.queries(), at.keys(), at.head_dim(), at.value_dim(), at.q_offset(),
+            list(at.q_strides()), at.k_offset(), list(at.k_strides()), at.v_offset(), list(at.v_strides()));
+        if (at.transforms())
+          for (const format::ScoreTransform* t : *at.transforms()) {
+            const std::string operand =
+                t->input() >= 0 ? fmt::format(" input {} at {} strides {}", t->input(), t->offset(), list(t->strides()))
+                                : "";
+            const std::string value =
+                t->kind() == format::ScoreTransformKind::Add ? "" : fmt::format(" {}", t->value());
+            fmt::print("        scores: {}{}{}\n", format::EnumNameScoreTransformKind(t->kind()), value, operand);
+          }
+      }
       if (step->kind() == format::StepKind::Library && step->conv()) {
         const format::Conv& c = *step->conv();
         auto list = [](const flatbuffers::Vector<int64_t>* v) { return fmt::format("[{}]", fmt::join(*v, ",")); };

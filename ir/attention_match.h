@@ -1,0 +1,50 @@
+// Attention as one library step: softmax(f(q·kᵀ))·v, where f scales the scores and masks
+// them, found in the graph however it was written (the attention op's decomposition, a
+// model's own ops, an ONNX export), so that the CPU computes it a block of query rows at
+// a time with the scores in cache, never storing the [.., T, S] matrix.
+#pragma once
+
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/matmul_views.h"
+
+namespace kiln::ir {
+
+/// One step of f, applied to every score in graph order.
+struct ScoreTransform {
+  /// Scale: s·value. Add: s + operand. Keep: operand ? s : value. Causal: key j <= query i
+  /// ? s : value (the attention op's upper-left alignment).
+  enum class Kind { Scale, Add, Keep, Causal };
+  Kind kind = Kind::Scale;
+  double value = 0;
+  /// Add: an f32 value, Keep: a bool value, read through `view` as the scores' shape
+  /// (broadcast dims have stride 0).
+  ValueId operand = kNoValue;
+  StridedView view;
+};
+
+struct AttentionMatch {
+  int scores_call = -1;  ///< the matmul q·kᵀ
+  int values_call = -1;  ///< the matmul P·v, whose result the step writes (packed)
+  /// Every node the step computes: both matmuls, f's ops, the softmax's, the movement ops
+  /// its operands are read through, and the constants only they read. Sorted.
+  std::vector<int> nodes;
+  /// q [B.., T, D], k [B.., S, D] and v [B.., S, Dv] as views of stored values, each with
+  /// the result's batch dims B.. (stride 0 where a matmul broadcasts) and one of its last
+  /// two strides 1 (or extent 1), as a BLAS call reads a matrix.
+  ValueId q = kNoValue, k = kNoValue, v = kNoValue;
+  StridedView q_view, k_view, v_view;
+  std::vector<ScoreTransform> transforms;
+  ValueId result = kNoValue;
+};
+
+/// Every f32 softmax over the last axis (decomposed: reduce_max, sub, exp, reduce_sum,
+/// div) whose operand is q·kᵀ followed by a chain of scalings (mul or div by a scalar
+/// constant), at most one add of a tensor, at most one select of a bool tensor with a
+/// scalar constant and at most one causal select (a select whose condition is j <= i
+/// from iotas, as the attention op and GPT-2 build it), every value in between read once
+/// and no result, and whose only reader is a matmul of it by v. In graph order.
+std::vector<AttentionMatch> attention_matches(const Graph& g);
+
+}  // namespace kiln::ir

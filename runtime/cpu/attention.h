@@ -1,0 +1,25 @@
+// A library attention step on the CPU (format 1.12): out = softmax(f(q·kᵀ))·v per batch
+// index, a block of query rows at a time: the block's scores go to a buffer of the thread
+// that stays in cache, f and the softmax run over it, and a second GEMM multiplies it by v.
+// The [.., T, S] matrix is never stored. Where f ends in a causal mask, keys past the
+// block's last query are neither multiplied nor summed (their exp is 0).
+#pragma once
+
+#include <cstdint>
+
+#include "base/result.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/format/artifact.h"
+
+namespace kiln::runtime::cpu {
+
+/// Runs `call` with q, k, v and the masks' inputs, then the output, in `args`, its blocks
+/// split across `pool`'s threads (each GEMM single-threaded) or, with too few blocks or no
+/// pool, one after another on `threads` threads.
+Status run_attention(const format::Attention& call, uint8_t* const* args, int threads, ThreadPool* pool);
+
+/// Query rows per block for `keys` keys: a block's scores take at most 128 KiB (within
+/// 16 and 256 rows).
+int64_t attention_block_rows(int64_t queries, int64_t keys);
+
+}  // namespace kiln::runtime::cpu

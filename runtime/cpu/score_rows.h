@@ -1,0 +1,29 @@
+// Rows of attention scores in place, vectorized (AVX2 and FMA where the CPU has them, and
+// compiled at -O3: runtime/cpu/BUILD), for the attention step (runtime/cpu/attention.h),
+// whose scores never leave the cache: f's masks and scalings, then a softmax.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::runtime::cpu {
+
+/// row[j] *= factor.
+void scale_row(float* row, int64_t n, float factor);
+/// row[j] += mask[j·stride].
+void add_to_row(float* row, int64_t n, const float* mask, int64_t stride);
+/// row[j] = keep[j·stride] ? row[j] : fill (keep: bools, one byte each).
+void keep_in_row(float* row, int64_t n, const uint8_t* keep, int64_t stride, float fill);
+
+/// The largest of the n elements (-inf for none; a NaN loses every comparison).
+float row_max(const float* x, int64_t n);
+
+/// x[i] = exp(x[i] - max) / Σ exp(x[j] - max) over the n elements, `max` their row_max:
+/// exp within 2 units in the last place (a Cephes-style polynomial; below e^-87.3 it
+/// gives 0, where f32 has only subnormals); a row of -inf only, or with a NaN or +inf,
+/// gives NaN as the decomposed softmax does (the NaN's exp spreads through the sum).
+void softmax_row(float* x, int64_t n, float max);
+
+/// The same exp, on n values in place (for tests: checked against std::exp).
+void exp_in_place(float* x, int64_t n);
+
+}  // namespace kiln::runtime::cpu

@@ -1,0 +1,193 @@
+// Attention as one library step on the CPU (ir/attention_match.h, runtime/cpu/attention.h):
+// each way a model writes it, against the interpreter, and the rows kernels it runs on.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/score_rows.h"
+#include "runtime/format/artifact.h"
+#include "tests/unit/run_util.h"
+
+using namespace kiln;
+
+namespace {
+
+// How many steps of the graph's CPU artifact are attentions.
+int attention_steps(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args) {
+  CompileOptions options;
+  for (const ir::Arg& a : g.args)
+    if (a.kind == ir::ArgKind::Param) options.weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
+  auto bytes = compile_to_artifact(g, options);
+  if (!bytes.ok()) FAIL(bytes.error().message);
+  auto view = format::read_artifact(*bytes, "cpu-x86_64");
+  if (!view.ok()) FAIL(view.error().message);
+  int count = 0;
+  for (const format::Step* s : *view->metadata().steps()) count += s->attention() != nullptr;
+  return count;
+}
+
+void check_attention(const std::string& text, uint64_t seed, int attentions = 1) {
+  INFO(text);
+  ir::Graph g = kiln::testing::parse_ok(text);
+  const auto args = kiln::testing::seeded_arguments(g, seed, 2);
+  CHECK(attention_steps(g, args) == attentions);
+  kiln::testing::check_against_interpreter("attention", g, args);
+  // On one thread (blocks one after another) and on four.
+  const auto expected = kiln::testing::eval_ok(g, args);
+  for (int threads : {1, 4}) {
+    INFO(threads << " threads");
+    auto got = kiln::testing::compile_and_run(g, args, {}, {threads});
+    if (!got.ok()) FAIL(got.error().message);
+    kiln::testing::check_same(*got, expected);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the attention op, causal or with a mask, runs as one step with the interpreter's values",
+          "[runtime][attention]") {
+  check_attention(R"(graph @g(%q: f32[2,3,40,16], %k: f32[2,3,40,16], %v: f32[2,3,40,16]) {
+    %y: f32[2,3,40,16] = attention(%q, %k, %v) {causal=true}
+    return %y
+  })",
+                  1);
+  // 300 queries: blocks of 109 rows, the last one partial; keys past each block's last
+  // query left out.
+  check_attention(R"(graph @g(%q: f32[1,2,300,8], %k: f32[1,2,300,8], %v: f32[1,2,300,8]) {
+    %y: f32[1,2,300,8] = attention(%q, %k, %v) {causal=true, scale=0.5}
+    return %y
+  })",
+                  2);
+  // Cross attention with a bool mask per key (none masked whole) and v narrower than q.
+  check_attention(R"(graph @g(%q: f32[2,2,7,8], %k: f32[2,2,33,8], %v: f32[2,2,33,5], %m: bool[7,33]) {
+    %y: f32[2,2,7,5] = attention(%q, %k, %v, %m) {scale=0.3}
+    return %y
+  })",
+                  3);
+}
+
+TEST_CASE("attention written out (heads read in place, scaled, masked) runs as one step", "[runtime][attention]") {
+  // BERT's form: heads sliced out of one projection, divided by sqrt(D), plus an additive
+  // mask per (batch, key).
+  check_attention(R"(graph @g(%qkv: f32[2,20,72], %bias: f32[2,20]) {
+    %q: f32[2,20,24] = slice(%qkv) {starts=[0,0,0], ends=[2,20,24]}
+    %k: f32[2,20,24] = slice(%qkv) {starts=[0,0,24], ends=[2,20,48]}
+    %v: f32[2,20,24] = slice(%qkv) {starts=[0,0,48], ends=[2,20,72]}
+    %qh: f32[2,20,4,6] = reshape(%q) {shape=[2,20,4,6]}
+    %kh: f32[2,20,4,6] = reshape(%k) {shape=[2,20,4,6]}
+    %vh: f32[2,20,4,6] = reshape(%v) {shape=[2,20,4,6]}
+    %qt: f32[2,4,20,6] = transpose(%qh) {perm=[0,2,1,3]}
+    %kt: f32[2,4,6,20] = transpose(%kh) {perm=[0,2,3,1]}
+    %vt: f32[2,4,20,6] = transpose(%vh) {perm=[0,2,1,3]}
+    %s: f32[2,4,20,20] = matmul(%qt, %kt)
+    %d: f32[] = constant {value=2.449489742783178}
+    %sd: f32[2,4,20,20] = div(%s, %d)
+    %bb: f32[2,4,20,20] = broadcast(%bias) {shape=[2,4,20,20], dims=[0,3]}
+    %sm: f32[2,4,20,20] = add(%sd, %bb)
+    %p: f32[2,4,20,20] = softmax(%sm) {axis=-1}
+    %o: f32[2,4,20,6] = matmul(%p, %vt)
+    return %o
+  })",
+                  4);
+  // GPT-2's form: j <= i from iotas, a finite fill, keys and values shared by the batch.
+  check_attention(R"(graph @g(%q: f32[3,2,64,8], %k: f32[1,2,64,8], %v: f32[2,64,8]) {
+    %kt: f32[1,2,8,64] = transpose(%k) {perm=[0,1,3,2]}
+    %s: f32[3,2,64,64] = matmul(%q, %kt)
+    %c: f32[] = constant {value=0.35}
+    %ss: f32[3,2,64,64] = mul(%c, %s)
+    %i: i64[64,64] = iota {shape=[64,64], axis=0}
+    %j: i64[64,64] = iota {shape=[64,64], axis=1}
+    %keep: bool[64,64] = ge(%i, %j)
+    %kb: bool[3,2,64,64] = broadcast(%keep) {shape=[3,2,64,64], dims=[2,3]}
+    %fill: f32[] = constant {value=-1e9}
+    %sk: f32[3,2,64,64] = select(%kb, %ss, %fill)
+    %p: f32[3,2,64,64] = softmax(%sk) {axis=-1}
+    %o: f32[3,2,64,8] = matmul(%p, %v)
+    return %o
+  })",
+                  5);
+}
+
+TEST_CASE("a causal fill that does not vanish in exp makes a block take every key", "[runtime][attention]") {
+  // Scores of up to 40 and a fill of -1: exp(-1 - max) is far from 0, so the keys left out
+  // count, and each block runs over all of them.
+  check_attention(R"(graph @g(%q: f32[1,1,40,4], %k: f32[1,1,40,4], %v: f32[1,1,40,4]) {
+    %kt: f32[1,1,4,40] = transpose(%k) {perm=[0,1,3,2]}
+    %s: f32[1,1,40,40] = matmul(%q, %kt)
+    %c: f32[] = constant {value=5.0}
+    %ss: f32[1,1,40,40] = mul(%s, %c)
+    %i: i64[40,40] = iota {shape=[40,40], axis=0}
+    %j: i64[40,40] = iota {shape=[40,40], axis=1}
+    %keep: bool[40,40] = ge(%i, %j)
+    %kb: bool[1,1,40,40] = broadcast(%keep) {shape=[1,1,40,40], dims=[2,3]}
+    %fill: f32[] = constant {value=-1.0}
+    %sk: f32[1,1,40,40] = select(%kb, %ss, %fill)
+    %p: f32[1,1,40,40] = softmax(%sk) {axis=-1}
+    %o: f32[1,1,40,4] = matmul(%p, %v)
+    return %o
+  })",
+                  6);
+}
+
+TEST_CASE("a row masked whole gives NaN, as the decomposed softmax does", "[runtime][attention]") {
+  const std::string text = R"(graph @g(%q: f32[1,1,3,4], %k: f32[1,1,5,4], %v: f32[1,1,5,4], %m: bool[3,5]) {
+    %y: f32[1,1,3,4] = attention(%q, %k, %v, %m)
+    return %y
+  })";
+  ir::Graph g = kiln::testing::parse_ok(text);
+  auto args = kiln::testing::seeded_arguments(g, 7);
+  args["m"] = kiln::testing::tensor(ir::DType::Bool, {3, 5}, {1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1});
+  CHECK(attention_steps(g, args) == 1);
+  const auto expected = kiln::testing::eval_ok(g, args);
+  auto got = kiln::testing::compile_and_run(g, args, {});
+  if (!got.ok()) FAIL(got.error().message);
+  kiln::testing::check_same(*got, expected);
+  CHECK(std::isnan((*got)[0].get(4)));  // row 1
+  CHECK(!std::isnan((*got)[0].get(0)));
+}
+
+TEST_CASE("softmax's result read elsewhere (a training graph's backward) leaves attention to three steps",
+          "[runtime][attention]") {
+  const std::string text = R"(graph @g(%q: f32[2,8,4], %k: f32[2,4,8], %v: f32[2,8,4]) {
+    %s: f32[2,8,8] = matmul(%q, %k)
+    %p: f32[2,8,8] = softmax(%s) {axis=-1}
+    %o: f32[2,8,4] = matmul(%p, %v)
+    return %o, %p
+  })";
+  ir::Graph g = kiln::testing::parse_ok(text);
+  const auto args = kiln::testing::seeded_arguments(g, 8);
+  CHECK(attention_steps(g, args) == 0);
+  kiln::testing::check_against_interpreter("attention", g, args);
+}
+
+TEST_CASE("the rows kernels: exp within 2 units in the last place, softmax's edge cases", "[runtime][attention]") {
+  std::vector<float> x;
+  for (float v = -100.0f; v <= 100.0f; v += 0.0137f) x.push_back(v);
+  x.insert(x.end(), {0.0f, -0.0f, 88.7f, 89.0f, -87.0f, -88.0f, -1e30f, std::numeric_limits<float>::infinity(),
+                     -std::numeric_limits<float>::infinity(), std::nanf("")});
+  std::vector<float> e = x;
+  runtime::cpu::exp_in_place(e.data(), static_cast<int64_t>(e.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO("exp(" << x[i] << ") = " << e[i]);
+    const double want = std::exp(static_cast<double>(x[i]));
+    if (std::isnan(x[i])) CHECK(std::isnan(e[i]));
+    else if (want > std::numeric_limits<float>::max()) CHECK(std::isinf(e[i]));
+    else if (want < std::numeric_limits<float>::min()) CHECK(e[i] <= std::numeric_limits<float>::min());
+    else CHECK(std::fabs(e[i] - want) <= 2.4e-7 * want);  // 2 units of 2^-23
+  }
+  // Rows of every length up to 19 (vectors of 8 and tails), with -inf entries.
+  for (int n = 1; n < 20; ++n) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) row[j] = j % 3 == 1 ? -INFINITY : 0.3f * j;
+    std::vector<double> want(row.begin(), row.end());
+    double max = -INFINITY, sum = 0;
+    for (double w : want) max = std::max(max, w);
+    for (double& w : want) sum += (w = std::exp(w - max));
+    runtime::cpu::softmax_row(row.data(), n, runtime::cpu::row_max(row.data(), n));
+    for (int j = 0; j < n; ++j) CHECK(std::fabs(row[j] - want[j] / sum) <= 1e-6);
+  }
+  std::vector<float> masked(5, -INFINITY);
+  runtime::cpu::softmax_row(masked.data(), 5, runtime::cpu::row_max(masked.data(), 5));
+  for (float m : masked) CHECK(std::isnan(m));
+}
