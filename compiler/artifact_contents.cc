@@ -217,6 +217,7 @@ format::ArtifactContents::AttentionInfo attention_call(const ir::AttentionMatch&
     }
     at.transforms.push_back(std::move(info));
   }
+  if (m.out_view.strides != ir::row_major_strides(m.out_view.shape)) at.out_strides = m.out_view.strides;
   return at;
 }
 

@@ -107,7 +107,7 @@ class AttentionMatcher {
     const size_t r = m.k_view.shape.size();
     std::swap(m.k_view.shape[r - 1], m.k_view.shape[r - 2]);
     std::swap(m.k_view.strides[r - 1], m.k_view.strides[r - 2]);
-    m.result = pv.result;
+    std::tie(m.result, m.out_view) = written_through(pv.result, nodes);
     std::sort(nodes.begin(), nodes.end());
     nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
     return m;
@@ -214,6 +214,47 @@ class AttentionMatcher {
     aligned.strides.insert(aligned.strides.end(), view.strides.end() - 2, view.strides.end());
     view = std::move(aligned);
     return true;
+  }
+
+  // P·v's result o [B.., T, Dv] written into the value that the longest chain of
+  // single-use transposes and reshapes after it gives (each moves elements one to one),
+  // where o's rows stay rows of adjacent elements: that value and o's view of it (the
+  // chain claimed into `nodes`).
+  std::pair<ValueId, StridedView> written_through(ValueId o, std::vector<int>& nodes) const {
+    const Shape& shape = g_.type(o).shape;
+    std::pair<ValueId, StridedView> best{o, StridedView{0, shape, row_major_strides(shape)}};
+    std::vector<int> chain, best_chain;
+    for (ValueId v = o; single_use(v);) {
+      const Node& n = g_.nodes[users_[v][0]];
+      if (n.op != Op::Transpose && n.op != Op::Reshape) break;
+      chain.push_back(index_of(n));
+      v = n.result;
+      // Back from the chain's result, stored packed, to o.
+      StridedView view{0, g_.type(v).shape, row_major_strides(g_.type(v).shape)};
+      bool fits = true;
+      for (size_t i = chain.size(); i-- > 0 && fits;) {
+        const Node& c = g_.nodes[chain[i]];
+        const Shape& from = g_.type(c.operands[0]).shape;
+        if (c.op == Op::Reshape) {
+          std::optional<StridedView> r = reshaped(view, from);
+          fits = r.has_value();
+          if (fits) view = std::move(*r);
+        } else {  // result dim d is operand dim perm[d]
+          const std::vector<int64_t>& perm = c.attrs.get_ints("perm");
+          StridedView t{view.offset, from, std::vector<int64_t>(from.size(), 0)};
+          for (size_t d = 0; d < perm.size(); ++d) t.strides[static_cast<size_t>(perm[d])] = view.strides[d];
+          view = std::move(t);
+        }
+      }
+      const size_t r = shape.size();
+      if (!fits || !(shape[r - 1] == 1 || view.strides[r - 1] == 1) ||
+          !(shape[r - 2] == 1 || view.strides[r - 2] >= shape[r - 1]))
+        continue;
+      best_chain = chain;
+      best = {v, std::move(view)};
+    }
+    nodes.insert(nodes.end(), best_chain.begin(), best_chain.end());
+    return best;
   }
 
   template <class Usable>

@@ -26,7 +26,7 @@ struct ScoreTransform {
 
 struct AttentionMatch {
   int scores_call = -1;  ///< the matmul q·kᵀ
-  int values_call = -1;  ///< the matmul P·v, whose result the step writes (packed)
+  int values_call = -1;  ///< the matmul P·v
   /// Every node the step computes: both matmuls, f's ops, the softmax's, the movement ops
   /// its operands are read through, and the constants only they read. Sorted.
   std::vector<int> nodes;
@@ -36,7 +36,11 @@ struct AttentionMatch {
   ValueId q = kNoValue, k = kNoValue, v = kNoValue;
   StridedView q_view, k_view, v_view;
   std::vector<ScoreTransform> transforms;
+  /// What the step writes: P·v's result, or the value that the single-use transposes and
+  /// reshapes after it make of it (the heads merged back, [B, T, H·Dv]), which the call
+  /// then writes in place through `out_view` ([B.., T, Dv] of it, its last stride 1).
   ValueId result = kNoValue;
+  StridedView out_view;
 };
 
 /// Every f32 softmax over the last axis (decomposed: reduce_max, sub, exp, reduce_sum,

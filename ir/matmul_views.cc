@@ -5,11 +5,7 @@
 #include "ir/types.h"
 
 namespace kiln::ir {
-namespace {
 
-// The view reshaped to `to` without moving elements: each group of dims whose extents
-// multiply to those of a group of new dims must lie in memory as one row-major block (dims
-// of extent 1 aside); the new dims then take strides from the group's innermost one out.
 std::optional<StridedView> reshaped(const StridedView& from, const Shape& to) {
   std::vector<int64_t> dims, strides;  // the old dims without those of extent 1
   for (size_t d = 0; d < from.shape.size(); ++d)
@@ -46,8 +42,6 @@ std::optional<StridedView> reshaped(const StridedView& from, const Shape& to) {
   }
   return out;
 }
-
-}  // namespace
 
 std::optional<StridedView> view_through(const Graph& g, const Shape& shape, const std::vector<int>& chain) {
   StridedView view{0, shape, row_major_strides(shape)};

@@ -19,6 +19,12 @@ struct StridedView {
   std::vector<int64_t> strides;
 };
 
+/// The view reshaped to `to` without moving elements, or none: each group of dims whose
+/// extents multiply to those of a group of new dims must lie in memory as one row-major
+/// block (dims of extent 1 aside); the new dims then take strides from the group's
+/// innermost one out.
+std::optional<StridedView> reshaped(const StridedView& from, const Shape& to);
+
 /// The view that the movement nodes `chain` (transpose, slice, reshape, broadcast; in graph order,
 /// each reading the one before, the first reading a stored value of `shape`) give of that
 /// value, or none where a reshape merges dims that are not adjacent in memory.

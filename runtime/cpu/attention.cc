@@ -54,6 +54,7 @@ struct Plan {
   bool skip_masked = false;           // f ends in a causal mask: keys past a block's last query are left out
   float fill = 0;                     // that mask's value
   float* out = nullptr;
+  View out_view;  // [batch.., T, Dv] of out (its base unused), its last stride 1
 };
 
 // The element offset of batch index p in a view (its batch dims first).
@@ -104,9 +105,10 @@ Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, in
     if (keys < plan.keys && plan.fill != -INFINITY && !(plan.fill - max < -104.0f)) return false;
     softmax_row(row, keys, max);
   }
-  float* out = plan.out + (p * plan.queries + r0) * plan.value_dim;
+  float* out = plan.out + batch_offset(plan, plan.out_view, p) + r0 * plan.out_view.row_stride();
+  const int64_t ldc = plan.queries == 1 ? plan.value_dim : plan.out_view.row_stride();
   KILN_RETURN_IF_ERROR(sgemm(false, plan.vm.transposed, rows, plan.value_dim, keys, 1.0f, tile.data(), keys, v,
-                             plan.vm.ld, out, plan.value_dim, threads));
+                             plan.vm.ld, out, ldc, threads));
   return true;
 }
 
@@ -161,6 +163,16 @@ Status run_attention(const format::Attention& at, uint8_t* const* args, int thre
     plan.fill = plan.transforms.back().value;
   }
   plan.out = reinterpret_cast<float*>(args[inputs]);
+  if (at.out_strides()) {
+    plan.out_view = view_of(nullptr, 0, at.out_strides());
+  } else {  // packed
+    plan.out_view.strides.assign(plan.batch.size() + 2, 1);
+    int64_t stride = plan.value_dim;
+    for (size_t d = plan.out_view.strides.size() - 1; d-- > 0;) {
+      plan.out_view.strides[d] = stride;
+      stride *= d < plan.batch.size() ? plan.batch[d] : plan.queries;
+    }
+  }
   plan.block_rows = attention_block_rows(plan.queries, plan.keys);
   plan.blocks = (plan.queries + plan.block_rows - 1) / plan.block_rows;
   int64_t indices = 1;

@@ -1,7 +1,8 @@
 // A library attention step on the CPU (format 1.12): out = softmax(f(q·kᵀ))·v per batch
 // index, a block of query rows at a time: the block's scores go to a buffer of the thread
-// that stays in cache, f and the softmax run over it, and a second GEMM multiplies it by v.
-// The [.., T, S] matrix is never stored. Where f ends in a causal mask, keys past the
+// that stays in cache, f and the softmax run over it, and a second GEMM multiplies it by v
+// into the output's rows (packed, or through its strides). The [.., T, S] matrix is never
+// stored. Where f ends in a causal mask, keys past the
 // block's last query are neither multiplied nor summed (their exp is 0).
 #pragma once
 

@@ -93,6 +93,7 @@ struct ArtifactContents {
     int64_t q_offset = 0, k_offset = 0, v_offset = 0;
     std::vector<int64_t> q_strides, k_strides, v_strides;
     std::vector<ScoreTransformInfo> transforms;
+    std::vector<int64_t> out_strides;  ///< empty: packed
   };
   struct StepInfo {
     StepKind kind = StepKind::Loop;

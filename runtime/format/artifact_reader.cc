@@ -327,6 +327,13 @@ std::string attention_problem(const Attention& at, const Step& step,
   if (out->dtype() != DType::F32 ||
       value_bytes[step.outputs()->Get(0)] != static_cast<uint64_t>(batch) * static_cast<uint64_t>(t * dv) * 4)
     return "writes a result that is not f32 [batch.., T, Dv]";
+  if (at.out_strides()) {
+    const __int128 end = reach(0, at.out_strides(), t, dv);
+    if (end < 0 || end * 4 > static_cast<__int128>(value_bytes[step.outputs()->Get(0)]))
+      return "writes past its result";
+    const int64_t row = at.out_strides()->Get(rank - 2), col = at.out_strides()->Get(rank - 1);
+    if (!((dv == 1 || col == 1) && (t == 1 || row >= dv))) return "writes rows whose elements are not adjacent";
+  }
   return "";
 }
 

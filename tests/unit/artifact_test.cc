@@ -540,6 +540,15 @@ TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bo
   }
   {
     auto c = good;
+    c.steps[0].attention->out_strides = {96, 4, 12, 1};  // [2, 8, 3·4] with the heads merged
+    CHECK(format::read_artifact(format::write_artifact(c)).ok());
+    c.steps[0].attention->out_strides = {96, 4, 12, 2};
+    CHECK(refused(c) == prefix + "writes past its result");
+    c.steps[0].attention->out_strides = {96, 32, 1, 8};
+    CHECK(refused(c) == prefix + "writes rows whose elements are not adjacent");
+  }
+  {
+    auto c = good;
     c.target = "cuda-sm_80";
     CHECK(refused(c, "cuda-sm_80") == prefix + "runs on the CPU only");
   }

@@ -109,6 +109,17 @@ TEST_CASE("attention written out (heads read in place, scaled, masked) runs as o
                   5);
 }
 
+TEST_CASE("attention writes its result with the heads merged back, in place", "[runtime][attention]") {
+  // [B, H, T, D] -> [B, T, H·D]: rows of D elements H·D apart; 300 queries in three blocks.
+  check_attention(R"(graph @g(%q: f32[2,3,300,4], %k: f32[2,3,300,4], %v: f32[2,3,300,4]) {
+    %o: f32[2,3,300,4] = attention(%q, %k, %v) {causal=true}
+    %ot: f32[2,300,3,4] = transpose(%o) {perm=[0,2,1,3]}
+    %y: f32[2,300,12] = reshape(%ot) {shape=[2,300,12]}
+    return %y
+  })",
+                  9);
+}
+
 TEST_CASE("a causal fill that does not vanish in exp makes a block take every key", "[runtime][attention]") {
   // Scores of up to 40 and a fill of -1: exp(-1 - max) is far from 0, so the keys left out
   // count, and each block runs over all of them.

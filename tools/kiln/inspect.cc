@@ -158,6 +158,7 @@ int run_inspect(std::span<char* const> argv) {
             "strides {}\n",
             list(at.batch()), at.queries(), at.keys(), at.head_dim(), at.value_dim(), at.q_offset(),
             list(at.q_strides()), at.k_offset(), list(at.k_strides()), at.v_offset(), list(at.v_strides()));
+        if (at.out_strides()) fmt::print("        attention: out strides {}\n", list(at.out_strides()));
         if (at.transforms())
           for (const format::ScoreTransform* t : *at.transforms()) {
             const std::string operand =
