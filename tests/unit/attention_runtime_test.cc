@@ -141,6 +141,25 @@ TEST_CASE("a causal fill that does not vanish in exp makes a block take every ke
                   6);
 }
 
+TEST_CASE("one loaded model with attention, 8 threads x 25 runs, each equal to its single-thread result",
+          "[runtime][attention][threads]") {
+  // The per-thread score buffers of concurrent runs never mix.
+  const std::string text = R"(graph @g(%x: f32[2,48,24]) {
+    %h: f32[2,48,4,6] = reshape(%x) {shape=[2,48,4,6]}
+    %q: f32[2,4,48,6] = transpose(%h) {perm=[0,2,1,3]}
+    %y: f32[2,4,48,6] = attention(%q, %q, %q) {causal=true}
+    return %y
+  })";
+  ir::Graph g = kiln::testing::parse_ok(text);
+  CHECK(attention_steps(g, {}) == 1);
+  auto bytes = compile_to_artifact(g, {});
+  if (!bytes.ok()) FAIL(bytes.error().message);
+  auto model = runtime::Model::load_bytes(std::move(*bytes), {2});
+  if (!model.ok()) FAIL(model.error().message);
+  const auto single = kiln::testing::outputs_one_thread(**model, "x", {2, 48, 24}, 200);
+  CHECK(kiln::testing::mismatches_across_threads(**model, "x", {2, 48, 24}, 8, 25, single) == 0);
+}
+
 TEST_CASE("a row masked whole gives NaN, as the decomposed softmax does", "[runtime][attention]") {
   const std::string text = R"(graph @g(%q: f32[1,1,3,4], %k: f32[1,1,5,4], %v: f32[1,1,5,4], %m: bool[3,5]) {
     %y: f32[1,1,3,4] = attention(%q, %k, %v, %m)
