@@ -73,7 +73,7 @@ struct ModelState {
 
 Tensor::Tensor(Model* model, ir::ValueId id) : model_(model ? model->state_.get() : nullptr), id_(id) {}
 Model* Tensor::model() const { return model_ ? model_->owner : nullptr; }
-const ir::TensorType& Tensor::type() const { return valid() ? model_->graph.type(id_) : kInvalidType; }
+ir::TensorType Tensor::type() const { return valid() ? model_->graph.type(id_) : kInvalidType; }
 
 Model::Model(std::string name, uint64_t seed) : state_(std::make_unique<detail::ModelState>()) {
   state_->owner = this;

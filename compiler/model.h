@@ -40,9 +40,11 @@ class Tensor {
   /// The Model this value belongs to (where it lives now, after any move).
   Model* model() const;
   ir::ValueId id() const { return id_; }
-  /// The type; f32[] for an invalid handle.
-  const ir::TensorType& type() const;
-  const ir::Shape& shape() const { return type().shape; }
+  /// The type; f32[] for an invalid handle. A copy: a reference into the graph would
+  /// dangle once the graph grows (`broadcast(m.param(..), y.shape(), ..)` adds a value
+  /// while y's shape is an argument).
+  ir::TensorType type() const;
+  ir::Shape shape() const { return type().shape; }
   ir::DType dtype() const { return type().dtype; }
   int64_t rank() const { return type().rank(); }
 

@@ -64,10 +64,9 @@ Tensor BatchNorm2d::operator()(Tensor x) {
   if (!x.valid()) return x;
   std::vector<int64_t> axes{0};
   for (int64_t d = 2; d < x.rank(); ++d) axes.push_back(d);
-  const int64_t count =
-      x.shape()[0] *
-      (x.rank() > 2 ? std::accumulate(x.shape().begin() + 2, x.shape().end(), int64_t{1}, std::multiplies<>()) : 1);
   const ir::Shape shape = x.shape();
+  const int64_t count =
+      shape.size() > 2 ? std::accumulate(shape.begin() + 2, shape.end(), shape[0], std::multiplies<>()) : shape[0];
   Tensor mean = reduce_sum(x, axes) / static_cast<double>(count);
   Tensor centered = x - broadcast(mean, shape, {1});
   Tensor var = reduce_sum(centered * centered, axes) / static_cast<double>(count);
