@@ -12,29 +12,18 @@
 namespace kiln::runtime::cpu {
 namespace {
 
-// A [rows, cols] matrix as BLAS reads it: transposed or not, and its leading dim. The
-// reader checked that one of the two holds.
-struct BlasMatrix {
-  bool transposed = false;
-  int64_t ld = 0;
-};
-
-BlasMatrix blas_matrix(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= cols))
-    return {false, rows == 1 ? std::max<int64_t>(cols, 1) : row_stride};
-  return {true, cols == 1 ? std::max<int64_t>(rows, 1) : col_stride};
-}
+using format::BlasMatrix;
 
 // A view over [batch.., rows, cols]: its base, offset and strides.
 struct View {
-  const uint8_t* base = nullptr;
+  uint8_t* base = nullptr;
   int64_t offset = 0;
   std::vector<int64_t> strides;
   int64_t row_stride() const { return strides[strides.size() - 2]; }
   int64_t col_stride() const { return strides.back(); }
 };
 
-View view_of(const uint8_t* base, int64_t offset, const flatbuffers::Vector<int64_t>* strides) {
+View view_of(uint8_t* base, int64_t offset, const flatbuffers::Vector<int64_t>* strides) {
   return {base, offset, std::vector<int64_t>(strides->begin(), strides->end())};
 }
 
@@ -53,8 +42,7 @@ struct Plan {
   std::vector<Transform> transforms;  // the rest of f
   bool skip_masked = false;           // f ends in a causal mask: keys past a block's last query are left out
   float fill = 0;                     // that mask's value
-  float* out = nullptr;
-  View out_view;  // [batch.., T, Dv] of out (its base unused), its last stride 1
+  View out;                           // [batch.., T, Dv], its last stride 1
 };
 
 // The element offset of batch index p in a view (its batch dims first).
@@ -105,8 +93,8 @@ Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, in
     if (keys < plan.keys && plan.fill != -INFINITY && !(plan.fill - max < -104.0f)) return false;
     softmax_row(row, keys, max);
   }
-  float* out = plan.out + batch_offset(plan, plan.out_view, p) + r0 * plan.out_view.row_stride();
-  const int64_t ldc = plan.queries == 1 ? plan.value_dim : plan.out_view.row_stride();
+  float* out = reinterpret_cast<float*>(plan.out.base) + batch_offset(plan, plan.out, p) + r0 * plan.out.row_stride();
+  const int64_t ldc = plan.queries == 1 ? plan.value_dim : plan.out.row_stride();
   KILN_RETURN_IF_ERROR(sgemm(false, plan.vm.transposed, rows, plan.value_dim, keys, 1.0f, tile.data(), keys, v,
                              plan.vm.ld, out, ldc, threads));
   return true;
@@ -142,9 +130,10 @@ Status run_attention(const format::Attention& at, uint8_t* const* args, int thre
   plan.q = view_of(args[0], at.q_offset(), at.q_strides());
   plan.k = view_of(args[1], at.k_offset(), at.k_strides());
   plan.v = view_of(args[2], at.v_offset(), at.v_strides());
-  plan.qm = blas_matrix(plan.queries, plan.head_dim, plan.q.row_stride(), plan.q.col_stride());
-  plan.km = blas_matrix(plan.head_dim, plan.keys, plan.k.col_stride(), plan.k.row_stride());
-  plan.vm = blas_matrix(plan.keys, plan.value_dim, plan.v.row_stride(), plan.v.col_stride());
+  // The reader checked that each is a matrix BLAS reads.
+  plan.qm = *format::blas_matrix(plan.queries, plan.head_dim, plan.q.row_stride(), plan.q.col_stride());
+  plan.km = *format::blas_matrix(plan.head_dim, plan.keys, plan.k.col_stride(), plan.k.row_stride());
+  plan.vm = *format::blas_matrix(plan.keys, plan.value_dim, plan.v.row_stride(), plan.v.col_stride());
   uint32_t inputs = 3;
   bool leading = true;
   if (at.transforms())
@@ -162,14 +151,13 @@ Status run_attention(const format::Attention& at, uint8_t* const* args, int thre
     plan.skip_masked = true;
     plan.fill = plan.transforms.back().value;
   }
-  plan.out = reinterpret_cast<float*>(args[inputs]);
   if (at.out_strides()) {
-    plan.out_view = view_of(nullptr, 0, at.out_strides());
+    plan.out = view_of(args[inputs], 0, at.out_strides());
   } else {  // packed
-    plan.out_view.strides.assign(plan.batch.size() + 2, 1);
+    plan.out = {args[inputs], 0, std::vector<int64_t>(plan.batch.size() + 2, 1)};
     int64_t stride = plan.value_dim;
-    for (size_t d = plan.out_view.strides.size() - 1; d-- > 0;) {
-      plan.out_view.strides[d] = stride;
+    for (size_t d = plan.out.strides.size() - 1; d-- > 0;) {
+      plan.out.strides[d] = stride;
       stride *= d < plan.batch.size() ? plan.batch[d] : plan.queries;
     }
   }

@@ -151,6 +151,15 @@ inline int64_t matmul_ldb(const Matmul& mm) { return mm.ldb() ? mm.ldb() : mm.tr
 /// activations read none).
 bool post_op_reads_input(PostOpKind kind);
 
+/// A [rows, cols] matrix at these strides as a BLAS call reads it (an attention's q, k, v
+/// and result): columns adjacent and rows at least a row apart, else (transposed) the other
+/// way round, a dim of extent 1 taking any stride; none where neither holds.
+struct BlasMatrix {
+  bool transposed = false;
+  int64_t ld = 0;
+};
+std::optional<BlasMatrix> blas_matrix(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
+
 /// Serializes an artifact: header, FlatBuffers metadata, then the code, weight and IR
 /// sections, each 64-byte aligned with its xxh64.
 std::vector<uint8_t> write_artifact(const ArtifactContents& contents);

@@ -302,12 +302,8 @@ std::string attention_problem(const Attention& at, const Step& step,
     return end >= 0 && v->dtype() == type &&
            end * element_bytes(type) <= static_cast<__int128>(value_bytes[step.inputs()->Get(input)]);
   };
-  // A matrix as BLAS reads it: columns adjacent and rows at least a row apart, or the
-  // other way round (a dim of extent 1 takes any stride).
   auto matrix = [&](const flatbuffers::Vector<int64_t>* strides, int64_t rows, int64_t cols) {
-    const int64_t row = strides->Get(rank - 2), col = strides->Get(rank - 1);
-    return ((cols == 1 || col == 1) && (rows == 1 || row >= cols)) ||
-           ((rows == 1 || row == 1) && (cols == 1 || col >= rows));
+    return blas_matrix(rows, cols, strides->Get(rank - 2), strides->Get(rank - 1));
   };
   const int64_t t = at.queries(), keys = at.keys(), d = at.head_dim(), dv = at.value_dim();
   if (!fits(0, reach(at.q_offset(), at.q_strides(), t, d), DType::F32) ||
@@ -331,13 +327,21 @@ std::string attention_problem(const Attention& at, const Step& step,
     const __int128 end = reach(0, at.out_strides(), t, dv);
     if (end < 0 || end * 4 > static_cast<__int128>(value_bytes[step.outputs()->Get(0)]))
       return "writes past its result";
-    const int64_t row = at.out_strides()->Get(rank - 2), col = at.out_strides()->Get(rank - 1);
-    if (!((dv == 1 || col == 1) && (t == 1 || row >= dv))) return "writes rows whose elements are not adjacent";
+    const std::optional<BlasMatrix> rows = matrix(at.out_strides(), t, dv);  // C: never transposed
+    if (!rows || rows->transposed) return "writes rows whose elements are not adjacent";
   }
   return "";
 }
 
 }  // namespace
+
+std::optional<BlasMatrix> blas_matrix(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= cols))
+    return BlasMatrix{false, rows == 1 ? std::max<int64_t>(cols, 1) : row_stride};
+  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= rows))
+    return BlasMatrix{true, cols == 1 ? std::max<int64_t>(rows, 1) : col_stride};
+  return std::nullopt;
+}
 
 bool post_op_reads_input(PostOpKind kind) {
   return kind == PostOpKind::Bias || kind == PostOpKind::Add || kind == PostOpKind::ChannelAdd ||
