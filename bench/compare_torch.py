@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Runs the rows of a `kiln bench` JSON file with PyTorch, eager and torch.compile, on the
 same machine and device, and merges `torch_eager_ms` and `torch_compile_ms` into it, so
-that every ratio comes from one machine.
+that every ratio comes from one machine. A run of `kiln bench --precision=bf16|f16` (the
+JSON's `precision`) is compared with PyTorch under `torch.autocast` in that precision, the
+weights and inputs f32 as kiln's are.
 
     kiln bench [--suite=fusion|models] --json kiln.json      # first, on this machine
     python3 bench/compare_torch.py kiln.json [-o merged.json] [--device cpu|cuda]
@@ -276,6 +278,19 @@ def make_row(torch, row, device, sdpa=False):
     raise KeyError(name)
 
 
+def autocast(torch, fn, device, precision):
+    """fn under torch.autocast in bf16 or f16, as a kiln row compiled with --precision runs:
+    matmuls in the low precision with f32 accumulation, the rest in f32."""
+    if precision == "f32":
+        return fn
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[precision]
+
+    def run(*args):
+        with torch.autocast(device_type=device, dtype=dtype):
+            return fn(*args)
+    return run
+
+
 def median_ms(torch, fn, inputs, repeat, device):
     def once():
         start = time.perf_counter()
@@ -331,9 +346,13 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     sdpa = options.attention == "sdpa"
+    precision = result.get("precision", "f32")
+    if precision not in ("f32", "bf16", "f16"):
+        fail("%s: unknown precision '%s'" % (options.kiln_json, precision))
     result["torch"] = {"version": torch.__version__, "device": device, "threads": torch.get_num_threads(), "repeat": repeat,
                        "mkl": torch.backends.mkl.is_available(), "mkldnn": torch.backends.mkldnn.is_available(),
-                       "tf32": tf32, "attention": options.attention}
+                       "tf32": tf32, "attention": options.attention,
+                       "autocast": None if precision == "f32" else precision}
     kernels = device == "cuda"
 
     print("%-20s %12s %14s %16s %10s %10s%s" % ("row", "kiln ms", "torch eager ms", "torch.compile ms", "vs eager",
@@ -346,6 +365,7 @@ def main():
             continue
         print("%s: eager" % name, file=sys.stderr)
         fn, inputs = make_row(torch, row, device, sdpa)
+        fn = autocast(torch, fn, device, precision)
         row["torch_eager_ms"] = median_ms(torch, fn, inputs, repeat, device)
         if kernels:
             row["torch_eager_kernel_ms"] = kernel_ms(torch, fn, inputs)
@@ -355,6 +375,7 @@ def main():
         if not options.no_compile:
             print("%s: torch.compile" % name, file=sys.stderr)
             fn, inputs = make_row(torch, row, device, sdpa)
+            fn = autocast(torch, fn, device, precision)
             try:
                 compiled_fn = torch.compile(fn)
                 row["torch_compile_ms"] = median_ms(torch, compiled_fn, inputs, repeat, device)

@@ -43,6 +43,7 @@ std::string to_json(const SuiteResult& result) {
   j["repeat"] = result.repeat;
   j["threads"] = result.threads;
   j["allow_tf32"] = result.allow_tf32;
+  j["precision"] = result.precision;
   j["copy_gbps"] = round4(result.copy_gbps);
   j["rows"] = nlohmann::ordered_json::array();
   for (const RowResult& r : result.rows) {
@@ -75,9 +76,11 @@ std::string to_json(const SuiteResult& result) {
 }
 
 std::string to_table(const SuiteResult& result) {
-  std::string out = fmt::format(
-      "kiln bench --suite={} --target={}{}: {} ({} hardware threads, {} used), {} runs each\n", result.suite,
-      result.target, result.quick ? " --quick" : "", result.cpu, result.cores, result.threads, result.repeat);
+  std::string out =
+      fmt::format("kiln bench --suite={} --target={}{}{}{}: {} ({} hardware threads, {} used), {} runs each\n",
+                  result.suite, result.target, result.quick ? " --quick" : "", result.allow_tf32 ? " --allow-tf32" : "",
+                  result.precision == "f32" ? "" : " --precision=" + result.precision, result.cpu, result.cores,
+                  result.threads, result.repeat);
   out += fmt::format("plain copy: {:.1f} GB/s; matmuls: {}\n\n", result.copy_gbps, result.blas);
   out += fmt::format("{:<20} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>10}\n", "row", "fused ms", "unfused ms",
                      "speedup", "kernels", "GB/s", "of copy", "arena MiB");

@@ -57,6 +57,7 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
   options.cpu = bench.cpu;
   options.fuse = fuse;
   options.allow_tf32 = bench.allow_tf32;
+  options.precision = bench.precision;
   options.weights = row.weights;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(row.graph, options));
   auto p = std::make_unique<Prepared>();
@@ -123,6 +124,7 @@ Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<v
   result.date = today_utc();
   result.quick = options.quick;
   result.allow_tf32 = options.allow_tf32;
+  result.precision = options.precision;
   result.repeat = options.repeat;
   result.threads = options.threads > 0 ? options.threads : result.cores;
   runtime::ThreadPool pool(result.threads - 1);

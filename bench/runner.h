@@ -30,6 +30,8 @@ struct BenchOptions {
   int threads = 0;
   /// CUDA: f32 matmuls may use TF32 (CompileOptions::allow_tf32).
   bool allow_tf32 = false;
+  /// f32, bf16 or f16: every row compiled with CompileOptions::precision (the autocast pass).
+  std::string precision = "f32";
 };
 
 /// An argument of a row's graph, for tools that rebuild the row (bench/compare_torch.py).
@@ -63,6 +65,7 @@ struct SuiteResult {
   std::optional<std::string> gpu;
   std::string target, suite, date;
   bool quick = false, allow_tf32 = false;
+  std::string precision = "f32";
   int repeat = 0, threads = 0;
   /// Bandwidth of a plain copy (memcpy on the CPU, with the runtime's threads): the median
   /// over the rows of their copy_gbps.

@@ -130,6 +130,22 @@ Result<MatmulCall> matmul_call(const ir::Graph& g, const ir::Step& step) {
     p.m *= d.count();
     dims.pop_back();
   }
+  // Batch dims over which every operand's matrices lie at one stride inside the next are
+  // one dim: a single strided-batched call instead of a loop of calls over the outer one.
+  std::vector<format::BatchDim> merged;
+  for (const format::BatchDim& d : dims) {  // outermost first
+    if (d.count() == 1) continue;
+    if (!merged.empty()) {
+      const format::BatchDim& o = merged.back();
+      if (o.a_stride() == d.a_stride() * d.count() && o.b_stride() == d.b_stride() * d.count() &&
+          o.c_stride() == d.c_stride() * d.count() && o.count() * d.count() <= INT32_MAX) {
+        merged.back() = format::BatchDim(o.count() * d.count(), d.a_stride(), d.b_stride(), d.c_stride());
+        continue;
+      }
+    }
+    merged.push_back(d);
+  }
+  dims = std::move(merged);
   // Leading dims other than the packed ones' (which format 1.10 and CUDA artifacts imply).
   p.lda = a.matrix.ld == (p.trans_a ? p.m : p.k) ? 0 : a.matrix.ld;
   p.ldb = b.matrix.ld == (p.trans_b ? p.k : p.n) ? 0 : b.matrix.ld;

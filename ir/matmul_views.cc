@@ -101,7 +101,17 @@ std::optional<MatrixView> matrix_view(const StridedView& view) {
   return std::nullopt;
 }
 
-std::vector<int> matmul_operand_folds(const Graph& g) {
+bool batch_dims_merge(const StridedView& view) {
+  int64_t inner_span = -1;  // the stride the next dim out must have
+  for (size_t d = view.shape.size() < 2 ? 0 : view.shape.size() - 2; d-- > 0;) {
+    if (view.shape[d] == 1) continue;
+    if (inner_span >= 0 && view.strides[d] != inner_span) return false;
+    inner_span = view.strides[d] * view.shape[d];
+  }
+  return true;
+}
+
+std::vector<int> matmul_operand_folds(const Graph& g, bool single_batch) {
   std::vector<int> folds(g.nodes.size(), -1);
   const std::vector<int> producer = g.producers();
   std::vector<int> uses(g.values.size(), 0);
@@ -124,7 +134,9 @@ std::vector<int> matmul_operand_folds(const Graph& g) {
         std::optional<MatrixView> matrix = view ? matrix_view(*view) : std::nullopt;
         // A transposed operand only as a whole matrix: oneDNN's sgemm runs a transposed B
         // slower even packed, more so at rows far apart (docs/cpu.md).
-        if (matrix && (!matrix->transposed || matrix->ld == view->shape[view->shape.size() - 2])) best = chain;
+        if (matrix && (!matrix->transposed || matrix->ld == view->shape[view->shape.size() - 2]) &&
+            (!single_batch || batch_dims_merge(*view)))
+          best = chain;
       }
       for (int n : best) folds[n] = static_cast<int>(i);
     }

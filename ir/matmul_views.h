@@ -38,10 +38,16 @@ struct MatrixView {
 };
 std::optional<MatrixView> matrix_view(const StridedView& view);
 
+/// Whether the view's batch dims (all but the last two; extents of 1 aside) lie at one
+/// stride each inside the next, so that one strided-batched call walks them all.
+bool batch_dims_merge(const StridedView& view);
+
 /// Per node: the matmul node whose call reads it in place, or -1. For each operand of an
 /// f32 matmul, the longest chain of single-use transposes, slices and reshapes (none a
 /// result) back from the operand whose view matrix_view takes, transposed only where the
-/// matrix lies whole (its ld the packed one's).
-std::vector<int> matmul_operand_folds(const Graph& g);
+/// matrix lies whole (its ld the packed one's), and with `single_batch` only where its
+/// batch dims merge (batch_dims_merge): CUDA runs a matmul whose batch dims do not as a
+/// loop of cuBLAS calls, slower than copying the operand out once.
+std::vector<int> matmul_operand_folds(const Graph& g, bool single_batch = false);
 
 }  // namespace kiln::ir

@@ -61,8 +61,9 @@ std::optional<ReductionSplit> reduction_split(const Graph& g, const Step& step, 
     if (split.parts < rule.min_parts) return std::nullopt;
   } else {
     if (!rc->contiguous() || rows > rule.few_rows || !single_float_sum(g, step, *rc)) return std::nullopt;
-    for (ValueId o : step.outputs)
-      if (g.type(o).shape == rc->full) return std::nullopt;
+    if (!rule.rows_write_full_outputs)
+      for (ValueId o : step.outputs)
+        if (g.type(o).shape == rc->full) return std::nullopt;
     // Equal parts, so each is a loop of constant length: the most parts up to the aim
     // that divide the row and are not too short.
     const int64_t aim = std::min(rule.max_parts / rows, (length + rule.part_elements - 1) / rule.part_elements);

@@ -44,7 +44,8 @@ bool is_loop_op(Op op) {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues, bool matmul_views, bool attention)
+  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues, bool matmul_views, bool attention,
+              bool single_batch_views)
       : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
@@ -52,7 +53,8 @@ class Partitioner {
     producer_ = g.producers();
     seen_.assign(g.nodes.size(), 0);
     claim_.assign(g.nodes.size(), -1);
-    folds_ = fuse && matmul_views ? ir::matmul_operand_folds(g) : std::vector<int>(g.nodes.size(), -1);
+    folds_ =
+        fuse && matmul_views ? ir::matmul_operand_folds(g, single_batch_views) : std::vector<int>(g.nodes.size(), -1);
     if (fuse) epilogues_ = ir::library_epilogues(g, matmul_epilogues, folds_);
     attention_claim_.assign(g.nodes.size(), -1);
     if (fuse && attention) attentions_ = ir::attention_matches(g);
@@ -178,10 +180,11 @@ class Partitioner {
       if (std::find(user_groups.begin(), user_groups.end(), group_of_[u]) == user_groups.end())
         user_groups.push_back(group_of_[u]);
     // A matrix transpose feeding only a matmul is folded into the library call (BLAS
-    // reads the operand transposed), so it is never copied.
+    // reads the operand transposed), so it is never copied. Only where the matmul reads it
+    // directly: below a chain of views (folds_) it would break the chain's strides.
     if (user_groups.size() == 1 && groups_[user_groups[0]].kind == StepKind::Library)
       return !groups_[user_groups[0]].convolution && !groups_[user_groups[0]].attention && !is_result_[n.result] &&
-                     swaps_last_two(n)
+                     swaps_last_two(n) && users.size() == 1 && g_.nodes[users[0]].op == Op::Matmul
                  ? user_groups[0]
                  : -1;
     // A computed value that several windows read (the taps of a convolution or a pool:
@@ -523,7 +526,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
-  Partitioner partitioner(g, fuse_, matmul_epilogues_, matmul_views_, attention_);
+  Partitioner partitioner(g, fuse_, matmul_epilogues_, matmul_views_, attention_, single_batch_views_);
   std::vector<Group> groups = partitioner.run();
 
   std::vector<int> producer = g.producers();

@@ -26,8 +26,10 @@ namespace kiln::passes {
 /// With `fuse` false every node is a step of its own (the unfused baseline).
 /// `matmul_epilogues` is for targets whose runtime applies a matmul's post-ops (the CPU's);
 /// `matmul_views` for those that read a matmul's operands through the transposes, slices
-/// and reshapes before it by strides (ir/matmul_views.h; the CPU's); `attention` for those
-/// that run softmax(f(q·kᵀ))·v as one step (ir/attention_match.h; the CPU's).
+/// and reshapes before it by strides (ir/matmul_views.h; both targets'), with
+/// `single_batch_views` only where the batch dims still fold into one strided-batched call
+/// (CUDA's); `attention` for those that run softmax(f(q·kᵀ))·v as one step
+/// (ir/attention_match.h; the CPU's).
 class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)
@@ -35,8 +37,12 @@ class FusionPass : public Pass {
   static constexpr int kMaxOutputs = 8;  ///< values a kernel writes
 
   explicit FusionPass(bool fuse = true, bool matmul_epilogues = false, bool matmul_views = false,
-                      bool attention = false)
-      : fuse_(fuse), matmul_epilogues_(matmul_epilogues), matmul_views_(matmul_views), attention_(attention) {}
+                      bool attention = false, bool single_batch_views = false)
+      : fuse_(fuse),
+        matmul_epilogues_(matmul_epilogues),
+        matmul_views_(matmul_views),
+        attention_(attention),
+        single_batch_views_(single_batch_views) {}
   std::string_view name() const override { return "fusion"; }
   Result<bool> run(ir::Graph& graph) override;
   bool preserves_program() const override { return true; }
@@ -46,6 +52,7 @@ class FusionPass : public Pass {
   bool matmul_epilogues_;
   bool matmul_views_;
   bool attention_;
+  bool single_batch_views_;
 };
 
 }  // namespace kiln::passes

@@ -279,9 +279,22 @@ Grads scatter_add(GraphBuilder& b, const Node& n, ValueId g) {
 }
 Grads matmul(GraphBuilder& b, const Node& n, ValueId g) {
   ValueId x = n.operands[0], y = n.operands[1];
+  const ir::Shape xs = b.type(x).shape, ys = b.type(y).shape;
   ValueId dx = b.binary(Op::Matmul, g, transpose_last2(b, y));
-  ValueId dy = b.binary(Op::Matmul, transpose_last2(b, x), g);
-  return {sum_to_shape(b, dx, b.type(x).shape), sum_to_shape(b, dy, b.type(y).shape)};
+  ValueId dy;
+  if (xs.size() > 2 && ys.size() == 2) {
+    // A matrix shared by every batch index (a linear layer's weight): one GEMM over all the
+    // batch's rows, [B·M, K]ᵀ [B·M, N], rather than a GEMM per index writing [B, K, N] and
+    // a sum over B.
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < xs.size(); ++d) rows *= xs[d];
+    ValueId x_rows = reshape(b, x, {rows, xs.back()});
+    ValueId g_rows = reshape(b, g, {rows, b.type(g).shape.back()});
+    dy = b.binary(Op::Matmul, transpose_last2(b, x_rows), g_rows);
+  } else {
+    dy = sum_to_shape(b, b.binary(Op::Matmul, transpose_last2(b, x), g), ys);
+  }
+  return {sum_to_shape(b, dx, xs), dy};
 }
 
 // Direct rules for composites whose decomposition would be longer or less stable.

@@ -39,7 +39,9 @@ Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
   KILN_ASSIGN_OR_RETURN(bool matmul_epilogues, reader.flag("matmul_epilogues", false));
   KILN_ASSIGN_OR_RETURN(bool matmul_views, reader.flag("matmul_views", false));
   KILN_ASSIGN_OR_RETURN(bool attention, reader.flag("attention", false));
-  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views, attention));
+  KILN_ASSIGN_OR_RETURN(bool single_batch_views, reader.flag("single_batch_views", false));
+  return std::unique_ptr<Pass>(
+      std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views, attention, single_batch_views));
 }
 
 Result<std::unique_ptr<Pass>> make_lower_conv(PassOptionReader& reader) {
@@ -72,7 +74,9 @@ constexpr Registration kPasses[] = {
     {"canonicalize", "", make<CanonicalizePass>},
     {"cse", "", make<CsePass>},
     {"dce", "", make<DcePass>},
-    {"fusion", "{fuse=true|false matmul_epilogues=true|false matmul_views=true|false attention=true|false}",
+    {"fusion",
+     "{fuse=true|false matmul_epilogues=true|false matmul_views=true|false attention=true|false "
+     "single_batch_views=true|false}",
      make_fusion},
     {"lower-conv", "{keep_f32=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},

@@ -51,7 +51,8 @@ Status KernelEmitter::partial_kernel(Launch& launch) {
     close();
     return Status::Ok();
   }
-  // Rows: a block per part of a row, the block's lanes over the part, then a block sum.
+  // Rows: a block per part of a row, the block's lanes over the part (writing the full-shape
+  // outputs on the way), then a block sum.
   launch.block_threads = kLoopThreads;
   launch.grid_blocks = split.partial_items;
   line("__shared__ double lane_sums[32];");
@@ -66,6 +67,7 @@ Status KernelEmitter::partial_kernel(Launch& launch) {
   Index full{"", rc.full_index(kept.dims, unflatten(index_let("start + j"), rc.reduced_shape).dims)};
   KILN_ASSIGN_OR_RETURN(std::string v, value_at(x, full));
   line(fmt::format("acc += (double)({});", v));
+  KILN_RETURN_IF_ERROR(store_outputs(full_outputs, full, rc.full));
   memo_ = std::move(saved);
   close();
   line("acc = kiln_block_reduce(acc, kiln_sum_op(), lane_sums);");

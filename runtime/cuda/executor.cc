@@ -305,10 +305,17 @@ struct Impl {
 
   Status matmul(const Step& step, const Session& s, const std::vector<CUdeviceptr>& where) const {
     const format::Matmul& mm = *step.matmul;
-    if (mm.m() > INT32_MAX || mm.n() > INT32_MAX || mm.k() > INT32_MAX)
+    if (mm.m() > INT32_MAX || mm.n() > INT32_MAX || mm.k() > INT32_MAX || mm.lda() > INT32_MAX || mm.ldb() > INT32_MAX)
       return make_error("runtime: step " + step.name + ": a matmul dim is past the 2147483647 cuBLAS takes");
     const int m = static_cast<int>(mm.m()), n = static_cast<int>(mm.n()), k = static_cast<int>(mm.k());
-    const int lda = mm.trans_a() ? m : k, ldb = mm.trans_b() ? k : n;
+    // Operands read in place through slices and transposes (matmul views) have their own
+    // leading dims and offsets; 0 means packed.
+    const int lda = mm.lda()       ? static_cast<int>(mm.lda())
+                    : mm.trans_a() ? m
+                                   : k,
+              ldb = mm.ldb()       ? static_cast<int>(mm.ldb())
+                    : mm.trans_b() ? k
+                                   : n;
     const Blas::Operation ta = mm.trans_a() ? Blas::kTranspose : Blas::kNoTranspose,
                           tb = mm.trans_b() ? Blas::kTranspose : Blas::kNoTranspose;
     std::vector<const format::BatchDim*> dims;
@@ -325,8 +332,8 @@ struct Impl {
       int64_t ao = 0, bo = 0, co = 0;
       for (size_t i = 0; i < dims.size(); ++i)
         ao += at[i] * dims[i]->a_stride(), bo += at[i] * dims[i]->b_stride(), co += at[i] * dims[i]->c_stride();
-      CUdeviceptr a = where[step.args[0]] + ao * size, b = where[step.args[1]] + bo * size,
-                  c = where[step.args[2]] + co * size;
+      CUdeviceptr a = where[step.args[0]] + (mm.a_offset() + ao) * size,
+                  b = where[step.args[1]] + (mm.b_offset() + bo) * size, c = where[step.args[2]] + co * size;
       const int count = inner ? static_cast<int>(inner->count()) : 1;
       const long long sa = inner ? inner->a_stride() : 0, sb = inner ? inner->b_stride() : 0,
                       sc = inner ? inner->c_stride() : 0;

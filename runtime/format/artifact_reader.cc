@@ -633,17 +633,13 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     const int64_t limit = int64_t{1} << 40;
     if (mm->m() < 0 || mm->n() < 0 || mm->k() < 0 || mm->m() > limit || mm->n() > limit || mm->k() > limit)
       return fail(Kind::OutOfRange, "step " + n(s) + " has matmul dims out of range");
-    // Leading dims and offsets (1.11): at least the packed ones' (BLAS's rule), on the CPU.
+    // Leading dims and offsets (1.11): at least the packed ones' (BLAS's rule).
     if (mm->lda() < 0 || mm->ldb() < 0 || mm->a_offset() < 0 || mm->b_offset() < 0 || mm->lda() > limit ||
         mm->ldb() > limit || mm->a_offset() > limit || mm->b_offset() > limit)
       return fail(Kind::OutOfRange, "step " + n(s) + " has a matmul leading dim or offset out of range");
     const int64_t a_cols = mm->trans_a() ? mm->m() : mm->k(), b_cols = mm->trans_b() ? mm->k() : mm->n();
     if ((mm->lda() != 0 && mm->lda() < a_cols) || (mm->ldb() != 0 && mm->ldb() < b_cols))
       return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) + " has a leading dim below its operand's columns");
-    if (cuda && (mm->lda() || mm->ldb() || mm->a_offset() || mm->b_offset()))
-      return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) +
-                                           " reads its operands by leading dims or offsets, which the CUDA runtime "
-                                           "does not");
     // The last element each operand's matrices reach (plus one), over every batch index.
     auto matrix_reach = [](int64_t rows, int64_t cols, int64_t ld, int64_t offset) -> __int128 {
       if (rows == 0 || cols == 0) return 0;

@@ -147,15 +147,17 @@ TEST_CASE("NVRTC errors and bad architectures are reported as text", "[codegen][
 TEST_CASE("split reductions: a partial kernel per split step, its launch, and the step's kernel taking the parts",
           "[codegen][cuda][split]") {
   // [5000,300]: columns in 45 parts of 112 rows (the last 72), two tiles of 256 columns
-  // (the second 44); [3,2^20]: 32 parts per row; [1536,2048] summed whole: 96 parts.
+  // (the second 44); [3,2^20]: 32 parts per row; [1536,2048] summed whole: 96 parts, also
+  // beside a full-shape output, which the partial kernel writes.
   const std::vector<std::tuple<const char*, std::string, int64_t>> expected = {
       {kiln::testing::kBiasGradient, "columns", 45 * 2},
       {kiln::testing::kLongRows, "rows", 3 * 32},
       {kiln::testing::kLongRows, "rows", 96},
+      {kiln::testing::kLossBesideOutput, "rows", 96},
   };
   std::string source(codegen::cuda::prelude());
   int k = 0;
-  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows}) {
+  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows, kiln::testing::kLossBesideOutput}) {
     ir::Graph g = planned(kiln::testing::parse_ok(text), true);
     std::string prefix = fmt::format("s{}_", k++);
     auto program = codegen::cuda::emit_kernels(g, prefix);
@@ -192,5 +194,5 @@ TEST_CASE("split reductions: a partial kernel per split step, its launch, and th
   int partial_entries = 0;
   for (size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1))
     partial_entries += ptx.compare(ptx.find('(', at) - 8, 8, "_partial") == 0;
-  CHECK(partial_entries == 3);
+  CHECK(partial_entries == 4);
 }

@@ -169,7 +169,7 @@ TEST_CASE("CUDA: a result that is a state returns it from before the run, run af
 TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes over 100 runs from 8 threads",
           "[gpu][cuda][split]") {
   if (!have_gpu()) return;
-  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows}) {
+  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows, kiln::testing::kLossBesideOutput}) {
     ir::Graph g = kiln::testing::parse_ok(text);
     auto args = seeded_arguments(g, 5, 3);
     check_against_interpreter("split", g, args, cuda_options(true));

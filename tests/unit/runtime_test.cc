@@ -12,6 +12,7 @@
 #include "runtime/format/artifact.h"
 #include "runtime/model.h"
 #include "tests/unit/op_graphs.h"
+#include "tests/unit/random_graph.h"
 #include "tests/unit/run_util.h"
 #include "tests/unit/test_util.h"
 
@@ -42,6 +43,28 @@ TEST_CASE("every text-test model: the compiled artifact, fused and unfused, give
     check_against_interpreter(path, g, seeded_arguments(g, k + 1));
   }
   CHECK(models.size() >= 20);
+}
+
+// kiln compile's own pipeline on each target (matmul views, epilogues and attention on the
+// CPU; matmul views on CUDA), where the codegen tests plan with the plain default pipeline.
+TEST_CASE("30 random graphs through kiln compile give the interpreter's values on the CPU, and compile for CUDA",
+          "[runtime][e2e][random]") {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    kiln::testing::RandomGraph rg = kiln::testing::random_graph(seed);
+    const std::string name = fmt::format("random graph {}", seed);
+    check_against_interpreter(name, rg.graph, rg.inputs);
+    for (bool fuse : {true, false}) {
+      INFO(name << (fuse ? " fused" : " unfused") << " for CUDA");
+      CompileOptions cuda;
+      cuda.target = "cuda";
+      cuda.fuse = fuse;
+      for (const ir::Arg& a : rg.graph.args)
+        if (a.kind == ir::ArgKind::Param)
+          cuda.weights[rg.graph.value_name(a.value)] = rg.inputs.at(rg.graph.value_name(a.value));
+      auto artifact = compile_to_artifact(rg.graph, cuda);
+      if (!artifact.ok()) FAIL(artifact.error().message);
+    }
+  }
 }
 
 TEST_CASE("one loaded model, 8 threads x 200 runs with distinct inputs, each equal to its single-thread result",

@@ -30,4 +30,18 @@ inline constexpr const char* kLongRows = R"(graph @g(%x: f32[3,1048576], %y: f32
 }
 )";
 
+// A mean squared error beside the difference it is taken of, both results (a training
+// step's loss and the residual its backward reads): one full sum of 3M elements with a
+// full-shape output. CUDA splits it, the partial kernel writing the difference; the CPU
+// runs it whole.
+inline constexpr const char* kLossBesideOutput = R"(graph @g(%x: f32[1536,2048], %y: f32[1536,2048]) {
+  %d: f32[1536,2048] = sub(%x, %y)
+  %sq: f32[1536,2048] = mul(%d, %d)
+  %s: f32[] = reduce_sum(%sq) {axes=[0,1]}
+  %n: f32[] = constant {value=3.1789145e-07}
+  %loss: f32[] = mul(%s, %n)
+  return %d, %loss
+}
+)";
+
 }  // namespace kiln::testing

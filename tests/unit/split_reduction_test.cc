@@ -14,6 +14,7 @@ using namespace kiln;
 using Walk = ir::ReductionSplit::Walk;
 using kiln::testing::kBiasGradient;
 using kiln::testing::kLongRows;
+using kiln::testing::kLossBesideOutput;
 
 namespace {
 
@@ -82,12 +83,17 @@ TEST_CASE("a reduction splits by its shapes alone: columns and few long rows, ne
 
 TEST_CASE("split reductions agree with the interpreter and are bit-identical over 1, 2 and 7 threads",
           "[split][cpu][runtime]") {
-  for (const char* text : {kBiasGradient, kLongRows}) {
+  for (const char* text : {kBiasGradient, kLongRows, kLossBesideOutput}) {
     ir::Graph g = kiln::testing::parse_ok(text);
     ir::Graph p = planned_graph(text);
-    int splits = 0;
-    for (const ir::Step& step : p.program->steps) splits += ir::reduction_split(p, step, ir::kCpuSplit).has_value();
-    CHECK(splits == (text == kBiasGradient ? 1 : 2));
+    int splits = 0, cuda_splits = 0;
+    for (const ir::Step& step : p.program->steps) {
+      splits += ir::reduction_split(p, step, ir::kCpuSplit).has_value();
+      cuda_splits += ir::reduction_split(p, step, ir::kCudaSplit).has_value();
+    }
+    // The CPU keeps a full sum with a full-shape output whole; CUDA splits it.
+    CHECK(splits == (text == kBiasGradient ? 1 : text == kLongRows ? 2 : 0));
+    CHECK(cuda_splits == (text == kLongRows ? 2 : 1));
     auto args = kiln::testing::seeded_arguments(g, 5, 3);
     auto expected = kiln::testing::eval_ok(g, args);
     std::vector<std::vector<ir::Tensor>> runs;

@@ -16,6 +16,7 @@ namespace kiln::cli {
 constexpr std::string_view kBenchHelp =
     R"(usage: kiln bench [--target=cpu|cuda] [--cpu=LIST] [--suite=fusion|models] [--filter=REGEX] [--repeat=N]
                   [--threads=N] [--json FILE] [--svg FILE] [--quick] [--allow-tf32]
+                  [--precision=f32|bf16|f16]
        kiln bench --suite=fusion|models --export=DIR [--quick]
 
 Compiles each row of a benchmark suite twice (fused, and with --no-fusion), runs both with
@@ -50,6 +51,9 @@ training step, Adam, batch 128).
   --allow-tf32        CUDA: compile with --allow-tf32 (f32 matmuls on TF32 tensor cores);
                       the JSON says so, and compare_torch.py then sets PyTorch's
                       float32 matmul precision to "high" alike
+  --precision=P       compile every row with kiln compile --precision=P (f32, bf16 or f16:
+                      matmuls in P with f32 accumulation, the rest in f32); the JSON says
+                      so, and compare_torch.py then runs PyTorch under torch.autocast in P
   --export=DIR        write each row of the suite as DIR/ROW.kir, with its params and
                       initial state in DIR/ROW.safetensors (for kiln bench ROW.kir --profile)
                       instead of timing it
@@ -99,11 +103,12 @@ int run_bench(std::span<char* const> argv) {
     return 0;
   }
   if (!parsed->positional.empty()) return run_bench_model(*parsed);
-  for (std::string_view model_flag : {"weights", "random-weights", "input", "warmup", "profile", "trace", "precision"})
+  for (std::string_view model_flag : {"weights", "random-weights", "input", "warmup", "profile", "trace"})
     if (parsed->has(model_flag))
       return fail(cmd, fmt::format("--{} is a flag of kiln bench MODEL; the suites take none", model_flag));
   if (parsed->has("export")) {
-    for (std::string_view timing_flag : {"target", "cpu", "filter", "repeat", "threads", "json", "svg"})
+    for (std::string_view timing_flag :
+         {"target", "cpu", "filter", "repeat", "threads", "json", "svg", "allow-tf32", "precision"})
       if (parsed->has(timing_flag))
         return fail(cmd, fmt::format("--export writes the suite's rows and times nothing; it takes --suite and "
                                      "--quick, not --{}",
@@ -117,6 +122,9 @@ int run_bench(std::span<char* const> argv) {
   options.filter = parsed->get("filter");
   options.quick = parsed->has("quick");
   options.allow_tf32 = parsed->has("allow-tf32");
+  options.precision = parsed->get("precision", "f32");
+  if (options.precision != "f32" && options.precision != "bf16" && options.precision != "f16")
+    return fail(cmd, fmt::format("--precision is f32, bf16 or f16, got '{}'", options.precision));
   auto repeat = integer_flag(*parsed, "repeat", options.repeat, 1, 1'000'000);
   if (!repeat.ok()) return fail(cmd, repeat.error().message);
   options.repeat = static_cast<int>(*repeat);
