@@ -231,5 +231,28 @@ TEST_CASE("each quick row runs on the CPU as the interpreter computes it", "[ben
   }
 }
 
+// What the GPU tier would run: every quick row through kiln compile for CUDA (NVRTC, no
+// GPU needed), in f32 and under autocast to bf16; and a CPU run in bf16.
+TEST_CASE("each quick row compiles for CUDA in f32 and bf16, and runs on the CPU in bf16", "[bench][models][cuda]") {
+  for (const bench::SuiteRow& row : quick_rows()) {
+    for (const char* precision : {"f32", "bf16"}) {
+      INFO(row.name << " " << precision << " for CUDA");
+      CompileOptions options;
+      options.target = "cuda";
+      options.precision = precision;
+      options.weights = row.weights;
+      auto artifact = compile_to_artifact(row.graph, options);
+      if (!artifact.ok()) FAIL(artifact.error().message);
+    }
+    INFO(row.name << " bf16 on the CPU");
+    CompileOptions bf16;
+    bf16.precision = "bf16";
+    auto got = compile_and_run(row.graph, arguments_of(row), bf16);
+    if (!got.ok()) FAIL(got.error().message);
+    for (const ir::Tensor& t : *got)
+      for (int64_t k = 0; k < t.size(); ++k) REQUIRE(std::isfinite(t.get(k)));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing
