@@ -61,12 +61,12 @@ std::optional<ReductionSplit> reduction_split(const Graph& g, const Step& step, 
     if (split.parts < rule.min_parts) return std::nullopt;
   } else {
     if (!rc->contiguous() || rows > rule.few_rows || !single_float_sum(g, step, *rc)) return std::nullopt;
-    if (!rule.rows_write_full_outputs)
-      for (ValueId o : step.outputs)
-        if (g.type(o).shape == rc->full) return std::nullopt;
+    bool full_outputs = false;
+    for (ValueId o : step.outputs) full_outputs = full_outputs || g.type(o).shape == rc->full;
+    const int64_t part_elements = full_outputs ? rule.output_part_elements : rule.part_elements;
     // Equal parts, so each is a loop of constant length: the most parts up to the aim
     // that divide the row and are not too short.
-    const int64_t aim = std::min(rule.max_parts / rows, (length + rule.part_elements - 1) / rule.part_elements);
+    const int64_t aim = std::min(rule.max_parts / rows, (length + part_elements - 1) / part_elements);
     int64_t parts = 0;
     for (int64_t p = aim; p >= 2 && parts == 0; --p)
       if (length % p == 0 && length / p >= rule.min_part_length) parts = p;

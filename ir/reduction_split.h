@@ -47,27 +47,29 @@ struct SplitRule {
   int64_t many_columns;     ///< a Columns split only of fewer columns
   int64_t min_part_length;  ///< Rows: elements per part at least
   int64_t min_column_rows;  ///< Columns: operand rows per part at least
-  /// Rows: whether a step with full-shape outputs (which never need the sum, see
-  /// single_float_sum) splits, its partial kernel writing them on its walk.
-  bool rows_write_full_outputs = false;
+  /// Rows: elements per part aimed at where the step also writes full-shape outputs (which
+  /// never need the sum, see single_float_sum; the partial kernel writes them).
+  int64_t output_part_elements;
 };
 
 /// The CPU splits what two cores could not share one row per work item: columns of at
-/// least 2^20 elements in parts of about 2^18, and up to 64 long rows into equal parts.
-inline constexpr SplitRule kCpuSplit{int64_t{1} << 20, int64_t{1} << 18, 256, 2, 64, 65536, 16384, 64};
+/// least 2^20 elements in parts of about 2^18, and up to 64 long rows into equal parts;
+/// rows with full-shape outputs in parts of about 2^14, which its partial kernel walks
+/// twice (the sum, then the outputs) while the part is still in L2.
+inline constexpr SplitRule kCpuSplit{int64_t{1} << 20, int64_t{1} << 18, 256, 2, 64, 65536, 16384, 64,
+                                     int64_t{1} << 14};
 /// CUDA walks every column sum by columns (threads own columns, so reads coalesce; one
 /// part is that walk unsplit), in parts of about 2^15 elements; and splits up to 264
-/// rows (two per SM of an H100) of at least 2^16 elements in all into equal parts, also
-/// where the step writes full-shape outputs (a loss beside the residual it is taken of).
-inline constexpr SplitRule kCudaSplit{
-    int64_t{1} << 16, int64_t{1} << 15, 1024, 1, 264, int64_t{1} << 40, 2048, 32, true};
+/// rows (two per SM of an H100) of at least 2^16 elements in all into equal parts, the
+/// partial kernel writing any full-shape outputs on its one walk.
+inline constexpr SplitRule kCudaSplit{int64_t{1} << 16, int64_t{1} << 15, 1024, 1, 264, int64_t{1} << 40, 2048, 32,
+                                      int64_t{1} << 15};
 
 /// The split of a reduction step under `rule`, or nullopt when it runs one row per work
 /// item: a Columns split (sums_columns) of at least rule.min_elements, fewer than
 /// rule.many_columns columns and at least rule.min_parts parts; a Rows split of at most
-/// rule.few_rows contiguous rows of at least rule.min_elements in all, with no full-shape
-/// output unless rule.rows_write_full_outputs, in equal parts (a divisor of the row length
-/// of at least rule.min_part_length).
+/// rule.few_rows contiguous rows of at least rule.min_elements in all, in equal parts (a
+/// divisor of the row length of at least rule.min_part_length).
 std::optional<ReductionSplit> reduction_split(const Graph& graph, const Step& step, const SplitRule& rule);
 
 }  // namespace kiln::ir

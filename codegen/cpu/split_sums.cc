@@ -43,6 +43,15 @@ Status KernelEmitter::emit_partial_sums(RowKernel& k) {
     KILN_RETURN_IF_ERROR(
         reduce(sum, split.part_length, k.rc.full, full_index, row_value_index(k, kept, type(sum.result).shape), entry));
     b_.CreateStore(last_total_, b_.CreateGEP(f64, scratch_, q));
+    if (!k.full_outputs.empty()) {
+      // The full-shape outputs (none needs the sum): a second walk of the part, which the
+      // rule sized to be in L2 still. No row buffers: they hold the part, not the row.
+      RowToWrite row{kept, b_.CreateMul(r, i64(k.row_length)), memo_, {}};
+      KILN_RETURN_IF_ERROR(store_range(
+          start, b_.CreateAdd(start, i64(split.part_length)), k.full_outputs, false,
+          [&](llvm::Value* j) { return b_.CreateAdd(row.row_start, j); },
+          [&](llvm::Value* j) { return row_outputs(k, row, j); }));
+    }
     drop_loop_values();
     return Status::Ok();
   });
