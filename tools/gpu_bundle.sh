@@ -1,53 +1,96 @@
 #!/usr/bin/env bash
 # Packs the GPU test tier and `kiln bench` for a GPU machine that has the NVIDIA driver and
 # the CUDA toolkit but not Bazel or kiln's Debian packages: the optimized binaries, the
-# shared libraries they load (except glibc's and NVRTC, which the toolkit provides), and
-# the text-test models the GPU tier reads. On that machine:
+# shared libraries they load (except glibc's and NVRTC, which the toolkit provides), the
+# text-test models the GPU tier reads, and the benchmark scripts. On that machine:
 #
 #   tar -xJf kiln-gpu.tar.xz && kiln-gpu/run.sh [OUTDIR]
 #
-# runs the GPU tier (KILN_REQUIRE_GPU=1), the CUDA fusion and models suites, and a profile
-# of each model, writing their output to OUTDIR (default: kiln-gpu/out).
+# runs, each stage under its own time limit (about 7 minutes in all on an H200): the GPU
+# tier (KILN_REQUIRE_GPU=1); the models suite, beside PyTorch where it is installed
+# (compare_torch.py), in f32 and GPT-2's rows in bf16; each model's profile and
+# torch.compile's top kernels; a column sum, a full sum and a 4096^3 matmul against a copy
+# and torch.matmul, and torch.matmul at the suite's GEMM shapes; the fusion suite; and, if
+# KILN_FASHION_MNIST names the dataset's folder, two epochs of Fashion-MNIST with kiln and
+# PyTorch. Output goes to OUTDIR (default: kiln-gpu/out), a summary to OUTDIR/summary.txt.
 set -euo pipefail
 out=$(realpath -m "${1:-kiln-gpu.tar.xz}")  # relative to where it is called from
 cd "$(dirname "$0")/.."
-bazel build -c opt --dynamic_mode=off //tools:kiln //tests:cuda_gpu_test
+bazel build -c opt --dynamic_mode=off //tools:kiln //tests:cuda_gpu_test //examples:fashion_mnist
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/kiln-gpu/bin" "$stage/kiln-gpu/lib"
-cp bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test "$stage/kiln-gpu/bin/"
-ldd bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test | awk '/=> \//{print $3}' | sort -u |
+cp bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion_mnist "$stage/kiln-gpu/bin/"
+ldd bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion_mnist | awk '/=> \//{print $3}' | sort -u |
   grep -Ev '/(libc|libm|libpthread|librt|libdl)\.so|libnvrtc' | xargs -I{} cp -L {} "$stage/kiln-gpu/lib/"
 git ls-files 'tests/lit/*.kir' | tar -cf - -T - | tar -C "$stage/kiln-gpu" -xf -
-cp bench/compare_torch.py bench/trace_to_svg.py "$stage/kiln-gpu/"
+cp bench/compare_torch.py bench/trace_to_svg.py bench/gemm_shapes_torch.py bench/torch_top_kernels.py \
+  bench/fashion_mnist_torch.py "$stage/kiln-gpu/"
+cp -r bench/cuda_checks "$stage/kiln-gpu/"
 cat > "$stage/kiln-gpu/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# The GPU tier, then `kiln bench --target=cuda`; output under $1 (default: out/ here).
+# The GPU tier, then the benchmarks (see tools/gpu_bundle.sh); output under $1 (default:
+# out/ here), one line per stage in summary.txt.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:-$here/out}" && cd "${1:-$here/out}" && pwd)
 nvrtc=$(dirname "$(readlink -f /usr/local/cuda/lib64/libnvrtc.so.13 2>/dev/null || find / -name 'libnvrtc.so.1[23]' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH=$here/lib:$nvrtc KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-cache}
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+export LD_LIBRARY_PATH=$here/lib:$nvrtc KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-cache} PYTHONUNBUFFERED=1
 cd "$here"
-KILN_REQUIRE_GPU=1 bin/cuda_gpu_test --durations yes > "$out/gpu_tests.txt" 2>&1
-echo "GPU tier: exit $? (output in $out/gpu_tests.txt)"
-tail -3 "$out/gpu_tests.txt"
-bin/kiln bench --target=cuda --repeat=50 --json "$out/fusion_cuda.json" --svg "$out/fusion_cuda.svg" > "$out/fusion_cuda.txt" 2> "$out/fusion_cuda_progress.txt"
-echo "kiln bench: exit $?"
-cat "$out/fusion_cuda.txt"
-# The models suite, then each row profiled step by step (python3 bench/compare_torch.py
-# "$out/models_cuda.json", here, adds PyTorch where PyTorch is installed).
-bin/kiln bench --suite=models --target=cuda --repeat=20 --json "$out/models_cuda.json" > "$out/models_cuda.txt" 2> "$out/models_cuda_progress.txt"
-echo "kiln bench --suite=models: exit $?"
-cat "$out/models_cuda.txt"
+summary=$out/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+torch=no
+python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && torch=yes
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+note "== $(date -u +%FT%TZ) GPU tier"
+KILN_REQUIRE_GPU=1 timeout 200 bin/cuda_gpu_test --durations yes > "$out/gpu_tests.txt" 2>&1
+note "GPU tier: exit $? ($(tail -2 "$out/gpu_tests.txt" | head -1))"
+grep -E "FAILED|^ +(random graph|element|with)" "$out/gpu_tests.txt" | head -20 >> "$summary"
+models() {  # name, precision, filter, timeout
+  note "== $(date -u +%T) models suite, $2"
+  timeout "$4" bin/kiln bench --suite=models --target=cuda --repeat=10 --precision="$2" --filter="$3" \
+    --json "$out/$1.json" > "$out/$1.txt" 2> "$out/$1_progress.txt"
+  note "kiln bench: exit $?"; grep -E "^[a-z0-9_]+ +[0-9]" "$out/$1.txt" >> "$summary"
+  if [ $torch = yes ]; then
+    timeout 180 python3 compare_torch.py "$out/$1.json" -o "$out/$1_torch.json" > "$out/$1_torch.txt" 2>&1
+    note "compare_torch.py: exit $?"; grep -E "^row|^[a-z0-9_]+ +[0-9]" "$out/$1_torch.txt" >> "$summary"
+  fi
+}
+models models_f32 f32 . 150
+models models_bf16 bf16 '^gpt2_block' 80
+note "== $(date -u +%T) profiles"
 bin/kiln bench --suite=models --export="$out/rows" > /dev/null
-for row in gpt2_block gpt2_block_train bert_layer mlp_train; do
-  bin/kiln bench "$out/rows/$row.kir" --weights "$out/rows/$row.safetensors" --target=cuda --repeat=20 --profile \
-    --json "$out/profile_$row.json" --trace "$out/trace_$row.json" > "$out/profile_$row.txt" 2>&1
-  echo "kiln bench $row --profile: exit $?"
+for row in gpt2_block gpt2_block_train bert_layer mlp_train resnet18 cnn_train; do
+  timeout 40 bin/kiln bench "$out/rows/$row.kir" --weights "$out/rows/$row.safetensors" --target=cuda --repeat=10 \
+    --warmup=3 --profile --json "$out/profile_$row.json" --trace "$out/trace_$row.json" > "$out/profile_$row.txt" 2>&1
+  note "kiln bench $row --profile: exit $? ($(grep '^steps:' "$out/profile_$row.txt" | cut -d: -f2 | cut -d, -f1))"
 done
 rm -rf "$out/rows"
+[ $torch = yes ] && timeout 90 python3 torch_top_kernels.py "$out/models_f32.json" "$here" gpt2_block,gpt2_block_train \
+  > "$out/torch_top_kernels.txt" 2>&1
+note "== $(date -u +%T) reductions and matmuls against their limits"
+for kir in column_sum full_sum matmul_4096; do
+  for precision in f32 bf16; do
+    [ $kir != matmul_4096 ] && [ $precision = bf16 ] && continue
+    timeout 30 bin/kiln bench cuda_checks/$kir.kir --random-weights --target=cuda --precision=$precision --repeat=50 \
+      --profile > "$out/${kir}_$precision.txt" 2>&1
+    note "$kir $precision: exit $?"; grep -E "^ +[0-9]+ +[a-z]|^plain copy" "$out/${kir}_$precision.txt" >> "$summary"
+  done
+done
+[ $torch = yes ] && timeout 60 python3 gemm_shapes_torch.py > "$out/gemm_shapes_torch.txt" 2>&1 && cat "$out/gemm_shapes_torch.txt" >> "$summary"
+note "== $(date -u +%T) fusion suite"
+timeout 90 bin/kiln bench --target=cuda --repeat=30 --json "$out/fusion_cuda.json" --svg "$out/fusion_cuda.svg" \
+  > "$out/fusion_cuda.txt" 2> "$out/fusion_cuda_progress.txt"
+note "kiln bench: exit $?"; grep -E "^[a-z0-9_]+ +[0-9]" "$out/fusion_cuda.txt" >> "$summary"
+if [ -n "${KILN_FASHION_MNIST:-}" ]; then
+  note "== $(date -u +%T) Fashion-MNIST, 2 epochs"
+  timeout 120 bin/fashion_mnist --target=cuda --epochs=2 --data="$KILN_FASHION_MNIST" --out="$out/fashion_mnist" \
+    > "$out/fashion_kiln.txt" 2>&1
+  note "kiln: exit $?"; grep -E "^epoch|^test" "$out/fashion_kiln.txt" >> "$summary"
+  [ $torch = yes ] && timeout 120 python3 fashion_mnist_torch.py --device cuda --epochs 2 --data "$KILN_FASHION_MNIST" \
+    > "$out/fashion_torch.txt" 2>&1 && grep -E "^epoch|^test" "$out/fashion_torch.txt" >> "$summary"
+fi
+note "== $(date -u +%T) done"
 RUN
 chmod +x "$stage/kiln-gpu/run.sh"
 tar -C "$stage" -cf - kiln-gpu | xz -T0 -6 > "$out"
