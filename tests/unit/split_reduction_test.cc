@@ -66,6 +66,19 @@ TEST_CASE("a reduction splits by its shapes alone: columns and few long rows, ne
   REQUIRE(twelve);
   CHECK(twelve->parts == 12);  // 3·2^20 in parts of 2^18
 
+  // The same sum beside a full-shape output: parts of 2^14, which the partial kernel walks
+  // twice on the CPU; CUDA's one walk keeps its parts of 2^15.
+  auto beside = split_of(kiln::testing::kLossBesideOutput);
+  REQUIRE(beside);
+  CHECK(beside->walk == Walk::Rows);
+  CHECK(beside->parts == 192);
+  CHECK(beside->part_length == 16384);
+  ir::Graph loss = planned_graph(kiln::testing::kLossBesideOutput);
+  auto on_cuda = ir::reduction_split(loss, loss.program->steps[0], ir::kCudaSplit);
+  REQUIRE(on_cuda);
+  CHECK(on_cuda->parts == 96);
+  CHECK(on_cuda->part_length == 32768);
+
   CHECK(!split_of(sum_text("128,16384", "1", "128")));   // enough rows
   CHECK(!split_of(sum_text("100,100", "0", "100")));     // small
   CHECK(!split_of(sum_text("32,65536", "0", "65536")));  // enough columns
