@@ -81,6 +81,8 @@ Result<std::unique_ptr<Prepared>> prepare(const SuiteRow& row, bool fuse, int th
 
 Result<SuiteResult> run_suite(const BenchOptions& options, const std::function<void(const std::string&)>& progress) {
   if (Status known = check_target(options.target); !known.ok()) return make_error("bench: " + known.error().message);
+  if (Status known = check_precision(options.precision); !known.ok())
+    return make_error("bench: " + known.error().message);
   const runtime::cuda::Driver* cu = nullptr;
   std::optional<std::string> gpu;
   if (options.target == "cuda") {

@@ -24,8 +24,7 @@ Result<const CompileTarget*> find_target(std::string_view name);
 Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options) {
   KILN_RETURN_IF_ERROR(find_target(options.target));
   ir::Graph g = graph;
-  if (options.precision != "f32" && options.precision != "bf16" && options.precision != "f16")
-    return make_error(fmt::format("compile: unknown precision '{}' (expected f32, bf16 or f16)", options.precision));
+  KILN_RETURN_IF_ERROR(check_precision(options.precision));
   // After decompose, so matmuls inside composites and called functions are cast too.
   std::string pipeline_text(passes::kDefaultPipeline);
   if (options.precision != "f32")
@@ -181,6 +180,12 @@ Result<const CompileTarget*> find_target(std::string_view name) {
 
 Status check_target(std::string_view target) {
   KILN_RETURN_IF_ERROR(find_target(target));
+  return Status::Ok();
+}
+
+Status check_precision(std::string_view precision) {
+  if (precision != "f32" && precision != "bf16" && precision != "f16")
+    return make_error(fmt::format("compile: unknown precision '{}' (expected f32, bf16 or f16)", precision));
   return Status::Ok();
 }
 

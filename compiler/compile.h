@@ -81,6 +81,10 @@ std::string nvrtc_version();
 /// "cuda"); the error lists them.
 Status check_target(std::string_view target);
 
+/// Whether `precision` is one CompileOptions::precision takes (f32, bf16, f16); the error
+/// lists them.
+Status check_precision(std::string_view precision);
+
 /// The CPU names a --cpu list may hold besides "native", as LLVM lists them.
 std::vector<std::string> known_cpus();
 
