@@ -2,16 +2,19 @@
 Runtime's outputs, and times kiln, ONNX Runtime and PyTorch on the same machine:
 
   onnx_models.py DIR --kiln PATH/TO/kiln [--models a,b] [--threads N] [--repeat N]
-                 [--rounds N] [--json FILE]
+                 [--rounds N] [--target cpu|cuda] [--json FILE]
 
 Per model: `kiln compile DIR/NAME.onnx` (its wall time), `kiln run` on the fixed inputs
 of NAME.inputs.npz and the relative error in max-norm (max |kiln - ort| / max |ort|)
-against NAME.ort.npz. Then --rounds rounds, each timing in turn `kiln bench NAME.kiln`,
+against NAME.ort.npz (ONNX Runtime on the CPU, whatever the target). Then --rounds rounds, each timing in turn `kiln bench NAME.kiln`,
 ONNX Runtime (CPUExecutionProvider, all graph optimizations, intra-op threads =
 --threads) and PyTorch eager (torch.no_grad, torch.set_num_threads(--threads)): the
 median of --repeat runs after a warm-up. On a shared machine one round can be slow for
 all three; the ratios are taken per round (paired) and their median reported, beside
-the median of each one's round medians. ONNX names become kiln names as `kiln import`
+the median of each one's round medians. With --target cuda kiln compiles for and runs on the
+GPU (f32, TF32 off), PyTorch eager runs there too (synchronized after each run, TF32 off),
+and ONNX Runtime uses its CUDAExecutionProvider where the installed package has it, else
+the CPU (the JSON says which). ONNX names become kiln names as `kiln import`
 maps them. Each timing starts after --pause seconds of rest: the OpenMP threads of ONNX
 Runtime and PyTorch spin for a while after their last run, and without the rest they
 took a core from the kiln process timed after them. Prints a table; --json writes every
@@ -65,7 +68,8 @@ def median_ms(run, warmup, repeat):
 def kiln_figures(kiln, model, path, work, args):
     artifact = os.path.join(work, model + ".kiln")
     start = time.perf_counter()
-    subprocess.run([kiln, "compile", path, "-o", artifact], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([kiln, "compile", path, "-o", artifact, f"--target={args.target}"], check=True,
+                   stdout=subprocess.DEVNULL)
     compile_s = time.perf_counter() - start
     inputs = np.load(os.path.join(args.dir, model + ".inputs.npz"))
     flags = []
@@ -103,7 +107,11 @@ def ort_session(path, args):
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"]), onnxruntime.__version__
+    providers = ["CPUExecutionProvider"]
+    if args.target == "cuda" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        providers.insert(0, "CUDAExecutionProvider")
+    session = onnxruntime.InferenceSession(path, options, providers=providers)
+    return session, f"{onnxruntime.__version__} {session.get_providers()[0]}"
 
 
 def torch_model(model, args):
@@ -114,10 +122,18 @@ def torch_model(model, args):
     build, _ = export_models.MODELS[model]
     module, inputs, _ = build()
     module.eval()
+    device = torch.device(args.target)
+    if args.target == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        module = module.to(device)
+        inputs = tuple(x.to(device) for x in inputs)
 
     def run():
         with torch.no_grad():
             module(*inputs)
+        if args.target == "cuda":
+            torch.cuda.synchronize()
 
     return run, torch.__version__
 
@@ -132,17 +148,28 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pause", type=float, default=2.0, help="seconds of rest before each timing")
+    parser.add_argument("--target", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
-    machine = {"cpu": cpu_name(), "hardware_threads": os.cpu_count()}
+    failed = []
+    machine = {"cpu": cpu_name(), "hardware_threads": os.cpu_count(), "target": args.target}
+    if args.target == "cuda":
+        import torch
+
+        machine["gpu"] = torch.cuda.get_device_name()
     with tempfile.TemporaryDirectory() as work:
         for model in args.models.split(","):
             path = os.path.join(args.dir, model + ".onnx")
             if not os.path.exists(path):
                 sys.exit(f"{path} is missing: run bench/export_models.py {args.dir} {model} first")
             print(f"{model}: compiling and checking with kiln ...", file=sys.stderr, flush=True)
-            row, artifact, flags = kiln_figures(args.kiln, model, path, work, args)
+            try:
+                row, artifact, flags = kiln_figures(args.kiln, model, path, work, args)
+            except subprocess.CalledProcessError as error:
+                # Its message is on stderr above; the other models still run.
+                failed.append(f"{model}: {' '.join(error.cmd[:2])} exited with {error.returncode}")
+                continue
             row = {"model": model, **row, "rounds": []}
             feeds = dict(np.load(os.path.join(args.dir, model + ".inputs.npz")))
             session, row["ort_version"] = ort_session(path, args)
@@ -163,16 +190,20 @@ def main():
             row["ort_over_kiln"] = statistics.median(x["ort_ms"] / x["kiln_ms"] for x in row["rounds"])
             row["torch_over_kiln"] = statistics.median(x["torch_eager_ms"] / x["kiln_ms"] for x in row["rounds"])
             rows.append(row)
+    print(f"target {args.target}; ONNX Runtime {rows[0]['ort_version'] if rows else ''}")
     print(f"{'model':<14} {'kiln ms':>9} {'ORT ms':>9} {'torch ms':>9} {'ORT/kiln':>9} {'torch/kiln':>10}"
           f" {'max rel err':>12} {'compile s':>10}")
     for r in rows:
         print(f"{r['model']:<14} {r['kiln_ms']:>9.2f} {r['ort_ms']:>9.2f} {r['torch_eager_ms']:>9.2f}"
               f" {r['ort_over_kiln']:>9.2f} {r['torch_over_kiln']:>10.2f}"
               f" {max(r['max_rel_error'].values()):>12.2e} {r['compile_s']:>10.1f}")
+    for line in failed:
+        print("failed:", line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine, "threads": args.threads, "repeat": args.repeat, "rounds": args.rounds,
-                       "rows": rows}, f, indent=1)
+                       "rows": rows, "failed": failed}, f, indent=1)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,13 @@
 # (compare_torch.py), in f32 and GPT-2's rows in bf16; each model's profile and
 # torch.compile's top kernels; a column sum, a full sum and a 4096^3 matmul against a copy
 # and torch.matmul, and torch.matmul at the suite's GEMM shapes; the fusion suite; and, if
-# KILN_FASHION_MNIST names the dataset's folder, two epochs of Fashion-MNIST with kiln and
-# PyTorch. Output goes to OUTDIR (default: kiln-gpu/out), a summary to OUTDIR/summary.txt.
+# KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln and PyTorch
+# (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
+# bench/export_models.py's files, those models (KILN_ONNX_LIST, default the six of
+# docs/onnx.md) compiled for CUDA and checked against ONNX Runtime (bench/onnx_models.py).
+# KILN_STAGES picks stages (default: "tier models profiles checks fusion fashion onnx") and
+# KILN_PROFILE_ROWS the profiled rows. Output goes to OUTDIR (default: kiln-gpu/out), a
+# summary to OUTDIR/summary.txt.
 set -euo pipefail
 out=$(realpath -m "${1:-kiln-gpu.tar.xz}")  # relative to where it is called from
 cd "$(dirname "$0")/.."
@@ -25,7 +30,7 @@ ldd bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashio
   grep -Ev '/(libc|libm|libpthread|librt|libdl)\.so|libnvrtc' | xargs -I{} cp -L {} "$stage/kiln-gpu/lib/"
 git ls-files 'tests/lit/*.kir' | tar -cf - -T - | tar -C "$stage/kiln-gpu" -xf -
 cp bench/compare_torch.py bench/trace_to_svg.py bench/gemm_shapes_torch.py bench/torch_top_kernels.py \
-  bench/fashion_mnist_torch.py "$stage/kiln-gpu/"
+  bench/fashion_mnist_torch.py bench/onnx_models.py bench/export_models.py "$stage/kiln-gpu/"
 cp -r bench/cuda_checks "$stage/kiln-gpu/"
 cat > "$stage/kiln-gpu/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -39,13 +44,17 @@ export LD_LIBRARY_PATH=$here/lib:$nvrtc KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/ki
 cd "$here"
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
+stages=" ${KILN_STAGES:-tier models profiles checks fusion fashion onnx} "
+stage() { [[ $stages == *" $1 "* ]]; }
 torch=no
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && torch=yes
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-note "== $(date -u +%FT%TZ) GPU tier"
-KILN_REQUIRE_GPU=1 timeout 200 bin/cuda_gpu_test --durations yes > "$out/gpu_tests.txt" 2>&1
-note "GPU tier: exit $? ($(tail -2 "$out/gpu_tests.txt" | head -1))"
-grep -E "FAILED|^ +(random graph|element|with)" "$out/gpu_tests.txt" | head -20 >> "$summary"
+if stage tier; then
+  note "== $(date -u +%FT%TZ) GPU tier"
+  KILN_REQUIRE_GPU=1 timeout 200 bin/cuda_gpu_test --durations yes > "$out/gpu_tests.txt" 2>&1
+  note "GPU tier: exit $? ($(tail -2 "$out/gpu_tests.txt" | head -1))"
+  grep -E "FAILED|^ +(random graph|element|with)" "$out/gpu_tests.txt" | head -20 >> "$summary"
+fi
 models() {  # name, precision, filter, timeout
   note "== $(date -u +%T) models suite, $2"
   timeout "$4" bin/kiln bench --suite=models --target=cuda --repeat=10 --precision="$2" --filter="$3" \
@@ -56,11 +65,14 @@ models() {  # name, precision, filter, timeout
     note "compare_torch.py: exit $?"; grep -E "^row|^[a-z0-9_]+ +[0-9]" "$out/$1_torch.txt" >> "$summary"
   fi
 }
-models models_f32 f32 . 150
-models models_bf16 bf16 '^gpt2_block' 80
+if stage models; then
+  models models_f32 f32 . 150
+  models models_bf16 bf16 '^gpt2_block' 80
+fi
+if stage profiles; then
 note "== $(date -u +%T) profiles"
 bin/kiln bench --suite=models --export="$out/rows" > /dev/null
-for row in gpt2_block gpt2_block_train bert_layer mlp_train resnet18 cnn_train; do
+for row in ${KILN_PROFILE_ROWS:-gpt2_block gpt2_block_train bert_layer mlp_train resnet18 cnn_train}; do
   timeout 40 bin/kiln bench "$out/rows/$row.kir" --weights "$out/rows/$row.safetensors" --target=cuda --repeat=10 \
     --warmup=3 --profile --json "$out/profile_$row.json" --trace "$out/trace_$row.json" > "$out/profile_$row.txt" 2>&1
   note "kiln bench $row --profile: exit $? ($(grep '^steps:' "$out/profile_$row.txt" | cut -d: -f2 | cut -d, -f1))"
@@ -68,6 +80,8 @@ done
 rm -rf "$out/rows"
 [ $torch = yes ] && timeout 90 python3 torch_top_kernels.py "$out/models_f32.json" "$here" gpt2_block,gpt2_block_train \
   > "$out/torch_top_kernels.txt" 2>&1
+fi
+if stage checks; then
 note "== $(date -u +%T) reductions and matmuls against their limits"
 for kir in column_sum full_sum matmul_4096; do
   for precision in f32 bf16; do
@@ -78,17 +92,29 @@ for kir in column_sum full_sum matmul_4096; do
   done
 done
 [ $torch = yes ] && timeout 60 python3 gemm_shapes_torch.py > "$out/gemm_shapes_torch.txt" 2>&1 && cat "$out/gemm_shapes_torch.txt" >> "$summary"
-note "== $(date -u +%T) fusion suite"
-timeout 90 bin/kiln bench --target=cuda --repeat=30 --json "$out/fusion_cuda.json" --svg "$out/fusion_cuda.svg" \
-  > "$out/fusion_cuda.txt" 2> "$out/fusion_cuda_progress.txt"
-note "kiln bench: exit $?"; grep -E "^[a-z0-9_]+ +[0-9]" "$out/fusion_cuda.txt" >> "$summary"
-if [ -n "${KILN_FASHION_MNIST:-}" ]; then
-  note "== $(date -u +%T) Fashion-MNIST, 2 epochs"
-  timeout 120 bin/fashion_mnist --target=cuda --epochs=2 --data="$KILN_FASHION_MNIST" --out="$out/fashion_mnist" \
+fi
+if stage fusion; then
+  note "== $(date -u +%T) fusion suite"
+  timeout 90 bin/kiln bench --target=cuda --repeat=30 --json "$out/fusion_cuda.json" --svg "$out/fusion_cuda.svg" \
+    > "$out/fusion_cuda.txt" 2> "$out/fusion_cuda_progress.txt"
+  note "kiln bench: exit $?"; grep -E "^[a-z0-9_]+ +[0-9]" "$out/fusion_cuda.txt" >> "$summary"
+fi
+if stage fashion && [ -n "${KILN_FASHION_MNIST:-}" ]; then
+  epochs=${KILN_FASHION_EPOCHS:-2}
+  note "== $(date -u +%T) Fashion-MNIST, $epochs epochs"
+  timeout 150 bin/fashion_mnist --target=cuda --epochs="$epochs" --data="$KILN_FASHION_MNIST" --out="$out/fashion_mnist" \
     > "$out/fashion_kiln.txt" 2>&1
   note "kiln: exit $?"; grep -E "^epoch|^test" "$out/fashion_kiln.txt" >> "$summary"
-  [ $torch = yes ] && timeout 120 python3 fashion_mnist_torch.py --device cuda --epochs 2 --data "$KILN_FASHION_MNIST" \
-    > "$out/fashion_torch.txt" 2>&1 && grep -E "^epoch|^test" "$out/fashion_torch.txt" >> "$summary"
+  rm -f "$out"/fashion_mnist/*.kiln "$out"/fashion_mnist/*.safetensors
+  [ $torch = yes ] && timeout 150 python3 fashion_mnist_torch.py --device cuda --epochs "$epochs" \
+    --data "$KILN_FASHION_MNIST" > "$out/fashion_torch.txt" 2>&1 && grep -E "^epoch|^test" "$out/fashion_torch.txt" >> "$summary"
+fi
+if stage onnx && [ -n "${KILN_ONNX_MODELS:-}" ] && [ $torch = yes ]; then
+  note "== $(date -u +%T) ONNX models on CUDA"
+  timeout 300 python3 onnx_models.py "$KILN_ONNX_MODELS" --kiln bin/kiln --target cuda --rounds 3 --pause 0.2 \
+    --models "${KILN_ONNX_LIST:-resnet18,resnet50,mobilenet_v2,vit_b_16,bert_base,gpt2_small}" \
+    --json "$out/onnx_models_cuda.json" > "$out/onnx_models_cuda.txt" 2> "$out/onnx_models_cuda_progress.txt"
+  note "onnx_models.py: exit $?"; cat "$out/onnx_models_cuda.txt" >> "$summary"
 fi
 note "== $(date -u +%T) done"
 RUN
