@@ -295,8 +295,10 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     c.args.push_back(arg);
   }
   // The library calls that apply their epilogues: those whose step fusion made end with
-  // the epilogue's result.
-  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, true, ir::matmul_operand_folds(g));
+  // the epilogue's result, as the target's library takes them (compile's fusion options).
+  const ir::MatmulEpilogues library =
+      target == format::kCpuTarget ? ir::MatmulEpilogues::kOneDnn : ir::MatmulEpilogues::kCublasLt;
+  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, library, ir::matmul_operand_folds(g));
   std::map<int, const ir::Epilogue*> epilogue_of;
   for (const ir::Epilogue& e : epilogues) epilogue_of[e.call] = &e;
   auto post_ops = [&](const ir::Step& step, int call, std::vector<uint32_t>& inputs) {
@@ -363,6 +365,11 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       info.matmul = call.params;
       info.inputs = {value(call.a), value(call.b)};
       info.matmul.post_ops = post_ops(step, call.node, info.inputs);
+      // Fusion run with another library's epilogues (kiln opt's options) may leave ops in
+      // the step that this target's call would not apply: never silently dropped.
+      if (info.matmul.post_ops.empty() && step.outputs != std::vector<ir::ValueId>{g.nodes[call.node].result})
+        return make_error(fmt::format("artifact: step {} computes ops after its matmul that {} does not apply",
+                                      step.name, target == format::kCpuTarget ? "oneDNN" : "cublasLt"));
     } else {
       for (ir::ValueId v : step.inputs) info.inputs.push_back(value(v));
     }

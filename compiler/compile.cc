@@ -40,14 +40,12 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   // Both runtimes read a matmul's operands through transposes and slices by strides; CUDA
   // only where the batch dims still fold into one strided-batched call (a loop of cuBLAS
   // calls over an outer batch dim ran attention's matmuls at a third of PyTorch's rate).
-  // The CPU runtime also applies a matmul's bias and activation in oneDNN's call and runs
-  // attention as one step (CUDA's cuBLAS calls do neither yet).
+  // Each runtime applies a matmul's bias and activation in its library's call (oneDNN's
+  // post-ops, cublasLt's epilogues); the CPU's also runs attention as one step.
   passes::set_option_default(specs, "fusion", "matmul_views", "true");
+  passes::set_option_default(specs, "fusion", "matmul_epilogues", options.target == "cuda" ? "cublaslt" : "onednn");
   if (options.target == "cuda") passes::set_option_default(specs, "fusion", "single_batch_views", "true");
-  if (options.target == "cpu") {
-    passes::set_option_default(specs, "fusion", "matmul_epilogues", "true");
-    passes::set_option_default(specs, "fusion", "attention", "true");
-  }
+  if (options.target == "cpu") passes::set_option_default(specs, "fusion", "attention", "true");
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));
   auto ran = pipeline.run(g);
   if (!ran.ok()) return ran.error();

@@ -11,7 +11,7 @@ namespace {
 
 class EpilogueMatcher {
  public:
-  EpilogueMatcher(const Graph& g, bool matmuls, const std::vector<int>& folds)
+  EpilogueMatcher(const Graph& g, MatmulEpilogues matmuls, const std::vector<int>& folds)
       : g_(g),
         matmuls_(matmuls),
         folds_(folds),
@@ -30,7 +30,7 @@ class EpilogueMatcher {
     if (type.dtype != DType::F32) return std::nullopt;
     if (c.op == Op::Conv && type.rank() >= 3) {
       channel_axis_ = 1;
-    } else if (c.op == Op::Matmul && matmuls_ && type.rank() >= 2) {
+    } else if (c.op == Op::Matmul && matmuls_ != MatmulEpilogues::kNone && type.rank() >= 2) {
       channel_axis_ = type.rank() - 1;
     } else {
       return std::nullopt;
@@ -42,8 +42,15 @@ class EpilogueMatcher {
     e.call = call;
     ValueId x = c.result;
     bool added = !convolution;
+    // A chain the matmul's library does not apply ends before the op that left it.
+    const MatmulEpilogues library = convolution ? MatmulEpilogues::kOneDnn : matmuls_;
     while (true) {
+      const Epilogue before = e;
       if (silu_or_hard_swish(x, e) || gelu(x, e)) {
+        if (!applies_post_ops(library, e.post_ops)) {
+          e = before;
+          break;
+        }
         x = e.result;
         continue;
       }
@@ -69,6 +76,10 @@ class EpilogueMatcher {
         added = true;
         e.post_ops.push_back({PostOp::Kind::Add, other});
       } else {
+        break;
+      }
+      if (!applies_post_ops(library, e.post_ops)) {
+        e = before;
         break;
       }
       e.nodes.push_back(index_of(*u));
@@ -269,7 +280,7 @@ class EpilogueMatcher {
   }
 
   const Graph& g_;
-  bool matmuls_;
+  MatmulEpilogues matmuls_;
   const std::vector<int>& folds_;
   int64_t channel_axis_ = 1;  // of the call being matched
   std::vector<int> producer_;
@@ -280,7 +291,22 @@ class EpilogueMatcher {
 
 }  // namespace
 
-std::vector<Epilogue> library_epilogues(const Graph& g, bool matmuls, const std::vector<int>& folds) {
+bool applies_post_ops(MatmulEpilogues matmuls, const std::vector<PostOp>& post_ops) {
+  using Kind = PostOp::Kind;
+  switch (matmuls) {
+    case MatmulEpilogues::kNone: return post_ops.empty();
+    case MatmulEpilogues::kOneDnn: return true;
+    case MatmulEpilogues::kCublasLt: {
+      size_t i = 0;
+      if (i < post_ops.size() && post_ops[i].kind == Kind::Bias) ++i;
+      if (i < post_ops.size() && (post_ops[i].kind == Kind::Relu || post_ops[i].kind == Kind::GeluTanh)) ++i;
+      return i == post_ops.size();
+    }
+  }
+  return false;
+}
+
+std::vector<Epilogue> library_epilogues(const Graph& g, MatmulEpilogues matmuls, const std::vector<int>& folds) {
   EpilogueMatcher matcher(g, matmuls, folds);
   std::vector<Epilogue> found;
   for (size_t i = 0; i < g.nodes.size(); ++i)

@@ -54,11 +54,24 @@ struct Epilogue {
   ValueId result = kNoValue;     ///< the last op's: what the call writes
 };
 
-/// The epilogue of every forward convolution that has one and, with `matmuls`, of every
-/// f32 matmul, by graph order. `folds` (matmul_operand_folds, or empty) names the movement
-/// ops that matmul calls read through: a bias alone joins a matmul whose sum a library
-/// call reads, through them or directly (or that is a result).
-std::vector<Epilogue> library_epilogues(const Graph& g, bool matmuls, const std::vector<int>& folds = {});
+/// Which library applies f32 matmuls' epilogues, and so which chains it takes.
+enum class MatmulEpilogues {
+  kNone,    ///< matmuls write their product only
+  kOneDnn,  ///< the CPU's: every chain above
+  /// CUDA's cublasLtMatmul: a bias, then at most one of relu and GELU's tanh form (its
+  /// epilogues BIAS, RELU, RELU_BIAS, GELU, GELU_BIAS; its GELU is the tanh form, so an
+  /// erf GELU stays a kernel's).
+  kCublasLt,
+};
+
+/// The epilogue of every forward convolution that has one and of every f32 matmul that
+/// `matmuls` takes, by graph order. `folds` (matmul_operand_folds, or empty) names the
+/// movement ops that matmul calls read through: a bias alone joins a matmul whose sum a
+/// library call reads, through them or directly (or that is a result).
+std::vector<Epilogue> library_epilogues(const Graph& g, MatmulEpilogues matmuls, const std::vector<int>& folds = {});
+
+/// Whether the post-ops, in order, are a chain that `matmuls`' library applies.
+bool applies_post_ops(MatmulEpilogues matmuls, const std::vector<PostOp>& post_ops);
 
 /// Which GELU the nodes compute from x, in graph order, each reading x, another of them or
 /// scalar constants (and broadcasts of them) only, the last one's result being the

@@ -44,7 +44,7 @@ bool is_loop_op(Op op) {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, bool fuse, bool matmul_epilogues, bool matmul_views, bool attention,
+  Partitioner(const ir::Graph& g, bool fuse, ir::MatmulEpilogues matmul_epilogues, bool matmul_views, bool attention,
               bool single_batch_views)
       : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)

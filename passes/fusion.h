@@ -1,6 +1,7 @@
 // fusion: partitions a decomposed graph into kernels and library calls (a Program).
 #pragma once
 
+#include "ir/epilogue.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
@@ -21,10 +22,11 @@ namespace kiln::passes {
 ///     one kernel per row;
 ///   - library calls: matmul, with the transposes of its last two dims that feed only it
 ///     (BLAS takes transposed operands, so they are never copied); a forward f32
-///     convolution, and with `matmul_epilogues` an f32 matmul, with the bias and
-///     activations after it that its call applies (ir/epilogue.h); scatter_add, alone.
+///     convolution, and an f32 matmul whose library applies its bias and activations
+///     (`matmul_epilogues`), with those (ir/epilogue.h); scatter_add, alone.
 /// With `fuse` false every node is a step of its own (the unfused baseline).
-/// `matmul_epilogues` is for targets whose runtime applies a matmul's post-ops (the CPU's);
+/// `matmul_epilogues` names the library that applies a matmul's post-ops where the runtime
+/// has one: oneDNN's (the CPU's), or cublasLt's (CUDA's, a bias and relu or tanh GELU);
 /// `matmul_views` for those that read a matmul's operands through the transposes, slices
 /// and reshapes before it by strides (ir/matmul_views.h; both targets'), with
 /// `single_batch_views` only where the batch dims still fold into one strided-batched call
@@ -36,8 +38,8 @@ class FusionPass : public Pass {
   static constexpr int kMaxInputs = 16;  ///< distinct values a kernel reads
   static constexpr int kMaxOutputs = 8;  ///< values a kernel writes
 
-  explicit FusionPass(bool fuse = true, bool matmul_epilogues = false, bool matmul_views = false,
-                      bool attention = false, bool single_batch_views = false)
+  explicit FusionPass(bool fuse = true, ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone,
+                      bool matmul_views = false, bool attention = false, bool single_batch_views = false)
       : fuse_(fuse),
         matmul_epilogues_(matmul_epilogues),
         matmul_views_(matmul_views),
@@ -49,7 +51,7 @@ class FusionPass : public Pass {
 
  private:
   bool fuse_;
-  bool matmul_epilogues_;
+  ir::MatmulEpilogues matmul_epilogues_;
   bool matmul_views_;
   bool attention_;
   bool single_batch_views_;

@@ -116,7 +116,7 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
 
   // In-place reuse: a loop kernel's output over an input dying at that step, and a
   // convolution's over the residual it adds.
-  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, false);
+  const std::vector<ir::Epilogue> epilogues = ir::library_epilogues(g, ir::MatmulEpilogues::kNone);
   std::vector<int> allocation_of(g.values.size(), -1);
   std::vector<Allocation> allocations;
   for (const Buffer& b : buffers) {

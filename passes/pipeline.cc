@@ -36,7 +36,11 @@ Result<std::unique_ptr<Pass>> make(PassOptionReader&) {
 
 Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
   KILN_ASSIGN_OR_RETURN(bool fuse, reader.flag("fuse", true));
-  KILN_ASSIGN_OR_RETURN(bool matmul_epilogues, reader.flag("matmul_epilogues", false));
+  KILN_ASSIGN_OR_RETURN(std::string epilogues,
+                        reader.choice("matmul_epilogues", {"none", "onednn", "cublaslt"}, "none"));
+  const ir::MatmulEpilogues matmul_epilogues = epilogues == "onednn"     ? ir::MatmulEpilogues::kOneDnn
+                                               : epilogues == "cublaslt" ? ir::MatmulEpilogues::kCublasLt
+                                                                         : ir::MatmulEpilogues::kNone;
   KILN_ASSIGN_OR_RETURN(bool matmul_views, reader.flag("matmul_views", false));
   KILN_ASSIGN_OR_RETURN(bool attention, reader.flag("attention", false));
   KILN_ASSIGN_OR_RETURN(bool single_batch_views, reader.flag("single_batch_views", false));
@@ -75,7 +79,7 @@ constexpr Registration kPasses[] = {
     {"cse", "", make<CsePass>},
     {"dce", "", make<DcePass>},
     {"fusion",
-     "{fuse=true|false matmul_epilogues=true|false matmul_views=true|false attention=true|false "
+     "{fuse=true|false matmul_epilogues=none|onednn|cublaslt matmul_views=true|false attention=true|false "
      "single_batch_views=true|false}",
      make_fusion},
     {"lower-conv", "{keep_f32=true|false}", make_lower_conv},

@@ -15,8 +15,9 @@
 # (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
 # bench/export_models.py's files, those models (KILN_ONNX_LIST, default the six of
 # docs/onnx.md) compiled for CUDA and checked against ONNX Runtime (bench/onnx_models.py).
-# KILN_STAGES picks stages (default: "tier models profiles checks fusion fashion onnx") and
-# KILN_PROFILE_ROWS the profiled rows. Output goes to OUTDIR (default: kiln-gpu/out), a
+# KILN_STAGES picks stages (default: "tier models profiles checks fusion fashion onnx"),
+# KILN_MODEL_PRECISIONS the suite's precisions (default "f32 bf16") and KILN_PROFILE_ROWS
+# the profiled rows. Output goes to OUTDIR (default: kiln-gpu/out), a
 # summary to OUTDIR/summary.txt.
 set -euo pipefail
 out=$(realpath -m "${1:-kiln-gpu.tar.xz}")  # relative to where it is called from
@@ -67,7 +68,7 @@ models() {  # name, precision, filter, timeout
 }
 if stage models; then
   models models_f32 f32 . 150
-  models models_bf16 bf16 '^gpt2_block' 80
+  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" bf16 "* ]] && models models_bf16 bf16 '^gpt2_block' 80
 fi
 if stage profiles; then
 note "== $(date -u +%T) profiles"

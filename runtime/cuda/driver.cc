@@ -11,13 +11,6 @@ namespace {
 #define KILN_CUDA_STRING(x) #x
 #define KILN_CUDA_SYMBOL(x) KILN_CUDA_STRING(x)
 
-template <class F>
-bool bind(void* library, F& slot, const char* name, std::string& missing) {
-  slot = reinterpret_cast<F>(dlsym(library, name));
-  if (!slot) missing += std::string(missing.empty() ? "" : ", ") + name;
-  return slot != nullptr;
-}
-
 Result<const Driver*> open_driver() {
   const char* path = std::getenv("KILN_LIBCUDA");
   const std::string file = path && *path ? path : "libcuda.so.1";
@@ -25,7 +18,7 @@ Result<const Driver*> open_driver() {
   if (!library) return make_error("no NVIDIA driver was found (" + std::string(dlerror()) + ")");
   static Driver d;
   std::string missing;
-#define KILN_BIND(field, fn) bind(library, d.field, KILN_CUDA_SYMBOL(fn), missing)
+#define KILN_BIND(field, fn) bind_symbol(library, d.field, KILN_CUDA_SYMBOL(fn), missing)
   KILN_BIND(init, cuInit);
   KILN_BIND(driver_get_version, cuDriverGetVersion);
   KILN_BIND(get_error_name, cuGetErrorName);
@@ -62,10 +55,10 @@ Result<const Driver*> open_driver() {
   // Only profiled runs need events (cuEventElapsedTime_v2 is from CUDA 12.8's drivers on):
   // an older driver still runs models, and a profile says what it lacks.
   std::string no_events;
-  bind(library, d.event_create, KILN_CUDA_SYMBOL(cuEventCreate), no_events);
-  bind(library, d.event_destroy, KILN_CUDA_SYMBOL(cuEventDestroy), no_events);
-  bind(library, d.event_record, KILN_CUDA_SYMBOL(cuEventRecord), no_events);
-  bind(library, d.event_elapsed_time, KILN_CUDA_SYMBOL(cuEventElapsedTime), no_events);
+  bind_symbol(library, d.event_create, KILN_CUDA_SYMBOL(cuEventCreate), no_events);
+  bind_symbol(library, d.event_destroy, KILN_CUDA_SYMBOL(cuEventDestroy), no_events);
+  bind_symbol(library, d.event_record, KILN_CUDA_SYMBOL(cuEventRecord), no_events);
+  bind_symbol(library, d.event_elapsed_time, KILN_CUDA_SYMBOL(cuEventElapsedTime), no_events);
   if (!no_events.empty()) d.missing_for_profiles = no_events;
   KILN_BIND(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor);
 #undef KILN_BIND
@@ -76,27 +69,40 @@ Result<const Driver*> open_driver() {
 }
 
 Result<const Blas*> open_blas() {
-  const char* path = std::getenv("KILN_LIBCUBLAS");
-  std::string file = path && *path ? path : "libcublas.so.13";
-  void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library && !(path && *path)) library = dlopen((file = "libcublas.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library) return make_error("cuBLAS was not found (" + std::string(dlerror()) + ")");
+  KILN_ASSIGN_OR_RETURN(auto opened, open_library("KILN_LIBCUBLAS", "libcublas.so.13", "libcublas.so", "cuBLAS"));
+  auto [library, file] = opened;
   static Blas b;
   std::string missing;
-  bind(library, b.create, "cublasCreate_v2", missing);
-  bind(library, b.destroy, "cublasDestroy_v2", missing);
-  bind(library, b.set_stream, "cublasSetStream_v2", missing);
-  bind(library, b.set_workspace, "cublasSetWorkspace_v2", missing);
-  bind(library, b.set_math_mode, "cublasSetMathMode", missing);
-  bind(library, b.sgemm_strided_batched, "cublasSgemmStridedBatched", missing);
-  bind(library, b.dgemm_strided_batched, "cublasDgemmStridedBatched", missing);
-  bind(library, b.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx", missing);
-  bind(library, b.status_string, "cublasGetStatusString", missing);
+  bind_symbol(library, b.create, "cublasCreate_v2", missing);
+  bind_symbol(library, b.destroy, "cublasDestroy_v2", missing);
+  bind_symbol(library, b.set_stream, "cublasSetStream_v2", missing);
+  bind_symbol(library, b.set_workspace, "cublasSetWorkspace_v2", missing);
+  bind_symbol(library, b.set_math_mode, "cublasSetMathMode", missing);
+  bind_symbol(library, b.sgemm_strided_batched, "cublasSgemmStridedBatched", missing);
+  bind_symbol(library, b.dgemm_strided_batched, "cublasDgemmStridedBatched", missing);
+  bind_symbol(library, b.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx", missing);
+  bind_symbol(library, b.status_string, "cublasGetStatusString", missing);
   if (!missing.empty()) return make_error("cuBLAS in " + file + " lacks " + missing);
   return &b;
 }
 
 }  // namespace
+
+Result<std::pair<void*, std::string>> open_library(const char* variable, const char* soname, const char* fallback,
+                                                   const char* what) {
+  const char* path = std::getenv(variable);
+  std::string file = path && *path ? path : soname;
+  void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library && !(path && *path)) library = dlopen((file = fallback).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) return make_error(std::string(what) + " was not found (" + dlerror() + ")");
+  return std::pair{library, file};
+}
+
+void* find_symbol(void* library, const char* name, std::string& missing) {
+  void* symbol = dlsym(library, name);
+  if (!symbol) missing += std::string(missing.empty() ? "" : ", ") + name;
+  return symbol;
+}
 
 std::string error_name(CUresult result) {
   switch (static_cast<int>(result)) {

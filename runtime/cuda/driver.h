@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 #include <string>
+#include <utility>
 
 #include "base/result.h"
 
@@ -93,5 +94,18 @@ struct Blas {
 
 /// Opens cuBLAS (once per process; $KILN_LIBCUBLAS names another file).
 Result<const Blas*> blas();
+
+/// dlopen of $`variable`'s file where it is set, else `soname`, else `fallback` (the
+/// unversioned name); the library and the file opened, or "WHAT was not found (...)".
+Result<std::pair<void*, std::string>> open_library(const char* variable, const char* soname, const char* fallback,
+                                                   const char* what);
+
+/// dlsym of `name` in `library`; null, with the name appended to `missing` (comma
+/// separated), where the library lacks it.
+void* find_symbol(void* library, const char* name, std::string& missing);
+template <class F>
+void bind_symbol(void* library, F& slot, const char* name, std::string& missing) {
+  slot = reinterpret_cast<F>(find_symbol(library, name, missing));
+}
 
 }  // namespace kiln::runtime::cuda

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 
+#include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/format/target.h"
 
@@ -14,8 +17,8 @@ namespace {
 
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
 
-// cuBLAS's workspace per session: with one set, cuBLAS allocates nothing while a graph is
-// captured (NVIDIA recommends 32 MiB on Hopper).
+// cuBLAS's and cuBLASLt's workspace per session: with one set, cuBLAS allocates nothing
+// while a graph is captured (NVIDIA recommends 32 MiB on Hopper).
 constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
 
 struct Step {
@@ -28,8 +31,11 @@ struct Step {
   unsigned partial_grid = 1, partial_block = 1;
   uint64_t scratch_offset = 0;
   std::vector<uint32_t> args;  // inputs then outputs
+  size_t inputs = 0;           // how many of args are inputs
   const format::Matmul* matmul = nullptr;
   format::DType dtype = format::DType::F32;  // a matmul's element type
+  bool lt = false;                           // a matmul run by cublasLtMatmul (else cuBLAS)
+  int bias_arg = -1;                         // its epilogue's bias, in args
 };
 
 struct Session {
@@ -37,6 +43,8 @@ struct Session {
   CUdeviceptr arena = 0, workspace = 0;
   std::vector<CUdeviceptr> inputs;  // per input position (host runs)
   Blas::Handle blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  std::vector<std::unique_ptr<LtMatmul>> lt_steps;  // per step: its cuBLASLt call, if one
   CUgraphExec graph = nullptr;
   std::vector<CUdeviceptr> graph_where;  // the pointers `graph` was captured with
 };
@@ -70,7 +78,8 @@ struct StepEvents {
 // What a loaded CUDA artifact holds on the GPU, and how it runs.
 struct Impl {
   const Driver* cu = nullptr;
-  const Blas* blas = nullptr;  // only when a step is a matmul
+  const Blas* blas = nullptr;  // only when a step is an f64 matmul (or KILN_CUDA_MATMUL=cublas)
+  const BlasLt* lt = nullptr;  // only when a step is an f32, f16 or bf16 matmul
   Signature sig;
   ExecutorOptions options;
   const format::Artifact* artifact = nullptr;
@@ -119,6 +128,8 @@ struct Impl {
   void destroy(Session& s) const {
     if (s.graph) cu->graph_exec_destroy(s.graph);
     if (s.blas) blas->destroy(s.blas);
+    s.lt_steps.clear();
+    if (s.lt) lt->destroy(s.lt);
     for (CUdeviceptr p : s.inputs) cu->mem_free(p);
     if (s.arena) cu->mem_free(s.arena);
     if (s.workspace) cu->mem_free(s.workspace);
@@ -185,6 +196,7 @@ struct Impl {
       step.kind = s->kind();
       step.name = s->name() ? s->name()->str() : "step " + std::to_string(index);
       for (uint32_t v : *s->inputs()) step.args.push_back(v);
+      step.inputs = step.args.size();
       for (uint32_t v : *s->outputs()) step.args.push_back(v);
       if (step.kind == format::StepKind::Library && s->conv())
         return make_error("runtime: step " + step.name +
@@ -198,7 +210,20 @@ struct Impl {
           return make_error("runtime: step " + step.name + ": matmul on " + format::EnumNameDType(a->dtype()) +
                             " is not supported on CUDA");
         step.dtype = a->dtype();
-        if (!blas) {
+        // cublasLtMatmul for every f32, f16 and bf16 matmul: it applies their epilogues.
+        // KILN_CUDA_MATMUL=cublas runs those without one on cuBLAS's GEMMs instead (to
+        // compare the two libraries); f64 always runs there.
+        const char* library = std::getenv("KILN_CUDA_MATMUL");
+        const bool has_post_ops = step.matmul->post_ops() && step.matmul->post_ops()->size() > 0;
+        step.lt =
+            step.dtype != format::DType::F64 && (has_post_ops || !library || std::string_view(library) != "cublas");
+        if (has_post_ops)
+          for (const format::PostOp* p : *step.matmul->post_ops())
+            if (p->kind() == format::PostOpKind::Bias) step.bias_arg = p->input();
+        if (step.lt && !lt) {
+          KILN_ASSIGN_OR_RETURN(lt, cuda::blas_lt());
+        }
+        if (!step.lt && !blas) {
           KILN_ASSIGN_OR_RETURN(blas, cuda::blas());
         }
       } else {
@@ -267,10 +292,24 @@ struct Impl {
       if (!p.ok()) return fail(p.error());
       s->inputs.push_back(*p);
     }
-    if (blas) {
+    if (blas || lt) {
       auto w = allocate(kBlasWorkspaceBytes, "cuBLAS's workspace");
       if (!w.ok()) return fail(w.error());
       s->workspace = *w;
+    }
+    if (lt) {
+      if (cublasStatus_t b = lt->create(&s->lt); b != CUBLAS_STATUS_SUCCESS)
+        return fail(make_error(std::string("runtime: cublasLtCreate failed: ") + lt->status_string(b)));
+      s->lt_steps.resize(steps.size());
+      for (size_t i = 0; i < steps.size(); ++i) {
+        if (!steps[i].lt) continue;
+        auto op = LtMatmul::create(lt, s->lt, *steps[i].matmul, steps[i].dtype, artifact->allow_tf32(),
+                                   kBlasWorkspaceBytes, steps[i].name);
+        if (!op.ok()) return fail(op.error());
+        s->lt_steps[i] = std::move(*op);
+      }
+    }
+    if (blas) {
       if (Blas::Status b = blas->create(&s->blas); b != 0)
         return fail(make_error(std::string("runtime: cublasCreate failed: ") + blas->status_string(b)));
       blas->set_stream(s->blas, s->stream);
@@ -303,10 +342,10 @@ struct Impl {
     return where;
   }
 
-  Status matmul(const Step& step, const Session& s, const std::vector<CUdeviceptr>& where) const {
+  // One strided-batched cuBLAS GEMM of the step over its innermost batch dim, from the
+  // first batch index's elements at a, b and c.
+  Status blas_gemm(const Step& step, const Session& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) const {
     const format::Matmul& mm = *step.matmul;
-    if (mm.m() > INT32_MAX || mm.n() > INT32_MAX || mm.k() > INT32_MAX || mm.lda() > INT32_MAX || mm.ldb() > INT32_MAX)
-      return make_error("runtime: step " + step.name + ": a matmul dim is past the 2147483647 cuBLAS takes");
     const int m = static_cast<int>(mm.m()), n = static_cast<int>(mm.n()), k = static_cast<int>(mm.k());
     // Operands read in place through slices and transposes (matmul views) have their own
     // leading dims and offsets; 0 means packed.
@@ -318,47 +357,65 @@ struct Impl {
                                    : n;
     const Blas::Operation ta = mm.trans_a() ? Blas::kTranspose : Blas::kNoTranspose,
                           tb = mm.trans_b() ? Blas::kTranspose : Blas::kNoTranspose;
+    const format::BatchDim* inner =
+        mm.batch() && mm.batch()->size() ? mm.batch()->Get(mm.batch()->size() - 1) : nullptr;
+    const int count = inner ? static_cast<int>(inner->count()) : 1;
+    const long long sa = inner ? inner->a_stride() : 0, sb = inner ? inner->b_stride() : 0,
+                    sc = inner ? inner->c_stride() : 0;
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first.
+    Blas::Status r;
+    if (step.dtype == format::DType::F16 || step.dtype == format::DType::BF16) {
+      // Half-precision operands and result, f32 accumulation (cuBLAS picks tensor cores).
+      const Blas::DataType t = step.dtype == format::DType::F16 ? Blas::kR16F : Blas::kR16BF;
+      const float one = 1, zero = 0;
+      r = blas->gemm_strided_batched_ex(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const void*>(b), t, ldb, sb,
+                                        reinterpret_cast<const void*>(a), t, lda, sa, &zero, reinterpret_cast<void*>(c),
+                                        t, n, sc, count, Blas::kCompute32F, -1 /* CUBLAS_GEMM_DEFAULT */);
+    } else if (step.dtype == format::DType::F64) {
+      const double one = 1, zero = 0;
+      r = blas->dgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const double*>(b), ldb, sb,
+                                      reinterpret_cast<const double*>(a), lda, sa, &zero, reinterpret_cast<double*>(c),
+                                      n, sc, count);
+    } else {
+      const float one = 1, zero = 0;
+      r = blas->sgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const float*>(b), ldb, sb,
+                                      reinterpret_cast<const float*>(a), lda, sa, &zero, reinterpret_cast<float*>(c), n,
+                                      sc, count);
+    }
+    if (r != 0) return make_error("runtime: cuBLAS error in step " + step.name + ": " + blas->status_string(r));
+    return Status::Ok();
+  }
+
+  // A matmul step: one cuBLASLt or cuBLAS call per index of its outer batch dims (the
+  // innermost is the call's strided batch). With `prepare_only`, only cuBLASLt's algorithms
+  // for these pointers are chosen (before a graph capture, which records kernels only).
+  Status matmul(size_t index, const Session& s, const std::vector<CUdeviceptr>& where,
+                bool prepare_only = false) const {
+    const Step& step = steps[index];
+    const format::Matmul& mm = *step.matmul;
+    if (mm.m() > INT32_MAX || mm.n() > INT32_MAX || mm.k() > INT32_MAX || mm.lda() > INT32_MAX || mm.ldb() > INT32_MAX)
+      return make_error("runtime: step " + step.name + ": a matmul dim is past the 2147483647 cuBLAS takes");
     std::vector<const format::BatchDim*> dims;
     if (mm.batch())
       for (const format::BatchDim* d : *mm.batch()) dims.push_back(d);
-    // The innermost batch dim goes to one strided-batched call; outer ones are looped.
-    const format::BatchDim* inner = dims.empty() ? nullptr : dims.back();
-    if (inner) dims.pop_back();
+    if (!dims.empty()) dims.pop_back();  // the call's own
     int64_t outer = 1;
     for (const auto* d : dims) outer *= d->count();
     const size_t size = static_cast<size_t>(format::element_bytes(step.dtype));
+    const CUdeviceptr bias = step.bias_arg >= 0 ? where[step.args[static_cast<size_t>(step.bias_arg)]] : 0;
     std::vector<int64_t> at(dims.size(), 0);
     for (int64_t p = 0; p < outer; ++p) {
       int64_t ao = 0, bo = 0, co = 0;
       for (size_t i = 0; i < dims.size(); ++i)
         ao += at[i] * dims[i]->a_stride(), bo += at[i] * dims[i]->b_stride(), co += at[i] * dims[i]->c_stride();
       CUdeviceptr a = where[step.args[0]] + (mm.a_offset() + ao) * size,
-                  b = where[step.args[1]] + (mm.b_offset() + bo) * size, c = where[step.args[2]] + co * size;
-      const int count = inner ? static_cast<int>(inner->count()) : 1;
-      const long long sa = inner ? inner->a_stride() : 0, sb = inner ? inner->b_stride() : 0,
-                      sc = inner ? inner->c_stride() : 0;
-      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first.
-      Blas::Status r;
-      if (step.dtype == format::DType::F16 || step.dtype == format::DType::BF16) {
-        // Half-precision operands and result, f32 accumulation (cuBLAS picks tensor cores).
-        const Blas::DataType t = step.dtype == format::DType::F16 ? Blas::kR16F : Blas::kR16BF;
-        const float one = 1, zero = 0;
-        r = blas->gemm_strided_batched_ex(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const void*>(b), t, ldb, sb,
-                                          reinterpret_cast<const void*>(a), t, lda, sa, &zero,
-                                          reinterpret_cast<void*>(c), t, n, sc, count, Blas::kCompute32F,
-                                          -1 /* CUBLAS_GEMM_DEFAULT */);
-      } else if (step.dtype == format::DType::F64) {
-        const double one = 1, zero = 0;
-        r = blas->dgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const double*>(b), ldb, sb,
-                                        reinterpret_cast<const double*>(a), lda, sa, &zero,
-                                        reinterpret_cast<double*>(c), n, sc, count);
+                  b = where[step.args[1]] + (mm.b_offset() + bo) * size, c = where[step.args[step.inputs]] + co * size;
+      if (prepare_only) {
+        if (step.lt) KILN_RETURN_IF_ERROR(s.lt_steps[index]->prepare(a, b, c));
       } else {
-        const float one = 1, zero = 0;
-        r = blas->sgemm_strided_batched(s.blas, tb, ta, n, m, k, &one, reinterpret_cast<const float*>(b), ldb, sb,
-                                        reinterpret_cast<const float*>(a), lda, sa, &zero, reinterpret_cast<float*>(c),
-                                        n, sc, count);
+        KILN_RETURN_IF_ERROR(step.lt ? s.lt_steps[index]->enqueue(a, b, c, bias, s.stream, s.workspace)
+                                     : blas_gemm(step, s, a, b, c));
       }
-      if (r != 0) return make_error("runtime: cuBLAS error in step " + step.name + ": " + blas->status_string(r));
       for (size_t i = dims.size(); i-- > 0;) {
         if (++at[i] < dims[i]->count()) break;
         at[i] = 0;
@@ -376,7 +433,7 @@ struct Impl {
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step& step = steps[i];
       if (step.kind == format::StepKind::Library) {
-        KILN_RETURN_IF_ERROR(matmul(step, s, where));
+        KILN_RETURN_IF_ERROR(matmul(i, s, where));
       } else {
         args.clear();
         params.clear();
@@ -414,6 +471,8 @@ struct Impl {
     if (!s.graph || s.graph_where != where) {
       if (s.graph) cu->graph_exec_destroy(s.graph);
       s.graph = nullptr;
+      for (size_t i = 0; i < steps.size(); ++i)
+        if (steps[i].lt) KILN_RETURN_IF_ERROR(matmul(i, s, where, /*prepare_only=*/true));
       KILN_RETURN_IF_ERROR(
           check(cu->stream_begin_capture(s.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
       Status enqueued = enqueue(s, where);

@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 12;
+inline constexpr uint16_t kFormatMinor = 13;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -70,7 +70,7 @@ struct ArtifactContents {
     int64_t m = 0, n = 0, k = 0;
     bool trans_a = false, trans_b = false;
     std::vector<BatchDim> batch;
-    std::vector<PostOpInfo> post_ops;  ///< f32, CPU (format 1.11)
+    std::vector<PostOpInfo> post_ops;  ///< f32: CPU (format 1.11), CUDA (1.13)
     int64_t lda = 0, ldb = 0;          ///< 0: packed (format 1.11)
     int64_t a_offset = 0, b_offset = 0;
   };

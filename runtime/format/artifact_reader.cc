@@ -222,6 +222,17 @@ uint32_t post_op_operands(const PostOps* post_ops) {
 // Whether a post-op of `kind` computes on its value alone (an activation).
 bool activation(PostOpKind kind) { return !post_op_reads_input(kind) && kind != PostOpKind::Clip; }
 
+// Whether the post-ops are a chain cublasLt's epilogues apply: a bias, then at most one of
+// relu and tanh GELU (ir/epilogue.h's MatmulEpilogues::kCublasLt).
+bool cublaslt_epilogue(const PostOps* post_ops) {
+  uint32_t i = 0;
+  if (i < post_ops->size() && post_ops->Get(i) && post_ops->Get(i)->kind() == PostOpKind::Bias) ++i;
+  if (i < post_ops->size() && post_ops->Get(i) &&
+      (post_ops->Get(i)->kind() == PostOpKind::Relu || post_ops->Get(i)->kind() == PostOpKind::GeluTanh))
+    ++i;
+  return i == post_ops->size();
+}
+
 // Why a library call's post-ops are inconsistent, or "": each of a known kind, a bias only
 // first and of `channels` values, an added tensor of the result's shape `y`, each operand
 // the step input after the previous one's, clip bounds in order. A matmul's take a bias,
@@ -666,9 +677,10 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     }
     if (post_ops && post_ops->size() > 0) {
       const Value* c = a.values()->Get(step->outputs()->Get(0));
-      std::string why = cuda ? "has post-ops, which the CUDA runtime does not apply"
-                        : c->dtype() != DType::F32
-                            ? "has post-ops on a result that is not f32"
+      std::string why = c->dtype() != DType::F32 ? "has post-ops on a result that is not f32"
+                        : cuda && !cublaslt_epilogue(post_ops)
+                            ? "has post-ops that cublasLt does not apply (a bias, then at most one of Relu and "
+                              "GeluTanh)"
                             : post_op_problem(post_ops, true, mm->n(), c->shape(), *step, *a.values());
       if (!why.empty()) return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) + " " + why);
     }

@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 13;  // minor version 13
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.13 (this runtime reads 1.0 to 1.12)");
+  newer[10] = 14;  // minor version 14
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.14 (this runtime reads 1.0 to 1.13)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -401,7 +401,7 @@ TEST_CASE("a matmul's post-ops must fit it: a bias and activations on an f32 res
   Tensor x = m.input("x", {4, 8});
   m.output(gelu(linear(x, m.param("w", {8, 6}, Init::uniform(-1, 1)), m.param("b", {6}, Init::uniform(-1, 1)))), "y");
   const format::ArtifactContents good =
-      contents_of(m, "decompose,canonicalize,cse,dce,fusion{matmul_epilogues=true},memory-plan");
+      contents_of(m, "decompose,canonicalize,cse,dce,fusion{matmul_epilogues=onednn},memory-plan");
   REQUIRE(good.steps.size() == 1);
   using Kind = format::PostOpKind;
   REQUIRE(good.steps[0].matmul.post_ops.size() == 2);
@@ -410,7 +410,7 @@ TEST_CASE("a matmul's post-ops must fit it: a bias and activations on an f32 res
   CHECK(good.steps[0].matmul.post_ops[1].kind == Kind::GeluErf);
   CHECK(good.steps[0].inputs.size() == 3);
   CHECK(format::read_artifact(format::write_artifact(good)).ok());
-  // Without the option (the CUDA target's pipeline) the call has none.
+  // Without the option the call has none.
   CHECK(contents_of(m).steps[0].matmul.post_ops.empty());
   auto refused = [](format::ArtifactContents c, std::string_view target = "") {
     return refusal(format::write_artifact(c), target).message;
@@ -438,10 +438,57 @@ TEST_CASE("a matmul's post-ops must fit it: a bias and activations on an f32 res
           "artifact: malformed metadata: library step 0 needs 2 inputs and one output");
   }
   {
-    auto c = good;
+    auto c = good;  // cublasLt's GELU is the tanh form
     c.target = "cuda-sm_80";
-    CHECK(refused(c, "cuda-sm_80") == prefix + "has post-ops, which the CUDA runtime does not apply");
+    CHECK(refused(c, "cuda-sm_80") ==
+          prefix + "has post-ops that cublasLt does not apply (a bias, then at most one of Relu and GeluTanh)");
   }
+}
+
+TEST_CASE("on CUDA a matmul's epilogue is cublasLt's: a bias, then relu or tanh GELU (format 1.13)",
+          "[artifact][errors]") {
+  auto build = [](bool tanh, bool relu_after) {
+    Model m("linear_gelu", 1);
+    Tensor x = m.input("x", {4, 8});
+    Tensor h = linear(x, m.param("w", {8, 6}, Init::uniform(-1, 1)), m.param("b", {6}, Init::uniform(-1, 1)));
+    h = gelu(h, tanh);
+    m.output(relu_after ? relu(h) : h, "y");
+    auto built = m.build();
+    REQUIRE(built.ok());
+    return std::pair{*built, m.initial_values()};
+  };
+  auto contents = [](std::pair<ir::Graph, std::map<std::string, ir::Tensor>> model, std::string_view epilogues) {
+    auto& [g, weights] = model;
+    const std::string text = ir::print(g);
+    auto pipeline = passes::pipeline_from_text(
+        fmt::format("decompose,canonicalize,cse,dce,fusion{{matmul_epilogues={}}},memory-plan", epilogues));
+    REQUIRE(pipeline.ok());
+    REQUIRE(pipeline->run(g).ok());
+    return artifact_contents(g, weights, "cuda-sm_80", text);
+  };
+  using Kind = format::PostOpKind;
+  auto tanh = contents(build(true, false), "cublaslt");
+  REQUIRE(tanh.ok());
+  REQUIRE(tanh->steps.size() == 1);
+  REQUIRE(tanh->steps[0].matmul.post_ops.size() == 2);
+  CHECK(tanh->steps[0].matmul.post_ops[0].kind == Kind::Bias);
+  CHECK(tanh->steps[0].matmul.post_ops[1].kind == Kind::GeluTanh);
+  tanh->code.push_back({"cubin", "sm_80", std::vector<uint8_t>(100, 0), {}, {}});
+  CHECK(format::read_artifact(format::write_artifact(*tanh), "cuda-sm_80").ok());
+  // GELU's erf form and a relu after GELU stay kernels: the call adds the bias only where
+  // a library call reads the sum, so here it has no epilogue at all.
+  for (auto [tanh_form, relu_after] : {std::pair{false, false}, std::pair{true, true}}) {
+    auto c = contents(build(tanh_form, relu_after), "cublaslt");
+    REQUIRE(c.ok());
+    CHECK(c->steps.size() == 2);
+    CHECK(c->steps[0].matmul.post_ops.size() == (relu_after ? 2u : 0u));
+  }
+  // Fusion run with oneDNN's epilogues for a CUDA artifact leaves an op in the step that
+  // cublasLt does not apply: refused, never dropped.
+  auto mismatched = contents(build(false, false), "onednn");
+  REQUIRE(!mismatched.ok());
+  CHECK(mismatched.error().message ==
+        "artifact: step matmul_0 computes ops after its matmul that cublasLt does not apply");
 }
 
 TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its operands, on both targets",

@@ -1,15 +1,16 @@
 // The GPU tier (tag "gpu"; tools/gpu_tests.sh runs it): CUDA artifacts against the
 // interpreter for every op, element type, text-test model and 30 random graphs, fused and
 // unfused; CUDA Graph replay against plain launches; caller device pointers; one model
-// run from 8 threads; a state returned as a result. Without an NVIDIA driver every case
-// is skipped with a message, unless KILN_REQUIRE_GPU=1 (as the script sets), which makes
-// that a failure.
+// run from 8 threads; a state returned as a result; cublasLt's epilogues. Without an
+// NVIDIA driver every case is skipped with a message, unless KILN_REQUIRE_GPU=1 (as the
+// script sets), which makes that a failure.
 #include <fmt/format.h>
 #include <cmath>
 
 #include "compiler/nn.h"
 #include "ir/parser.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/format/artifact.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/random_graph.h"
 #include "tests/unit/run_util.h"
@@ -31,6 +32,26 @@ bool have_gpu() {
   if (require && std::string(require) == "1") FAIL("KILN_REQUIRE_GPU=1 but: " << driver.error().message);
   WARN("skipped (no GPU): " << driver.error().message);
   return false;
+}
+
+// How many of `runs` runs on each of 8 threads failed or gave other bytes than `first`.
+int runs_differing(const runtime::Model& model, const std::map<std::string, runtime::HostTensor>& inputs,
+                   const std::vector<runtime::HostTensor>& first, int runs) {
+  std::atomic<int> differing{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int r = 0; r < runs; ++r) {
+        auto out = model.run(inputs);
+        if (!out.ok() || out->size() != first.size()) {
+          ++differing;
+          continue;
+        }
+        for (size_t o = 0; o < out->size(); ++o) differing += (*out)[o].data != first[o].data;
+      }
+    });
+  for (auto& th : threads) th.join();
+  return differing;
 }
 
 CompileOptions cuda_options(bool fuse) {
@@ -181,21 +202,7 @@ TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes 
     for (const auto& [name, t] : args) inputs[name] = host(t, name);
     auto first = (*model)->run(inputs);
     REQUIRE(first.ok());
-    std::atomic<int> differing{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 8; ++t)
-      threads.emplace_back([&] {
-        for (int r = 0; r < 13; ++r) {  // 104 runs in all
-          auto out = (*model)->run(inputs);
-          if (!out.ok() || out->size() != first->size()) {
-            ++differing;
-            continue;
-          }
-          for (size_t o = 0; o < out->size(); ++o) differing += (*out)[o].data != (*first)[o].data;
-        }
-      });
-    for (auto& th : threads) th.join();
-    CHECK(differing == 0);
+    CHECK(runs_differing(**model, inputs, *first, 13) == 0);  // 104 runs in all
   }
 }
 
@@ -232,7 +239,62 @@ TEST_CASE("CUDA: f32 matmuls are f32 by default; with --allow-tf32 within TF32's
   }
 }
 
-TEST_CASE("CUDA: f16 and bf16 matmuls (cublasGemmStridedBatchedEx, f32 compute) within one unit in the last place",
+TEST_CASE(
+    "CUDA: cublasLt's epilogues (bias, relu, tanh GELU) give the interpreter's values, batched, through "
+    "views at any alignment, and from 8 threads",
+    "[gpu][cuda][epilogue]") {
+  // Each output is one epilogue: GELU_BIAS, RELU_BIAS, RELU, GELU, and BIAS (a result);
+  // the last two read %x through a slice one column in (4-byte aligned). 33 rows leave a
+  // partial tile.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @epilogues(%x: f32[4,33,48], %w1: f32[48,96], %b1: f32[96],
+    %w2: f32[96,40], %b2: f32[40], %w3: f32[40,24], %w4: f32[47,16], %w5: f32[47,8], %b5: f32[8]) {
+  %h1: f32[4,33,96] = linear(%x, %w1, %b1)
+  %gelu_bias: f32[4,33,96] = gelu(%h1) {approximate="tanh"}
+  %h2: f32[4,33,40] = linear(%gelu_bias, %w2, %b2)
+  %relu_bias: f32[4,33,40] = relu(%h2)
+  %m3: f32[4,33,24] = matmul(%relu_bias, %w3)
+  %relu: f32[4,33,24] = relu(%m3)
+  %xs: f32[4,33,47] = slice(%x) {starts=[0,0,1], ends=[4,33,48]}
+  %m4: f32[4,33,16] = matmul(%xs, %w4)
+  %gelu: f32[4,33,16] = gelu(%m4) {approximate="tanh"}
+  %bias: f32[4,33,8] = linear(%xs, %w5, %b5)
+  return %gelu_bias, %relu_bias, %relu, %gelu, %bias
+}
+)");
+  auto args = seeded_arguments(g, 11);
+  auto artifact = compile_to_artifact(g, cuda_options(true));
+  REQUIRE(artifact.ok());
+  {
+    auto read = format::read_artifact(*artifact, "");
+    REQUIRE(read.ok());
+    int with_epilogue = 0;
+    for (const format::Step* step : *read->metadata().steps())
+      with_epilogue += step->matmul() && step->matmul()->post_ops() && step->matmul()->post_ops()->size() > 0;
+    CHECK(with_epilogue == 5);  // in CI too: compiling needs no GPU
+  }
+  if (!have_gpu()) return;
+  const std::vector<ir::Tensor> want = kiln::testing::eval_ok(g, args);
+  auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
+  if (!got.ok()) FAIL(got.error().message);
+  for (size_t o = 0; o < want.size(); ++o) {
+    double worst = 0;
+    for (int64_t i = 0; i < want[o].size(); ++i)
+      worst = std::max(worst, std::abs((*got)[o].get(i) - want[o].get(i)) / (1 + std::abs(want[o].get(i))));
+    fmt::print("epilogue output {}: max |error| / (1 + |want|) = {:.3g}\n", g.value_name(g.results[o]), worst);
+  }
+  check_same(*got, want);
+  check_against_interpreter("epilogues", g, args, cuda_options(true));
+  // The same from 8 threads, each on its own session (its own descriptors and bias pointer).
+  auto model = runtime::Model::load_bytes(std::move(*artifact));
+  REQUIRE(model.ok());
+  std::map<std::string, runtime::HostTensor> inputs;
+  for (const auto& [name, t] : args) inputs[name] = host(t, name);
+  auto first = (*model)->run(inputs);
+  REQUIRE(first.ok());
+  CHECK(runs_differing(**model, inputs, *first, 5) == 0);
+}
+
+TEST_CASE("CUDA: f16 and bf16 matmuls (cublasLtMatmul, f32 compute) within one unit in the last place",
           "[gpu][cuda][precision]") {
   if (!have_gpu()) return;
   for (auto [name, bits] : {std::pair<const char*, int>{"bf16", 8}, {"f16", 11}}) {
