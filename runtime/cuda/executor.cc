@@ -214,6 +214,9 @@ struct Impl {
         // KILN_CUDA_MATMUL=cublas runs those without one on cuBLAS's GEMMs instead (to
         // compare the two libraries); f64 always runs there.
         const char* library = std::getenv("KILN_CUDA_MATMUL");
+        if (library && *library && std::string_view(library) != "cublas" && std::string_view(library) != "cublaslt")
+          return make_error(std::string("runtime: KILN_CUDA_MATMUL is '") + library +
+                            "'; it takes cublas or cublaslt (the default)");
         const bool has_post_ops = step.matmul->post_ops() && step.matmul->post_ops()->size() > 0;
         step.lt =
             step.dtype != format::DType::F64 && (has_post_ops || !library || std::string_view(library) != "cublas");
