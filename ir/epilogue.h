@@ -70,7 +70,8 @@ enum class MatmulEpilogues {
 /// library call reads, through them or directly (or that is a result).
 std::vector<Epilogue> library_epilogues(const Graph& g, MatmulEpilogues matmuls, const std::vector<int>& folds = {});
 
-/// Whether the post-ops, in order, are a chain that `matmuls`' library applies.
+/// Whether the post-ops, in order, are a chain that `matmuls`' library applies (the
+/// artifact reader checks CUDA's chains again itself: runtime/format cannot include ir/).
 bool applies_post_ops(MatmulEpilogues matmuls, const std::vector<PostOp>& post_ops);
 
 /// Which GELU the nodes compute from x, in graph order, each reading x, another of them or
