@@ -190,6 +190,14 @@ struct Impl {
   }
 
   Status load_steps() {
+    // cublasLtMatmul for every f32, f16 and bf16 matmul: it applies their epilogues.
+    // KILN_CUDA_MATMUL=cublas runs those without one on cuBLAS's GEMMs instead (to compare
+    // the two libraries); f64 always runs there.
+    const char* library = std::getenv("KILN_CUDA_MATMUL");
+    if (library && *library && std::string_view(library) != "cublas" && std::string_view(library) != "cublaslt")
+      return make_error(std::string("runtime: KILN_CUDA_MATMUL is '") + library +
+                        "'; it takes cublas or cublaslt (the default)");
+    const bool cublas_asked = library && std::string_view(library) == "cublas";
     uint32_t index = 0;
     for (const format::Step* s : *artifact->steps()) {
       Step step;
@@ -210,16 +218,8 @@ struct Impl {
           return make_error("runtime: step " + step.name + ": matmul on " + format::EnumNameDType(a->dtype()) +
                             " is not supported on CUDA");
         step.dtype = a->dtype();
-        // cublasLtMatmul for every f32, f16 and bf16 matmul: it applies their epilogues.
-        // KILN_CUDA_MATMUL=cublas runs those without one on cuBLAS's GEMMs instead (to
-        // compare the two libraries); f64 always runs there.
-        const char* library = std::getenv("KILN_CUDA_MATMUL");
-        if (library && *library && std::string_view(library) != "cublas" && std::string_view(library) != "cublaslt")
-          return make_error(std::string("runtime: KILN_CUDA_MATMUL is '") + library +
-                            "'; it takes cublas or cublaslt (the default)");
         const bool has_post_ops = step.matmul->post_ops() && step.matmul->post_ops()->size() > 0;
-        step.lt =
-            step.dtype != format::DType::F64 && (has_post_ops || !library || std::string_view(library) != "cublas");
+        step.lt = step.dtype != format::DType::F64 && (has_post_ops || !cublas_asked);
         if (has_post_ops)
           for (const format::PostOp* p : *step.matmul->post_ops())
             if (p->kind() == format::PostOpKind::Bias) step.bias_arg = p->input();

@@ -34,9 +34,17 @@ bool have_gpu() {
   return false;
 }
 
-// How many of `runs` runs on each of 8 threads failed or gave other bytes than `first`.
-int runs_differing(const runtime::Model& model, const std::map<std::string, runtime::HostTensor>& inputs,
-                   const std::vector<runtime::HostTensor>& first, int runs) {
+// Loads the artifact, runs it once with `args`, then `runs` times on each of 8 threads:
+// how many of those failed or gave other bytes than the first run.
+int runs_differing(std::vector<uint8_t> artifact, const std::map<std::string, ir::Tensor>& args, int runs) {
+  auto loaded = runtime::Model::load_bytes(std::move(artifact));
+  REQUIRE(loaded.ok());
+  const runtime::Model& model = **loaded;
+  std::map<std::string, runtime::HostTensor> inputs;
+  for (const auto& [name, t] : args) inputs[name] = host(t, name);
+  auto run = model.run(inputs);
+  REQUIRE(run.ok());
+  const std::vector<runtime::HostTensor>& first = *run;
   std::atomic<int> differing{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t)
@@ -196,13 +204,7 @@ TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes 
     check_against_interpreter("split", g, args, cuda_options(true));
     auto artifact = compile_to_artifact(g, cuda_options(true));
     REQUIRE(artifact.ok());
-    auto model = runtime::Model::load_bytes(std::move(*artifact));
-    REQUIRE(model.ok());
-    std::map<std::string, runtime::HostTensor> inputs;
-    for (const auto& [name, t] : args) inputs[name] = host(t, name);
-    auto first = (*model)->run(inputs);
-    REQUIRE(first.ok());
-    CHECK(runs_differing(**model, inputs, *first, 13) == 0);  // 104 runs in all
+    CHECK(runs_differing(std::move(*artifact), args, 13) == 0);  // 104 runs in all
   }
 }
 
@@ -285,13 +287,7 @@ TEST_CASE(
   check_same(*got, want);
   check_against_interpreter("epilogues", g, args, cuda_options(true));
   // The same from 8 threads, each on its own session (its own descriptors and bias pointer).
-  auto model = runtime::Model::load_bytes(std::move(*artifact));
-  REQUIRE(model.ok());
-  std::map<std::string, runtime::HostTensor> inputs;
-  for (const auto& [name, t] : args) inputs[name] = host(t, name);
-  auto first = (*model)->run(inputs);
-  REQUIRE(first.ok());
-  CHECK(runs_differing(**model, inputs, *first, 5) == 0);
+  CHECK(runs_differing(std::move(*artifact), args, 5) == 0);
 }
 
 TEST_CASE("CUDA: f16 and bf16 matmuls (cublasLtMatmul, f32 compute) within one unit in the last place",
