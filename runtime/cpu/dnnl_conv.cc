@@ -10,6 +10,7 @@
 #include "runtime/cpu/conv_gemm.h"
 #include "runtime/cpu/dnnl.h"
 #include "runtime/cpu/post_ops.h"
+#include "runtime/cpu/winograd.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -77,6 +78,9 @@ struct Prepared {
   int roles[3] = {};
   std::string what, reorder_what;  // for errors
   std::string implementation;      // oneDNN's name for the kernel it picked
+  // Where x and y are channels-last and the shape suits it: the same convolution as
+  // Winograd's F(4x4, 3x3) or F(2x2, 3x3), run where its weights were packed for it.
+  std::unique_ptr<WinogradConv> winograd;
 };
 
 std::string describe(const format::Conv& c) {
@@ -259,6 +263,10 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
     if (prep.primitive.primitive && api.primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
         impl)
       prep.implementation = impl;
+    const Result<bool> winograd = winograd_allowed();
+    if (prep.primitive.primitive && inference && winograd.ok() && *winograd && channels_last(api, prep.x.chosen, x) &&
+        channels_last(api, prep.y.chosen, y))
+      prep.winograd = WinogradConv::plan(api, c);
   }
   if (pd && pd != forward_pd) api.primitive_desc_destroy(pd);
   api.primitive_desc_destroy(forward_pd);
@@ -271,6 +279,7 @@ size_t packed_conv_weights_bytes(const format::Conv& conv, bool few_channels_blo
   const DnnlApi* api = dnnl_api();
   if (!api || conv.kind() != format::ConvKind::Forward) return 0;
   const Prepared& prep = prepared(*api, conv, few_channels_blocked);
+  if (prep.winograd) return prep.winograd->packed_bytes();
   return prep.primitive.primitive && prep.w.reordered() ? prep.w.chosen_bytes : 0;
 }
 
@@ -280,6 +289,7 @@ Status pack_conv_weights(const format::Conv& conv, const uint8_t* w, uint8_t* to
   if (!api || packed_conv_weights_bytes(conv, few_channels_blocked) == 0)
     return make_error("runtime: the " + describe(conv) + " has no packed weights");
   const Prepared& prep = prepared(*api, conv, few_channels_blocked);
+  if (prep.winograd) return prep.winograd->pack(w, to, threads);
   const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.w.plain, const_cast<uint8_t*>(w)},
                              {DNNL_ARG_TO, &prep.w.chosen, to}};
   return dnnl_run(*api, prep.w.reorder, reorder, threads, prep.reorder_what);
@@ -306,7 +316,9 @@ int added_input(const format::Conv& c) {
 
 std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
-  return api ? prepared(*api, conv, few_channels_blocked).implementation : std::string();
+  if (!api) return std::string();
+  const Prepared& prep = prepared(*api, conv, few_channels_blocked);
+  return prep.winograd ? prep.winograd->implementation() : prep.implementation;
 }
 
 std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, bool few_channels_blocked) {
@@ -320,7 +332,7 @@ std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, b
 int conv_added_input(const format::Conv& conv) { return added_input(conv); }
 
 Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights,
-                StepLayout layout) {
+                StepLayout layout, ThreadPool* pool) {
   // args: x, w (or their backward counterparts), the post-ops' operands, the result.
   PostOpOperands post = post_op_operands(conv.post_ops(), args);
   uint8_t* const core[3] = {args[0], args[1], post.result};
@@ -376,7 +388,11 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
   }
   if (prep->bias) operands.push_back({DNNL_ARG_BIAS, &prep->bias_md, post.bias});
   for (auto [k, arg] : prep->binary) operands.push_back({arg, &prep->channel_md, post.per_post_op[k]});
-  KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->primitive, operands, threads, prep->what));
+  // Packed weights were packed for Winograd where it applies (pack_conv_weights).
+  if (prep->winograd && packed_weights)
+    KILN_RETURN_IF_ERROR(prep->winograd->run(static_cast<const uint8_t*>(operands[0].data), packed_weights,
+                                             static_cast<uint8_t*>(operands[2].data), post, threads, pool));
+  else KILN_RETURN_IF_ERROR(dnnl_run(*api, prep->primitive, operands, threads, prep->what));
   if (const Operand& out = *prep->in_order[2]; out.reordered() && !layout.y_native) {
     const DnnlArg reorder[] = {{DNNL_ARG_FROM, &out.chosen, operands[2].data}, {DNNL_ARG_TO, &out.plain, core[2]}};
     KILN_RETURN_IF_ERROR(dnnl_run(*api, out.reorder, reorder, threads, prep->reorder_what));

@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "runtime/cpu/layout_plan.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/format/artifact.h"
 
 namespace kiln::runtime::cpu {
@@ -19,12 +20,15 @@ namespace kiln::runtime::cpu {
 /// run. Without oneDNN, or where it has no primitive for the convolution, im2col and
 /// OpenBLAS (conv_gemm.h). `packed_weights`, where not null, are the weights as
 /// pack_conv_weights left them; `layout` says which operands lie in the primitive's
-/// layouts (plan_layouts).
+/// layouts (plan_layouts). A 3x3 convolution of stride 1 with packed weights and x and y
+/// channels-last may run as Winograd's F(4x4, 3x3) or F(2x2, 3x3) (winograd.h), its
+/// transforms on `pool`.
 Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights = nullptr,
-                StepLayout layout = {});
+                StepLayout layout = {}, ThreadPool* pool = nullptr);
 
 /// oneDNN's name for the kernel it runs `conv` on ("brgconv:avx512_core", "ref:any" for
-/// its slow reference code), or "" where oneDNN has no primitive for it.
+/// its slow reference code; "winograd_4x4_3x3 + " or "winograd_2x2_3x3 + " its matmul's
+/// where the convolution runs as Winograd with packed weights), or "" where oneDNN has no primitive for it.
 /// `few_channels_blocked` as StepLayout::y_blocked.
 std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked = false);
 

@@ -18,6 +18,7 @@
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/page_memory.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/winograd.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -101,6 +102,7 @@ class CpuExecutor final : public Executor {
     } catch (const std::system_error& e) {
       return make_error("runtime: cannot start " + std::to_string(threads) + " threads: " + e.code().message());
     }
+    if (const Result<bool> winograd = winograd_allowed(); !winograd.ok()) return winograd.error();
     // Activations passed from convolution to convolution in the library's layout, through
     // the pools and elementwise steps between them.
     std::vector<char> pinned(sig_.values.size(), 0);
@@ -244,7 +246,7 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
       if (step.kind() == format::StepKind::Library && step.attention())
         return run_attention(*step.attention(), ptrs.data(), threads_, pool_.get());
       if (step.kind() == format::StepKind::Library && step.conv()) {
-        return run_conv(*step.conv(), ptrs.data(), threads_, packed_at_[s], layouts_[s]);
+        return run_conv(*step.conv(), ptrs.data(), threads_, packed_at_[s], layouts_[s], pool_.get());
       }
       if (step.kind() == format::StepKind::Library && packed_at_[s])
         return dnnl_packed_matmul(*step.matmul(), packed_at_[s], ptrs.data(), threads_);

@@ -1,0 +1,172 @@
+#include "runtime/cpu/winograd_tiles.h"
+
+#include <immintrin.h>
+
+namespace kiln::runtime::cpu {
+namespace {
+
+// Tile t of the batch: its image, and the first row and column of its m x m outputs.
+struct Tile {
+  int64_t image, row, col;
+};
+Tile tile_of(const WinogradShape& s, int64_t t) {
+  const int64_t plane = s.tiles_h * s.tiles_w;
+  return {t / plane, s.m * (t % plane / s.tiles_w), s.m * (t % s.tiles_w)};
+}
+
+__attribute__((target("avx512f"))) inline __m512 zeros() { return _mm512_setzero_ps(); }
+
+// One dim of each transform, 16 channels at a time: r = Bᵀ d (input) and o = Aᵀ p
+// (output), with Lavin and Gray's matrices, d and p read `stride` vectors apart.
+template <int m>
+struct Transform;
+
+// Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], Aᵀ = [1 1 1 0; 0 1 -1 -1].
+template <>
+struct Transform<2> {
+  __attribute__((target("avx512f"))) static void input(const __m512* d, int stride, __m512* r) {
+    const __m512 d0 = d[0], d1 = d[stride], d2 = d[2 * stride], d3 = d[3 * stride];
+    r[0] = _mm512_sub_ps(d0, d2);
+    r[1] = _mm512_add_ps(d1, d2);
+    r[2] = _mm512_sub_ps(d2, d1);
+    r[3] = _mm512_sub_ps(d1, d3);
+  }
+  __attribute__((target("avx512f"))) static void output(const __m512* p, int stride, __m512* o) {
+    const __m512 p1 = p[stride], p2 = p[2 * stride];
+    o[0] = _mm512_add_ps(_mm512_add_ps(p[0], p1), p2);
+    o[1] = _mm512_sub_ps(_mm512_sub_ps(p1, p2), p[3 * stride]);
+  }
+};
+
+// Bᵀ = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+// 0 4 0 -5 0 1], Aᵀ = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1], with
+// their rows' common terms shared.
+template <>
+struct Transform<4> {
+  __attribute__((target("avx512f"))) static void input(const __m512* d, int stride, __m512* r) {
+    const __m512 d0 = d[0], d1 = d[stride], d2 = d[2 * stride], d3 = d[3 * stride], d4 = d[4 * stride],
+                 d5 = d[5 * stride];
+    const __m512 four = _mm512_set1_ps(4), five = _mm512_set1_ps(5), two = _mm512_set1_ps(2);
+    const __m512 a = _mm512_fnmadd_ps(four, d2, d4), b = _mm512_fnmadd_ps(four, d1, d3);
+    const __m512 c = _mm512_sub_ps(d4, d2), e = _mm512_mul_ps(two, _mm512_sub_ps(d3, d1));
+    r[0] = _mm512_fmadd_ps(four, d0, _mm512_fnmadd_ps(five, d2, d4));
+    r[1] = _mm512_add_ps(a, b);
+    r[2] = _mm512_sub_ps(a, b);
+    r[3] = _mm512_add_ps(c, e);
+    r[4] = _mm512_sub_ps(c, e);
+    r[5] = _mm512_fmadd_ps(four, d1, _mm512_fnmadd_ps(five, d3, d5));
+  }
+  __attribute__((target("avx512f"))) static void output(const __m512* p, int stride, __m512* o) {
+    const __m512 p1 = p[stride], p2 = p[2 * stride], p3 = p[3 * stride], p4 = p[4 * stride];
+    const __m512 a = _mm512_add_ps(p1, p2), b = _mm512_sub_ps(p1, p2), c = _mm512_add_ps(p3, p4),
+                 e = _mm512_sub_ps(p3, p4);
+    o[0] = _mm512_add_ps(_mm512_add_ps(p[0], a), c);
+    o[1] = _mm512_fmadd_ps(_mm512_set1_ps(2), e, b);
+    o[2] = _mm512_fmadd_ps(_mm512_set1_ps(4), c, a);
+    o[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8), e, b), p[5 * stride]);
+  }
+};
+
+// The post-ops, in order, on 16 outputs of channels k.. at `at` in y (where an added
+// tensor lies before the store), as apply_post_ops and oneDNN apply them.
+__attribute__((target("avx512f"))) inline __m512 post_ops(const std::vector<WinogradPostOp>& ops,
+                                                          const float* const* operands, __m512 v, int64_t k,
+                                                          const float* at) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    switch (ops[i].kind) {
+      case format::PostOpKind::Bias:
+      case format::PostOpKind::ChannelAdd: v = _mm512_add_ps(v, _mm512_loadu_ps(operands[i] + k)); break;
+      case format::PostOpKind::ChannelSub: v = _mm512_sub_ps(v, _mm512_loadu_ps(operands[i] + k)); break;
+      case format::PostOpKind::ChannelMul: v = _mm512_mul_ps(v, _mm512_loadu_ps(operands[i] + k)); break;
+      case format::PostOpKind::Add: v = _mm512_add_ps(v, _mm512_loadu_ps(at)); break;
+      // max and min return their second operand where either is NaN: NaN stays NaN.
+      case format::PostOpKind::Relu: v = _mm512_max_ps(zeros(), v); break;
+      case format::PostOpKind::Clip:
+        v = _mm512_min_ps(_mm512_set1_ps(ops[i].hi), _mm512_max_ps(_mm512_set1_ps(ops[i].lo), v));
+        break;
+      default: break;  // WinogradConv::plan takes no other kind
+    }
+  }
+  return v;
+}
+
+template <int m>
+__attribute__((target("avx512f"))) void input_tiles(const WinogradShape& s, const float* x, float* v, int64_t first,
+                                                    int64_t begin, int64_t end) {
+  constexpr int n = m + 2;
+  const int64_t matrix_stride = s.rows * s.c;
+  for (int64_t t = begin; t < end; ++t) {
+    const Tile tile = tile_of(s, t);
+    const int64_t y0 = tile.row - s.pad_top, x0 = tile.col - s.pad_left;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + n <= s.h && x0 + n <= s.w;
+    const float* image = x + tile.image * s.h * s.w * s.c;
+    for (int64_t c = 0; c < s.c; c += 16) {
+      __m512 d[n][n];
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+          const int64_t yy = y0 + i, xx = x0 + j;
+          d[i][j] = inside || (yy >= 0 && yy < s.h && xx >= 0 && xx < s.w)
+                        ? _mm512_loadu_ps(image + (yy * s.w + xx) * s.c + c)
+                        : zeros();
+        }
+      __m512 e[n][n];  // Bᵀ d, a column at a time
+      for (int j = 0; j < n; ++j) {
+        __m512 column[n];
+        Transform<m>::input(&d[0][j], n, column);
+        for (int i = 0; i < n; ++i) e[i][j] = column[i];
+      }
+      float* out = v + (t - first) * s.c + c;
+      for (int i = 0; i < n; ++i) {
+        __m512 row[n];  // (Bᵀ d) B
+        Transform<m>::input(e[i], 1, row);
+        for (int j = 0; j < n; ++j) _mm512_storeu_ps(out + (i * n + j) * matrix_stride, row[j]);
+      }
+    }
+  }
+}
+
+template <int m>
+__attribute__((target("avx512f"))) void output_tiles(const WinogradShape& s, const float* p, float* y,
+                                                     const std::vector<WinogradPostOp>& ops,
+                                                     const float* const* operands, int64_t first, int64_t begin,
+                                                     int64_t end) {
+  constexpr int n = m + 2;
+  const int64_t matrix_stride = s.rows * s.k;
+  for (int64_t t = begin; t < end; ++t) {
+    const Tile tile = tile_of(s, t);
+    float* image = y + tile.image * s.oh * s.ow * s.k;
+    for (int64_t k = 0; k < s.k; k += 16) {
+      const float* in = p + (t - first) * s.k + k;
+      __m512 r[m][n];  // Aᵀ P, a column at a time
+      for (int j = 0; j < n; ++j) {
+        __m512 column[n], out[m];
+        for (int i = 0; i < n; ++i) column[i] = _mm512_loadu_ps(in + (i * n + j) * matrix_stride);
+        Transform<m>::output(column, 1, out);
+        for (int i = 0; i < m; ++i) r[i][j] = out[i];
+      }
+      for (int i = 0; i < m && tile.row + i < s.oh; ++i) {
+        __m512 out[m];  // (Aᵀ P) A
+        Transform<m>::output(r[i], 1, out);
+        for (int j = 0; j < m && tile.col + j < s.ow; ++j) {
+          float* at = image + ((tile.row + i) * s.ow + tile.col + j) * s.k + k;
+          _mm512_storeu_ps(at, post_ops(ops, operands, out[j], k, at));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void winograd_input_tiles(const WinogradShape& s, const float* x, float* v, int64_t first, int64_t begin, int64_t end) {
+  if (s.m == 4) input_tiles<4>(s, x, v, first, begin, end);
+  else input_tiles<2>(s, x, v, first, begin, end);
+}
+
+void winograd_output_tiles(const WinogradShape& s, const float* p, float* y, const std::vector<WinogradPostOp>& ops,
+                           const float* const* operands, int64_t first, int64_t begin, int64_t end) {
+  if (s.m == 4) output_tiles<4>(s, p, y, ops, operands, first, begin, end);
+  else output_tiles<2>(s, p, y, ops, operands, first, begin, end);
+}
+
+}  // namespace kiln::runtime::cpu
