@@ -47,9 +47,10 @@ std::string model_table(const ModelBenchResult& r) {
                      "GB/s", "of copy", "GFLOP/s", "ops");
   for (size_t i = 0; i < r.steps.size(); ++i) {
     const StepResult& st = r.steps[i];
-    out += fmt::format("{:>4}  {:<22} {:<9} {:>10.4f} {:>5.1f}% {:>10.1f} {:>8.2f} {:>9.1f}  {}\n", i, st.info.name,
-                       st.info.kind, st.ms, s.steps_ms > 0 ? 100 * st.ms / s.steps_ms : 0, st.gbps, st.fraction_of_copy,
-                       st.tflops * 1000, op_names(st.info.ops, 60));
+    out += fmt::format(
+        "{:>4}  {:<22} {:<9} {:>10.4f} {:>5.1f}% {:>10.1f} {:>8.2f} {:>9.1f}  {}\n", i, st.info.name, st.info.kind,
+        st.ms, s.steps_ms > 0 ? 100 * st.ms / s.steps_ms : 0, st.gbps, st.fraction_of_copy, st.tflops * 1000,
+        op_names(st.info.ops, 60) + (st.info.implementation.empty() ? "" : " [" + st.info.implementation + "]"));
   }
   auto share = [&](double ms) { return s.steps_ms > 0 ? 100 * ms / s.steps_ms : 0; };
   out += fmt::format(
@@ -97,7 +98,8 @@ std::string model_json(const ModelBenchResult& r) {
                           {"gbps", s.gbps},
                           {"fraction_of_copy", s.fraction_of_copy},
                           {"flops", s.info.flops},
-                          {"tflops", s.tflops}});
+                          {"tflops", s.tflops},
+                          {"implementation", s.info.implementation}});
   if (r.summary) {
     const ProfileSummary& s = *r.summary;
     j["profile"] = {{"runs", s.runs},

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,6 +45,9 @@ class Executor {
   /// Copies state tensor `index` (a position in the signature's state) out or in.
   virtual Status read_state(size_t index, uint8_t* to) const = 0;
   virtual Status write_state(size_t index, const uint8_t* from) = 0;
+  /// The kernel a library step runs on, where the target names it (StepInfo's
+  /// implementation), or "".
+  virtual std::string step_implementation(size_t /*step*/) const { return {}; }
 };
 
 /// A target the runtime runs: the artifact targets it takes ("cpu-x86_64", "cuda-sm_90")

@@ -114,7 +114,7 @@ std::vector<StepInfo> read_steps(const format::Artifact& a, const Signature& sig
     info.flops = s->flops();
     steps.push_back(std::move(info));
   }
-  StepInfo copies{"copies", "copy", {}, {}, {}, 0, 0};
+  StepInfo copies{"copies", "copy", {}, {}, {}, 0, 0, ""};
   std::vector<char> written_in_place(sig.values.size(), 0);
   for (size_t i = 0; i < sig.output_values.size(); ++i) {
     if (!output_states[i].empty()) continue;
@@ -173,6 +173,8 @@ Result<std::shared_ptr<Model>> Model::load_bytes(std::vector<uint8_t> bytes, con
   KILN_RETURN_IF_ERROR(read_signature(*impl));
   impl->steps = read_steps(impl->view.metadata(), impl->signature, impl->output_states);
   KILN_ASSIGN_OR_RETURN(impl->executor, runtime->load(impl->view, impl->signature, options));
+  for (size_t s = 0; s + 1 < impl->steps.size(); ++s)
+    impl->steps[s].implementation = impl->executor->step_implementation(s);
   return std::shared_ptr<Model>(new Model(std::move(impl)));
 }
 

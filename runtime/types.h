@@ -50,7 +50,12 @@ struct StepInfo {
   std::vector<std::string> ops;              ///< "%value = op" per IR op the step computes (format 1.3)
   std::vector<std::string> inputs, outputs;  ///< the values it reads and writes
   int64_t bytes = 0;                         ///< minimal traffic: every input read once, every output written once
+  /// Multiply-adds counted twice, as the IR's ops compute them (a convolution's direct
+  /// products, also where it runs as Winograd's, which makes fewer).
   int64_t flops = 0;
+  /// A library step's kernel where the runtime names it: on the CPU, a convolution's
+  /// ("brgconv:avx512_core", oneDNN's name, or "winograd_4x4_3x3 + brg:avx512_core").
+  std::string implementation;
 };
 
 /// One step's time in a profiled run, in milliseconds from the run's start.

@@ -314,11 +314,11 @@ int added_input(const format::Conv& c) {
 
 }  // namespace
 
-std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked) {
+std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked, bool packed_weights) {
   const DnnlApi* api = dnnl_api();
   if (!api) return std::string();
   const Prepared& prep = prepared(*api, conv, few_channels_blocked);
-  return prep.winograd ? prep.winograd->implementation() : prep.implementation;
+  return prep.winograd && packed_weights ? prep.winograd->implementation() : prep.implementation;
 }
 
 std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, bool few_channels_blocked) {

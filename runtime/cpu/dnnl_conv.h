@@ -28,9 +28,10 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
 
 /// oneDNN's name for the kernel it runs `conv` on ("brgconv:avx512_core", "ref:any" for
 /// its slow reference code; "winograd_4x4_3x3 + " or "winograd_2x2_3x3 + " its matmul's
-/// where the convolution runs as Winograd with packed weights), or "" where oneDNN has no primitive for it.
-/// `few_channels_blocked` as StepLayout::y_blocked.
-std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked = false);
+/// where the convolution runs as Winograd, with `packed_weights`), or "" where oneDNN has
+/// no primitive for it. `few_channels_blocked` as StepLayout::y_blocked.
+std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked = false,
+                                bool packed_weights = true);
 
 /// The layouts a forward convolution's oneDNN primitive reads x in and writes y in, and
 /// whether y's takes its plain layout's bytes (no padding of channels to whole blocks);

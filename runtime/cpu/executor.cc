@@ -150,6 +150,12 @@ class CpuExecutor final : public Executor {
   Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
                   RunProfile* profile) const override;
 
+  std::string step_implementation(size_t s) const override {
+    const format::Step& step = *a_.steps()->Get(static_cast<uint32_t>(s));
+    if (step.kind() != format::StepKind::Library || !step.conv()) return {};
+    return conv_implementation(*step.conv(), layouts_[s].y_blocked, packed_at_[s] != nullptr);
+  }
+
   Status run_device(const std::vector<uint64_t>&, const std::vector<uint64_t>&, RunProfile*) const override {
     return make_error("run: device pointers need a CUDA artifact; this one targets " + a_.target()->str());
   }

@@ -200,6 +200,10 @@ TEST_CASE("Winograd convolutions run from several threads at once give each run'
   REQUIRE(bytes.ok());
   auto model = runtime::Model::load_bytes(std::move(*bytes), {});
   REQUIRE(model.ok());
+  // The profile names each step's kernel: both convolutions are Winograd's.
+  int winograd_steps = 0;
+  for (const runtime::StepInfo& step : (*model)->steps()) winograd_steps += is_winograd(step.implementation);
+  CHECK(winograd_steps == (winograd_expected() ? 2 : 0));
   const ir::Shape shape = {1, 32, 16, 18};
   const auto expected = kiln::testing::outputs_one_thread(**model, "x", shape, 12);
   CHECK(kiln::testing::mismatches_across_threads(**model, "x", shape, 4, 3, expected) == 0);

@@ -43,8 +43,9 @@ says in latency_clock.
   --precision=P       a .kir: f32 (default), bf16 or f16, as kiln compile --precision
   --json=FILE         write the results as JSON (fields: docs/profiling.md)
   --profile           time every step: kernels, library calls, and the copies after them,
-                      each with its bytes, GB/s, fraction of a plain copy's bandwidth, and
-                      flops; on CUDA with events between plain launches (no graph)
+                      each with its bytes, GB/s, fraction of a plain copy's bandwidth,
+                      flops, and a library step's kernel where the runtime names it; on
+                      CUDA with events between plain launches (no graph)
   --trace=FILE        with --profile: write the profiled runs as Chrome trace events,
                       for Perfetto (ui.perfetto.dev) or chrome://tracing
   --quick             5 timed runs after 1 warm-up, for a first look and tests
