@@ -83,6 +83,9 @@ MODELS = {
 for _name in ["efficientnet_b0", "mobilenet_v3_small", "mnasnet1_0", "shufflenet_v2_x1_0", "squeezenet1_1",
               "densenet121", "regnet_y_400mf", "resnext50_32x4d", "convnext_tiny", "maxvit_t", "swin_t"]:
     MODELS[_name] = (torchvision_model(_name), "torchscript")
+# Plain stacks of 3x3 convolutions at every scale, for Winograd's (docs/cpu.md).
+for _name in ["resnet34", "vgg16"]:
+    MODELS[_name] = (torchvision_model(_name), "torchscript")
 MODELS["googlenet"] = (torchvision_model("googlenet", aux_logits=False, init_weights=True), "torchscript")
 MODELS["inception_v3"] = (torchvision_model("inception_v3", 299, aux_logits=False, init_weights=True), "torchscript")
 

@@ -32,3 +32,17 @@ rm -rf "$A"
 python3 bench/onnx_models.py "$M" --kiln "$K" \
   --models googlenet,inception_v3,densenet121,resnext50_32x4d,regnet_y_400mf,squeezenet1_1,efficientnet_b0,convnext_tiny,mnasnet1_0,shufflenet_v2_x1_0,mobilenet_v3_small,swin_t,maxvit_t \
   --rounds 3 --json "$OUT/zoo.json" > "$OUT/zoo.txt" 2>&1
+# 5. Two plain stacks of 3x3 convolutions (bench/export_models.py resnet34 vgg16): beside
+# ONNX Runtime and PyTorch, 3 rounds, then Winograd off and on, alternating, 3 rounds.
+python3 bench/onnx_models.py "$M" --kiln "$K" --models resnet34,vgg16 --rounds 3 \
+  --json "$OUT/plain_stacks.json" > "$OUT/plain_stacks.txt" 2>&1
+A=$(mktemp -d)
+for m in resnet34 vgg16; do "$K" compile "$M/$m.onnx" -o "$A/$m.kiln" > /dev/null; done
+for r in 1 2 3; do
+  for mode in off on; do
+    for m in resnet34 vgg16; do
+      KILN_CPU_WINOGRAD=$mode "$K" bench "$A/$m.kiln" --repeat 30 > "$OUT/ab_${m}_${mode}_$r.txt" 2>&1
+    done
+  done
+done
+rm -rf "$A"
