@@ -73,7 +73,9 @@ std::unique_ptr<WinogradConv> WinogradConv::plan(const DnnlApi& api, const forma
   // of channels for 16 outputs (2.25 per output), 2x2 ones 16 for 4 (4 per output).
   s = tiled(s, 4);
   if (s.tiles < kWinogradMinTiles) s = tiled(s, 2);
-  if (s.c % 16 != 0 || s.k % 16 != 0 || s.tiles < kWinogradMinTiles) return nullptr;
+  if (s.c % 16 != 0 || s.k % 16 != 0 || s.c < kWinogradMinChannels || s.k < kWinogradMinChannels ||
+      s.tiles < kWinogradMinTiles)
+    return nullptr;
   const int64_t passes = (matrices(s) * s.tiles * (s.c + s.k) * 4 + kPassBytes - 1) / kPassBytes;
   s.rows = (s.tiles + passes - 1) / passes;
   std::unique_ptr<WinogradConv> p(new WinogradConv);
@@ -86,8 +88,13 @@ std::unique_ptr<WinogradConv> WinogradConv::plan(const DnnlApi& api, const forma
         case format::PostOpKind::ChannelMul:
         case format::PostOpKind::Add:
         case format::PostOpKind::Relu:
-        case format::PostOpKind::Clip: p->post_ops_.push_back({op->kind(), op->lo(), op->hi()}); break;
-        default: return nullptr;  // activations with exponentials stay with oneDNN's kernels
+        case format::PostOpKind::Clip:
+        case format::PostOpKind::Sigmoid:
+        case format::PostOpKind::Tanh:
+        case format::PostOpKind::Silu:
+        case format::PostOpKind::HardSwish:
+        case format::PostOpKind::GeluTanh: p->post_ops_.push_back({op->kind(), op->lo(), op->hi()}); break;
+        case format::PostOpKind::GeluErf: return nullptr;  // no erf here: oneDNN's kernel applies it
       }
     }
   // The products of a pass: [(m+2)², rows, C] x [(m+2)², C, K] -> [(m+2)², rows, K], B in

@@ -34,14 +34,20 @@ Result<bool> winograd_allowed();
 /// 28x28 ones 0.64 with 49 tiles of 4x4; docs/cpu.md).
 constexpr int64_t kWinogradMinTiles = 40;
 
+/// Input and output channels below which a convolution stays direct: the products'
+/// GEMMs are then too thin, and the transforms (whose work grows with C + K, the GEMMs'
+/// with C·K) too large a part (16 to 16 channels at 56x56 took 1.39x the direct kernel's
+/// time, 16 to 32 at 112x112 1.08x, 32 to 32 at 32x32 0.93x, 64 to 64 at 28x28 0.66x;
+/// docs/cpu.md).
+constexpr int64_t kWinogradMinChannels = 32;
+
 class WinogradConv {
  public:
   /// The plan for `conv` with x and y channels-last (nhwc), or null where it does not
   /// apply: a CPU without AVX-512, oneDNN without a matmul for the products, or a
   /// convolution that is not forward, 2-D, ungrouped, 3x3, of stride and dilation 1, of
-  /// channels in multiples of 16 and at least kWinogradMinTiles tiles of 2x2, with
-  /// post-ops among bias, per-channel add, subtract and multiply, relu, clip and an added
-  /// tensor.
+  /// at least kWinogradMinChannels input and output channels in multiples of 16 and at
+  /// least kWinogradMinTiles tiles of 2x2, or one whose post-ops include an erf GELU.
   static std::unique_ptr<WinogradConv> plan(const DnnlApi& api, const format::Conv& conv);
 
   /// The bytes of the transformed weights, in the layout the matmul reads.

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "runtime/cpu/score_rows.h"
+
 namespace kiln::runtime::cpu {
 namespace {
 
@@ -84,10 +86,89 @@ __attribute__((target("avx512f"))) inline __m512 post_ops(const std::vector<Wino
       case format::PostOpKind::Clip:
         v = _mm512_min_ps(_mm512_set1_ps(ops[i].hi), _mm512_max_ps(_mm512_set1_ps(ops[i].lo), v));
         break;
-      default: break;  // WinogradConv::plan takes no other kind
+      default: break;  // the others go through activate(), below
     }
   }
   return v;
+}
+
+// Whether post_ops() applies the whole chain (it has no activation with exponentials).
+bool in_registers(const std::vector<WinogradPostOp>& ops) {
+  for (const WinogradPostOp& op : ops)
+    if (op.kind == format::PostOpKind::Sigmoid || op.kind == format::PostOpKind::Tanh ||
+        op.kind == format::PostOpKind::Silu || op.kind == format::PostOpKind::HardSwish ||
+        op.kind == format::PostOpKind::GeluTanh)
+      return false;
+  return true;
+}
+
+// e^-x, in place: score_rows' exp, within 2 units in the last place.
+void exp_of_negated(float* t, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) t[i] = -t[i];
+  exp_in_place(t, n);
+}
+
+// The post-ops, in order, on the k results of one output pixel (`v`, a scratch row), the
+// added tensor read from `at` in y, then stored at `at`: a chain with sigmoid, tanh, SiLU,
+// hard swish or tanh GELU, whose exponentials take vectors of their own. `t` is a scratch
+// row of k floats.
+__attribute__((target("avx512f"))) void activate(const std::vector<WinogradPostOp>& ops, const float* const* operands,
+                                                 float* v, float* t, float* at, int64_t k) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const float* operand = operands[i];
+    switch (ops[i].kind) {
+      case format::PostOpKind::Bias:
+      case format::PostOpKind::ChannelAdd:
+        for (int64_t c = 0; c < k; ++c) v[c] += operand[c];
+        break;
+      case format::PostOpKind::ChannelSub:
+        for (int64_t c = 0; c < k; ++c) v[c] -= operand[c];
+        break;
+      case format::PostOpKind::ChannelMul:
+        for (int64_t c = 0; c < k; ++c) v[c] *= operand[c];
+        break;
+      case format::PostOpKind::Add:
+        for (int64_t c = 0; c < k; ++c) v[c] += at[c];
+        break;
+      // NaN fails both comparisons and stays NaN, as apply_post_ops keeps it.
+      case format::PostOpKind::Relu:
+        for (int64_t c = 0; c < k; ++c) v[c] = v[c] < 0 ? 0.0f : v[c];
+        break;
+      case format::PostOpKind::Clip:
+        for (int64_t c = 0; c < k; ++c) v[c] = v[c] < ops[i].lo ? ops[i].lo : v[c] > ops[i].hi ? ops[i].hi : v[c];
+        break;
+      case format::PostOpKind::Sigmoid:
+      case format::PostOpKind::Silu:
+        for (int64_t c = 0; c < k; ++c) t[c] = v[c];
+        exp_of_negated(t, k);
+        if (ops[i].kind == format::PostOpKind::Sigmoid)
+          for (int64_t c = 0; c < k; ++c) v[c] = 1.0f / (1.0f + t[c]);
+        else
+          for (int64_t c = 0; c < k; ++c) v[c] = v[c] / (1.0f + t[c]);
+        break;
+      case format::PostOpKind::Tanh:
+      case format::PostOpKind::GeluTanh: {
+        // tanh(u) = 2 / (1 + e^-2u) - 1: -1 where e^-2u overflows, 1 where it underflows.
+        const bool gelu = ops[i].kind == format::PostOpKind::GeluTanh;
+        for (int64_t c = 0; c < k; ++c)
+          t[c] = gelu ? 2.0f * 0.7978845608f * (v[c] + 0.044715f * v[c] * v[c] * v[c]) : 2.0f * v[c];
+        exp_of_negated(t, k);
+        if (gelu)
+          for (int64_t c = 0; c < k; ++c) v[c] = v[c] / (1.0f + t[c]);  // 0.5 v (1 + tanh(u))
+        else
+          for (int64_t c = 0; c < k; ++c) v[c] = 2.0f / (1.0f + t[c]) - 1.0f;
+        break;
+      }
+      case format::PostOpKind::HardSwish:
+        for (int64_t c = 0; c < k; ++c) {
+          const float gate = v[c] / 6.0f + 0.5f;
+          v[c] *= gate < 0 ? 0.0f : gate > 1 ? 1.0f : gate;
+        }
+        break;
+      case format::PostOpKind::GeluErf: break;  // WinogradConv::plan refuses it
+    }
+  }
+  for (int64_t c = 0; c < k; ++c) at[c] = v[c];
 }
 
 template <int m>
@@ -132,6 +213,10 @@ __attribute__((target("avx512f"))) void output_tiles(const WinogradShape& s, con
                                                      int64_t end) {
   constexpr int n = m + 2;
   const int64_t matrix_stride = s.rows * s.k;
+  // A chain with exponentials goes through rows of the tile's results (then a row of
+  // scratch for activate()), a pixel at a time.
+  const bool registers = in_registers(ops);
+  std::vector<float> rows(registers ? 0 : static_cast<size_t>((m * m + 1) * s.k));
   for (int64_t t = begin; t < end; ++t) {
     const Tile tile = tile_of(s, t);
     float* image = y + tile.image * s.oh * s.ow * s.k;
@@ -149,10 +234,16 @@ __attribute__((target("avx512f"))) void output_tiles(const WinogradShape& s, con
         Transform<m>::output(r[i], 1, out);
         for (int j = 0; j < m && tile.col + j < s.ow; ++j) {
           float* at = image + ((tile.row + i) * s.ow + tile.col + j) * s.k + k;
-          _mm512_storeu_ps(at, post_ops(ops, operands, out[j], k, at));
+          if (registers) _mm512_storeu_ps(at, post_ops(ops, operands, out[j], k, at));
+          else _mm512_storeu_ps(rows.data() + (i * m + j) * s.k + k, out[j]);
         }
       }
     }
+    if (registers) continue;
+    for (int i = 0; i < m && tile.row + i < s.oh; ++i)
+      for (int j = 0; j < m && tile.col + j < s.ow; ++j)
+        activate(ops, operands, rows.data() + (i * m + j) * s.k, rows.data() + m * m * s.k,
+                 image + ((tile.row + i) * s.ow + tile.col + j) * s.k, s.k);
   }
 }
 

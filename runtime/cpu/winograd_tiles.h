@@ -18,7 +18,7 @@ struct WinogradShape {
 };
 
 /// A post-op the output transform applies: bias, per-channel add, subtract or multiply,
-/// an added tensor, relu or clip.
+/// an added tensor, relu, clip, sigmoid, tanh, SiLU, hard swish or tanh GELU.
 struct WinogradPostOp {
   format::PostOpKind kind;
   float lo, hi;
