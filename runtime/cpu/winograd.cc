@@ -79,23 +79,11 @@ std::unique_ptr<WinogradConv> WinogradConv::plan(const DnnlApi& api, const forma
   const int64_t passes = (matrices(s) * s.tiles * (s.c + s.k) * 4 + kPassBytes - 1) / kPassBytes;
   s.rows = (s.tiles + passes - 1) / passes;
   std::unique_ptr<WinogradConv> p(new WinogradConv);
+  // Every post-op but an erf GELU, which has no erf here (oneDNN's kernel applies it).
   if (c.post_ops())
     for (const format::PostOp* op : *c.post_ops()) {
-      switch (op->kind()) {
-        case format::PostOpKind::Bias:
-        case format::PostOpKind::ChannelAdd:
-        case format::PostOpKind::ChannelSub:
-        case format::PostOpKind::ChannelMul:
-        case format::PostOpKind::Add:
-        case format::PostOpKind::Relu:
-        case format::PostOpKind::Clip:
-        case format::PostOpKind::Sigmoid:
-        case format::PostOpKind::Tanh:
-        case format::PostOpKind::Silu:
-        case format::PostOpKind::HardSwish:
-        case format::PostOpKind::GeluTanh: p->post_ops_.push_back({op->kind(), op->lo(), op->hi()}); break;
-        case format::PostOpKind::GeluErf: return nullptr;  // no erf here: oneDNN's kernel applies it
-      }
+      if (op->kind() == format::PostOpKind::GeluErf) return nullptr;
+      p->post_ops_.push_back({op->kind(), op->lo(), op->hi()});
     }
   // The products of a pass: [(m+2)², rows, C] x [(m+2)², C, K] -> [(m+2)², rows, K], B in
   // the layout oneDNN picks.

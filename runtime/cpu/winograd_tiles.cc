@@ -86,19 +86,32 @@ __attribute__((target("avx512f"))) inline __m512 post_ops(const std::vector<Wino
       case format::PostOpKind::Clip:
         v = _mm512_min_ps(_mm512_set1_ps(ops[i].hi), _mm512_max_ps(_mm512_set1_ps(ops[i].lo), v));
         break;
-      default: break;  // the others go through activate(), below
+      default: break;  // in_registers() sends the others through activate(), below
     }
   }
   return v;
 }
 
-// Whether post_ops() applies the whole chain (it has no activation with exponentials).
+// Whether post_ops() applies the whole chain: it has no activation with exponentials
+// (a kind added to the format must be placed here: the switch has no default).
 bool in_registers(const std::vector<WinogradPostOp>& ops) {
-  for (const WinogradPostOp& op : ops)
-    if (op.kind == format::PostOpKind::Sigmoid || op.kind == format::PostOpKind::Tanh ||
-        op.kind == format::PostOpKind::Silu || op.kind == format::PostOpKind::HardSwish ||
-        op.kind == format::PostOpKind::GeluTanh)
-      return false;
+  for (const WinogradPostOp& op : ops) {
+    switch (op.kind) {
+      case format::PostOpKind::Bias:
+      case format::PostOpKind::ChannelAdd:
+      case format::PostOpKind::ChannelSub:
+      case format::PostOpKind::ChannelMul:
+      case format::PostOpKind::Add:
+      case format::PostOpKind::Relu:
+      case format::PostOpKind::Clip: continue;
+      case format::PostOpKind::Sigmoid:
+      case format::PostOpKind::Tanh:
+      case format::PostOpKind::Silu:
+      case format::PostOpKind::HardSwish:
+      case format::PostOpKind::GeluErf:
+      case format::PostOpKind::GeluTanh: return false;
+    }
+  }
   return true;
 }
 
@@ -165,7 +178,7 @@ __attribute__((target("avx512f"))) void activate(const std::vector<WinogradPostO
           v[c] *= gate < 0 ? 0.0f : gate > 1 ? 1.0f : gate;
         }
         break;
-      case format::PostOpKind::GeluErf: break;  // WinogradConv::plan refuses it
+      case format::PostOpKind::GeluErf: break;  // WinogradConv::plan refuses it (no erf here)
     }
   }
   for (int64_t c = 0; c < k; ++c) at[c] = v[c];
