@@ -111,6 +111,16 @@ DnnlPrimitive dnnl_create(const DnnlApi& api, const_dnnl_primitive_desc_t pd) {
   return made;
 }
 
+std::string dnnl_implementation(const DnnlApi& api, const_dnnl_primitive_desc_t pd) {
+  const char* impl = nullptr;
+  return api.primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl ? impl : "";
+}
+
+uint8_t* aligned_in(std::vector<uint8_t>& buffer, size_t bytes) {
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  return buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+}
+
 Status dnnl_run(const DnnlApi& api, const DnnlPrimitive& primitive, std::span<const DnnlArg> args, int threads,
                 std::string_view what) {
   // A stream per calling thread (oneDNN's primitives run from any thread, each on its
@@ -129,11 +139,9 @@ Status dnnl_run(const DnnlApi& api, const DnnlPrimitive& primitive, std::span<co
     mine.api = &api;
   }
   if (auto set_threads = dnnl_library().omp_set_num_threads) set_threads(threads);
-  // The scratchpad: the calling thread's, 64-byte aligned, grown to the largest asked for.
+  // The scratchpad: the calling thread's, grown to the largest asked for.
   thread_local std::vector<uint8_t> scratchpad_bytes;
-  if (scratchpad_bytes.size() < primitive.scratchpad_bytes + 64)
-    scratchpad_bytes.resize(primitive.scratchpad_bytes + 64);
-  void* scratchpad_at = scratchpad_bytes.data() + (64 - reinterpret_cast<uintptr_t>(scratchpad_bytes.data()) % 64);
+  void* scratchpad_at = aligned_in(scratchpad_bytes, primitive.scratchpad_bytes);
   std::vector<dnnl_memory_t> memories;
   std::vector<dnnl_exec_arg_t> exec;
   auto release = [&] {

@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -91,6 +92,17 @@ struct DnnlArg {
   const dnnl_memory_desc_t* desc;
   void* data;
 };
+
+/// oneDNN's name for the kernel a primitive descriptor picked ("brgconv:avx512_core"), or
+/// "" where it gives none.
+std::string dnnl_implementation(const DnnlApi& api, const_dnnl_primitive_desc_t pd);
+/// Whether that kernel is oneDNN's reference code ("ref:any"), tens of times slower than
+/// its optimized ones.
+inline bool dnnl_reference(std::string_view implementation) { return implementation.starts_with("ref"); }
+
+/// A 64-byte aligned run of at least `bytes` in `buffer`, grown to hold it: the calling
+/// thread's buffers for scratchpads, reorders and Winograd's transforms.
+uint8_t* aligned_in(std::vector<uint8_t>& buffer, size_t bytes);
 
 /// Runs a primitive on the calling thread's stream with its scratchpad, oneDNN's OpenMP
 /// threads bounded by `threads`; errors name `what`.

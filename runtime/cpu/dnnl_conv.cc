@@ -5,7 +5,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "runtime/cpu/conv_gemm.h"
@@ -235,9 +234,8 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
     dnnl_memory_desc_t last_x, last_y;
     if (channels_last_md(api, x, last_x) && channels_last_md(api, y, last_y))
       if (dnnl_primitive_desc_t last_pd = describe_forward(last_x, last_y)) {
-        const char* impl = nullptr;
-        if (api.primitive_desc_query(last_pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-            !std::string_view(impl).starts_with("ref")) {
+        const std::string impl = dnnl_implementation(api, last_pd);
+        if (!impl.empty() && !dnnl_reference(impl)) {
           api.primitive_desc_destroy(forward_pd);
           forward_pd = last_pd;
         } else {
@@ -284,10 +282,7 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
       ready = ready && prep.y_in.primitive;
     }
     if (ready) prep.primitive = dnnl_create(api, pd);
-    const char* impl = nullptr;
-    if (prep.primitive.primitive && api.primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-        impl)
-      prep.implementation = impl;
+    if (prep.primitive.primitive) prep.implementation = dnnl_implementation(api, pd);
     const Result<bool> winograd = winograd_allowed();
     if (prep.primitive.primitive && inference && winograd.ok() && *winograd && channels_last(api, prep.x.chosen, x) &&
         channels_last(api, prep.y.chosen, y))
@@ -392,8 +387,7 @@ Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, con
     if (&o == &prep->w && packed_weights) {
       at = const_cast<uint8_t*>(packed_weights);
     } else if (o.reordered() && !native) {
-      buffers[i].resize(o.chosen_bytes + 64);
-      at = buffers[i].data() + (64 - reinterpret_cast<uintptr_t>(buffers[i].data()) % 64);
+      at = aligned_in(buffers[i], o.chosen_bytes);
       if (i < 2) {
         const DnnlArg reorder[] = {{DNNL_ARG_FROM, &o.plain, core[i]}, {DNNL_ARG_TO, &o.chosen, at}};
         KILN_RETURN_IF_ERROR(dnnl_run(*api, o.reorder, reorder, threads, prep->reorder_what));

@@ -112,9 +112,7 @@ const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_t
     dnnl_primitive_desc_t pd = describe_call(p, mm, prep.descs, prep.descs.b);
     // oneDNN's reference kernel ran a batch of small products 100x slower than a loop of
     // sgemm calls: such a call is left to the caller.
-    const char* impl = nullptr;
-    const bool reference = pd && p.primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-                           impl && std::string_view(impl).starts_with("ref");
+    const bool reference = pd && dnnl_reference(dnnl_implementation(p, pd));
     if (!reference) prep.primitive = dnnl_create(p, pd);
     if (pd) p.primitive_desc_destroy(pd);
   }

@@ -51,13 +51,6 @@ bool all_equal(const flatbuffers::Vector<int64_t>* v, int64_t value) {
   return true;
 }
 
-// The calling thread's buffer of at least `floats`, 64-byte aligned.
-float* aligned_buffer(std::vector<float>& buffer, int64_t floats) {
-  if (buffer.size() < static_cast<size_t>(floats) + 16) buffer.resize(static_cast<size_t>(floats) + 16);
-  const uintptr_t at = reinterpret_cast<uintptr_t>(buffer.data());
-  return buffer.data() + (64 - at % 64) % 64 / sizeof(float);
-}
-
 }  // namespace
 
 std::unique_ptr<WinogradConv> WinogradConv::plan(const DnnlApi& api, const format::Conv& c) {
@@ -99,11 +92,9 @@ std::unique_ptr<WinogradConv> WinogradConv::plan(const DnnlApi& api, const forma
   if (api.matmul_desc_init(&desc, &p->v_md_, &u_any, nullptr, &p->m_md_) != dnnl_success) return nullptr;
   dnnl_primitive_desc_t pd = dnnl_describe(api, &desc, nullptr);
   if (!pd) return nullptr;
-  const char* impl = nullptr;
   const dnnl_memory_desc_t* chosen = api.primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-  const bool optimized = api.primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-                         !std::string_view(impl).starts_with("ref");
-  if (chosen && optimized) {
+  const std::string impl = dnnl_implementation(api, pd);
+  if (chosen && !impl.empty() && !dnnl_reference(impl)) {
     p->u_md_ = *chosen;
     p->packed_bytes_ = api.memory_desc_get_size(chosen);
     p->pack_reorder_ = dnnl_reorder(api, p->u_plain_md_, p->u_md_);
@@ -144,9 +135,9 @@ Status WinogradConv::pack(const uint8_t* w, uint8_t* to, int threads) const {
 Status WinogradConv::run(const uint8_t* x, const uint8_t* packed, uint8_t* y, const PostOpOperands& post, int threads,
                          ThreadPool* pool) const {
   const WinogradShape& s = shape_;
-  thread_local std::vector<float> v_buffer, m_buffer;
-  float* v = aligned_buffer(v_buffer, matrices(s) * s.rows * s.c);
-  float* m = aligned_buffer(m_buffer, matrices(s) * s.rows * s.k);
+  thread_local std::vector<uint8_t> v_buffer, m_buffer;
+  float* v = reinterpret_cast<float*>(aligned_in(v_buffer, matrices(s) * s.rows * s.c * sizeof(float)));
+  float* m = reinterpret_cast<float*>(aligned_in(m_buffer, matrices(s) * s.rows * s.k * sizeof(float)));
   std::vector<const float*> operands;
   for (uint8_t* operand : post.per_post_op) operands.push_back(reinterpret_cast<const float*>(operand));
   const float* xf = reinterpret_cast<const float*>(x);

@@ -69,26 +69,28 @@ struct Transform<4> {
   }
 };
 
-// The post-ops, in order, on 16 outputs of channels k.. at `at` in y (where an added
-// tensor lies before the store), as apply_post_ops and oneDNN apply them.
+// One post-op without exponentials, as apply_post_ops and oneDNN apply it, on 16 outputs
+// of channels k.. at `at` in y (where an added tensor lies before the store).
+__attribute__((target("avx512f"))) inline __m512 in_register(const WinogradPostOp& op, const float* operand, __m512 v,
+                                                             int64_t k, const float* at) {
+  switch (op.kind) {
+    case format::PostOpKind::Bias:
+    case format::PostOpKind::ChannelAdd: return _mm512_add_ps(v, _mm512_loadu_ps(operand + k));
+    case format::PostOpKind::ChannelSub: return _mm512_sub_ps(v, _mm512_loadu_ps(operand + k));
+    case format::PostOpKind::ChannelMul: return _mm512_mul_ps(v, _mm512_loadu_ps(operand + k));
+    case format::PostOpKind::Add: return _mm512_add_ps(v, _mm512_loadu_ps(at));
+    // max and min return their second operand where either is NaN: NaN stays NaN.
+    case format::PostOpKind::Relu: return _mm512_max_ps(zeros(), v);
+    case format::PostOpKind::Clip: return _mm512_min_ps(_mm512_set1_ps(op.hi), _mm512_max_ps(_mm512_set1_ps(op.lo), v));
+    default: return v;  // in_registers() sends the others through activate(), below
+  }
+}
+
+// The post-ops, in order, on 16 outputs: a chain for which in_registers() holds.
 __attribute__((target("avx512f"))) inline __m512 post_ops(const std::vector<WinogradPostOp>& ops,
                                                           const float* const* operands, __m512 v, int64_t k,
                                                           const float* at) {
-  for (size_t i = 0; i < ops.size(); ++i) {
-    switch (ops[i].kind) {
-      case format::PostOpKind::Bias:
-      case format::PostOpKind::ChannelAdd: v = _mm512_add_ps(v, _mm512_loadu_ps(operands[i] + k)); break;
-      case format::PostOpKind::ChannelSub: v = _mm512_sub_ps(v, _mm512_loadu_ps(operands[i] + k)); break;
-      case format::PostOpKind::ChannelMul: v = _mm512_mul_ps(v, _mm512_loadu_ps(operands[i] + k)); break;
-      case format::PostOpKind::Add: v = _mm512_add_ps(v, _mm512_loadu_ps(at)); break;
-      // max and min return their second operand where either is NaN: NaN stays NaN.
-      case format::PostOpKind::Relu: v = _mm512_max_ps(zeros(), v); break;
-      case format::PostOpKind::Clip:
-        v = _mm512_min_ps(_mm512_set1_ps(ops[i].hi), _mm512_max_ps(_mm512_set1_ps(ops[i].lo), v));
-        break;
-      default: break;  // in_registers() sends the others through activate(), below
-    }
-  }
+  for (size_t i = 0; i < ops.size(); ++i) v = in_register(ops[i], operands[i], v, k, at);
   return v;
 }
 
@@ -132,23 +134,13 @@ __attribute__((target("avx512f"))) void activate(const std::vector<WinogradPostO
     switch (ops[i].kind) {
       case format::PostOpKind::Bias:
       case format::PostOpKind::ChannelAdd:
-        for (int64_t c = 0; c < k; ++c) v[c] += operand[c];
-        break;
       case format::PostOpKind::ChannelSub:
-        for (int64_t c = 0; c < k; ++c) v[c] -= operand[c];
-        break;
       case format::PostOpKind::ChannelMul:
-        for (int64_t c = 0; c < k; ++c) v[c] *= operand[c];
-        break;
       case format::PostOpKind::Add:
-        for (int64_t c = 0; c < k; ++c) v[c] += at[c];
-        break;
-      // NaN fails both comparisons and stays NaN, as apply_post_ops keeps it.
       case format::PostOpKind::Relu:
-        for (int64_t c = 0; c < k; ++c) v[c] = v[c] < 0 ? 0.0f : v[c];
-        break;
-      case format::PostOpKind::Clip:
-        for (int64_t c = 0; c < k; ++c) v[c] = v[c] < ops[i].lo ? ops[i].lo : v[c] > ops[i].hi ? ops[i].hi : v[c];
+      case format::PostOpKind::Clip:  // k is a multiple of 16
+        for (int64_t c = 0; c < k; c += 16)
+          _mm512_storeu_ps(v + c, in_register(ops[i], operand, _mm512_loadu_ps(v + c), c, at + c));
         break;
       case format::PostOpKind::Sigmoid:
       case format::PostOpKind::Silu:
