@@ -69,6 +69,27 @@ struct Transform<4> {
   }
 };
 
+// Whether in_register() applies a kind: one without exponentials (a kind added to the
+// format must be placed here: the switch has no default).
+bool in_register_kind(format::PostOpKind kind) {
+  switch (kind) {
+    case format::PostOpKind::Bias:
+    case format::PostOpKind::ChannelAdd:
+    case format::PostOpKind::ChannelSub:
+    case format::PostOpKind::ChannelMul:
+    case format::PostOpKind::Add:
+    case format::PostOpKind::Relu:
+    case format::PostOpKind::Clip: return true;
+    case format::PostOpKind::Sigmoid:
+    case format::PostOpKind::Tanh:
+    case format::PostOpKind::Silu:
+    case format::PostOpKind::HardSwish:
+    case format::PostOpKind::GeluErf:
+    case format::PostOpKind::GeluTanh: return false;
+  }
+  return false;
+}
+
 // One post-op without exponentials, as apply_post_ops and oneDNN apply it, on 16 outputs
 // of channels k.. at `at` in y (where an added tensor lies before the store).
 __attribute__((target("avx512f"))) inline __m512 in_register(const WinogradPostOp& op, const float* operand, __m512 v,
@@ -95,25 +116,9 @@ __attribute__((target("avx512f"))) inline __m512 post_ops(const std::vector<Wino
 }
 
 // Whether post_ops() applies the whole chain: it has no activation with exponentials
-// (a kind added to the format must be placed here: the switch has no default).
 bool in_registers(const std::vector<WinogradPostOp>& ops) {
-  for (const WinogradPostOp& op : ops) {
-    switch (op.kind) {
-      case format::PostOpKind::Bias:
-      case format::PostOpKind::ChannelAdd:
-      case format::PostOpKind::ChannelSub:
-      case format::PostOpKind::ChannelMul:
-      case format::PostOpKind::Add:
-      case format::PostOpKind::Relu:
-      case format::PostOpKind::Clip: continue;
-      case format::PostOpKind::Sigmoid:
-      case format::PostOpKind::Tanh:
-      case format::PostOpKind::Silu:
-      case format::PostOpKind::HardSwish:
-      case format::PostOpKind::GeluErf:
-      case format::PostOpKind::GeluTanh: return false;
-    }
-  }
+  for (const WinogradPostOp& op : ops)
+    if (!in_register_kind(op.kind)) return false;
   return true;
 }
 
@@ -130,18 +135,12 @@ void exp_of_negated(float* t, int64_t n) {
 __attribute__((target("avx512f"))) void activate(const std::vector<WinogradPostOp>& ops, const float* const* operands,
                                                  float* v, float* t, float* at, int64_t k) {
   for (size_t i = 0; i < ops.size(); ++i) {
-    const float* operand = operands[i];
+    if (in_register_kind(ops[i].kind)) {  // k is a multiple of 16
+      for (int64_t c = 0; c < k; c += 16)
+        _mm512_storeu_ps(v + c, in_register(ops[i], operands[i], _mm512_loadu_ps(v + c), c, at + c));
+      continue;
+    }
     switch (ops[i].kind) {
-      case format::PostOpKind::Bias:
-      case format::PostOpKind::ChannelAdd:
-      case format::PostOpKind::ChannelSub:
-      case format::PostOpKind::ChannelMul:
-      case format::PostOpKind::Add:
-      case format::PostOpKind::Relu:
-      case format::PostOpKind::Clip:  // k is a multiple of 16
-        for (int64_t c = 0; c < k; c += 16)
-          _mm512_storeu_ps(v + c, in_register(ops[i], operand, _mm512_loadu_ps(v + c), c, at + c));
-        break;
       case format::PostOpKind::Sigmoid:
       case format::PostOpKind::Silu:
         for (int64_t c = 0; c < k; ++c) t[c] = v[c];
@@ -171,6 +170,7 @@ __attribute__((target("avx512f"))) void activate(const std::vector<WinogradPostO
         }
         break;
       case format::PostOpKind::GeluErf: break;  // WinogradConv::plan refuses it (no erf here)
+      default: break;                           // in_register_kind(), above
     }
   }
   for (int64_t c = 0; c < k; ++c) at[c] = v[c];
