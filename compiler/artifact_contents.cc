@@ -221,6 +221,7 @@ format::ArtifactContents::AttentionInfo attention_call(const ir::AttentionMatch&
   at.q_strides = m.q_view.strides;
   at.k_strides = m.k_view.strides;
   at.v_strides = m.v_view.strides;
+  at.precision = to_format(m.precision);
   input(m.q);
   input(m.k);
   input(m.v);

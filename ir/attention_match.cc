@@ -10,6 +10,8 @@
 namespace kiln::ir {
 namespace {
 
+bool is_half(DType t) { return t == DType::BF16 || t == DType::F16; }
+
 class AttentionMatcher {
  public:
   explicit AttentionMatcher(const Graph& g)
@@ -37,11 +39,19 @@ class AttentionMatcher {
     nodes.push_back(index_of(*sub));
     const ValueId x = sub->operands[0];
     if (!used_by_only(x, {index_of(*sub), reducer_of(sub->operands[1], Op::ReduceMax, x, nodes)})) return std::nullopt;
-    // P·v, P read by that matmul only.
+    // P·v, P read by that matmul only; in half precision (autocast's form) through one
+    // cast of P to it.
     if (!single_use(d.result)) return std::nullopt;
-    const int values_call = users_[d.result][0];
+    ValueId p_value = d.result;
+    if (const Node& cast = g_.nodes[users_[p_value][0]]; cast.op == Op::Cast && is_half(g_.type(cast.result).dtype)) {
+      m.precision = g_.type(cast.result).dtype;
+      nodes.push_back(users_[p_value][0]);
+      p_value = cast.result;
+      if (!single_use(p_value)) return std::nullopt;
+    }
+    const int values_call = users_[p_value][0];
     const Node& pv = g_.nodes[values_call];
-    if (pv.op != Op::Matmul || pv.operands[0] != d.result || pv.operands[1] == d.result) return std::nullopt;
+    if (pv.op != Op::Matmul || pv.operands[0] != p_value || pv.operands[1] == p_value) return std::nullopt;
     m.values_call = values_call;
     nodes.push_back(values_call);
     // f, back from x to q·kᵀ.
@@ -54,6 +64,13 @@ class AttentionMatcher {
       const int pi = index_of(*p);
       if (p->op == Op::Matmul) {
         m.scores_call = pi;
+        break;
+      }
+      // In half precision, the scores' cast to f32 right after q·kᵀ.
+      if (p->op == Op::Cast && m.precision != DType::F32 && g_.type(p->operands[0]).dtype == m.precision &&
+          single_use(p->operands[0]) && producer(p->operands[0]) && producer(p->operands[0])->op == Op::Matmul) {
+        nodes.push_back(pi);
+        m.scores_call = index_of(*producer(p->operands[0]));
         break;
       }
       nodes.push_back(pi);
@@ -94,20 +111,20 @@ class AttentionMatcher {
         return std::nullopt;
     const Node& qk = g_.nodes[m.scores_call];
     const TensorType& scores = g_.type(qk.result);
-    if (scores.dtype != DType::F32 || g_.type(pv.result).dtype != DType::F32 || scores.shape != scores_shape ||
+    if (scores.dtype != m.precision || g_.type(pv.result).dtype != m.precision || scores.shape != scores_shape ||
         qk.operands[0] == qk.operands[1])
       return std::nullopt;
     nodes.push_back(m.scores_call);
     const Shape batch(scores_shape.begin(), scores_shape.end() - 2);
-    if (!(operand_view(qk.operands[0], batch, m.q, m.q_view, nodes) &&
-          operand_view(qk.operands[1], batch, m.k, m.k_view, nodes) &&
-          operand_view(pv.operands[1], batch, m.v, m.v_view, nodes)))
+    if (!(operand_view(qk.operands[0], batch, m.precision, m.q, m.q_view, nodes) &&
+          operand_view(qk.operands[1], batch, m.precision, m.k, m.k_view, nodes) &&
+          operand_view(pv.operands[1], batch, m.precision, m.v, m.v_view, nodes)))
       return std::nullopt;
     // k·ᵀ's view [.., D, S] as k's [.., S, D].
     const size_t r = m.k_view.shape.size();
     std::swap(m.k_view.shape[r - 1], m.k_view.shape[r - 2]);
     std::swap(m.k_view.strides[r - 1], m.k_view.strides[r - 2]);
-    std::tie(m.result, m.out_view) = written_through(pv.result, nodes);
+    std::tie(m.result, m.out_view) = written_through(pv.result, m.precision, nodes);
     std::sort(nodes.begin(), nodes.end());
     nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
     return m;
@@ -144,6 +161,7 @@ class AttentionMatcher {
       case Op::Div:
       case Op::Add: return leads_to_scores(p->operands[0], depth - 1) || leads_to_scores(p->operands[1], depth - 1);
       case Op::Select: return leads_to_scores(p->operands[1], depth - 1);
+      case Op::Cast: return leads_to_scores(p->operands[0], depth - 1);
       default: return false;
     }
   }
@@ -197,10 +215,10 @@ class AttentionMatcher {
 
   // A matmul operand as a matrix (matrix_view) of a stored value, its batch dims aligned
   // to `batch` (stride 0 where it has extent 1 or lacks the dim).
-  bool operand_view(ValueId operand, const Shape& batch, ValueId& base, StridedView& view,
+  bool operand_view(ValueId operand, const Shape& batch, DType precision, ValueId& base, StridedView& view,
                     std::vector<int>& nodes) const {
     std::tie(base, view) = walk_back(
-        operand, nodes, [](const StridedView& w) { return matrix_view(w).has_value(); }, false);
+        operand, nodes, [](const StridedView& w) { return matrix_view(w).has_value(); }, false, precision);
     if (!matrix_view(view)) return false;
     const size_t rank = view.shape.size();
     if (rank - 2 > batch.size()) return false;
@@ -217,16 +235,19 @@ class AttentionMatcher {
   }
 
   // P·v's result o [B.., T, Dv] written into the value that the longest chain of
-  // single-use transposes and reshapes after it gives (each moves elements one to one),
-  // where o's rows stay rows of adjacent elements: that value and o's view of it (the
-  // chain claimed into `nodes`).
-  std::pair<ValueId, StridedView> written_through(ValueId o, std::vector<int>& nodes) const {
+  // single-use transposes and reshapes after it gives (each moves elements one to one;
+  // in half precision also casts between it and f32, exact on its values), where o's
+  // rows stay rows of adjacent elements: that value and o's view of it (the chain claimed
+  // into `nodes`).
+  std::pair<ValueId, StridedView> written_through(ValueId o, DType precision, std::vector<int>& nodes) const {
     const Shape& shape = g_.type(o).shape;
     std::pair<ValueId, StridedView> best{o, StridedView{0, shape, row_major_strides(shape)}};
     std::vector<int> chain, best_chain;
     for (ValueId v = o; single_use(v);) {
       const Node& n = g_.nodes[users_[v][0]];
-      if (n.op != Op::Transpose && n.op != Op::Reshape) break;
+      const bool exact_cast = n.op == Op::Cast && precision != DType::F32 &&
+                              (g_.type(n.result).dtype == DType::F32 || g_.type(n.result).dtype == precision);
+      if (n.op != Op::Transpose && n.op != Op::Reshape && !exact_cast) break;
       chain.push_back(index_of(n));
       v = n.result;
       // Back from the chain's result, stored packed, to o.
@@ -235,6 +256,7 @@ class AttentionMatcher {
       for (size_t i = chain.size(); i-- > 0 && fits;) {
         const Node& c = g_.nodes[chain[i]];
         const Shape& from = g_.type(c.operands[0]).shape;
+        if (c.op == Op::Cast) continue;
         if (c.op == Op::Reshape) {
           std::optional<StridedView> r = reshaped(view, from);
           fits = r.has_value();
@@ -257,27 +279,38 @@ class AttentionMatcher {
     return best;
   }
 
+  // Back from v through single-use movement ops (and, where `half` is a half precision,
+  // one cast from f32 to it, which the step then applies as it reads) to the furthest
+  // stored value whose view `usable` takes: that value and its view, the ops claimed.
   template <class Usable>
-  std::pair<ValueId, StridedView> walk_back(ValueId v, std::vector<int>& nodes, const Usable& usable,
-                                            bool broadcasts) const {
-    std::vector<int> chain, best;
+  std::pair<ValueId, StridedView> walk_back(ValueId v, std::vector<int>& nodes, const Usable& usable, bool broadcasts,
+                                            DType half = DType::F32) const {
+    std::vector<int> chain, best;  // movement ops, in graph order
+    int cast = -1, best_cast = -1;
     ValueId base = v, best_base = v;
     StridedView best_view{0, g_.type(v).shape, row_major_strides(g_.type(v).shape)};
     while (single_use(base)) {
       const Node* p = producer(base);
-      if (!p || !(p->op == Op::Transpose || p->op == Op::Slice || p->op == Op::Reshape ||
-                  (broadcasts && p->op == Op::Broadcast)))
+      if (p && p->op == Op::Cast && half != DType::F32 && cast < 0 && g_.type(p->result).dtype == half &&
+          g_.type(p->operands[0]).dtype == DType::F32) {
+        cast = index_of(*p);
+      } else if (p && (p->op == Op::Transpose || p->op == Op::Slice || p->op == Op::Reshape ||
+                       (broadcasts && p->op == Op::Broadcast))) {
+        chain.insert(chain.begin(), index_of(*p));
+      } else {
         break;
-      chain.insert(chain.begin(), index_of(*p));
+      }
       base = p->operands[0];
       std::optional<StridedView> view = view_through(g_, g_.type(base).shape, chain);
       if (!view) continue;
       if (!usable(*view)) continue;
       best = chain;
+      best_cast = cast;
       best_base = base;
       best_view = std::move(*view);
     }
     nodes.insert(nodes.end(), best.begin(), best.end());
+    if (best_cast >= 0) nodes.push_back(best_cast);
     return {best_base, best_view};
   }
 

@@ -25,6 +25,10 @@ struct ScoreTransform {
 };
 
 struct AttentionMatch {
+  /// The matmuls' type: f32, or (autocast's form) bf16 or f16, where q, k and v are cast
+  /// to it (by the step where it reads f32 values), q·kᵀ rounds to it before f runs in
+  /// f32, P is cast to it and P·v rounds to it; `result` is then of it or f32.
+  DType precision = DType::F32;
   int scores_call = -1;  ///< the matmul q·kᵀ
   int values_call = -1;  ///< the matmul P·v
   /// Every node the step computes: both matmuls, f's ops, the softmax's, the movement ops
@@ -48,7 +52,9 @@ struct AttentionMatch {
 /// constant), at most one add of a tensor, at most one select of a bool tensor with a
 /// scalar constant and at most one causal select (a select whose condition is j <= i
 /// from iotas, as the attention op and GPT-2 build it), every value in between read once
-/// and no result, and whose only reader is a matmul of it by v. In graph order.
+/// and no result, and whose only reader is a matmul of it by v. In half precision, the
+/// same between autocast's casts: q·kᵀ in bf16 or f16 cast to f32, P cast back, P·v in
+/// the same type. In graph order.
 std::vector<AttentionMatch> attention_matches(const Graph& g);
 
 }  // namespace kiln::ir

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/score_rows.h"
 
@@ -34,6 +37,13 @@ struct Transform {
 };
 
 struct Plan {
+  // Format 1.14: the matmuls' type; in bf16 or f16, each operand's type (f32 or that one).
+  bool half = false;
+  Half half_type = Half::BF16;
+  bool native = false;      // bf16 products on oneDNN's primitive, else widened to f32 for sgemm
+  int64_t key_granule = 1;  // native: causal key counts rounded up to it (fewer distinct products)
+  format::DType q_type = format::DType::F32, k_type = format::DType::F32, v_type = format::DType::F32,
+                out_type = format::DType::F32;
   std::vector<int64_t> batch;
   int64_t queries, keys, head_dim, value_dim, block_rows, blocks;
   View q, k, v;
@@ -55,21 +65,15 @@ int64_t batch_offset(const Plan& plan, const View& view, int64_t p) {
   return offset;
 }
 
-// One block of query rows of batch index p: scores for keys [0, keys), f, softmax, times v.
-// Returns false (having written nothing) where a masked key's exp would not be 0 and the
-// block must take every key.
-Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, int64_t keys, std::vector<float>& tile,
-                       int threads) {
-  const float* q =
-      reinterpret_cast<const float*>(plan.q.base) + batch_offset(plan, plan.q, p) + r0 * plan.q.row_stride();
-  const float* k = reinterpret_cast<const float*>(plan.k.base) + batch_offset(plan, plan.k, p);
-  const float* v = reinterpret_cast<const float*>(plan.v.base) + batch_offset(plan, plan.v, p);
-  tile.resize(static_cast<size_t>(plan.block_rows * plan.keys));
-  KILN_RETURN_IF_ERROR(sgemm(plan.qm.transposed, plan.km.transposed, rows, keys, plan.head_dim, plan.alpha, q,
-                             plan.qm.ld, k, plan.km.ld, tile.data(), keys, threads));
+// f and the softmax over a block's rows of scores (rounded to the precision first, in the
+// half form), for keys [0, keys), also written rounded into `half_out` (rows ld apart)
+// where given; false where a masked key's exp would not be 0.
+bool scores_to_probabilities(const Plan& plan, int64_t p, int64_t r0, int64_t rows, int64_t keys, float* tile,
+                             int64_t ld, uint16_t* half_out = nullptr) {
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = tile.data() + i * keys;
+    float* row = tile + i * ld;
     const int64_t query = r0 + i;
+    if (plan.half) round_to_half(row, keys, plan.half_type);
     for (const Transform& t : plan.transforms) {
       switch (t.kind) {
         case format::ScoreTransformKind::Scale: scale_row(row, keys, t.value); break;
@@ -91,8 +95,25 @@ Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, in
     // The keys left out score `fill`: exact where exp(fill - max) is 0 in f32.
     const float max = row_max(row, keys);
     if (keys < plan.keys && plan.fill != -INFINITY && !(plan.fill - max < -104.0f)) return false;
-    softmax_row(row, keys, max);
+    if (half_out) softmax_row_to_half(row, keys, max, half_out + i * ld, plan.half_type);
+    else softmax_row(row, keys, max);
   }
+  return true;
+}
+
+// One block of query rows of batch index p: scores for keys [0, keys), f, softmax, times v.
+// Returns false (having written nothing) where a masked key's exp would not be 0 and the
+// block must take every key.
+Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, int64_t keys, std::vector<float>& tile,
+                       int threads) {
+  const float* q =
+      reinterpret_cast<const float*>(plan.q.base) + batch_offset(plan, plan.q, p) + r0 * plan.q.row_stride();
+  const float* k = reinterpret_cast<const float*>(plan.k.base) + batch_offset(plan, plan.k, p);
+  const float* v = reinterpret_cast<const float*>(plan.v.base) + batch_offset(plan, plan.v, p);
+  tile.resize(static_cast<size_t>(plan.block_rows * plan.keys));
+  KILN_RETURN_IF_ERROR(sgemm(plan.qm.transposed, plan.km.transposed, rows, keys, plan.head_dim, plan.alpha, q,
+                             plan.qm.ld, k, plan.km.ld, tile.data(), keys, threads));
+  if (!scores_to_probabilities(plan, p, r0, rows, keys, tile.data(), keys)) return false;
   float* out = reinterpret_cast<float*>(plan.out.base) + batch_offset(plan, plan.out, p) + r0 * plan.out.row_stride();
   const int64_t ldc = plan.queries == 1 ? plan.value_dim : plan.out.row_stride();
   KILN_RETURN_IF_ERROR(sgemm(false, plan.vm.transposed, rows, plan.value_dim, keys, 1.0f, tile.data(), keys, v,
@@ -100,8 +121,143 @@ Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, in
   return true;
 }
 
+// The bf16 products of a full block (the first, on every key), as run_half_block calls them.
+Bf16Gemm scores_product(const Plan& plan, int64_t rows, int64_t keys) {
+  const int64_t d = plan.head_dim;
+  return {true, rows, keys, d, d, d, plan.keys, dnnl_f32};
+}
+Bf16Gemm values_product(const Plan& plan, int64_t rows, int64_t keys) {
+  const int64_t dv = plan.value_dim, ldc = plan.queries == 1 ? dv : plan.out.row_stride();
+  return {false, rows, dv, keys, plan.keys, dv, ldc, plan.out_type == format::DType::F32 ? dnnl_f32 : dnnl_bf16};
+}
+
+// oneDNN's kernel for a block's bf16 products, where it has an optimized one for both; "".
+std::string native_implementation(const Plan& plan) {
+  const std::string scores = bf16_gemm_implementation(scores_product(plan, plan.block_rows, plan.keys));
+  if (scores.empty() || bf16_gemm_implementation(values_product(plan, plan.block_rows, plan.keys)).empty()) return {};
+  return scores;
+}
+
+// The calling thread's buffers of the half-precision form.
+struct HalfBuffers {
+  std::vector<uint16_t> q, k, v, probabilities;  // native: bf16 operands, packed
+  std::vector<float> wide_q, wide_k, wide_v;     // widened: f32 values of the precision, packed
+  std::vector<float> tile, out;
+  std::vector<uint8_t> row;  // a gathered row of q, k or v
+};
+
+// Rows [r0, r0 + rows) of a [.., rows, cols] view of batch index p, of element type
+// `type` (f32 or the precision), packed into `to`: the precision's bits (uint16_t), or
+// f32 values rounded to it (float).
+template <class To>
+void pack_rows(const Plan& plan, const View& view, format::DType type, int64_t p, int64_t r0, int64_t rows,
+               int64_t cols, To* to, std::vector<uint8_t>& row) {
+  const bool wide = type == format::DType::F32;
+  const int64_t element = wide ? 4 : 2, base = batch_offset(plan, view, p);
+  row.resize(static_cast<size_t>(cols * element));
+  // Rows apart by more than a page (heads read in place out of a projection) defeat the
+  // hardware prefetcher: each row's lines are asked for a few rows ahead.
+  constexpr int64_t kAhead = 16;
+  const bool prefetch = view.col_stride() == 1 && view.row_stride() * element > 1024;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* from = view.base + (base + (r0 + r) * view.row_stride()) * element;
+    if (prefetch && r + kAhead < rows)
+      for (int64_t byte = 0; byte < cols * element; byte += 64)
+        __builtin_prefetch(from + kAhead * view.row_stride() * element + byte);
+    To* out = to + r * cols;
+    if (view.col_stride() != 1) {  // a column-major view: the row gathered first
+      const int64_t step = view.col_stride() * element;
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(row.data() + c * element, from + c * step, static_cast<size_t>(element));
+      from = row.data();
+    }
+    if constexpr (std::is_same_v<To, uint16_t>) {
+      if (wide) narrow_to_half(reinterpret_cast<const float*>(from), out, cols, plan.half_type);
+      else std::memcpy(out, from, static_cast<size_t>(cols) * 2);
+    } else if (wide) {
+      std::memcpy(out, from, static_cast<size_t>(cols) * 4);
+      round_to_half(out, cols, plan.half_type);
+    } else {
+      widen_half(reinterpret_cast<const uint16_t*>(from), out, cols, plan.half_type);
+    }
+  }
+}
+
+// The half form of run_block: q's block and P rounded to the precision, products in f32
+// (native: bf16 operands on oneDNN's primitive; else their f32 values on sgemm), the
+// result rounded to the precision and stored in the output's type. k and v are packed in
+// `buffers` already.
+Result<bool> run_half_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, int64_t keys, HalfBuffers& buffers,
+                            int threads) {
+  const int64_t d = plan.head_dim, dv = plan.value_dim, ld = plan.keys;
+  buffers.tile.resize(static_cast<size_t>(plan.block_rows * ld));
+  float* tile = buffers.tile.data();
+  uint8_t* out_bytes = plan.out.base + (batch_offset(plan, plan.out, p) + r0 * plan.out.row_stride()) *
+                                           (plan.out_type == format::DType::F32 ? 4 : 2);
+  const int64_t ldc = plan.queries == 1 ? dv : plan.out.row_stride();
+  const bool wide_out = plan.out_type == format::DType::F32;
+  if (plan.native) {
+    buffers.q.resize(static_cast<size_t>(plan.block_rows * d));
+    buffers.probabilities.resize(static_cast<size_t>(plan.block_rows * ld));
+    pack_rows(plan, plan.q, plan.q_type, p, r0, rows, d, buffers.q.data(), buffers.row);
+    KILN_RETURN_IF_ERROR(
+        run_bf16_gemm(scores_product(plan, rows, keys), buffers.q.data(), buffers.k.data(), tile, threads));
+    if (!scores_to_probabilities(plan, p, r0, rows, keys, tile, ld, buffers.probabilities.data())) return false;
+    KILN_RETURN_IF_ERROR(run_bf16_gemm(values_product(plan, rows, keys), buffers.probabilities.data(), buffers.v.data(),
+                                       out_bytes, threads));
+    if (wide_out)
+      for (int64_t i = 0; i < rows; ++i)
+        round_to_half(reinterpret_cast<float*>(out_bytes) + i * ldc, dv, plan.half_type);
+    return true;
+  }
+  buffers.wide_q.resize(static_cast<size_t>(plan.block_rows * d));
+  pack_rows(plan, plan.q, plan.q_type, p, r0, rows, d, buffers.wide_q.data(), buffers.row);
+  KILN_RETURN_IF_ERROR(
+      sgemm(false, true, rows, keys, d, 1.0f, buffers.wide_q.data(), d, buffers.wide_k.data(), d, tile, ld, threads));
+  if (!scores_to_probabilities(plan, p, r0, rows, keys, tile, ld)) return false;
+  for (int64_t i = 0; i < rows; ++i) round_to_half(tile + i * ld, keys, plan.half_type);
+  buffers.out.resize(static_cast<size_t>(plan.block_rows * dv));
+  float* result = wide_out ? reinterpret_cast<float*>(out_bytes) : buffers.out.data();
+  const int64_t ld_result = wide_out ? ldc : dv;
+  KILN_RETURN_IF_ERROR(
+      sgemm(false, false, rows, dv, keys, 1.0f, tile, ld, buffers.wide_v.data(), dv, result, ld_result, threads));
+  for (int64_t i = 0; i < rows; ++i) {
+    if (wide_out) round_to_half(result + i * ld_result, dv, plan.half_type);
+    else narrow_to_half(result + i * ld_result, reinterpret_cast<uint16_t*>(out_bytes) + i * ldc, dv, plan.half_type);
+  }
+  return true;
+}
+
+// Blocks [first, last) of batch index p in the half form: k and v packed once.
+Status run_half_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last, int threads) {
+  thread_local HalfBuffers buffers;
+  const int64_t s = plan.keys, d = plan.head_dim, dv = plan.value_dim;
+  if (plan.native) {
+    buffers.k.resize(static_cast<size_t>(s * d));
+    buffers.v.resize(static_cast<size_t>(s * dv));
+    pack_rows(plan, plan.k, plan.k_type, p, 0, s, d, buffers.k.data(), buffers.row);
+    pack_rows(plan, plan.v, plan.v_type, p, 0, s, dv, buffers.v.data(), buffers.row);
+  } else {
+    buffers.wide_k.resize(static_cast<size_t>(s * d));
+    buffers.wide_v.resize(static_cast<size_t>(s * dv));
+    pack_rows(plan, plan.k, plan.k_type, p, 0, s, d, buffers.wide_k.data(), buffers.row);
+    pack_rows(plan, plan.v, plan.v_type, p, 0, s, dv, buffers.wide_v.data(), buffers.row);
+  }
+  for (int64_t block = first; block < last; ++block) {
+    const int64_t r0 = block * plan.block_rows, rows = std::min(plan.block_rows, plan.queries - r0);
+    const int64_t needed = (r0 + rows + plan.key_granule - 1) / plan.key_granule * plan.key_granule;
+    const int64_t keys = plan.skip_masked ? std::min(plan.keys, needed) : plan.keys;
+    KILN_ASSIGN_OR_RETURN(bool done, run_half_block(plan, p, r0, rows, keys, buffers, threads));
+    if (done) continue;
+    if (Result<bool> whole = run_half_block(plan, p, r0, rows, plan.keys, buffers, threads); !whole.ok())
+      return whole.error();
+  }
+  return Status::Ok();
+}
+
 // Blocks [first, last) of batch index p.
 Status run_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last, int threads) {
+  if (plan.half) return run_half_blocks(plan, p, first, last, threads);
   thread_local std::vector<float> tile;
   for (int64_t block = first; block < last; ++block) {
     const int64_t r0 = block * plan.block_rows, rows = std::min(plan.block_rows, plan.queries - r0);
@@ -120,16 +276,26 @@ int64_t attention_block_rows(int64_t queries, int64_t keys) {
   return std::min(rows, queries);
 }
 
-Status run_attention(const format::Attention& at, uint8_t* const* args, int threads, ThreadPool* pool) {
+namespace {
+
+// The plan of a call; `args` may be null (no run, for attention_implementation).
+Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* const* args) {
+  auto arg = [&](uint32_t i) { return args ? args[i] : nullptr; };
   Plan plan;
+  plan.half = at.precision() != format::DType::F32;
+  plan.half_type = at.precision() == format::DType::F16 ? Half::F16 : Half::BF16;
+  plan.q_type = types.q;
+  plan.k_type = types.k;
+  plan.v_type = types.v;
+  plan.out_type = types.out;
   plan.batch.assign(at.batch()->begin(), at.batch()->end());
   plan.queries = at.queries();
   plan.keys = at.keys();
   plan.head_dim = at.head_dim();
   plan.value_dim = at.value_dim();
-  plan.q = view_of(args[0], at.q_offset(), at.q_strides());
-  plan.k = view_of(args[1], at.k_offset(), at.k_strides());
-  plan.v = view_of(args[2], at.v_offset(), at.v_strides());
+  plan.q = view_of(arg(0), at.q_offset(), at.q_strides());
+  plan.k = view_of(arg(1), at.k_offset(), at.k_strides());
+  plan.v = view_of(arg(2), at.v_offset(), at.v_strides());
   // The reader checked that each is a matrix BLAS reads.
   plan.qm = *format::blas_matrix(plan.queries, plan.head_dim, plan.q.row_stride(), plan.q.col_stride());
   plan.km = *format::blas_matrix(plan.head_dim, plan.keys, plan.k.col_stride(), plan.k.row_stride());
@@ -138,13 +304,14 @@ Status run_attention(const format::Attention& at, uint8_t* const* args, int thre
   bool leading = true;
   if (at.transforms())
     for (const format::ScoreTransform* t : *at.transforms()) {
-      if (leading && t->kind() == format::ScoreTransformKind::Scale) {
+      // (In half precision the scores are rounded before f: no scaling folds into q·kᵀ.)
+      if (leading && !plan.half && t->kind() == format::ScoreTransformKind::Scale) {
         plan.alpha *= static_cast<float>(t->value());
         continue;
       }
       leading = false;
       Transform transform{t->kind(), static_cast<float>(t->value()), {}};
-      if (t->input() >= 0) transform.mask = view_of(args[inputs++], t->offset(), t->strides());
+      if (t->input() >= 0) transform.mask = view_of(arg(inputs++), t->offset(), t->strides());
       plan.transforms.push_back(std::move(transform));
     }
   if (!plan.transforms.empty() && plan.transforms.back().kind == format::ScoreTransformKind::Causal) {
@@ -152,9 +319,9 @@ Status run_attention(const format::Attention& at, uint8_t* const* args, int thre
     plan.fill = plan.transforms.back().value;
   }
   if (at.out_strides()) {
-    plan.out = view_of(args[inputs], 0, at.out_strides());
+    plan.out = view_of(arg(inputs), 0, at.out_strides());
   } else {  // packed
-    plan.out = {args[inputs], 0, std::vector<int64_t>(plan.batch.size() + 2, 1)};
+    plan.out = {arg(inputs), 0, std::vector<int64_t>(plan.batch.size() + 2, 1)};
     int64_t stride = plan.value_dim;
     for (size_t d = plan.out.strides.size() - 1; d-- > 0;) {
       plan.out.strides[d] = stride;
@@ -163,6 +330,28 @@ Status run_attention(const format::Attention& at, uint8_t* const* args, int thre
   }
   plan.block_rows = attention_block_rows(plan.queries, plan.keys);
   plan.blocks = (plan.queries + plan.block_rows - 1) / plan.block_rows;
+  if (plan.half && at.precision() == format::DType::BF16) {
+    // A causal block's keys in steps of a sixteenth of them (at least 64), so that a few
+    // distinct products serve every block.
+    plan.key_granule = std::max<int64_t>(64, (plan.keys / 16 + 63) / 64 * 64);
+    plan.native = !native_implementation(plan).empty();
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::string attention_implementation(const format::Attention& call, const AttentionTypes& types) {
+  const Plan plan = plan_of(call, types, nullptr);
+  if (!plan.half) return {};
+  const std::string type = plan.half_type == Half::BF16 ? "bf16" : "f16";
+  if (plan.native) return "products in bf16 on oneDNN (" + native_implementation(plan) + ")";
+  return "products on sgemm over f32 values rounded to " + type;
+}
+
+Status run_attention(const format::Attention& at, const AttentionTypes& types, uint8_t* const* args, int threads,
+                     ThreadPool* pool) {
+  const Plan plan = plan_of(at, types, args);
   int64_t indices = 1;
   for (int64_t d : plan.batch) indices *= d;
   // Batch indices across the threads, each GEMM on one, where there are as many as

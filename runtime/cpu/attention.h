@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/result.h"
 #include "runtime/cpu/thread_pool.h"
@@ -14,10 +15,22 @@
 
 namespace kiln::runtime::cpu {
 
+/// The element types of q, k, v and the output (each f32 or the call's precision).
+struct AttentionTypes {
+  format::DType q = format::DType::F32, k = format::DType::F32, v = format::DType::F32, out = format::DType::F32;
+};
+
 /// Runs `call` with q, k, v and the masks' inputs, then the output, in `args`, its blocks
 /// split across `pool`'s threads (each GEMM single-threaded) or, with too few blocks or no
-/// pool, one after another on `threads` threads.
-Status run_attention(const format::Attention& call, uint8_t* const* args, int threads, ThreadPool* pool);
+/// pool, one after another on `threads` threads. In bf16 or f16 (format 1.14) q's block,
+/// k and v are packed into buffers of the thread in that type (bf16 where oneDNN has an
+/// optimized bf16 product for the shapes) or as f32 values rounded to it (for sgemm).
+Status run_attention(const format::Attention& call, const AttentionTypes& types, uint8_t* const* args, int threads,
+                     ThreadPool* pool);
+
+/// What runs a call's products in bf16 or f16: "products in bf16 on oneDNN (KERNEL)" or
+/// "products on sgemm over f32 values rounded to f16"; "" for f32.
+std::string attention_implementation(const format::Attention& call, const AttentionTypes& types);
 
 /// Query rows per block for `keys` keys: a block's scores take at most 128 KiB (within
 /// 16 and 256 rows).

@@ -91,7 +91,8 @@ dnnl_primitive_desc_t describe_call(const DnnlApi& p, const format::Matmul& mm, 
 struct Prepared {
   DnnlPrimitive primitive;
   Descs descs;
-  std::string what;  // for errors: "a MxNxK matmul"
+  std::string what;            // for errors: "a MxNxK matmul"
+  std::string implementation;  // bf16 products: oneDNN's kernel, where it made one
 };
 
 // The primitive of each distinct call (its shape, strides and type), created once.
@@ -157,7 +158,52 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
   return prep;
 }
 
+// The primitive of each distinct bf16 product, made once.
+const Prepared& prepared_gemm(const DnnlApi& p, const Bf16Gemm& g) {
+  static std::mutex mutex;
+  static std::map<std::vector<int64_t>, Prepared> cache;
+  const std::vector<int64_t> key = {g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.c_type};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = cache.try_emplace(key);
+  if (!inserted) return it->second;
+  Prepared& prep = it->second;
+  prep.what = "a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " bf16 product";
+  const dnnl_dim_t a_dims[] = {g.m, g.k}, b_dims[] = {g.k, g.n}, c_dims[] = {g.m, g.n};
+  const dnnl_dim_t a_strides[] = {g.lda, 1}, c_strides[] = {g.ldc, 1};
+  const dnnl_dim_t b_strides[] = {g.trans_b ? 1 : g.ldb, g.trans_b ? g.ldb : 1};
+  Descs& d = prep.descs;
+  dnnl_matmul_desc_t desc;
+  if (p.memory_desc_init_by_strides(&d.a, 2, a_dims, dnnl_bf16, a_strides) != dnnl_success ||
+      p.memory_desc_init_by_strides(&d.b, 2, b_dims, dnnl_bf16, b_strides) != dnnl_success ||
+      p.memory_desc_init_by_strides(&d.c, 2, c_dims, g.c_type, c_strides) != dnnl_success ||
+      p.matmul_desc_init(&desc, &d.a, &d.b, nullptr, &d.c) != dnnl_success)
+    return prep;
+  if (dnnl_primitive_desc_t pd = dnnl_describe(p, &desc, nullptr)) {
+    const std::string implementation = dnnl_implementation(p, pd);
+    if (!dnnl_reference(implementation)) prep.primitive = dnnl_create(p, pd);
+    if (prep.primitive.primitive) prep.implementation = implementation;
+    p.primitive_desc_destroy(pd);
+  }
+  return prep;
+}
+
 }  // namespace
+
+std::string bf16_gemm_implementation(const Bf16Gemm& gemm) {
+  const DnnlApi* p = dnnl_api();
+  return p ? prepared_gemm(*p, gemm).implementation : std::string();
+}
+
+Status run_bf16_gemm(const Bf16Gemm& gemm, const uint16_t* a, const uint16_t* b, void* c, int threads) {
+  const DnnlApi* p = dnnl_api();
+  const Prepared* prep = p ? &prepared_gemm(*p, gemm) : nullptr;
+  if (!prep || !prep->primitive.primitive)
+    return make_error("runtime: oneDNN has no bf16 kernel for " + std::string(prep ? prep->what : "a bf16 product"));
+  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, const_cast<uint16_t*>(a)},
+                              {DNNL_ARG_WEIGHTS, &prep->descs.b, const_cast<uint16_t*>(b)},
+                              {DNNL_ARG_DST, &prep->descs.c, c}};
+  return dnnl_run(*p, prep->primitive, operands, threads, prep->what);
+}
 
 size_t packed_matmul_weights_bytes(const format::Matmul& mm) {
   const DnnlApi* p = dnnl_api();

@@ -21,6 +21,24 @@ namespace kiln::runtime::cpu {
 /// it another way).
 Result<bool> dnnl_matmul(const format::Matmul& call, dnnl_data_type_t type, uint8_t* const* args, int threads);
 
+/// One bf16 product C [m, n] = A [m, k] · B [k, n], f32 accumulation, C in `c_type`
+/// (dnnl_f32 or dnnl_bf16, rounded to nearest even), rows `ld` elements apart; B given by
+/// its rows, or where `trans_b` by its columns (Bᵀ's rows, as k's rows make kᵀ): the
+/// attention step's products in bf16.
+struct Bf16Gemm {
+  bool trans_b = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  dnnl_data_type_t c_type = dnnl_f32;
+};
+
+/// oneDNN's name for its optimized (not reference) kernel for `gemm` (its primitive made
+/// once per distinct shape and kept), or "" where it has none.
+std::string bf16_gemm_implementation(const Bf16Gemm& gemm);
+
+/// Runs `gemm` on that primitive on at most `threads` OpenMP threads; an error where
+/// there is none.
+Status run_bf16_gemm(const Bf16Gemm& gemm, const uint16_t* a, const uint16_t* b, void* c, int threads);
+
 /// The bytes of the B operand of an f32 matmul without batch dims reordered once into the
 /// layout oneDNN's matmul primitive reads (blocked for its AVX-512 kernels), for a B that
 /// never changes: a model's baked-in weights. dnnl_sgemm packs B on every call, which for a

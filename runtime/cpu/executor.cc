@@ -152,8 +152,16 @@ class CpuExecutor final : public Executor {
 
   std::string step_implementation(size_t s) const override {
     const format::Step& step = *a_.steps()->Get(static_cast<uint32_t>(s));
+    if (step.kind() == format::StepKind::Library && step.attention())
+      return attention_implementation(*step.attention(), attention_types(step));
     if (step.kind() != format::StepKind::Library || !step.conv()) return {};
     return conv_implementation(*step.conv(), layouts_[s].y_blocked, packed_at_[s] != nullptr);
+  }
+
+  AttentionTypes attention_types(const format::Step& step) const {
+    auto type = [&](uint32_t v) { return a_.values()->Get(v)->dtype(); };
+    return {type(step.inputs()->Get(0)), type(step.inputs()->Get(1)), type(step.inputs()->Get(2)),
+            type(step.outputs()->Get(0))};
   }
 
   Status run_device(const std::vector<uint64_t>&, const std::vector<uint64_t>&, RunProfile*) const override {
@@ -250,7 +258,7 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
       if (step.kind() == format::StepKind::Library && step.attention())
-        return run_attention(*step.attention(), ptrs.data(), threads_, pool_.get());
+        return run_attention(*step.attention(), attention_types(step), ptrs.data(), threads_, pool_.get());
       if (step.kind() == format::StepKind::Library && step.conv()) {
         return run_conv(*step.conv(), ptrs.data(), threads_, packed_at_[s], layouts_[s], pool_.get());
       }

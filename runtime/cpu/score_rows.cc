@@ -1,11 +1,17 @@
 #include "runtime/cpu/score_rows.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "base/half_float.h"
 #include "runtime/cpu/host_cpu.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 // The vector helpers below are always inlined, so no call passes a vector across the ABI
 // that GCC warns about.
@@ -84,8 +90,8 @@ typedef int32_t I8 __attribute__((vector_size(32)));
   return max;
 }
 
-[[gnu::always_inline]] inline void softmax_body(float* x, int64_t n, float max) {
-  if (n <= 0) return;
+// The first pass of a softmax: x[i] = exp(x[i] - max), returning their sum.
+[[gnu::always_inline]] inline float exp_sum_body(float* x, int64_t n, float max) {
   const float inf = std::numeric_limits<float>::infinity();
   // The row padded to whole vectors with -inf, whose exp adds 0.
   const int64_t whole = n / 8 * 8;
@@ -104,10 +110,33 @@ typedef int32_t I8 __attribute__((vector_size(32)));
   for (int j = 0; whole + j < n; ++j) x[whole + j] = tail[j];
   float total = 0;
   for (int j = 0; j < 8; ++j) total += sum[j] + (whole + j < n ? tail[j] : 0.0f);
-  const F8 scale = splat(1.0f / total);
+  return total;
+}
+
+[[gnu::always_inline]] inline void scale_range(float* x, int64_t n, float factor) {
+  const F8 scale = splat(factor);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) store(x + i, load(x + i) * scale);
-  for (; i < n; ++i) x[i] *= scale[0];
+  for (; i < n; ++i) x[i] *= factor;
+}
+
+[[gnu::always_inline]] inline void softmax_body(float* x, int64_t n, float max) {
+  if (n <= 0) return;
+  scale_range(x, n, 1.0f / exp_sum_body(x, n, max));
+}
+
+// The softmax's normalizing pass a piece at a time, each piece narrowed while in cache.
+template <class Narrow>
+[[gnu::always_inline]] inline void softmax_half_body(float* x, int64_t n, float max, uint16_t* to,
+                                                     const Narrow& narrow) {
+  if (n <= 0) return;
+  const float factor = 1.0f / exp_sum_body(x, n, max);
+  constexpr int64_t kPiece = 256;
+  for (int64_t c = 0; c < n; c += kPiece) {
+    const int64_t len = std::min(kPiece, n - c);
+    scale_range(x + c, len, factor);
+    narrow(x + c, to + c, len);
+  }
 }
 
 // The masks: a stride of 1 (a mask per key) or 0 (one value for the row) as loops the
@@ -135,6 +164,53 @@ typedef int32_t I8 __attribute__((vector_size(32)));
   for (int64_t j = 0; j < n; ++j) row[j] *= factor;
 }
 
+// bf16 is f32's top half: round to nearest even on the bits; a NaN stays a (quiet) NaN.
+[[gnu::always_inline]] inline uint32_t bf16_rounded_bits(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1)) & 0xffff0000u;
+  return (x & 0x7fffffffu) > 0x7f800000u ? (x | 0x00400000u) & 0xffff0000u : rounded;
+}
+
+[[gnu::always_inline]] inline void round_bf16_body(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::bit_cast<float>(bf16_rounded_bits(x[i]));
+}
+[[gnu::always_inline]] inline void narrow_bf16_body(const float* x, uint16_t* to, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) to[i] = static_cast<uint16_t>(bf16_rounded_bits(x[i]) >> 16);
+}
+[[gnu::always_inline]] inline void widen_bf16_body(const uint16_t* h, float* to, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) to[i] = std::bit_cast<float>(static_cast<uint32_t>(h[i]) << 16);
+}
+
+#if defined(__x86_64__)
+// F16C rounds to nearest even (the immediate 0), with f16's subnormals and overflow to inf.
+__attribute__((target("avx2,fma,f16c"))) void round_f16_f16c(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) x[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("avx2,fma,f16c"))) void narrow_f16_f16c(const float* x, uint16_t* to, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) to[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+__attribute__((target("avx2,fma,f16c"))) void widen_f16_f16c(const uint16_t* h, float* to, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(to + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) to[i] = _cvtsh_ss(h[i]);
+}
+__attribute__((target("avx2,fma"))) void round_bf16_avx2(float* x, int64_t n) { round_bf16_body(x, n); }
+__attribute__((target("avx2,fma"))) void narrow_bf16_avx2(const float* x, uint16_t* to, int64_t n) {
+  narrow_bf16_body(x, to, n);
+}
+__attribute__((target("avx2,fma"))) void widen_bf16_avx2(const uint16_t* h, float* to, int64_t n) {
+  widen_bf16_body(h, to, n);
+}
+#endif
+
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void add_avx2(float* row, int64_t n, const float* mask, int64_t stride) {
   add_body(row, n, mask, stride);
@@ -146,6 +222,12 @@ __attribute__((target("avx2,fma"))) void keep_avx2(float* row, int64_t n, const 
 __attribute__((target("avx2,fma"))) void scale_avx2(float* row, int64_t n, float factor) { scale_body(row, n, factor); }
 __attribute__((target("avx2,fma"))) float max_avx2(const float* x, int64_t n) { return max_body(x, n); }
 __attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int64_t n, float max) { softmax_body(x, n, max); }
+__attribute__((target("avx2,fma"))) void softmax_half_avx2(float* x, int64_t n, float max, uint16_t* to, Half type) {
+  softmax_half_body(x, n, max, to, [&](const float* from, uint16_t* into, int64_t len) {
+    if (type == Half::BF16) narrow_bf16_body(from, into, len);
+    else narrow_f16_f16c(from, into, len);
+  });
+}
 __attribute__((target("avx2,fma"))) void exp_avx2(float* x, int64_t n) { exp_body(x, n); }
 #endif
 void add_generic(float* row, int64_t n, const float* mask, int64_t stride) { add_body(row, n, mask, stride); }
@@ -155,12 +237,28 @@ void keep_generic(float* row, int64_t n, const uint8_t* keep, int64_t stride, fl
 void scale_generic(float* row, int64_t n, float factor) { scale_body(row, n, factor); }
 float max_generic(const float* x, int64_t n) { return max_body(x, n); }
 void softmax_generic(float* x, int64_t n, float max) { softmax_body(x, n, max); }
+void softmax_half_generic(float* x, int64_t n, float max, uint16_t* to, Half type) {
+  softmax_half_body(x, n, max, to, [&](const float* from, uint16_t* into, int64_t len) {
+    if (type == Half::BF16) narrow_bf16_body(from, into, len);
+    else
+      for (int64_t i = 0; i < len; ++i) into[i] = float_to_f16(from[i]);
+  });
+}
 void exp_generic(float* x, int64_t n) { exp_body(x, n); }
 
 bool use_avx2() {
 #if defined(__x86_64__)
   static const bool avx2 = host_has_cpu_feature("avx2") && host_has_cpu_feature("fma");
   return avx2;
+#else
+  return false;
+#endif
+}
+
+bool use_f16c() {
+#if defined(__x86_64__)
+  static const bool f16c = use_avx2() && host_has_cpu_feature("f16c");
+  return f16c;
 #else
   return false;
 #endif
@@ -203,11 +301,57 @@ void softmax_row(float* x, int64_t n, float max) {
   softmax_generic(x, n, max);
 }
 
+void softmax_row_to_half(float* x, int64_t n, float max, uint16_t* to, Half type) {
+#if defined(__x86_64__)
+  if (use_f16c()) return softmax_half_avx2(x, n, max, to, type);
+#endif
+  softmax_half_generic(x, n, max, to, type);
+}
+
 void exp_in_place(float* x, int64_t n) {
 #if defined(__x86_64__)
   if (use_avx2()) return exp_avx2(x, n);
 #endif
   exp_generic(x, n);
+}
+
+void round_to_half(float* x, int64_t n, Half type) {
+  if (type == Half::BF16) {
+#if defined(__x86_64__)
+    if (use_avx2()) return round_bf16_avx2(x, n);
+#endif
+    return round_bf16_body(x, n);
+  }
+#if defined(__x86_64__)
+  if (use_f16c()) return round_f16_f16c(x, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) x[i] = f16_to_float(float_to_f16(x[i]));
+}
+
+void narrow_to_half(const float* x, uint16_t* to, int64_t n, Half type) {
+  if (type == Half::BF16) {
+#if defined(__x86_64__)
+    if (use_avx2()) return narrow_bf16_avx2(x, to, n);
+#endif
+    return narrow_bf16_body(x, to, n);
+  }
+#if defined(__x86_64__)
+  if (use_f16c()) return narrow_f16_f16c(x, to, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) to[i] = float_to_f16(x[i]);
+}
+
+void widen_half(const uint16_t* half, float* to, int64_t n, Half type) {
+  if (type == Half::BF16) {
+#if defined(__x86_64__)
+    if (use_avx2()) return widen_bf16_avx2(half, to, n);
+#endif
+    return widen_bf16_body(half, to, n);
+  }
+#if defined(__x86_64__)
+  if (use_f16c()) return widen_f16_f16c(half, to, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) to[i] = f16_to_float(half[i]);
 }
 
 }  // namespace kiln::runtime::cpu

@@ -1,6 +1,8 @@
 // Rows of attention scores in place, vectorized (AVX2 and FMA where the CPU has them, and
 // compiled at -O3: runtime/cpu/BUILD), for the attention step (runtime/cpu/attention.h),
-// whose scores never leave the cache: f's masks and scalings, then a softmax.
+// whose scores never leave the cache: f's masks and scalings, then a softmax; and the
+// conversions between f32 and bf16 or f16 of its half-precision form (F16C's where the
+// CPU has AVX2, which every CPU with it also has in practice, checked apart).
 #pragma once
 
 #include <cstdint>
@@ -25,5 +27,19 @@ void softmax_row(float* x, int64_t n, float max);
 
 /// The same exp, on n values in place (for tests: checked against std::exp).
 void exp_in_place(float* x, int64_t n);
+
+/// The 16-bit floats the attention step computes in (format 1.14).
+enum class Half { BF16, F16 };
+
+/// x[i] rounded to the nearest value of `type` (ties to even, as the interpreter rounds;
+/// f16 overflows to ±inf), kept as f32.
+void round_to_half(float* x, int64_t n, Half type);
+/// to[i] = x[i] rounded to `type`, as its bits.
+void narrow_to_half(const float* x, uint16_t* to, int64_t n, Half type);
+/// to[i] = the value of half[i] (exact).
+void widen_half(const uint16_t* half, float* to, int64_t n, Half type);
+
+/// softmax_row, its result also rounded to `type` into `to` (as narrow_to_half).
+void softmax_row_to_half(float* x, int64_t n, float max, uint16_t* to, Half type);
 
 }  // namespace kiln::runtime::cpu

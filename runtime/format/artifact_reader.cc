@@ -267,8 +267,9 @@ std::string post_op_problem(const PostOps* post_ops, bool matmul, int64_t channe
 }
 
 // Why a library attention's parameters do not fit its step's values, or "" when they do:
-// its dims and strides in range, f32 operands (bool for Keep), each matrix with rows or
-// columns adjacent, and every element it reads inside its input.
+// its dims and strides in range, q, k, v and the result f32 or of its precision (f32, bf16
+// or f16), Add's mask f32 and Keep's bool, each matrix with rows or columns adjacent, and
+// every element it reads inside its input.
 std::string attention_problem(const Attention& at, const Step& step,
                               const flatbuffers::Vector<flatbuffers::Offset<Value>>& values,
                               const std::vector<uint64_t>& value_bytes) {
@@ -283,6 +284,10 @@ std::string attention_problem(const Attention& at, const Step& step,
   }
   for (int64_t d : {at.queries(), at.keys(), at.head_dim(), at.value_dim()})
     if (d < 1 || d > limit) return "has a dim out of range";
+  const DType precision = at.precision();
+  if (precision != DType::F32 && precision != DType::BF16 && precision != DType::F16)
+    return "computes in a type other than f32, bf16 and f16";
+  auto f32_or_precision = [&](DType t) { return t == DType::F32 || t == precision; };
   uint32_t inputs = 3;
   if (at.transforms())
     for (const ScoreTransform* t : *at.transforms()) {
@@ -308,35 +313,38 @@ std::string attention_problem(const Attention& at, const Step& step,
     }
     return last + 1;
   };
-  auto fits = [&](uint32_t input, __int128 end, DType type) {
+  // Whether the elements up to `end` lie inside the input, of a type `type_ok` takes.
+  auto fits = [&](uint32_t input, __int128 end, auto type_ok) {
     const Value* v = values.Get(step.inputs()->Get(input));
-    return end >= 0 && v->dtype() == type &&
-           end * element_bytes(type) <= static_cast<__int128>(value_bytes[step.inputs()->Get(input)]);
+    return end >= 0 && type_ok(v->dtype()) &&
+           end * element_bytes(v->dtype()) <= static_cast<__int128>(value_bytes[step.inputs()->Get(input)]);
   };
   auto matrix = [&](const flatbuffers::Vector<int64_t>* strides, int64_t rows, int64_t cols) {
     return blas_matrix(rows, cols, strides->Get(rank - 2), strides->Get(rank - 1));
   };
   const int64_t t = at.queries(), keys = at.keys(), d = at.head_dim(), dv = at.value_dim();
-  if (!fits(0, reach(at.q_offset(), at.q_strides(), t, d), DType::F32) ||
-      !fits(1, reach(at.k_offset(), at.k_strides(), keys, d), DType::F32) ||
-      !fits(2, reach(at.v_offset(), at.v_strides(), keys, dv), DType::F32))
-    return "reads q, k or v past its input or from one that is not f32";
+  if (!fits(0, reach(at.q_offset(), at.q_strides(), t, d), f32_or_precision) ||
+      !fits(1, reach(at.k_offset(), at.k_strides(), keys, d), f32_or_precision) ||
+      !fits(2, reach(at.v_offset(), at.v_strides(), keys, dv), f32_or_precision))
+    return "reads q, k or v past its input or from one that is neither f32 nor of its precision";
   if (!matrix(at.q_strides(), t, d) || !matrix(at.k_strides(), keys, d) || !matrix(at.v_strides(), keys, dv))
     return "reads q, k or v as a matrix with neither its rows nor its columns adjacent";
   if (at.transforms())
     for (const ScoreTransform* tr : *at.transforms()) {
       if (tr->input() < 0) continue;
       const DType type = tr->kind() == ScoreTransformKind::Add ? DType::F32 : DType::Bool;
-      if (!fits(static_cast<uint32_t>(tr->input()), reach(tr->offset(), tr->strides(), t, keys), type))
+      if (!fits(static_cast<uint32_t>(tr->input()), reach(tr->offset(), tr->strides(), t, keys),
+                [&](DType given) { return given == type; }))
         return "reads a mask past its input or of the wrong element type";
     }
   const Value* out = values.Get(step.outputs()->Get(0));
-  if (out->dtype() != DType::F32 ||
-      value_bytes[step.outputs()->Get(0)] != static_cast<uint64_t>(batch) * static_cast<uint64_t>(t * dv) * 4)
-    return "writes a result that is not f32 [batch.., T, Dv]";
+  const uint64_t out_element = element_bytes(out->dtype());
+  if (!f32_or_precision(out->dtype()) ||
+      value_bytes[step.outputs()->Get(0)] != static_cast<uint64_t>(batch) * static_cast<uint64_t>(t * dv) * out_element)
+    return "writes a result that is not [batch.., T, Dv] of f32 or its precision";
   if (at.out_strides()) {
     const __int128 end = reach(0, at.out_strides(), t, dv);
-    if (end < 0 || end * 4 > static_cast<__int128>(value_bytes[step.outputs()->Get(0)]))
+    if (end < 0 || end * out_element > static_cast<__int128>(value_bytes[step.outputs()->Get(0)]))
       return "writes past its result";
     const std::optional<BlasMatrix> rows = matrix(at.out_strides(), t, dv);  // C: never transposed
     if (!rows || rows->transposed) return "writes rows whose elements are not adjacent";

@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 14;  // minor version 14
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.14 (this runtime reads 1.0 to 1.13)");
+  newer[10] = 15;  // minor version 15
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.15 (this runtime reads 1.0 to 1.14)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -555,12 +555,12 @@ TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bo
   {
     auto c = good;
     c.steps[0].attention->k_offset = 1;
-    CHECK(refused(c) == prefix + "reads q, k or v past its input or from one that is not f32");
+    CHECK(refused(c) == prefix + "reads q, k or v past its input or from one that is neither f32 nor of its precision");
   }
   {
     auto c = good;
     c.steps[0].attention->v_strides = {96, 32, 1, 9};  // v's rows adjacent, its columns 9 apart: past its end
-    CHECK(refused(c) == prefix + "reads q, k or v past its input or from one that is not f32");
+    CHECK(refused(c) == prefix + "reads q, k or v past its input or from one that is neither f32 nor of its precision");
   }
   {
     auto c = good;
@@ -585,6 +585,21 @@ TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bo
     auto c = good;
     c.steps[0].attention->queries = 0;
     CHECK(refused(c) == prefix + "has a dim out of range");
+  }
+  {
+    // Format 1.14: a half precision takes q, k, v and the result in it or in f32.
+    auto c = good;
+    c.steps[0].attention->precision = format::DType::BF16;
+    CHECK(format::read_artifact(format::write_artifact(c)).ok());
+    c.values[c.steps[0].inputs[1]].dtype = format::DType::I32;  // k: neither f32 nor bf16 (of f32's size)
+    CHECK(refused(c) == prefix + "reads q, k or v past its input or from one that is neither f32 nor of its precision");
+    c.steps[0].attention->precision = format::DType::I32;
+    CHECK(refused(c) == prefix + "computes in a type other than f32, bf16 and f16");
+  }
+  {
+    auto c = good;
+    c.values[c.steps[0].outputs[0]].dtype = format::DType::I32;  // an f32 attention's result
+    CHECK(refused(c) == prefix + "writes a result that is not [batch.., T, Dv] of f32 or its precision");
   }
   {
     auto c = good;

@@ -1,0 +1,253 @@
+// Attention in bf16 and f16 as one library step on the CPU (format 1.14): autocast's casts
+// between the matmuls and the f32 softmax join the step, which rounds where the cast graph
+// rounds. Checked against the interpreter run on the autocast graph itself (every cast
+// rounded exactly), each way a model writes attention. Built twice (tests/BUILD): with
+// oneDNN (bf16 products on its primitive where the CPU has one) and without it (every
+// product widened to f32 for OpenBLAS's sgemm).
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "passes/pipeline.h"
+#include "runtime/format/artifact.h"
+#include "tests/unit/run_util.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Precision {
+  const char* name;
+  int mantissa_bits;  // with the implicit one
+};
+constexpr Precision kPrecisions[] = {{"bf16", 8}, {"f16", 11}};
+
+CompileOptions options_for(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, const char* precision) {
+  CompileOptions options;
+  options.precision = precision;
+  for (const ir::Arg& a : g.args)
+    if (a.kind == ir::ArgKind::Param) options.weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
+  return options;
+}
+
+// The attention steps of the graph's CPU artifact at `precision`: how many, and the
+// element types of the first one's q, k, v and result.
+struct Steps {
+  int count = 0;
+  std::vector<format::DType> types;
+  format::DType precision = format::DType::F32;
+};
+
+Steps attention_steps(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, const char* precision) {
+  auto bytes = compile_to_artifact(g, options_for(g, args, precision));
+  if (!bytes.ok()) FAIL(bytes.error().message);
+  auto view = format::read_artifact(*bytes, "cpu-x86_64");
+  if (!view.ok()) FAIL(view.error().message);
+  Steps steps;
+  const auto* values = view->metadata().values();
+  for (const format::Step* s : *view->metadata().steps()) {
+    if (!s->attention()) continue;
+    if (steps.count++ == 0) {
+      for (uint32_t i = 0; i < 3; ++i) steps.types.push_back(values->Get(s->inputs()->Get(i))->dtype());
+      steps.types.push_back(values->Get(s->outputs()->Get(0))->dtype());
+      steps.precision = s->attention()->precision();
+    }
+  }
+  return steps;
+}
+
+// The graph as kiln compile --precision=P computes it: decomposed, then autocast.
+ir::Graph autocast(const ir::Graph& g, const char* precision) {
+  ir::Graph cast = g;
+  auto pipeline = passes::pipeline_from_text(std::string("decompose,autocast{precision=") + precision + "}");
+  if (!pipeline.ok()) FAIL(pipeline.error().message);
+  auto changed = pipeline->run(cast);
+  if (!changed.ok()) FAIL(changed.error().message);
+  return cast;
+}
+
+// Inputs of scale 0.5 keep the scores near 1, where one unit of the precision moves a
+// probability by a few of its own units.
+void check_half_attention(const std::string& text, uint64_t seed, std::vector<format::DType> f32_types = {}) {
+  INFO(text);
+  ir::Graph g = kiln::testing::parse_ok(text);
+  const auto args = kiln::testing::seeded_arguments(g, seed, 0.5);
+  for (const Precision& p : kPrecisions) {
+    INFO(p.name);
+    const format::DType half = p.mantissa_bits == 8 ? format::DType::BF16 : format::DType::F16;
+    const Steps steps = attention_steps(g, args, p.name);
+    CHECK(steps.count == 1);
+    CHECK(steps.precision == half);
+    if (!f32_types.empty()) {  // each type given as F32 or (any other) the precision
+      REQUIRE(steps.types.size() == f32_types.size());
+      for (size_t i = 0; i < f32_types.size(); ++i)
+        CHECK(steps.types[i] == (f32_types[i] == format::DType::F32 ? format::DType::F32 : half));
+    }
+    const ir::Graph cast = autocast(g, p.name);
+    // Params stored in the precision (only matmuls read them) take their rounded values.
+    auto cast_args = args;
+    for (const ir::Arg& a : cast.args) {
+      ir::Tensor& t = cast_args.at(cast.value_name(a.value));
+      if (cast.type(a.value).dtype != t.type.dtype) t = ir::Tensor::from_doubles(cast.type(a.value), t.floats);
+    }
+    const auto want = kiln::testing::eval_ok(cast, cast_args);
+    // The step accumulates in f32 and rounds where the interpreter rounds the exact value:
+    // where the two fall on either side of a rounding boundary, a score or probability
+    // moves by one unit; a few units of 2^-p at the values' scale (1) bound the result.
+    const double bound = 8 * std::ldexp(1.0, -p.mantissa_bits);
+    for (int threads : {1, 4}) {
+      INFO(threads << " threads");
+      auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, p.name), {threads});
+      if (!got.ok()) FAIL(got.error().message);
+      kiln::testing::check_same(*got, want, bound, bound);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bf16 and f16 attention ops run as one step with the autocast graph's values", "[runtime][attention][half]") {
+  // 300 queries: blocks of 109 rows, the last one partial; causal keys rounded up.
+  check_half_attention(R"(graph @g(%q: f32[1,2,300,8], %k: f32[1,2,300,8], %v: f32[1,2,300,8]) {
+    %y: f32[1,2,300,8] = attention(%q, %k, %v) {causal=true, scale=0.5}
+    return %y
+  })",
+                       1, {format::DType::F32, format::DType::F32, format::DType::F32, format::DType::F32});
+  // Cross attention with a bool mask per key and v narrower than q.
+  check_half_attention(R"(graph @g(%q: f32[2,2,7,8], %k: f32[2,2,33,8], %v: f32[2,2,33,5], %m: bool[7,33]) {
+    %y: f32[2,2,7,5] = attention(%q, %k, %v, %m) {scale=0.3}
+    return %y
+  })",
+                       2);
+}
+
+TEST_CASE("half attention written out: heads read in place and cast by the step, masks, q read by columns",
+          "[runtime][attention][half]") {
+  // BERT's form: heads sliced out of one f32 projection, divided by sqrt(D), plus an
+  // additive f32 mask per (batch, key).
+  check_half_attention(R"(graph @g(%qkv: f32[2,20,72], %bias: f32[2,20]) {
+    %q: f32[2,20,24] = slice(%qkv) {starts=[0,0,0], ends=[2,20,24]}
+    %k: f32[2,20,24] = slice(%qkv) {starts=[0,0,24], ends=[2,20,48]}
+    %v: f32[2,20,24] = slice(%qkv) {starts=[0,0,48], ends=[2,20,72]}
+    %qh: f32[2,20,4,6] = reshape(%q) {shape=[2,20,4,6]}
+    %kh: f32[2,20,4,6] = reshape(%k) {shape=[2,20,4,6]}
+    %vh: f32[2,20,4,6] = reshape(%v) {shape=[2,20,4,6]}
+    %qt: f32[2,4,20,6] = transpose(%qh) {perm=[0,2,1,3]}
+    %kt: f32[2,4,6,20] = transpose(%kh) {perm=[0,2,3,1]}
+    %vt: f32[2,4,20,6] = transpose(%vh) {perm=[0,2,1,3]}
+    %s: f32[2,4,20,20] = matmul(%qt, %kt)
+    %d: f32[] = constant {value=2.449489742783178}
+    %sd: f32[2,4,20,20] = div(%s, %d)
+    %bb: f32[2,4,20,20] = broadcast(%bias) {shape=[2,4,20,20], dims=[0,3]}
+    %sm: f32[2,4,20,20] = add(%sd, %bb)
+    %p: f32[2,4,20,20] = softmax(%sm) {axis=-1}
+    %o: f32[2,4,20,6] = matmul(%p, %vt)
+    return %o
+  })",
+                       3);
+  // GPT-2's form with q stored transposed ([.., D, T]: read a column at a time), a finite
+  // fill, and keys shared by the batch.
+  check_half_attention(R"(graph @g(%qd: f32[3,2,8,64], %k: f32[1,2,64,8], %v: f32[2,64,8]) {
+    %q: f32[3,2,64,8] = transpose(%qd) {perm=[0,1,3,2]}
+    %kt: f32[1,2,8,64] = transpose(%k) {perm=[0,1,3,2]}
+    %s: f32[3,2,64,64] = matmul(%q, %kt)
+    %c: f32[] = constant {value=0.35}
+    %ss: f32[3,2,64,64] = mul(%c, %s)
+    %i: i64[64,64] = iota {shape=[64,64], axis=0}
+    %j: i64[64,64] = iota {shape=[64,64], axis=1}
+    %keep: bool[64,64] = ge(%i, %j)
+    %kb: bool[3,2,64,64] = broadcast(%keep) {shape=[3,2,64,64], dims=[2,3]}
+    %fill: f32[] = constant {value=-1e9}
+    %sk: f32[3,2,64,64] = select(%kb, %ss, %fill)
+    %p: f32[3,2,64,64] = softmax(%sk) {axis=-1}
+    %o: f32[3,2,64,8] = matmul(%p, %v)
+    return %o
+  })",
+                       4);
+}
+
+TEST_CASE("half attention reads weights stored in the precision and writes the heads merged for the next matmul",
+          "[runtime][attention][half]") {
+  // k and v are params only matmuls read: stored in the precision. The result, heads
+  // merged back, feeds a matmul: the step writes it in the precision, and the casts
+  // between go.
+  check_half_attention(R"(graph @g(%x: f32[2,40,12], param %k: f32[2,3,16,4], param %v: f32[2,3,16,4],
+                                   param %w: f32[12,6]) {
+    %h: f32[2,40,3,4] = reshape(%x) {shape=[2,40,3,4]}
+    %q: f32[2,3,40,4] = transpose(%h) {perm=[0,2,1,3]}
+    %o: f32[2,3,40,4] = attention(%q, %k, %v)
+    %ot: f32[2,40,3,4] = transpose(%o) {perm=[0,2,1,3]}
+    %m: f32[2,40,12] = reshape(%ot) {shape=[2,40,12]}
+    %y: f32[2,40,6] = matmul(%m, %w)
+    return %y
+  })",
+                       5, {format::DType::F32, format::DType::BF16, format::DType::BF16, format::DType::BF16});
+}
+
+TEST_CASE("half attention rounds the scores before f and the softmax, as the cast graph does",
+          "[runtime][attention][half]") {
+  // Eighths of up to 4 make q·kᵀ exact in f32 (each product a multiple of 1/64, four of
+  // them), so the step and the interpreter round the same scores: of up to 64, which
+  // bf16 and f16 move by far more than the bound below once exp spreads them.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%q: f32[1,2,8,4], %k: f32[1,2,8,4], %v: f32[1,2,8,4]) {
+    %y: f32[1,2,8,4] = attention(%q, %k, %v)
+    return %y
+  })");
+  auto args = kiln::testing::seeded_arguments(g, 9, 4);
+  for (auto& [name, t] : args)
+    for (double& x : t.floats) x = std::round(x * 8) / 8;
+  for (const Precision& p : kPrecisions) {
+    INFO(p.name);
+    const auto want = kiln::testing::eval_ok(autocast(g, p.name), args);
+    auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, p.name));
+    if (!got.ok()) FAIL(got.error().message);
+    const double unit = std::ldexp(1.0, 1 - p.mantissa_bits);
+    kiln::testing::check_same(*got, want, unit, unit);
+  }
+}
+
+TEST_CASE("a half attention model, 8 threads x 25 runs, each equal to its single-thread result",
+          "[runtime][attention][half][threads]") {
+  const std::string text = R"(graph @g(%x: f32[2,300,24]) {
+    %h: f32[2,300,4,6] = reshape(%x) {shape=[2,300,4,6]}
+    %q: f32[2,4,300,6] = transpose(%h) {perm=[0,2,1,3]}
+    %y: f32[2,4,300,6] = attention(%q, %q, %q) {causal=true}
+    return %y
+  })";
+  ir::Graph g = kiln::testing::parse_ok(text);
+  for (const Precision& p : kPrecisions) {
+    INFO(p.name);
+    CHECK(attention_steps(g, {}, p.name).count == 1);
+    auto bytes = compile_to_artifact(g, options_for(g, {}, p.name));
+    if (!bytes.ok()) FAIL(bytes.error().message);
+    auto model = runtime::Model::load_bytes(std::move(*bytes), {2});
+    if (!model.ok()) FAIL(model.error().message);
+    const auto single = kiln::testing::outputs_one_thread(**model, "x", {2, 300, 24}, 200);
+    CHECK(kiln::testing::mismatches_across_threads(**model, "x", {2, 300, 24}, 8, 25, single) == 0);
+  }
+}
+
+TEST_CASE("a profile names what runs a half attention's products", "[runtime][attention][half]") {
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%q: f32[1,2,64,16], %k: f32[1,2,64,16], %v: f32[1,2,64,16]) {
+    %y: f32[1,2,64,16] = attention(%q, %k, %v) {causal=true}
+    return %y
+  })");
+  for (const Precision& p : kPrecisions) {
+    INFO(p.name);
+    auto bytes = compile_to_artifact(g, options_for(g, {}, p.name));
+    if (!bytes.ok()) FAIL(bytes.error().message);
+    auto model = runtime::Model::load_bytes(std::move(*bytes), {1});
+    if (!model.ok()) FAIL(model.error().message);
+    std::string implementation = "(no attention step)";
+    for (const runtime::StepInfo& step : (*model)->steps())
+      if (step.name.starts_with("attention")) implementation = step.implementation;
+    INFO(implementation);
+    // Without oneDNN (the second build) every product widens; with it, bf16 ones run on
+    // its primitive where the CPU has a bf16 kernel (AVX512-BF16 or AMX here).
+    const bool widened = std::string(p.name) == "f16" || std::getenv("KILN_LIBDNNL") != nullptr;
+    if (widened) CHECK(implementation == std::string("products on sgemm over f32 values rounded to ") + p.name);
+    else CHECK(implementation.starts_with("products in bf16 on oneDNN ("));
+  }
+}
