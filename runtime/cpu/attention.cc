@@ -121,7 +121,7 @@ Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, in
   return true;
 }
 
-// The bf16 products of a full block (the first, on every key), as run_half_block calls them.
+// A block's two bf16 products (`rows` queries by `keys` keys), as run_half_block calls them.
 Bf16Gemm scores_product(const Plan& plan, int64_t rows, int64_t keys) {
   const int64_t d = plan.head_dim;
   return {true, rows, keys, d, d, d, plan.keys, dnnl_f32};
@@ -271,8 +271,9 @@ Status run_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last, int 
 
 }  // namespace
 
-int64_t attention_block_rows(int64_t queries, int64_t keys) {
-  const int64_t rows = std::clamp<int64_t>(32768 / std::max<int64_t>(keys, 1), 16, 256);
+int64_t attention_block_rows(int64_t queries, int64_t keys, bool half) {
+  const int64_t rows = half ? std::clamp<int64_t>(262144 / std::max<int64_t>(keys, 1), 16, 128)
+                            : std::clamp<int64_t>(32768 / std::max<int64_t>(keys, 1), 16, 256);
   return std::min(rows, queries);
 }
 
@@ -328,7 +329,7 @@ Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* 
       stride *= d < plan.batch.size() ? plan.batch[d] : plan.queries;
     }
   }
-  plan.block_rows = attention_block_rows(plan.queries, plan.keys);
+  plan.block_rows = attention_block_rows(plan.queries, plan.keys, plan.half);
   plan.blocks = (plan.queries + plan.block_rows - 1) / plan.block_rows;
   if (plan.half && at.precision() == format::DType::BF16) {
     // A causal block's keys in steps of a sixteenth of them (at least 64), so that a few

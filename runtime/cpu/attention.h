@@ -32,8 +32,9 @@ Status run_attention(const format::Attention& call, const AttentionTypes& types,
 /// "products on sgemm over f32 values rounded to f16"; "" for f32.
 std::string attention_implementation(const format::Attention& call, const AttentionTypes& types);
 
-/// Query rows per block for `keys` keys: a block's scores take at most 128 KiB (within
-/// 16 and 256 rows).
-int64_t attention_block_rows(int64_t queries, int64_t keys);
+/// Query rows per block for `keys` keys: in f32 as many as keep a block's scores within
+/// 128 KiB (16 to 256 rows); in bf16 and f16, where each block also packs its q rows and
+/// calls oneDNN twice, up to 128 rows within 1 MiB (16 to 128; docs/benchmarks.md).
+int64_t attention_block_rows(int64_t queries, int64_t keys, bool half = false);
 
 }  // namespace kiln::runtime::cpu

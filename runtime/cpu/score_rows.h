@@ -1,8 +1,8 @@
-// Rows of attention scores in place, vectorized (AVX2 and FMA where the CPU has them, and
-// compiled at -O3: runtime/cpu/BUILD), for the attention step (runtime/cpu/attention.h),
-// whose scores never leave the cache: f's masks and scalings, then a softmax; and the
-// conversions between f32 and bf16 or f16 of its half-precision form (F16C's where the
-// CPU has AVX2, which every CPU with it also has in practice, checked apart).
+// Rows of attention scores in place, vectorized (sixteen lanes with AVX-512, eight with
+// AVX2 and FMA, where the CPU has them; compiled at -O3: runtime/cpu/BUILD), for the
+// attention step (runtime/cpu/attention.h), whose scores never leave the cache: f's masks
+// and scalings, then a softmax; and the conversions between f32 and bf16 or f16 of its
+// half-precision form (F16C's for f16 where the CPU has it, checked apart from AVX2).
 #pragma once
 
 #include <cstdint>

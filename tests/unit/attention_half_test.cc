@@ -109,7 +109,7 @@ void check_half_attention(const std::string& text, uint64_t seed, std::vector<fo
 }  // namespace
 
 TEST_CASE("bf16 and f16 attention ops run as one step with the autocast graph's values", "[runtime][attention][half]") {
-  // 300 queries: blocks of 109 rows, the last one partial; causal keys rounded up.
+  // 300 queries: blocks of 128 rows, the last one partial; causal keys rounded up.
   check_half_attention(R"(graph @g(%q: f32[1,2,300,8], %k: f32[1,2,300,8], %v: f32[1,2,300,8]) {
     %y: f32[1,2,300,8] = attention(%q, %k, %v) {causal=true, scale=0.5}
     return %y
