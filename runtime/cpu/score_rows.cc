@@ -268,21 +268,13 @@ void softmax_half_generic(float* x, int64_t n, float max, uint16_t* to, Half typ
   });
 }
 
+thread_local RowInstance chosen_instance = RowInstance::Fastest;
+
+// What this CPU has (read once), then what the calling thread asked for.
 bool use_avx2() {
 #if defined(__x86_64__)
   static const bool avx2 = host_has_cpu_feature("avx2") && host_has_cpu_feature("fma");
-  return avx2;
-#else
-  return false;
-#endif
-}
-
-bool use_avx512() {
-#if defined(__x86_64__)
-  static const bool avx512 = use_avx2() && host_has_cpu_feature("f16c") && host_has_cpu_feature("avx512f") &&
-                             host_has_cpu_feature("avx512bw") && host_has_cpu_feature("avx512dq") &&
-                             host_has_cpu_feature("avx512vl");
-  return avx512;
+  return avx2 && chosen_instance != RowInstance::Generic;
 #else
   return false;
 #endif
@@ -290,14 +282,26 @@ bool use_avx512() {
 
 bool use_f16c() {
 #if defined(__x86_64__)
-  static const bool f16c = use_avx2() && host_has_cpu_feature("f16c");
-  return f16c;
+  static const bool f16c = host_has_cpu_feature("f16c");
+  return f16c && use_avx2();
+#else
+  return false;
+#endif
+}
+
+bool use_avx512() {
+#if defined(__x86_64__)
+  static const bool avx512 = host_has_cpu_feature("avx512f") && host_has_cpu_feature("avx512bw") &&
+                             host_has_cpu_feature("avx512dq") && host_has_cpu_feature("avx512vl");
+  return avx512 && use_f16c() && chosen_instance == RowInstance::Fastest;
 #else
   return false;
 #endif
 }
 
 }  // namespace
+
+void use_row_instance(RowInstance instance) { chosen_instance = instance; }
 
 // The fastest instance of a row function this CPU runs.
 #if defined(__x86_64__)
@@ -320,7 +324,7 @@ void exp_in_place(float* x, int64_t n) { KILN_DISPATCH(exp, x, n); }
 
 void softmax_row_to_half(float* x, int64_t n, float max, uint16_t* to, Half type) {
 #if defined(__x86_64__)
-  // F16C narrows f16 in the vector instances; every CPU with AVX2 here has it (use_f16c).
+  // The vector instances narrow f16 with F16C.
   if (use_avx512()) return softmax_half_avx512(x, n, max, to, type);
   if (use_f16c()) return softmax_half_avx2(x, n, max, to, type);
 #endif

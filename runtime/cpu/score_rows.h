@@ -9,6 +9,12 @@
 
 namespace kiln::runtime::cpu {
 
+/// Which compiled instance of these functions the calling thread runs: the fastest this
+/// CPU has (the default), or, for tests of the others on a CPU with AVX-512, the AVX2 one
+/// (where the CPU has AVX2) or the plain x86-64 one.
+enum class RowInstance { Fastest, Avx2, Generic };
+void use_row_instance(RowInstance instance);
+
 /// row[j] *= factor.
 void scale_row(float* row, int64_t n, float factor);
 /// row[j] += mask[j·stride].

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "base/half_float.h"
 #include "passes/pipeline.h"
+#include "runtime/cpu/score_rows.h"
 #include "runtime/format/artifact.h"
 #include "tests/unit/run_util.h"
 
@@ -250,4 +252,47 @@ TEST_CASE("a profile names what runs a half attention's products", "[runtime][at
     if (widened) CHECK(implementation == std::string("products on sgemm over f32 values rounded to ") + p.name);
     else CHECK(implementation.starts_with("products in bf16 on oneDNN ("));
   }
+}
+
+TEST_CASE("the rows kernels round, narrow and widen bf16 and f16 as base/half_float.h does, in every instance",
+          "[runtime][attention][half]") {
+  // Every bf16 and f16 value, and floats between them (ties, the largest finite, overflow,
+  // subnormals, NaN).
+  std::vector<float> x;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    x.push_back(bf16_to_float(static_cast<uint16_t>(h)));
+    x.push_back(f16_to_float(static_cast<uint16_t>(h)));
+    x.push_back(bits_float((h << 16) | 0x8000u));  // a bf16 tie
+    x.push_back(bits_float((h << 13) | 0x1000u));  // an f16 tie, and others
+    x.push_back(bits_float(h * 65537u + 12345u));
+  }
+  x.insert(x.end(), {65504.0f, 65519.0f, 65520.0f, 1e-8f, -3e-6f, 6.0e-8f, 3.4e38f, -INFINITY, std::nanf("")});
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (auto instance :
+       {runtime::cpu::RowInstance::Fastest, runtime::cpu::RowInstance::Avx2, runtime::cpu::RowInstance::Generic}) {
+    INFO("instance " << static_cast<int>(instance));
+    runtime::cpu::use_row_instance(instance);
+    for (auto type : {runtime::cpu::Half::BF16, runtime::cpu::Half::F16}) {
+      const bool bf16 = type == runtime::cpu::Half::BF16;
+      INFO((bf16 ? "bf16" : "f16"));
+      std::vector<uint16_t> narrow(x.size());
+      std::vector<float> rounded = x, widened(x.size());
+      runtime::cpu::narrow_to_half(x.data(), narrow.data(), n, type);
+      runtime::cpu::round_to_half(rounded.data(), n, type);
+      runtime::cpu::widen_half(narrow.data(), widened.data(), n, type);
+      int wrong = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const uint16_t want = bf16 ? float_to_bf16(x[i]) : float_to_f16(x[i]);
+        const float want_value = bf16 ? bf16_to_float(want) : f16_to_float(want);
+        if (std::isnan(x[i])) {  // any NaN
+          wrong += !(std::isnan(widened[i]) && std::isnan(rounded[i]));
+          continue;
+        }
+        wrong += narrow[i] != want || float_bits(widened[i]) != float_bits(want_value) ||
+                 float_bits(rounded[i]) != float_bits(want_value);
+      }
+      CHECK(wrong == 0);
+    }
+  }
+  runtime::cpu::use_row_instance(runtime::cpu::RowInstance::Fastest);
 }

@@ -1,6 +1,8 @@
 // Attention as one library step on the CPU (ir/attention_match.h, runtime/cpu/attention.h):
 // each way a model writes it, against the interpreter, and the rows kernels it runs on.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -42,6 +44,8 @@ void check_attention(const std::string& text, uint64_t seed, int attentions = 1)
     kiln::testing::check_same(*got, expected);
   }
 }
+
+void check_rows_kernels();
 
 }  // namespace
 
@@ -192,6 +196,44 @@ TEST_CASE("softmax's result read elsewhere (a training graph's backward) leaves 
 }
 
 TEST_CASE("the rows kernels: exp within 2 units in the last place, softmax's edge cases", "[runtime][attention]") {
+  // Each compiled instance this CPU runs: the fastest (AVX-512 here), AVX2, plain x86-64.
+  for (auto instance :
+       {runtime::cpu::RowInstance::Fastest, runtime::cpu::RowInstance::Avx2, runtime::cpu::RowInstance::Generic}) {
+    INFO("instance " << static_cast<int>(instance));
+    runtime::cpu::use_row_instance(instance);
+    check_rows_kernels();
+  }
+  runtime::cpu::use_row_instance(runtime::cpu::RowInstance::Fastest);
+}
+
+TEST_CASE("the rows kernels' scalings and masks, in every instance", "[runtime][attention]") {
+  for (auto instance :
+       {runtime::cpu::RowInstance::Fastest, runtime::cpu::RowInstance::Avx2, runtime::cpu::RowInstance::Generic}) {
+    INFO("instance " << static_cast<int>(instance));
+    runtime::cpu::use_row_instance(instance);
+    for (int n = 1; n < 40; ++n) {
+      std::vector<float> row(static_cast<size_t>(n)), mask(static_cast<size_t>(2 * n));
+      std::vector<uint8_t> keep(static_cast<size_t>(2 * n));
+      for (int j = 0; j < 2 * n; ++j) {
+        mask[j] = 0.25f * j;
+        keep[j] = j % 3 != 0;
+      }
+      for (int j = 0; j < n; ++j) row[j] = 1.0f + j;
+      runtime::cpu::scale_row(row.data(), n, 2.0f);
+      runtime::cpu::add_to_row(row.data(), n, mask.data(), 2);
+      runtime::cpu::keep_in_row(row.data(), n, keep.data(), 1, -7.0f);
+      for (int j = 0; j < n; ++j) CHECK(row[j] == (keep[j] ? 2.0f * (1.0f + j) + 0.5f * j : -7.0f));
+      CHECK(runtime::cpu::row_max(row.data(), n) == *std::max_element(row.begin(), row.end()));
+    }
+  }
+  runtime::cpu::use_row_instance(runtime::cpu::RowInstance::Fastest);
+}
+
+namespace {
+
+// exp against std::exp over the range, softmax over rows of every length up to 19 (vectors
+// and tails) with -inf entries, and a row masked whole.
+void check_rows_kernels() {
   std::vector<float> x;
   for (float v = -100.0f; v <= 100.0f; v += 0.0137f) x.push_back(v);
   x.insert(x.end(), {0.0f, -0.0f, 88.7f, 89.0f, -87.0f, -88.0f, -1e30f, std::numeric_limits<float>::infinity(),
@@ -221,3 +263,5 @@ TEST_CASE("the rows kernels: exp within 2 units in the last place, softmax's edg
   runtime::cpu::softmax_row(masked.data(), 5, runtime::cpu::row_max(masked.data(), 5));
   for (float m : masked) CHECK(std::isnan(m));
 }
+
+}  // namespace
