@@ -22,7 +22,7 @@ struct Descs {
   dnnl_memory_desc_t bias_md{};
 };
 
-bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, Descs& d) {
+bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, dnnl_data_type_t c_t, Descs& d) {
   std::vector<dnnl_dim_t> a_dims, b_dims, c_dims, a_strides, b_strides, c_strides;
   if (mm.batch())
     for (const format::BatchDim* bd : *mm.batch()) {
@@ -46,14 +46,14 @@ bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, De
   if (ndims > DNNL_MAX_NDIMS) return false;
   if (p.memory_desc_init_by_strides(&d.a, ndims, a_dims.data(), t, a_strides.data()) != dnnl_success ||
       p.memory_desc_init_by_strides(&d.b, ndims, b_dims.data(), t, b_strides.data()) != dnnl_success ||
-      p.memory_desc_init_by_strides(&d.c, ndims, c_dims.data(), t, c_strides.data()) != dnnl_success)
+      p.memory_desc_init_by_strides(&d.c, ndims, c_dims.data(), c_t, c_strides.data()) != dnnl_success)
     return false;
   d.bias = mm.post_ops() && mm.post_ops()->size() > 0 && mm.post_ops()->Get(0)->kind() == format::PostOpKind::Bias;
   std::vector<dnnl_dim_t> bias_dims(static_cast<size_t>(ndims), 1), bias_strides(static_cast<size_t>(ndims), n);
   bias_dims.back() = n;
   bias_strides.back() = 1;
-  return !d.bias ||
-         p.memory_desc_init_by_strides(&d.bias_md, ndims, bias_dims.data(), t, bias_strides.data()) == dnnl_success;
+  return !d.bias || p.memory_desc_init_by_strides(&d.bias_md, ndims, bias_dims.data(), dnnl_f32, bias_strides.data()) ==
+                        dnnl_success;  // post-op operands are f32 (the reader checks)
 }
 
 // oneDNN's chain of a call's post-ops after its bias (null where it has none), or false
@@ -96,10 +96,10 @@ struct Prepared {
 };
 
 // The primitive of each distinct call (its shape, strides and type), created once.
-const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t type) {
+const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t type, dnnl_data_type_t c_type) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, Prepared> cache;
-  std::vector<int64_t> key = {type, mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b(), mm.lda(), mm.ldb()};
+  std::vector<int64_t> key = {type, c_type, mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b(), mm.lda(), mm.ldb()};
   if (mm.batch())
     for (const format::BatchDim* bd : *mm.batch())
       key.insert(key.end(), {bd->count(), bd->a_stride(), bd->b_stride(), bd->c_stride()});
@@ -109,7 +109,7 @@ const Prepared& prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_t
   if (!inserted) return it->second;
   Prepared& prep = it->second;
   prep.what = "a " + std::to_string(mm.m()) + "x" + std::to_string(mm.n()) + "x" + std::to_string(mm.k()) + " matmul";
-  if (describe(p, mm, type, prep.descs)) {
+  if (describe(p, mm, type, c_type, prep.descs)) {
     dnnl_primitive_desc_t pd = describe_call(p, mm, prep.descs, prep.descs.b);
     // oneDNN's reference kernel ran a batch of small products 100x slower than a loop of
     // sgemm calls: such a call is left to the caller.
@@ -143,7 +143,7 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
   if (mm.batch() && mm.batch()->size() > 0) return prep;
   dnnl_memory_desc_t any_b;
   const dnnl_dim_t b_dims[] = {mm.k(), mm.n()};
-  if (!describe(p, mm, dnnl_f32, prep.descs) ||
+  if (!describe(p, mm, dnnl_f32, dnnl_f32, prep.descs) ||
       p.memory_desc_init_by_tag(&any_b, 2, b_dims, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
     return prep;
   dnnl_primitive_desc_t pd = describe_call(p, mm, prep.descs, any_b);
@@ -235,10 +235,11 @@ Status dnnl_packed_matmul(const format::Matmul& mm, const uint8_t* packed_b, uin
   return dnnl_run(*p, prep->primitive, std::span(operands, prep->descs.bias ? 4 : 3), threads, prep->what);
 }
 
-Result<bool> dnnl_matmul(const format::Matmul& mm, dnnl_data_type_t type, uint8_t* const* args, int threads) {
+Result<bool> dnnl_matmul(const format::Matmul& mm, dnnl_data_type_t type, dnnl_data_type_t c_type, uint8_t* const* args,
+                         int threads) {
   const DnnlApi* p = dnnl_api();
   if (!p) return false;
-  const Prepared& prep = prepared(*p, mm, type);
+  const Prepared& prep = prepared(*p, mm, type, c_type);
   if (!prep.primitive.primitive) return false;
   const PostOpOperands post = post_op_operands(mm.post_ops(), args);
   const int64_t element = type == dnnl_f32 ? 4 : 2;

@@ -17,9 +17,11 @@ namespace kiln::runtime::cpu {
 
 /// Runs a matmul of `type` (dnnl_f32, dnnl_bf16, dnnl_f16) on oneDNN's matmul primitive,
 /// made once per distinct call, with its post-ops (`args`: A, B, the post-ops' operands,
-/// C); false where oneDNN or its primitive for the call is missing (the caller then runs
-/// it another way).
-Result<bool> dnnl_matmul(const format::Matmul& call, dnnl_data_type_t type, uint8_t* const* args, int threads);
+/// C), C of `c_type` (a half-precision matmul with post-ops may write f32: format 1.14);
+/// false where oneDNN or its primitive for the call is missing (the caller then runs it
+/// another way).
+Result<bool> dnnl_matmul(const format::Matmul& call, dnnl_data_type_t type, dnnl_data_type_t c_type,
+                         uint8_t* const* args, int threads);
 
 /// One bf16 product C [m, n] = A [m, k] · B [k, n], f32 accumulation, C in `c_type`
 /// (dnnl_f32 or dnnl_bf16, rounded to nearest even), rows `ld` elements apart; B given by

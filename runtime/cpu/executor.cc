@@ -265,7 +265,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
       if (step.kind() == format::StepKind::Library && packed_at_[s])
         return dnnl_packed_matmul(*step.matmul(), packed_at_[s], ptrs.data(), threads_);
       if (step.kind() == format::StepKind::Library)
-        return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type, ptrs.data(), threads_, pool_.get());
+        return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type,
+                          sig_.values[step.outputs()->Get(0)].type, ptrs.data(), threads_, pool_.get());
       if (step.kind() == format::StepKind::Scatter) {
         kernel(ptrs.data(), 0, step.work_items());
       } else {

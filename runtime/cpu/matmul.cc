@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -89,8 +90,9 @@ bool openblas_uses_avx2(const std::string& core) {
 // A matmul of f16 or bf16 matrices: both widened to f32 (exactly), multiplied with f32
 // accumulation (as autocast promises and cuBLAS does on the GPU), the result rounded to
 // nearest even. oneDNN 2.6's C API has no half-precision GEMM to call instead.
+// C rounded to the half type, or (c_wide) its f32 sums.
 Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
-                   const uint16_t* b, int64_t ldb, uint16_t* c, int threads) {
+                   const uint16_t* b, int64_t ldb, uint16_t* c, float* c_wide, int threads) {
   thread_local std::vector<float> fa, fb, fc;
   fa.resize(static_cast<size_t>(m * k));
   fb.resize(static_cast<size_t>(k * n));
@@ -102,6 +104,7 @@ Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     for (int64_t q = 0; q < a_cols; ++q) fa[static_cast<size_t>(r * a_cols + q)] = widen(a[r * lda + q]);
   for (int64_t r = 0; r < b_rows; ++r)
     for (int64_t q = 0; q < b_cols; ++q) fb[static_cast<size_t>(r * b_cols + q)] = widen(b[r * ldb + q]);
+  if (c_wide) return sgemm(ta, tb, m, n, k, 1.0f, fa.data(), a_cols, fb.data(), b_cols, c_wide, n, threads);
   KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, 1.0f, fa.data(), a_cols, fb.data(), b_cols, fc.data(), n, threads));
   auto narrow = bf16 ? float_to_bf16 : float_to_f16;
   for (size_t i = 0; i < fc.size(); ++i) c[i] = narrow(fc[i]);
@@ -143,7 +146,8 @@ std::string matmul_library() {
          " for f64";
 }
 
-Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, int threads, ThreadPool* pool) {
+Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
+                  ThreadPool* pool) {
   int64_t m = mm.m(), n = mm.n(), k = mm.k();
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return make_error("runtime: a matmul of " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
@@ -161,11 +165,21 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
   // cache, where the portable path below goes over C again for each.
   const bool post_ops = mm.post_ops() && mm.post_ops()->size() > 0;
   if (t == ElementType::BF16 || (t == ElementType::F32 && post_ops)) {
-    KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, t == ElementType::BF16 ? dnnl_bf16 : dnnl_f32, ptr, threads));
+    const dnnl_data_type_t c = c_type == ElementType::F32 ? dnnl_f32 : dnnl_bf16;
+    KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, t == ElementType::BF16 ? dnnl_bf16 : dnnl_f32, c, ptr, threads));
     if (ran) return Status::Ok();
   }
-  const PostOpOperands operands = post_op_operands(mm.post_ops(), ptr);
+  PostOpOperands operands = post_op_operands(mm.post_ops(), ptr);
   const int size = element_bytes(t);
+  // A half-precision matmul with post-ops (its bias and activation joined it): the f32
+  // sums in a buffer of the thread, the post-ops over them, then C in its type.
+  const bool half = t == ElementType::F16 || t == ElementType::BF16;
+  thread_local std::vector<float> wide;
+  uint8_t* const c_given = operands.result;
+  if (half && post_ops) {
+    wide.resize(static_cast<size_t>(count * m * n));
+    operands.result = reinterpret_cast<uint8_t*>(wide.data());
+  }
   const CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
   const int64_t lda = format::matmul_lda(mm), ldb = format::matmul_ldb(mm);
   // The GEMM of batch index p (its operands' offsets from p's index along each dim) on
@@ -181,7 +195,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
     }
     const uint8_t* a = ptr[0] + (mm.a_offset() + ao) * size;
     const uint8_t* b = ptr[1] + (mm.b_offset() + bo) * size;
-    uint8_t* c = operands.result + co * size;
+    uint8_t* c = operands.result + co * (half && post_ops ? 4 : size);
     switch (t) {
       case ElementType::F32:
         return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, 1.0f, reinterpret_cast<const float*>(a), lda,
@@ -190,7 +204,8 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
       case ElementType::BF16:
         return half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,
                            reinterpret_cast<const uint16_t*>(a), lda, reinterpret_cast<const uint16_t*>(b), ldb,
-                           reinterpret_cast<uint16_t*>(c), gemm_threads);
+                           reinterpret_cast<uint16_t*>(c), post_ops ? reinterpret_cast<float*>(c) : nullptr,
+                           gemm_threads);
       case ElementType::F64:
         cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,
                     reinterpret_cast<const double*>(a), static_cast<int>(lda), reinterpret_cast<const double*>(b),
@@ -225,7 +240,17 @@ Status run_matmul(const format::Matmul& mm, ElementType t, uint8_t* const* ptr, 
   } else {
     for (int64_t p = 0; p < count; ++p) KILN_RETURN_IF_ERROR(gemm_at(p, threads));
   }
-  if (post_ops) apply_post_ops(mm.post_ops(), operands, count * m * n, n, 1);  // f32 only (the reader checks)
+  if (post_ops) apply_post_ops(mm.post_ops(), operands, count * m * n, n, 1);  // f32 sums (the reader checks)
+  if (half && post_ops) {
+    const size_t elements = static_cast<size_t>(count * m * n);
+    if (c_type == ElementType::F32) {
+      std::memcpy(c_given, wide.data(), elements * 4);
+    } else {
+      auto narrow = t == ElementType::BF16 ? float_to_bf16 : float_to_f16;
+      uint16_t* c = reinterpret_cast<uint16_t*>(c_given);
+      for (size_t i = 0; i < elements; ++i) c[i] = narrow(wide[i]);
+    }
+  }
   return Status::Ok();
 }
 

@@ -17,10 +17,11 @@ namespace kiln::runtime::cpu {
 
 /// C = op(A) op(B) for every batch index of `call` (verified to stay inside its operands),
 /// with A, B, the post-ops' operands and C in `args`, in element type `type`, then the
-/// post-ops. oneDNN runs on at most `threads` OpenMP threads (set for the calling thread
-/// before each call: OpenMP keeps the count per thread, so models with different counts
-/// do not disturb each other). With a `pool`, f32 batches may split across its threads.
-Status run_matmul(const format::Matmul& call, ElementType type, uint8_t* const* args, int threads,
+/// post-ops. C is of `c_type`: `type`, or (format 1.14, with post-ops) f32 where A and B
+/// are bf16 or f16, whose post-ops then apply to the f32 sums before any rounding. oneDNN runs on at most `threads`
+/// OpenMP threads (set for the calling thread before each call: OpenMP keeps the count per thread, so models with
+/// different counts do not disturb each other). With a `pool`, f32 batches may split across its threads.
+Status run_matmul(const format::Matmul& call, ElementType type, ElementType c_type, uint8_t* const* args, int threads,
                   ThreadPool* pool = nullptr);
 
 /// f32 C = alpha·op(A)·op(B) (row-major, C's rows ldc apart) on oneDNN's sgemm where it is

@@ -683,9 +683,18 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       if (reach[o] * size > static_cast<__int128>(bytes))
         return fail(Kind::ShapeMismatch, "the matmul of step " + n(s) + " reaches past operand " + n(o));
     }
-    if (post_ops && post_ops->size() > 0) {
+    // C is of A's type, or (1.14, CPU) f32 where a bf16 or f16 matmul's post-ops apply to
+    // its f32 sums.
+    const DType a_type = a.values()->Get(operands[0])->dtype(), c_type = a.values()->Get(operands[2])->dtype();
+    const bool half = a_type == DType::BF16 || a_type == DType::F16;
+    const bool has_post_ops = post_ops && post_ops->size() > 0;
+    if (c_type != a_type && !(half && has_post_ops && c_type == DType::F32))
+      return fail(Kind::ShapeMismatch,
+                  "the matmul of step " + n(s) + " writes a result of another type than its operands'");
+    if (has_post_ops) {
       const Value* c = a.values()->Get(step->outputs()->Get(0));
-      std::string why = c->dtype() != DType::F32 ? "has post-ops on a result that is not f32"
+      std::string why = c->dtype() != DType::F32 && !half ? "has post-ops on a result that is not f32"
+                        : half && cuda ? "has post-ops on a bf16 or f16 product, which only the CPU applies"
                         : cuda && !cublaslt_epilogue(post_ops)
                             ? "has post-ops that cublasLt does not apply (a bias, then at most one of Relu and "
                               "GeluTanh)"

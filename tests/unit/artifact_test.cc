@@ -491,6 +491,43 @@ TEST_CASE("on CUDA a matmul's epilogue is cublasLt's: a bias, then relu or tanh 
         "artifact: step matmul_0 computes ops after its matmul that cublasLt does not apply");
 }
 
+TEST_CASE("a bf16 matmul's epilogue (format 1.14) writes f32 or bf16, on the CPU only", "[artifact][errors]") {
+  Model m("linear", 1);
+  Tensor h = matmul(m.input("x", {4, 8}), m.input("w", {8, 6}));
+  m.output(relu(h + m.param("b", {6}, Init::uniform(-1, 1))), "y");
+  const format::ArtifactContents good =
+      contents_of(m,
+                  "decompose,autocast{precision=bf16},canonicalize,cse,dce,fusion{matmul_epilogues=onednn},"
+                  "memory-plan");
+  // The inputs' casts, then the matmul with its bias and relu, writing the f32 result.
+  REQUIRE(good.steps.size() == 3);
+  const auto& step = good.steps[2];
+  REQUIRE(step.matmul.post_ops.size() == 2);
+  CHECK(good.values[step.inputs[0]].dtype == format::DType::BF16);
+  CHECK(good.values[step.outputs[0]].dtype == format::DType::F32);
+  CHECK(format::read_artifact(format::write_artifact(good)).ok());
+  auto refused = [](format::ArtifactContents c, std::string_view target = "") {
+    return refusal(format::write_artifact(c), target).message;
+  };
+  const std::string prefix = "artifact: shape mismatch: the matmul of step 2 ";
+  {
+    auto c = good;
+    c.steps[2].matmul.post_ops.clear();  // f32 sums without post-ops: no such call
+    c.steps[2].inputs.resize(2);
+    CHECK(refused(c) == prefix + "writes a result of another type than its operands'");
+  }
+  {
+    auto c = good;
+    c.target = "cuda-sm_80";
+    c.code = {{"cubin", "sm_80", std::vector<uint8_t>(100, 0), {}, {}}};
+    for (int s : {0, 1}) {  // the casts' launches
+      c.steps[s].block_threads = 256;
+      c.steps[s].grid_blocks = 1;
+    }
+    CHECK(refused(c, "cuda-sm_80") == prefix + "has post-ops on a bf16 or f16 product, which only the CPU applies");
+  }
+}
+
 TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its operands, on both targets",
           "[artifact][errors]") {
   Model m("linear", 1);
