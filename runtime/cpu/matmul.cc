@@ -89,8 +89,8 @@ bool openblas_uses_avx2(const std::string& core) {
 
 // A matmul of f16 or bf16 matrices: both widened to f32 (exactly), multiplied with f32
 // accumulation (as autocast promises and cuBLAS does on the GPU), the result rounded to
-// nearest even. oneDNN 2.6's C API has no half-precision GEMM to call instead.
-// C rounded to the half type, or (c_wide) its f32 sums.
+// nearest even into c, or left as f32 sums in c_wide where post-ops follow (format 1.14).
+// oneDNN 2.6's C API has no half-precision GEMM to call instead.
 Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
                    const uint16_t* b, int64_t ldb, uint16_t* c, float* c_wide, int threads) {
   thread_local std::vector<float> fa, fb, fc;
