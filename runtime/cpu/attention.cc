@@ -73,18 +73,23 @@ bool scores_to_probabilities(const Plan& plan, int64_t p, int64_t r0, int64_t ro
   for (int64_t i = 0; i < rows; ++i) {
     float* row = tile + i * ld;
     const int64_t query = r0 + i;
-    if (plan.half) round_to_half(row, keys, plan.half_type);
+    // Where f ends in a causal mask, the keys past the query only take its fill: f and the
+    // softmax run over the keys up to the query, and the rest are 0 where the fill's exp
+    // is (fill - max < -104: below f32's smallest subnormal), as it is for keys past
+    // `keys` (and a row whose max leaves it otherwise takes every key).
+    const int64_t valid = plan.skip_masked ? std::min(keys, query + 1) : keys;
+    if (plan.half) round_to_half(row, valid, plan.half_type);
     for (const Transform& t : plan.transforms) {
       switch (t.kind) {
-        case format::ScoreTransformKind::Scale: scale_row(row, keys, t.value); break;
+        case format::ScoreTransformKind::Scale: scale_row(row, valid, t.value); break;
         case format::ScoreTransformKind::Add:
           add_to_row(
-              row, keys,
+              row, valid,
               reinterpret_cast<const float*>(t.mask.base) + batch_offset(plan, t.mask, p) + query * t.mask.row_stride(),
               t.mask.col_stride());
           break;
         case format::ScoreTransformKind::Keep:
-          keep_in_row(row, keys, t.mask.base + batch_offset(plan, t.mask, p) + query * t.mask.row_stride(),
+          keep_in_row(row, valid, t.mask.base + batch_offset(plan, t.mask, p) + query * t.mask.row_stride(),
                       t.mask.col_stride(), t.value);
           break;
         case format::ScoreTransformKind::Causal:
@@ -92,11 +97,22 @@ bool scores_to_probabilities(const Plan& plan, int64_t p, int64_t r0, int64_t ro
           break;
       }
     }
-    // The keys left out score `fill`: exact where exp(fill - max) is 0 in f32.
-    const float max = row_max(row, keys);
+    float max = row_max(row, valid);
+    const bool vanishes = plan.fill - max < -104.0f;
+    int64_t n = valid;
+    if (valid < keys && !vanishes) {  // the masked keys count: the whole row (the fill is there)
+      n = keys;
+      max = row_max(row, keys);
+    }
+    // The keys left out of the block score `fill` too.
     if (keys < plan.keys && plan.fill != -INFINITY && !(plan.fill - max < -104.0f)) return false;
-    if (half_out) softmax_row_to_half(row, keys, max, half_out + i * ld, plan.half_type);
-    else softmax_row(row, keys, max);
+    if (half_out) {
+      softmax_row_to_half(row, n, max, half_out + i * ld, plan.half_type);
+      std::fill(half_out + i * ld + n, half_out + i * ld + keys, uint16_t{0});
+    } else {
+      softmax_row(row, n, max);
+      std::fill(row + n, row + keys, 0.0f);
+    }
   }
   return true;
 }
