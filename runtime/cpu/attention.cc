@@ -244,6 +244,22 @@ Result<bool> run_half_block(const Plan& plan, int64_t p, int64_t r0, int64_t row
   return true;
 }
 
+// Blocks [first, last) through `run_block(r0, rows, keys)`: where f ends in a causal mask,
+// each on the keys up to its last query (rounded up to the plan's granule), and again on
+// every key where that returns false (a masked key's exp would not be 0).
+template <class RunBlock>
+Status for_blocks(const Plan& plan, int64_t first, int64_t last, const RunBlock& run_block) {
+  for (int64_t block = first; block < last; ++block) {
+    const int64_t r0 = block * plan.block_rows, rows = std::min(plan.block_rows, plan.queries - r0);
+    const int64_t needed = (r0 + rows + plan.key_granule - 1) / plan.key_granule * plan.key_granule;
+    const int64_t keys = plan.skip_masked ? std::min(plan.keys, needed) : plan.keys;
+    KILN_ASSIGN_OR_RETURN(bool done, run_block(r0, rows, keys));
+    if (done) continue;
+    if (Result<bool> whole = run_block(r0, rows, plan.keys); !whole.ok()) return whole.error();
+  }
+  return Status::Ok();
+}
+
 // Blocks [first, last) of batch index p in the half form: k and v packed once.
 Status run_half_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last, int threads) {
   thread_local HalfBuffers buffers;
@@ -259,30 +275,18 @@ Status run_half_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last,
     pack_rows(plan, plan.k, plan.k_type, p, 0, s, d, buffers.wide_k.data(), buffers.row);
     pack_rows(plan, plan.v, plan.v_type, p, 0, s, dv, buffers.wide_v.data(), buffers.row);
   }
-  for (int64_t block = first; block < last; ++block) {
-    const int64_t r0 = block * plan.block_rows, rows = std::min(plan.block_rows, plan.queries - r0);
-    const int64_t needed = (r0 + rows + plan.key_granule - 1) / plan.key_granule * plan.key_granule;
-    const int64_t keys = plan.skip_masked ? std::min(plan.keys, needed) : plan.keys;
-    KILN_ASSIGN_OR_RETURN(bool done, run_half_block(plan, p, r0, rows, keys, buffers, threads));
-    if (done) continue;
-    if (Result<bool> whole = run_half_block(plan, p, r0, rows, plan.keys, buffers, threads); !whole.ok())
-      return whole.error();
-  }
-  return Status::Ok();
+  return for_blocks(plan, first, last, [&](int64_t r0, int64_t rows, int64_t keys) {
+    return run_half_block(plan, p, r0, rows, keys, buffers, threads);
+  });
 }
 
 // Blocks [first, last) of batch index p.
 Status run_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last, int threads) {
   if (plan.half) return run_half_blocks(plan, p, first, last, threads);
   thread_local std::vector<float> tile;
-  for (int64_t block = first; block < last; ++block) {
-    const int64_t r0 = block * plan.block_rows, rows = std::min(plan.block_rows, plan.queries - r0);
-    const int64_t keys = plan.skip_masked ? std::min(plan.keys, r0 + rows) : plan.keys;
-    KILN_ASSIGN_OR_RETURN(bool done, run_block(plan, p, r0, rows, keys, tile, threads));
-    if (done) continue;
-    if (Result<bool> whole = run_block(plan, p, r0, rows, plan.keys, tile, threads); !whole.ok()) return whole.error();
-  }
-  return Status::Ok();
+  return for_blocks(plan, first, last, [&](int64_t r0, int64_t rows, int64_t keys) {
+    return run_block(plan, p, r0, rows, keys, tile, threads);
+  });
 }
 
 }  // namespace
