@@ -173,10 +173,10 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
   const int size = element_bytes(t);
   // A half-precision matmul with post-ops (its bias and activation joined it): the f32
   // sums in a buffer of the thread, the post-ops over them, then C in its type.
-  const bool half = t == ElementType::F16 || t == ElementType::BF16;
+  const bool wide_sums = (t == ElementType::F16 || t == ElementType::BF16) && post_ops;
   thread_local std::vector<float> wide;
   uint8_t* const c_given = operands.result;
-  if (half && post_ops) {
+  if (wide_sums) {
     wide.resize(static_cast<size_t>(count * m * n));
     operands.result = reinterpret_cast<uint8_t*>(wide.data());
   }
@@ -195,7 +195,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
     }
     const uint8_t* a = ptr[0] + (mm.a_offset() + ao) * size;
     const uint8_t* b = ptr[1] + (mm.b_offset() + bo) * size;
-    uint8_t* c = operands.result + co * (half && post_ops ? 4 : size);
+    uint8_t* c = operands.result + co * (wide_sums ? 4 : size);
     switch (t) {
       case ElementType::F32:
         return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, 1.0f, reinterpret_cast<const float*>(a), lda,
@@ -204,7 +204,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
       case ElementType::BF16:
         return half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,
                            reinterpret_cast<const uint16_t*>(a), lda, reinterpret_cast<const uint16_t*>(b), ldb,
-                           reinterpret_cast<uint16_t*>(c), post_ops ? reinterpret_cast<float*>(c) : nullptr,
+                           reinterpret_cast<uint16_t*>(c), wide_sums ? reinterpret_cast<float*>(c) : nullptr,
                            gemm_threads);
       case ElementType::F64:
         cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,
@@ -241,7 +241,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
     for (int64_t p = 0; p < count; ++p) KILN_RETURN_IF_ERROR(gemm_at(p, threads));
   }
   if (post_ops) apply_post_ops(mm.post_ops(), operands, count * m * n, n, 1);  // f32 sums (the reader checks)
-  if (half && post_ops) {
+  if (wide_sums) {
     const size_t elements = static_cast<size_t>(count * m * n);
     if (c_type == ElementType::F32) {
       std::memcpy(c_given, wide.data(), elements * 4);
