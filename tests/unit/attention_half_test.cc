@@ -14,6 +14,7 @@
 #include "passes/pipeline.h"
 #include "runtime/cpu/score_rows.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/attention_graphs.h"
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
@@ -127,28 +128,7 @@ TEST_CASE("bf16 and f16 attention ops run as one step with the autocast graph's 
 
 TEST_CASE("half attention written out: heads read in place and cast by the step, masks, q read by columns",
           "[runtime][attention][half]") {
-  // BERT's form: heads sliced out of one f32 projection, divided by sqrt(D), plus an
-  // additive f32 mask per (batch, key).
-  check_half_attention(R"(graph @g(%qkv: f32[2,20,72], %bias: f32[2,20]) {
-    %q: f32[2,20,24] = slice(%qkv) {starts=[0,0,0], ends=[2,20,24]}
-    %k: f32[2,20,24] = slice(%qkv) {starts=[0,0,24], ends=[2,20,48]}
-    %v: f32[2,20,24] = slice(%qkv) {starts=[0,0,48], ends=[2,20,72]}
-    %qh: f32[2,20,4,6] = reshape(%q) {shape=[2,20,4,6]}
-    %kh: f32[2,20,4,6] = reshape(%k) {shape=[2,20,4,6]}
-    %vh: f32[2,20,4,6] = reshape(%v) {shape=[2,20,4,6]}
-    %qt: f32[2,4,20,6] = transpose(%qh) {perm=[0,2,1,3]}
-    %kt: f32[2,4,6,20] = transpose(%kh) {perm=[0,2,3,1]}
-    %vt: f32[2,4,20,6] = transpose(%vh) {perm=[0,2,1,3]}
-    %s: f32[2,4,20,20] = matmul(%qt, %kt)
-    %d: f32[] = constant {value=2.449489742783178}
-    %sd: f32[2,4,20,20] = div(%s, %d)
-    %bb: f32[2,4,20,20] = broadcast(%bias) {shape=[2,4,20,20], dims=[0,3]}
-    %sm: f32[2,4,20,20] = add(%sd, %bb)
-    %p: f32[2,4,20,20] = softmax(%sm) {axis=-1}
-    %o: f32[2,4,20,6] = matmul(%p, %vt)
-    return %o
-  })",
-                       3);
+  check_half_attention(kiln::testing::kBertAttentionGraph, 3);
   // GPT-2's form with q stored transposed ([.., D, T]: read a column at a time), a finite
   // fill, and keys shared by the batch.
   check_half_attention(R"(graph @g(%qd: f32[3,2,8,64], %k: f32[1,2,64,8], %v: f32[2,64,8]) {

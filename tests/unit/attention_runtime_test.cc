@@ -9,6 +9,7 @@
 
 #include "runtime/cpu/score_rows.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/attention_graphs.h"
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
@@ -72,28 +73,7 @@ TEST_CASE("the attention op, causal or with a mask, runs as one step with the in
 }
 
 TEST_CASE("attention written out (heads read in place, scaled, masked) runs as one step", "[runtime][attention]") {
-  // BERT's form: heads sliced out of one projection, divided by sqrt(D), plus an additive
-  // mask per (batch, key).
-  check_attention(R"(graph @g(%qkv: f32[2,20,72], %bias: f32[2,20]) {
-    %q: f32[2,20,24] = slice(%qkv) {starts=[0,0,0], ends=[2,20,24]}
-    %k: f32[2,20,24] = slice(%qkv) {starts=[0,0,24], ends=[2,20,48]}
-    %v: f32[2,20,24] = slice(%qkv) {starts=[0,0,48], ends=[2,20,72]}
-    %qh: f32[2,20,4,6] = reshape(%q) {shape=[2,20,4,6]}
-    %kh: f32[2,20,4,6] = reshape(%k) {shape=[2,20,4,6]}
-    %vh: f32[2,20,4,6] = reshape(%v) {shape=[2,20,4,6]}
-    %qt: f32[2,4,20,6] = transpose(%qh) {perm=[0,2,1,3]}
-    %kt: f32[2,4,6,20] = transpose(%kh) {perm=[0,2,3,1]}
-    %vt: f32[2,4,20,6] = transpose(%vh) {perm=[0,2,1,3]}
-    %s: f32[2,4,20,20] = matmul(%qt, %kt)
-    %d: f32[] = constant {value=2.449489742783178}
-    %sd: f32[2,4,20,20] = div(%s, %d)
-    %bb: f32[2,4,20,20] = broadcast(%bias) {shape=[2,4,20,20], dims=[0,3]}
-    %sm: f32[2,4,20,20] = add(%sd, %bb)
-    %p: f32[2,4,20,20] = softmax(%sm) {axis=-1}
-    %o: f32[2,4,20,6] = matmul(%p, %vt)
-    return %o
-  })",
-                  4);
+  check_attention(kiln::testing::kBertAttentionGraph, 4);
   // GPT-2's form: j <= i from iotas, a finite fill, keys and values shared by the batch.
   check_attention(R"(graph @g(%q: f32[3,2,64,8], %k: f32[1,2,64,8], %v: f32[2,64,8]) {
     %kt: f32[1,2,8,64] = transpose(%k) {perm=[0,1,3,2]}
