@@ -188,9 +188,10 @@ Result<format::ArtifactContents::ConvInfo> conv_call(const ir::Graph& g, const i
   c.pads_lo = win.pad_lo;
   c.pads_hi = win.pad_hi;
   c.groups = n.attrs.get_int("groups", 1);
-  if (g.type(n.result).dtype != ir::DType::F32)
-    return make_error(fmt::format("artifact: {} of {} on the CPU's convolution library takes f32 only",
-                                  ir::op_name(n.op), g.type(n.result).to_string()));
+  const ir::DType t = g.type(n.operands[0]).dtype;
+  if (t != ir::DType::F32 && t != ir::DType::BF16 && t != ir::DType::F16)
+    return make_error(fmt::format("artifact: {} of {} on the CPU's convolution library takes f32, bf16 or f16 only",
+                                  ir::op_name(n.op), g.type(n.operands[0]).to_string()));
   return c;
 }
 

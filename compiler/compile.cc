@@ -30,11 +30,10 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   if (options.precision != "f32")
     pipeline_text.replace(pipeline_text.find("decompose,"), 10,
                           fmt::format("decompose,autocast{{precision={}}},", options.precision));
-  // Convolutions run on oneDNN on the CPU in f32; elsewhere, as im2col and matmuls (before
-  // autocast, which then casts those matmuls).
-  const bool library_convs = options.target == "cpu" && options.precision == "f32";
+  // Convolutions run on oneDNN on the CPU (autocast casts them as it casts matmuls);
+  // elsewhere, as im2col and matmuls (before autocast, which then casts those matmuls).
   pipeline_text.replace(pipeline_text.find("decompose,"), 10,
-                        library_convs ? "decompose,lower-conv{keep_f32=true}," : "decompose,lower-conv,");
+                        options.target == "cpu" ? "decompose,lower-conv{keep_library=true}," : "decompose,lower-conv,");
   KILN_ASSIGN_OR_RETURN(std::vector<passes::PassSpec> specs, passes::parse_pipeline_text(pipeline_text));
   if (!options.fuse) passes::set_option_default(specs, "fusion", "fuse", "false");
   // Both runtimes read a matmul's operands through transposes and slices by strides; CUDA

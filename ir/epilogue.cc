@@ -27,10 +27,11 @@ class EpilogueMatcher {
   std::optional<Epilogue> match(int call) {
     const Node& c = g_.nodes[call];
     const TensorType& type = g_.type(c.result);
-    // A bf16 or f16 matmul (autocast's) whose product is cast to f32 for the ops after it:
-    // on the CPU its post-ops apply to the f32 sums (as PyTorch's autocast linear adds its
-    // bias in the GEMM), the cast and the cast back after them, if any, joining the call.
-    const bool half = c.op == Op::Matmul && matmuls_ == MatmulEpilogues::kOneDnn &&
+    // A bf16 or f16 matmul or convolution (autocast's) whose product is cast to f32 for the
+    // ops after it: on the CPU its post-ops apply to the f32 sums (as PyTorch's autocast
+    // linear adds its bias in the GEMM), the cast and the cast back after them, if any,
+    // joining the call. (Convolutions are library calls on the CPU only.)
+    const bool half = (c.op == Op::Conv || (c.op == Op::Matmul && matmuls_ == MatmulEpilogues::kOneDnn)) &&
                       (type.dtype == DType::BF16 || type.dtype == DType::F16);
     if (type.dtype != DType::F32 && !half) return std::nullopt;
     if (c.op == Op::Conv && type.rank() >= 3) {
@@ -97,7 +98,11 @@ class EpilogueMatcher {
       e.result = x = u->result;
     }
     if (e.post_ops.empty()) return std::nullopt;
-    if (half) {  // the result rounded back for the next matmul joins too
+    // The result rounded back for the next call joins too; not after a residual add, which
+    // oneDNN reads from the result's buffer, in the result's type.
+    const bool residual =
+        std::any_of(e.post_ops.begin(), e.post_ops.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Add; });
+    if (half && !residual) {
       if (const Node* narrow = only_user(x); narrow && narrow->op == Op::Cast && g_.type(narrow->result) == type) {
         e.nodes.push_back(index_of(*narrow));
         e.result = x = narrow->result;
@@ -110,9 +115,9 @@ class EpilogueMatcher {
     // (attention's heads, cast back to the precision, which the attention step reads in
     // place): GPT-2's qkv bias ran as a kernel of 2.4 ms over the bf16 product otherwise.
     if (!convolution && e.post_ops.size() == 1 && e.post_ops[0].kind == PostOp::Kind::Bias && !result_[x] &&
-        std::none_of(users_[x].begin(), users_[x].end(), [&](int u) {
-          return op_kind(g_.nodes[u].op) == OpKind::Library || (!folds_.empty() && folds_[u] >= 0);
-        }) &&
+        std::none_of(
+            users_[x].begin(), users_[x].end(),
+            [&](int u) { return op_kind(g_.nodes[u].op) == OpKind::Library || (!folds_.empty() && folds_[u] >= 0); }) &&
         !(half && reaches_library(x, 6)))
       return std::nullopt;
     std::sort(e.nodes.begin(), e.nodes.end());

@@ -38,9 +38,10 @@ struct PostOp {
 
 /// A library call and the chain of single-use ops after it. The call is a forward f32
 /// convolution (its channels: dim 1) or, where asked, an f32 matmul (its channels: the
-/// result's columns); with oneDNN's epilogues also a bf16 or f16 matmul whose product is
-/// cast to f32 (autocast's), the chain then applying to the f32 sums, the cast and any
-/// cast of the chain's result back to the matmul's type joining it. The chain: an add of a per-channel bias (a
+/// result's columns); also a bf16 or f16 convolution, or with oneDNN's epilogues matmul,
+/// whose product is cast to f32 (autocast's), the chain then applying to the f32 sums, the
+/// cast and any cast of the chain's result back to the call's type (unless the chain adds
+/// a residual) joining it. The chain: an add of a per-channel bias (a
 /// broadcast of those values over every other dim), then any of relu, sigmoid, tanh, a clip (maximum and minimum with
 /// constants), x·sigmoid(x), hard swish (x times the clip of x/6 + 1/2 to [0, 1], as
 /// ONNX's HardSwish imports), GELU in either form (in whatever arrangement of adds,

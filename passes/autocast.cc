@@ -29,10 +29,12 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   nodes.reserve(g.nodes.size());
   bool changed = false;
   for (Node& n : g.nodes) {
-    // matmul, and linear (its bias cast too, as PyTorch's autocast does).
-    bool f32_matmul = n.op == Op::Matmul || n.op == Op::Linear;
-    for (ValueId operand : n.operands) f32_matmul = f32_matmul && g.type(operand).dtype == DType::F32;
-    if (!f32_matmul) {
+    // matmul, linear (its bias cast too, as PyTorch's autocast does), and convolutions with
+    // their gradients (PyTorch's autocast lists conv and its backward runs in the same type).
+    bool f32_product = n.op == Op::Matmul || n.op == Op::Linear || n.op == Op::Conv || n.op == Op::ConvInputGrad ||
+                       n.op == Op::ConvWeightGrad;
+    for (ValueId operand : n.operands) f32_product = f32_product && g.type(operand).dtype == DType::F32;
+    if (!f32_product) {
       nodes.push_back(std::move(n));
       continue;
     }
@@ -50,7 +52,7 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   }
   g.nodes = std::move(nodes);
   if (!changed || !store_params_) return changed;
-  // Params that only matmuls read (through their casts) take the low precision themselves.
+  // Params that only matmuls and convolutions read (through their casts) take the low precision themselves.
   std::vector<std::vector<int>> users(g.values.size());
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (ValueId v : g.nodes[i].operands) users[v].push_back(static_cast<int>(i));

@@ -1,17 +1,19 @@
-// autocast: matmuls in half precision, the rest in f32, as PyTorch's autocast does.
+// autocast: matmuls and convolutions in half precision, the rest in f32, as PyTorch's
+// autocast does.
 #pragma once
 
 #include "passes/pass.h"
 
 namespace kiln::passes {
 
-/// Every f32 matmul (and linear, the composite of a matmul and its bias) takes its operands
-/// cast to `precision` (f16 or bf16) and gives a result of that type (f32 accumulation
-/// inside), cast back to f32 for its users; every
+/// Every f32 matmul (and linear, the composite of a matmul and its bias) and convolution
+/// (conv, conv_input_grad, conv_weight_grad) takes its operands cast to `precision` (f16
+/// or bf16) and gives a result of that type (f32 accumulation inside), cast back to f32
+/// for its users; every
 /// other op computes in f32, as PyTorch's autocast lists have it for exp, log, pow,
 /// rsqrt, softmax, log_softmax, layer_norm, reductions and losses. The casts are
 /// elementwise ops, which fusion folds into the kernels beside them. A param that only
-/// matmuls read becomes a param of `precision` itself (its weights stored at half the
+/// matmuls and convolutions read becomes a param of `precision` itself (its weights stored at half the
 /// size; the compiler rounds them to it). State (a training step's master weights) stays
 /// f32, and so do all params with `store_params = false` (a training step's master weights).
 class AutocastPass : public Pass {

@@ -7,18 +7,16 @@ namespace kiln::passes {
 
 /// Rewrites each convolution into strided slices of its padded input (which fusion makes
 /// one gather kernel) and a matmul per group: for targets without a convolution library
-/// (CUDA, until cuDNN) and for half-precision compiles, whose matmuls autocast then casts.
-/// The CPU runs convolutions on oneDNN, so its pipeline leaves them (ir/decompose.h).
-/// With keep_f32, f32 convolutions stay library ops (the CPU's, on oneDNN) and only the
-/// others are lowered.
+/// (CUDA, until cuDNN). The CPU runs convolutions on oneDNN: with keep_library, those of
+/// f32, bf16 and f16 stay library ops and only the others (f64) are lowered.
 class LowerConvPass : public Pass {
  public:
-  explicit LowerConvPass(bool keep_f32 = false) : keep_f32_(keep_f32) {}
+  explicit LowerConvPass(bool keep_library = false) : keep_library_(keep_library) {}
   std::string_view name() const override { return "lower-conv"; }
   Result<bool> run(ir::Graph& graph) override;
 
  private:
-  bool keep_f32_;
+  bool keep_library_;
 };
 
 }  // namespace kiln::passes

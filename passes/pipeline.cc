@@ -49,8 +49,8 @@ Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
 }
 
 Result<std::unique_ptr<Pass>> make_lower_conv(PassOptionReader& reader) {
-  KILN_ASSIGN_OR_RETURN(bool keep_f32, reader.flag("keep_f32", false));
-  return std::unique_ptr<Pass>(std::make_unique<LowerConvPass>(keep_f32));
+  KILN_ASSIGN_OR_RETURN(bool keep_library, reader.flag("keep_library", false));
+  return std::unique_ptr<Pass>(std::make_unique<LowerConvPass>(keep_library));
 }
 
 Result<std::unique_ptr<Pass>> make_autodiff(PassOptionReader& reader) {
@@ -82,7 +82,7 @@ constexpr Registration kPasses[] = {
      "{fuse=true|false matmul_epilogues=none|onednn|cublaslt matmul_views=true|false attention=true|false "
      "single_batch_views=true|false}",
      make_fusion},
-    {"lower-conv", "{keep_f32=true|false}", make_lower_conv},
+    {"lower-conv", "{keep_library=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},
 };
 

@@ -10,6 +10,7 @@
 #include "runtime/cpu/conv_gemm.h"
 #include "runtime/cpu/dnnl.h"
 #include "runtime/cpu/post_ops.h"
+#include "runtime/cpu/score_rows.h"
 #include "runtime/cpu/winograd.h"
 
 namespace kiln::runtime::cpu {
@@ -36,17 +37,26 @@ dnnl_format_tag_t plain(size_t rank) {
 // Input channels up to which an ungrouped convolution's result is asked for channel-blocked.
 constexpr int64_t kFewChannels = 4;
 
+dnnl_data_type_t dnnl_type(format::DType t) {
+  return t == format::DType::BF16 ? dnnl_bf16 : t == format::DType::F16 ? dnnl_f16 : dnnl_f32;
+}
+
+constexpr ConvTypes kF32;
+
+bool half(ConvTypes types) { return types.in != format::DType::F32; }
+
 // The channels-last layout (nhwc and its 1-D and 3-D forms) of dims, or false.
-bool channels_last_md(const DnnlApi& api, const std::vector<dnnl_dim_t>& dims, dnnl_memory_desc_t& last) {
+bool channels_last_md(const DnnlApi& api, const std::vector<dnnl_dim_t>& dims, dnnl_data_type_t type,
+                      dnnl_memory_desc_t& last) {
   const dnnl_format_tag_t tag = dims.size() == 3 ? dnnl_acb : dims.size() == 4 ? dnnl_acdb : dnnl_acdeb;
   return dims.size() >= 3 && dims.size() <= 5 &&
-         api.memory_desc_init_by_tag(&last, static_cast<int>(dims.size()), dims.data(), dnnl_f32, tag) == dnnl_success;
+         api.memory_desc_init_by_tag(&last, static_cast<int>(dims.size()), dims.data(), type, tag) == dnnl_success;
 }
 
 // Whether md is the channels-last layout of dims.
 bool channels_last(const DnnlApi& api, const dnnl_memory_desc_t& md, const std::vector<dnnl_dim_t>& dims) {
   dnnl_memory_desc_t last;
-  return channels_last_md(api, dims, last) && api.memory_desc_equal(&md, &last);
+  return channels_last_md(api, dims, md.data_type, last) && api.memory_desc_equal(&md, &last);
 }
 
 // Channels in blocks of one vector of floats: 16 with AVX-512, else 8.
@@ -92,15 +102,17 @@ std::string describe(const format::Conv& c) {
          shape_text(c.w()) + " to y " + shape_text(c.y());
 }
 
-// The primitive of each distinct convolution, made once.
-const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_channels_blocked) {
+// The primitive of each distinct convolution, made once. A bf16 or f16 one gets none where
+// oneDNN has only its reference kernel for it (the caller then widens).
+const Prepared& prepared(const DnnlApi& api, const format::Conv& c, ConvTypes types, bool few_channels_blocked) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, Prepared> cache;
   // The request matters only to a forward, ungrouped convolution of few input channels
   // (below); others share one primitive either way, not a second one made at load.
   few_channels_blocked = few_channels_blocked && c.kind() == format::ConvKind::Forward && c.groups() <= 1 &&
                          c.x()->size() > 1 && c.x()->Get(1) <= kFewChannels;
-  std::vector<int64_t> key = {static_cast<int64_t>(c.kind()), c.groups(), few_channels_blocked};
+  std::vector<int64_t> key = {static_cast<int64_t>(c.kind()), c.groups(), few_channels_blocked,
+                              static_cast<int64_t>(types.in), static_cast<int64_t>(types.out)};
   for (const auto* v : {c.x(), c.w(), c.y(), c.strides(), c.dilations(), c.pads_lo(), c.pads_hi()}) {
     key.push_back(-1);
     key.insert(key.end(), v->begin(), v->end());
@@ -140,13 +152,21 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
                           hi = dims_of(c.pads_hi());
   for (dnnl_dim_t& d : dilations) d -= 1;  // oneDNN counts the gaps between taps
   // Plain layouts for the operands as they lie in memory; "any" lets the primitive pick.
+  // The result (y forward, dx and dw backward) takes the out type, the inputs the in type.
+  const dnnl_data_type_t in = dnnl_type(types.in), out = dnnl_type(types.out);
+  const dnnl_data_type_t x_type = c.kind() == format::ConvKind::BackwardData ? out : in,
+                         w_type = c.kind() == format::ConvKind::BackwardWeights ? out : in,
+                         y_type = c.kind() == format::ConvKind::Forward ? out : in;
   dnnl_memory_desc_t any_x, any_w, any_y;
-  auto init = [&](dnnl_memory_desc_t& plain_md, dnnl_memory_desc_t& any_md, const std::vector<dnnl_dim_t>& dims) {
+  auto init = [&](dnnl_memory_desc_t& plain_md, dnnl_memory_desc_t& any_md, const std::vector<dnnl_dim_t>& dims,
+                  dnnl_data_type_t type) {
     const int n = static_cast<int>(dims.size());
-    return api.memory_desc_init_by_tag(&plain_md, n, dims.data(), dnnl_f32, plain(dims.size())) == dnnl_success &&
-           api.memory_desc_init_by_tag(&any_md, n, dims.data(), dnnl_f32, dnnl_format_tag_any) == dnnl_success;
+    return api.memory_desc_init_by_tag(&plain_md, n, dims.data(), type, plain(dims.size())) == dnnl_success &&
+           api.memory_desc_init_by_tag(&any_md, n, dims.data(), type, dnnl_format_tag_any) == dnnl_success;
   };
-  if (!init(prep.x.plain, any_x, x) || !init(prep.w.plain, any_w, w) || !init(prep.y.plain, any_y, y)) return prep;
+  if (!init(prep.x.plain, any_x, x, x_type) || !init(prep.w.plain, any_w, w, w_type) ||
+      !init(prep.y.plain, any_y, y, y_type))
+    return prep;
   const bool inference = c.kind() == format::ConvKind::Forward;
   // The post-ops: a bias first is the primitive's own; an added tensor is a sum.
   dnnl_post_ops_t post_ops = nullptr;
@@ -217,7 +237,7 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
   if (few_channels_blocked && forward_pd &&
       channels_last(api, *api.primitive_desc_query_md(forward_pd, dnnl_query_dst_md, 0), y)) {
     dnnl_memory_desc_t blocked_y;
-    if (api.memory_desc_init_by_tag(&blocked_y, static_cast<int>(y.size()), y.data(), dnnl_f32,
+    if (api.memory_desc_init_by_tag(&blocked_y, static_cast<int>(y.size()), y.data(), y_type,
                                     channel_blocked(y.size())) == dnnl_success)
       if (dnnl_primitive_desc_t blocked_pd = describe_forward(any_x, blocked_y)) {
         api.primitive_desc_destroy(forward_pd);
@@ -232,7 +252,7 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
   if (c.kind() == format::ConvKind::Forward && c.groups() > 1 && forward_pd &&
       !channels_last(api, *api.primitive_desc_query_md(forward_pd, dnnl_query_dst_md, 0), y)) {
     dnnl_memory_desc_t last_x, last_y;
-    if (channels_last_md(api, x, last_x) && channels_last_md(api, y, last_y))
+    if (channels_last_md(api, x, x_type, last_x) && channels_last_md(api, y, y_type, last_y))
       if (dnnl_primitive_desc_t last_pd = describe_forward(last_x, last_y)) {
         const std::string impl = dnnl_implementation(api, last_pd);
         if (!impl.empty() && !dnnl_reference(impl)) {
@@ -262,6 +282,11 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
     else w_query = dnnl_query_diff_weights_md;
     y_query = dnnl_query_diff_dst_md;
   }
+  // A half-precision convolution oneDNN has only its reference kernel for widens instead.
+  if (pd && half(types) && dnnl_reference(dnnl_implementation(api, pd))) {
+    if (pd != forward_pd) api.primitive_desc_destroy(pd);
+    pd = nullptr;
+  }
   if (pd) {
     const bool x_in = c.kind() != format::ConvKind::BackwardData, w_in = c.kind() != format::ConvKind::BackwardWeights;
     bool ready = true;
@@ -284,8 +309,8 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
     if (ready) prep.primitive = dnnl_create(api, pd);
     if (prep.primitive.primitive) prep.implementation = dnnl_implementation(api, pd);
     const Result<bool> winograd = winograd_allowed();
-    if (prep.primitive.primitive && inference && winograd.ok() && *winograd && channels_last(api, prep.x.chosen, x) &&
-        channels_last(api, prep.y.chosen, y))
+    if (prep.primitive.primitive && inference && !half(types) && winograd.ok() && *winograd &&
+        channels_last(api, prep.x.chosen, x) && channels_last(api, prep.y.chosen, y))
       prep.winograd = WinogradConv::plan(api, c);
   }
   if (pd && pd != forward_pd) api.primitive_desc_destroy(pd);
@@ -293,22 +318,55 @@ const Prepared& prepared(const DnnlApi& api, const format::Conv& c, bool few_cha
   return prep;
 }
 
+// The dims of a convolution step's operand i: its two inputs, then its result (2).
+const flatbuffers::Vector<int64_t>* operand_dims(const format::Conv& c, int i) {
+  const flatbuffers::Vector<int64_t>* dims[3][3] = {
+      {c.x(), c.w(), c.y()}, {c.y(), c.w(), c.x()}, {c.x(), c.y(), c.w()}};
+  return dims[static_cast<int>(c.kind())][i];
+}
+
+int64_t elements_of(const flatbuffers::Vector<int64_t>* dims) {
+  int64_t n = 1;
+  for (int64_t d : *dims) n *= d;
+  return n;
+}
+
+// Whether a convolution runs as the f32 one on widened inputs: a half-precision one
+// without oneDNN or without an optimized primitive of its types.
+bool widens(const DnnlApi* api, const format::Conv& c, ConvTypes types, bool few_channels_blocked) {
+  return half(types) && (!api || !prepared(*api, c, types, few_channels_blocked).primitive.primitive);
+}
+
+Half half_type(ConvTypes types) { return types.in == format::DType::BF16 ? Half::BF16 : Half::F16; }
+
 }  // namespace
 
-size_t packed_conv_weights_bytes(const format::Conv& conv, bool few_channels_blocked) {
+ConvTypes conv_types(const format::Step& step, const flatbuffers::Vector<flatbuffers::Offset<format::Value>>& values) {
+  return {values.Get(step.inputs()->Get(0))->dtype(), values.Get(step.outputs()->Get(0))->dtype()};
+}
+
+size_t packed_conv_weights_bytes(const format::Conv& conv, ConvTypes types, bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
   if (!api || conv.kind() != format::ConvKind::Forward) return 0;
-  const Prepared& prep = prepared(*api, conv, few_channels_blocked);
+  if (widens(api, conv, types, few_channels_blocked))
+    return packed_conv_weights_bytes(conv, kF32, few_channels_blocked);
+  const Prepared& prep = prepared(*api, conv, types, few_channels_blocked);
   if (prep.winograd) return prep.winograd->packed_bytes();
   return prep.primitive.primitive && prep.w.reordered() ? prep.w.chosen_bytes : 0;
 }
 
-Status pack_conv_weights(const format::Conv& conv, const uint8_t* w, uint8_t* to, int threads,
+Status pack_conv_weights(const format::Conv& conv, ConvTypes types, const uint8_t* w, uint8_t* to, int threads,
                          bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
-  if (!api || packed_conv_weights_bytes(conv, few_channels_blocked) == 0)
+  if (!api || packed_conv_weights_bytes(conv, types, few_channels_blocked) == 0)
     return make_error("runtime: the " + describe(conv) + " has no packed weights");
-  const Prepared& prep = prepared(*api, conv, few_channels_blocked);
+  if (widens(api, conv, types, few_channels_blocked)) {
+    std::vector<float> wide(static_cast<size_t>(elements_of(conv.w())));
+    widen_half(reinterpret_cast<const uint16_t*>(w), wide.data(), static_cast<int64_t>(wide.size()), half_type(types));
+    return pack_conv_weights(conv, kF32, reinterpret_cast<const uint8_t*>(wide.data()), to, threads,
+                             few_channels_blocked);
+  }
+  const Prepared& prep = prepared(*api, conv, types, few_channels_blocked);
   if (prep.winograd) return prep.winograd->pack(w, to, threads);
   const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep.w.plain, const_cast<uint8_t*>(w)},
                              {DNNL_ARG_TO, &prep.w.chosen, to}};
@@ -317,12 +375,9 @@ Status pack_conv_weights(const format::Conv& conv, const uint8_t* w, uint8_t* to
 
 namespace {
 
-// The bytes of a forward convolution's f32 result.
-size_t result_bytes(const format::Conv& c) {
-  size_t elements = 1;
-  for (int64_t d : *c.y()) elements *= static_cast<size_t>(d);
-  return elements * sizeof(float);
-}
+// The bytes of a forward convolution's result where it is f32 (a residual's, which the
+// reader allows on an f32 result only).
+size_t result_bytes(const format::Conv& c) { return static_cast<size_t>(elements_of(c.y())) * sizeof(float); }
 
 // The step input a convolution's residual add reads, or -1.
 int added_input(const format::Conv& c) {
@@ -332,32 +387,68 @@ int added_input(const format::Conv& c) {
   return -1;
 }
 
+// A half-precision convolution as the f32 one: its inputs widened into the calling
+// thread's buffers (the weights packed widened already where `packed_weights`), its result
+// computed in f32 with the post-ops, then rounded to its type, or written in place where
+// it is f32.
+Status run_widened(const format::Conv& conv, ConvTypes types, uint8_t* const* args, int threads,
+                   const uint8_t* packed_weights, ThreadPool* pool) {
+  uint32_t result = 2;  // after the inputs and the post-ops' operands
+  if (conv.post_ops())
+    for (const format::PostOp* p : *conv.post_ops()) result += format::post_op_reads_input(p->kind());
+  std::vector<uint8_t*> wide_args(args, args + result + 1);
+  thread_local std::vector<uint8_t> wide[3];
+  const Half type = half_type(types);
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1 && packed_weights) continue;
+    const int64_t n = elements_of(operand_dims(conv, i));
+    float* to = reinterpret_cast<float*>(aligned_in(wide[i], static_cast<size_t>(n) * sizeof(float)));
+    widen_half(reinterpret_cast<const uint16_t*>(args[i]), to, n, type);
+    wide_args[i] = reinterpret_cast<uint8_t*>(to);
+  }
+  const int64_t out = elements_of(operand_dims(conv, 2));
+  if (types.out != format::DType::F32)
+    wide_args[result] = aligned_in(wide[2], static_cast<size_t>(out) * sizeof(float));
+  KILN_RETURN_IF_ERROR(run_conv(conv, kF32, wide_args.data(), threads, packed_weights, {}, pool));
+  if (types.out != format::DType::F32)
+    narrow_to_half(reinterpret_cast<const float*>(wide_args[result]), reinterpret_cast<uint16_t*>(args[result]), out,
+                   type);
+  return Status::Ok();
+}
+
 }  // namespace
 
-std::string conv_implementation(const format::Conv& conv, bool few_channels_blocked, bool packed_weights) {
+std::string conv_implementation(const format::Conv& conv, ConvTypes types, bool few_channels_blocked,
+                                bool packed_weights) {
   const DnnlApi* api = dnnl_api();
   if (!api) return std::string();
-  const Prepared& prep = prepared(*api, conv, few_channels_blocked);
+  if (widens(api, conv, types, few_channels_blocked)) {
+    const std::string f32 = conv_implementation(conv, kF32, few_channels_blocked, packed_weights);
+    return f32.empty() ? f32 : "widened to f32 + " + f32;
+  }
+  const Prepared& prep = prepared(*api, conv, types, few_channels_blocked);
   return prep.winograd && packed_weights ? prep.winograd->implementation() : prep.implementation;
 }
 
-std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, bool few_channels_blocked) {
+std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, ConvTypes types,
+                                                     bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
   if (!api || conv.kind() != format::ConvKind::Forward) return std::nullopt;
-  const Prepared& p = prepared(*api, conv, few_channels_blocked);
+  const Prepared& p = prepared(*api, conv, types, few_channels_blocked);
   if (!p.primitive.primitive) return std::nullopt;
   return ConvNativeLayouts{p.x.chosen, p.y.chosen, p.y.chosen_bytes == api->memory_desc_get_size(&p.y.plain)};
 }
 
 int conv_added_input(const format::Conv& conv) { return added_input(conv); }
 
-Status run_conv(const format::Conv& conv, uint8_t* const* args, int threads, const uint8_t* packed_weights,
-                StepLayout layout, ThreadPool* pool) {
+Status run_conv(const format::Conv& conv, ConvTypes types, uint8_t* const* args, int threads,
+                const uint8_t* packed_weights, StepLayout layout, ThreadPool* pool) {
+  const DnnlApi* api = dnnl_api();
+  if (widens(api, conv, types, layout.y_blocked)) return run_widened(conv, types, args, threads, packed_weights, pool);
   // args: x, w (or their backward counterparts), the post-ops' operands, the result.
   PostOpOperands post = post_op_operands(conv.post_ops(), args);
   uint8_t* const core[3] = {args[0], args[1], post.result};
-  const DnnlApi* api = dnnl_api();
-  const Prepared* prep = api ? &prepared(*api, conv, layout.y_blocked) : nullptr;
+  const Prepared* prep = api ? &prepared(*api, conv, types, layout.y_blocked) : nullptr;
   // The memory plan may put the result over the residual it adds (the sum post-op reads
   // it from there). Where the residual must move first (the portable path computes the
   // result before adding it; a reorder cannot run in place), it moves from a copy.

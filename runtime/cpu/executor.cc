@@ -123,7 +123,9 @@ class CpuExecutor final : public Executor {
       const format::Step& step = *a_.steps()->Get(s);
       if (step.kind() != format::StepKind::Library || step.inputs()->size() < 2) continue;
       if (!sig_.weights[step.inputs()->Get(1)]) continue;
-      if (step.conv()) packed_bytes[s] = packed_conv_weights_bytes(*step.conv(), layouts_[s].y_blocked);
+      if (step.conv())
+        packed_bytes[s] =
+            packed_conv_weights_bytes(*step.conv(), conv_types(step, *a_.values()), layouts_[s].y_blocked);
       else if (step.matmul() && sig_.values[step.inputs()->Get(1)].type == ElementType::F32)
         packed_bytes[s] = packed_matmul_weights_bytes(*step.matmul());
       packed_offset[s] = total;
@@ -138,7 +140,8 @@ class CpuExecutor final : public Executor {
       const uint8_t* w = sig_.weights[step.inputs()->Get(1)];
       uint8_t* to = packed_.data() + packed_offset[s];
       if (step.conv()) {
-        KILN_RETURN_IF_ERROR(pack_conv_weights(*step.conv(), w, to, threads_, layouts_[s].y_blocked));
+        KILN_RETURN_IF_ERROR(
+            pack_conv_weights(*step.conv(), conv_types(step, *a_.values()), w, to, threads_, layouts_[s].y_blocked));
       } else {
         KILN_RETURN_IF_ERROR(pack_matmul_weights(*step.matmul(), w, to, threads_));
       }
@@ -155,7 +158,8 @@ class CpuExecutor final : public Executor {
     if (step.kind() == format::StepKind::Library && step.attention())
       return attention_implementation(*step.attention(), attention_types(step));
     if (step.kind() != format::StepKind::Library || !step.conv()) return {};
-    return conv_implementation(*step.conv(), layouts_[s].y_blocked, packed_at_[s] != nullptr);
+    return conv_implementation(*step.conv(), conv_types(step, *a_.values()), layouts_[s].y_blocked,
+                               packed_at_[s] != nullptr);
   }
 
   AttentionTypes attention_types(const format::Step& step) const {
@@ -260,7 +264,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
       if (step.kind() == format::StepKind::Library && step.attention())
         return run_attention(*step.attention(), attention_types(step), ptrs.data(), threads_, pool_.get());
       if (step.kind() == format::StepKind::Library && step.conv()) {
-        return run_conv(*step.conv(), ptrs.data(), threads_, packed_at_[s], layouts_[s], pool_.get());
+        return run_conv(*step.conv(), conv_types(step, *a_.values()), ptrs.data(), threads_, packed_at_[s], layouts_[s],
+                        pool_.get());
       }
       if (step.kind() == format::StepKind::Library && packed_at_[s])
         return dnnl_packed_matmul(*step.matmul(), packed_at_[s], ptrs.data(), threads_);

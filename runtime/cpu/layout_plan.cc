@@ -12,19 +12,22 @@ namespace {
 // blocks of 16 are channels-last too); empty where it stays plain.
 using Layouts = std::vector<dnnl_memory_desc_t>;
 
-// oneDNN's f32 layouts of an activation [N, C, D1..Dk] as a loop step's kernel in `layout`
-// reads and writes it: channels-last (nhwc and its 1-D and 3-D forms) for 0, nChw8c and
-// nChw16c for blocks of 8 and 16; with the others that lay out the same bytes in the same
-// order (16 channels in blocks of 16 are channels-last too).
+// oneDNN's layouts of an f32, bf16 or f16 activation [N, C, D1..Dk] as a loop step's
+// kernel in `layout` reads and writes it: channels-last (nhwc and its 1-D and 3-D forms)
+// for 0, nChw8c and nChw16c for blocks of 8 and 16; with the others that lay out the same
+// bytes in the same order (16 channels in blocks of 16 are channels-last too).
 Layouts layout_descs(const DnnlApi& api, const format::Value& value, int layout) {
   Layouts layouts;
-  if (!value.shape() || value.dtype() != format::DType::F32) return layouts;
+  const format::DType t = value.dtype();
+  if (!value.shape() || !(t == format::DType::F32 || t == format::DType::BF16 || t == format::DType::F16))
+    return layouts;
+  const dnnl_data_type_t type = t == format::DType::F32 ? dnnl_f32 : t == format::DType::BF16 ? dnnl_bf16 : dnnl_f16;
   const size_t rank = value.shape()->size();
   if (rank < 3 || rank > 5) return layouts;
   std::vector<dnnl_dim_t> dims(value.shape()->begin(), value.shape()->end());
   auto add = [&](dnnl_format_tag_t tag) {
     dnnl_memory_desc_t md;
-    if (api.memory_desc_init_by_tag(&md, static_cast<int>(rank), dims.data(), dnnl_f32, tag) == dnnl_success)
+    if (api.memory_desc_init_by_tag(&md, static_cast<int>(rank), dims.data(), type, tag) == dnnl_success)
       layouts.push_back(md);
   };
   const dnnl_format_tag_t by_8[] = {dnnl_aBc8b, dnnl_aBcd8b, dnnl_aBcde8b},
@@ -67,7 +70,7 @@ std::vector<StepLayout> plan_layouts(const format::Artifact& a, const std::vecto
   for (uint32_t s = 0; s < steps; ++s) {
     const format::Step& step = *a.steps()->Get(s);
     if (step.kind() == format::StepKind::Library && step.conv()) {
-      conv[s] = conv_native_layouts(*step.conv());
+      conv[s] = conv_native_layouts(*step.conv(), conv_types(step, *a.values()));
       const uint32_t y = step.outputs()->Get(0);
       if (conv[s] && conv[s]->y_fits && !pinned[y]) layout[y] = {conv[s]->y};
       continue;
@@ -140,7 +143,8 @@ std::vector<StepLayout> plan_layouts(const format::Artifact& a, const std::vecto
     // A result reordered to plain: from the channel-blocked layout where the primitive for
     // it reads x as the other does.
     if (l.y_native || l.added_native) continue;
-    const std::optional<ConvNativeLayouts> blocked = conv_native_layouts(*step.conv(), true);
+    const std::optional<ConvNativeLayouts> blocked =
+        conv_native_layouts(*step.conv(), conv_types(step, *a.values()), true);
     l.y_blocked = blocked && !same(blocked->y, conv[s]->y) && (!l.x_native || same(blocked->x, conv[s]->x));
   }
   return layouts;

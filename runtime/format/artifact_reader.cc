@@ -631,18 +631,30 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
         why = "has post-ops but is not a forward convolution";
       if (why.empty()) why = post_op_problem(post_ops, false, conv->y()->Get(1), conv->y(), *step, *a.values());
       if (!why.empty()) return fail(Kind::ShapeMismatch, "the convolution of step " + n(s) + " " + why);
-      // Its operands are f32 tensors of exactly those shapes.
+      // Its operands are tensors of exactly those shapes, f32, or (1.15) bf16 or f16 alike,
+      // the result then also f32 where post-ops apply to the f32 sums.
       const flatbuffers::Vector<int64_t>* shapes[3][3] = {
           {conv->x(), conv->w(), conv->y()}, {conv->y(), conv->w(), conv->x()}, {conv->x(), conv->y(), conv->w()}};
       const uint32_t operands[3] = {step->inputs()->Get(0), step->inputs()->Get(1), step->outputs()->Get(0)};
+      const DType type = a.values()->Get(operands[0])->dtype();
+      const bool has_post_ops = post_ops && post_ops->size() > 0;
       for (int o = 0; o < 3; ++o) {
         const Value* v = a.values()->Get(operands[o]);
         const auto* want = shapes[static_cast<int>(conv->kind())][o];
-        if (v->dtype() != DType::F32 || !v->shape() || v->shape()->size() != want->size() ||
+        if (!v->shape() || v->shape()->size() != want->size() ||
             !std::equal(want->begin(), want->end(), v->shape()->begin()))
           return fail(Kind::ShapeMismatch, "the convolution of step " + n(s) + ": operand " + n(o) +
-                                               " is not an f32 tensor of the shape the convolution gives it");
+                                               " is not a tensor of the shape the convolution gives it");
+        const bool typed = v->dtype() == type || (o == 2 && has_post_ops && v->dtype() == DType::F32);
+        if (!(type == DType::F32 || type == DType::BF16 || type == DType::F16) || !typed)
+          return fail(Kind::ShapeMismatch,
+                      "the convolution of step " + n(s) + ": operand " + n(o) +
+                          " is not of its type (f32, bf16 or f16 operands alike; an f32 result for post-ops)");
       }
+      if (has_post_ops && a.values()->Get(operands[2])->dtype() != DType::F32 &&
+          std::any_of(post_ops->begin(), post_ops->end(), [](const PostOp* p) { return p->kind() == PostOpKind::Add; }))
+        return fail(Kind::ShapeMismatch, "the convolution of step " + n(s) +
+                                             " adds an f32 tensor to a bf16 or f16 result (its sum post-op)");
       continue;
     }
     const Matmul* mm = step->matmul();

@@ -338,7 +338,7 @@ TEST_CASE("convolutions of every kind run on oneDNN's optimized kernels, not its
   for (const format::Step* step : *view->metadata().steps()) {
     if (!step->conv()) continue;
     ++convolutions;
-    const std::string implementation = runtime::cpu::conv_implementation(*step->conv());
+    const std::string implementation = runtime::cpu::conv_implementation(*step->conv(), {});
     INFO(step->name()->str() << ": " << implementation);
     CHECK(!implementation.empty());
     CHECK(implementation.rfind("ref", 0) != 0);
@@ -362,14 +362,14 @@ TEST_CASE("grouped convolutions read and write channels-last", "[window][onednn]
   if (!view.ok()) FAIL(view.error().message);
   const format::Step* step = view->metadata().steps()->Get(0);
   REQUIRE(step->conv());
-  const auto layouts = runtime::cpu::conv_native_layouts(*step->conv());
+  const auto layouts = runtime::cpu::conv_native_layouts(*step->conv(), {});
   REQUIRE(layouts);
   const dnnl_dim_t dims[] = {1, 32, 16, 16};
   dnnl_memory_desc_t last;
   REQUIRE(api->memory_desc_init_by_tag(&last, 4, dims, dnnl_f32, dnnl_acdb) == dnnl_success);
   CHECK(api->memory_desc_equal(&layouts->x, &last));
   CHECK(api->memory_desc_equal(&layouts->y, &last));
-  CHECK(runtime::cpu::conv_implementation(*step->conv()).rfind("ref", 0) != 0);
+  CHECK(runtime::cpu::conv_implementation(*step->conv(), {}).rfind("ref", 0) != 0);
 }
 
 TEST_CASE("windowed ops: gradients against finite differences", "[window][autodiff]") {

@@ -152,7 +152,7 @@ std::vector<std::string> implementations(const ir::Graph& g, uint64_t seed) {
   if (!view.ok()) FAIL(view.error().message);
   std::vector<std::string> found;
   for (const format::Step* step : *view->metadata().steps())
-    if (step->conv()) found.push_back(runtime::cpu::conv_implementation(*step->conv()));
+    if (step->conv()) found.push_back(runtime::cpu::conv_implementation(*step->conv(), {}));
   return found;
 }
 
