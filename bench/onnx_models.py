@@ -2,7 +2,7 @@
 Runtime's outputs, and times kiln, ONNX Runtime and PyTorch on the same machine:
 
   onnx_models.py DIR --kiln PATH/TO/kiln [--models a,b] [--threads N] [--repeat N]
-                 [--rounds N] [--target cpu|cuda] [--json FILE]
+                 [--rounds N] [--target cpu|cuda] [--precision f32|bf16|f16] [--json FILE]
 
 Per model: `kiln compile DIR/NAME.onnx` (its wall time), `kiln run` on the fixed inputs
 of NAME.inputs.npz and the relative error in max-norm (max |kiln - ort| / max |ort|)
@@ -14,7 +14,9 @@ all three; the ratios are taken per round (paired) and their median reported, be
 the median of each one's round medians. With --target cuda kiln compiles for and runs on the
 GPU (f32, TF32 off), PyTorch eager runs there too (synchronized after each run, TF32 off),
 and ONNX Runtime uses its CUDAExecutionProvider where the installed package has it, else
-the CPU (the JSON says which). ONNX names become kiln names as `kiln import`
+the CPU (the JSON says which). With --precision bf16 or f16 kiln compiles with that
+--precision (autocast) and PyTorch eager runs under torch.autocast in that type, while
+ONNX Runtime stays f32: the error is then against f32 outputs. ONNX names become kiln names as `kiln import`
 maps them. Each timing starts after --pause seconds of rest: the OpenMP threads of ONNX
 Runtime and PyTorch spin for a while after their last run, and without the rest they
 took a core from the kiln process timed after them. Prints a table; --json writes every
@@ -68,8 +70,8 @@ def median_ms(run, warmup, repeat):
 def kiln_figures(kiln, model, path, work, args):
     artifact = os.path.join(work, model + ".kiln")
     start = time.perf_counter()
-    subprocess.run([kiln, "compile", path, "-o", artifact, f"--target={args.target}"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([kiln, "compile", path, "-o", artifact, f"--target={args.target}",
+                    f"--precision={args.precision}"], check=True, stdout=subprocess.DEVNULL)
     compile_s = time.perf_counter() - start
     inputs = np.load(os.path.join(args.dir, model + ".inputs.npz"))
     flags = []
@@ -129,8 +131,10 @@ def torch_model(model, args):
         module = module.to(device)
         inputs = tuple(x.to(device) for x in inputs)
 
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(args.precision)
+
     def run():
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(args.target, dtype=dtype, enabled=dtype is not None):
             module(*inputs)
         if args.target == "cuda":
             torch.cuda.synchronize()
@@ -149,11 +153,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pause", type=float, default=2.0, help="seconds of rest before each timing")
     parser.add_argument("--target", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
     failed = []
-    machine = {"cpu": cpu_name(), "hardware_threads": os.cpu_count(), "target": args.target}
+    machine = {"cpu": cpu_name(), "hardware_threads": os.cpu_count(), "target": args.target,
+               "precision": args.precision}
     if args.target == "cuda":
         import torch
 
@@ -190,7 +196,9 @@ def main():
             row["ort_over_kiln"] = statistics.median(x["ort_ms"] / x["kiln_ms"] for x in row["rounds"])
             row["torch_over_kiln"] = statistics.median(x["torch_eager_ms"] / x["kiln_ms"] for x in row["rounds"])
             rows.append(row)
-    print(f"target {args.target}; ONNX Runtime {rows[0]['ort_version'] if rows else ''}")
+    mixed = "" if args.precision == "f32" else " (ONNX Runtime in f32, PyTorch eager under torch.autocast)"
+    print(f"target {args.target}; precision {args.precision}{mixed}; "
+          f"ONNX Runtime {rows[0]['ort_version'] if rows else ''}")
     print(f"{'model':<14} {'kiln ms':>9} {'ORT ms':>9} {'torch ms':>9} {'ORT/kiln':>9} {'torch/kiln':>10}"
           f" {'max rel err':>12} {'compile s':>10}")
     for r in rows:

@@ -3,7 +3,7 @@
 // (safetensors) and an inference artifact that examples/fashion_mnist_classify.cc runs
 // with the runtime alone.
 //
-//   bazel run -c opt //examples:fashion_mnist -- --epochs=5 [--target=cpu|cuda]
+//   bazel run -c opt //examples:fashion_mnist -- --epochs=5 [--target=cpu|cuda] [--precision=bf16|f16]
 //
 // The model: conv 32 3x3 -> relu -> max_pool 2 -> conv 64 3x3 -> relu -> max_pool 2 ->
 // linear 128 -> relu -> linear 10, cross entropy, Adam (lr 3e-3, cosine decay), batch 128, shuffled each
@@ -37,6 +37,7 @@ using kiln::examples::Dataset;
 
 struct Flags {
   std::string target = "cpu", data = kiln::examples::default_fashion_mnist_dir(), out = "fashion_mnist_out", dump_ir;
+  std::string precision = "f32";  // bf16 or f16: mixed precision (f32 master weights)
   int64_t epochs = 5, batch = 128, eval_batch = 100, limit = -1, test_limit = -1, threads = 0;
   uint64_t seed = 1;
   double learning_rate = 3e-3;
@@ -46,12 +47,14 @@ struct Flags {
 constexpr const char* kUsage =
     "usage: fashion_mnist [--epochs=5] [--target=cpu|cuda] [--batch=128] [--lr=0.003] [--schedule=cosine|constant]\n"
     "                     [--seed=1] [--limit=N] [--test-limit=N] [--threads=N] [--data=DIR] [--out=DIR]\n"
-    "                     [--dump-ir=FILE]\n\n"
+    "                     [--precision=f32|bf16|f16] [--dump-ir=FILE]\n\n"
     "Trains the CNN on Fashion-MNIST (DIR: $KILN_FASHION_MNIST or /usr/share/datasets/fashion-mnist;\n"
     "--limit and --test-limit keep the first N images) and writes DIR/fashion_mnist.safetensors and\n"
     "DIR/fashion_mnist.kiln (default DIR: fashion_mnist_out). --dump-ir writes the training step's\n"
     "IR to FILE (for kiln bench FILE --profile). Adam's learning rate decays to 0 along a half\n"
-    "cosine over all the run's steps (--schedule=constant keeps it).\n";
+    "cosine over all the run's steps (--schedule=constant keeps it). --precision=bf16|f16 trains with\n"
+    "mixed precision (f32 master weights; convolutions and matmuls in the precision; f16 with loss\n"
+    "scaling) and compiles the saved model with autocast.\n";
 
 Result<Flags> parse_flags(int argc, char** argv) {
   Flags f;
@@ -81,6 +84,9 @@ Result<Flags> parse_flags(int argc, char** argv) {
     else if (key == "--schedule" && (value == "cosine" || value == "constant")) f.cosine = value == "cosine";
     else if (key == "--schedule")
       return kiln::make_error(fmt::format("--schedule is cosine or constant, got '{}'", value));
+    else if (key == "--precision" && (value == "f32" || value == "bf16" || value == "f16")) f.precision = value;
+    else if (key == "--precision")
+      return kiln::make_error(fmt::format("--precision is f32, bf16 or f16, got '{}'", value));
     else return kiln::make_error(fmt::format("unknown flag '{}'\n{}", arg, kUsage));
   }
   if (f.epochs < 1 || f.batch < 1) return kiln::make_error("--epochs and --batch must be at least 1");
@@ -152,7 +158,10 @@ Status train(const Flags& flags) {
   m.output(kiln::cross_entropy(cnn(m, m.input("x", {flags.batch, 1, 28, 28})), labels), "loss");
   kiln::Adam adam{flags.learning_rate};
   if (flags.cosine) adam.cosine_decay_steps = batches * flags.epochs;
-  KILN_ASSIGN_OR_RETURN(kiln::TrainStep step, kiln::build_train_step(m, adam));
+  KILN_ASSIGN_OR_RETURN(kiln::TrainStep step, flags.precision == "f32" ? kiln::build_train_step(m, adam)
+                                              : flags.precision == "bf16"
+                                                  ? kiln::build_train_step(m, adam, kiln::MixedPrecision::bf16())
+                                                  : kiln::build_train_step(m, adam, kiln::MixedPrecision::f16()));
   init_as_pytorch(step.initial_state, flags.seed);
   if (!flags.dump_ir.empty()) std::ofstream(flags.dump_ir) << kiln::ir::print(step.graph);
   kiln::CompileOptions options;
@@ -168,10 +177,12 @@ Status train(const Flags& flags) {
   for (kiln::ir::Arg& a : evaluation.args)
     if (a.kind == kiln::ir::ArgKind::Param) a.kind = kiln::ir::ArgKind::State;
   options.weights = infer.initial_values();
+  options.precision = flags.precision;  // the evaluation's and the saved model's autocast
   KILN_ASSIGN_OR_RETURN(auto evaluator, compile_and_load(evaluation, options, flags));
   const double compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  fmt::print("fashion_mnist: {} training images ({} batches of {}), {} test images, target {}, ready in {:.1f} s\n",
-             train_set.count, batches, flags.batch, test_set.count, trainer->target(), compile_seconds);
+  fmt::print("fashion_mnist: {} training images ({} batches of {}), {} test images, target {}, {}, ready in {:.1f} s\n",
+             train_set.count, batches, flags.batch, test_set.count, trainer->target(), flags.precision,
+             compile_seconds);
 
   std::vector<float> x(static_cast<size_t>(flags.batch * pixels));
   std::vector<int32_t> y(static_cast<size_t>(flags.batch));

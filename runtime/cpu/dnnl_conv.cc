@@ -390,9 +390,10 @@ int added_input(const format::Conv& c) {
 // A half-precision convolution as the f32 one: its inputs widened into the calling
 // thread's buffers (the weights packed widened already where `packed_weights`), its result
 // computed in f32 with the post-ops, then rounded to its type, or written in place where
-// it is f32.
+// it is f32. Element by element, so in whatever layout `layout` says they lie
+// (conv_native_layouts).
 Status run_widened(const format::Conv& conv, ConvTypes types, uint8_t* const* args, int threads,
-                   const uint8_t* packed_weights, ThreadPool* pool) {
+                   const uint8_t* packed_weights, StepLayout layout, ThreadPool* pool) {
   uint32_t result = 2;  // after the inputs and the post-ops' operands
   if (conv.post_ops())
     for (const format::PostOp* p : *conv.post_ops()) result += format::post_op_reads_input(p->kind());
@@ -409,7 +410,7 @@ Status run_widened(const format::Conv& conv, ConvTypes types, uint8_t* const* ar
   const int64_t out = elements_of(operand_dims(conv, 2));
   if (types.out != format::DType::F32)
     wide_args[result] = aligned_in(wide[2], static_cast<size_t>(out) * sizeof(float));
-  KILN_RETURN_IF_ERROR(run_conv(conv, kF32, wide_args.data(), threads, packed_weights, {}, pool));
+  KILN_RETURN_IF_ERROR(run_conv(conv, kF32, wide_args.data(), threads, packed_weights, layout, pool));
   if (types.out != format::DType::F32)
     narrow_to_half(reinterpret_cast<const float*>(wide_args[result]), reinterpret_cast<uint16_t*>(args[result]), out,
                    type);
@@ -434,6 +435,17 @@ std::optional<ConvNativeLayouts> conv_native_layouts(const format::Conv& conv, C
                                                      bool few_channels_blocked) {
   const DnnlApi* api = dnnl_api();
   if (!api || conv.kind() != format::ConvKind::Forward) return std::nullopt;
+  if (widens(api, conv, types, few_channels_blocked)) {
+    // The f32 primitive's layouts in the values' own types: x and y widen and narrow
+    // element by element in place of their order. MobileNetV2 in f16 ran 4.7 times as long
+    // as in f32 with its activations reordered to the plain layout around each widening.
+    std::optional<ConvNativeLayouts> f32 = conv_native_layouts(conv, kF32, few_channels_blocked);
+    if (f32) {
+      f32->x.data_type = dnnl_type(types.in);
+      f32->y.data_type = dnnl_type(types.out);
+    }
+    return f32;
+  }
   const Prepared& p = prepared(*api, conv, types, few_channels_blocked);
   if (!p.primitive.primitive) return std::nullopt;
   return ConvNativeLayouts{p.x.chosen, p.y.chosen, p.y.chosen_bytes == api->memory_desc_get_size(&p.y.plain)};
@@ -444,7 +456,8 @@ int conv_added_input(const format::Conv& conv) { return added_input(conv); }
 Status run_conv(const format::Conv& conv, ConvTypes types, uint8_t* const* args, int threads,
                 const uint8_t* packed_weights, StepLayout layout, ThreadPool* pool) {
   const DnnlApi* api = dnnl_api();
-  if (widens(api, conv, types, layout.y_blocked)) return run_widened(conv, types, args, threads, packed_weights, pool);
+  if (widens(api, conv, types, layout.y_blocked))
+    return run_widened(conv, types, args, threads, packed_weights, layout, pool);
   // args: x, w (or their backward counterparts), the post-ops' operands, the result.
   PostOpOperands post = post_op_operands(conv.post_ops(), args);
   uint8_t* const core[3] = {args[0], args[1], post.result};

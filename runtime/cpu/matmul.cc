@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "base/half_float.h"
 #include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/host_cpu.h"
 #include "runtime/cpu/post_ops.h"
+#include "runtime/cpu/score_rows.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -97,17 +97,16 @@ Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   fa.resize(static_cast<size_t>(m * k));
   fb.resize(static_cast<size_t>(k * n));
   fc.resize(static_cast<size_t>(m * n));
-  auto widen = bf16 ? bf16_to_float : f16_to_float;
-  // Packed as they are stored (rows of the stored matrix, ld apart).
+  // Packed as they are stored (rows of the stored matrix, ld apart), with the vector
+  // conversions of score_rows.h: a scalar loop over GPT-2's f16 weights took as long as
+  // the GEMM itself at few rows (docs/benchmarks.md).
+  const Half type = bf16 ? Half::BF16 : Half::F16;
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  for (int64_t r = 0; r < a_rows; ++r)
-    for (int64_t q = 0; q < a_cols; ++q) fa[static_cast<size_t>(r * a_cols + q)] = widen(a[r * lda + q]);
-  for (int64_t r = 0; r < b_rows; ++r)
-    for (int64_t q = 0; q < b_cols; ++q) fb[static_cast<size_t>(r * b_cols + q)] = widen(b[r * ldb + q]);
+  for (int64_t r = 0; r < a_rows; ++r) widen_half(a + r * lda, fa.data() + r * a_cols, a_cols, type);
+  for (int64_t r = 0; r < b_rows; ++r) widen_half(b + r * ldb, fb.data() + r * b_cols, b_cols, type);
   if (c_wide) return sgemm(ta, tb, m, n, k, 1.0f, fa.data(), a_cols, fb.data(), b_cols, c_wide, n, threads);
   KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, 1.0f, fa.data(), a_cols, fb.data(), b_cols, fc.data(), n, threads));
-  auto narrow = bf16 ? float_to_bf16 : float_to_f16;
-  for (size_t i = 0; i < fc.size(); ++i) c[i] = narrow(fc[i]);
+  narrow_to_half(fc.data(), c, m * n, type);
   return Status::Ok();
 }
 
@@ -246,9 +245,8 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
     if (c_type == ElementType::F32) {
       std::memcpy(c_given, wide.data(), elements * 4);
     } else {
-      auto narrow = t == ElementType::BF16 ? float_to_bf16 : float_to_f16;
-      uint16_t* c = reinterpret_cast<uint16_t*>(c_given);
-      for (size_t i = 0; i < elements; ++i) c[i] = narrow(wide[i]);
+      narrow_to_half(wide.data(), reinterpret_cast<uint16_t*>(c_given), static_cast<int64_t>(elements),
+                     t == ElementType::BF16 ? Half::BF16 : Half::F16);
     }
   }
   return Status::Ok();

@@ -528,6 +528,48 @@ TEST_CASE("a bf16 matmul's epilogue (format 1.14) writes f32 or bf16, on the CPU
   }
 }
 
+TEST_CASE("a bf16 convolution (format 1.15) takes operands alike, writing f32 only for post-ops",
+          "[artifact][errors]") {
+  Model m("conv_block", 1);
+  Tensor x = m.input("x", {2, 4, 6, 6});
+  Tensor y = conv(x, m.input("w", {4, 4, 3, 3}), {{1, 1}, {1, 1, 1, 1}, {}, 1});
+  m.output(relu(y + broadcast(m.param("b", {4}, Init::uniform(-1, 1)), y.shape(), {1}) + x), "y");
+  const format::ArtifactContents good =
+      contents_of(m,
+                  "decompose,lower-conv{keep_library=true},autocast{precision=bf16},canonicalize,cse,dce,"
+                  "fusion{matmul_epilogues=onednn},memory-plan");
+  // The inputs' casts, then the convolution with its bias, residual and relu, writing f32.
+  REQUIRE(good.steps.size() == 3);
+  const auto& step = good.steps[2];
+  REQUIRE(step.conv);
+  REQUIRE(step.conv->post_ops.size() == 3);
+  CHECK(good.values[step.inputs[0]].dtype == format::DType::BF16);
+  CHECK(good.values[step.inputs[1]].dtype == format::DType::BF16);
+  CHECK(good.values[step.outputs[0]].dtype == format::DType::F32);
+  CHECK(format::read_artifact(format::write_artifact(good)).ok());
+  auto refused = [](format::ArtifactContents c) { return refusal(format::write_artifact(c)).message; };
+  const std::string prefix = "artifact: shape mismatch: the convolution of step 2";
+  const std::string types = " is not of its type (f32, bf16 or f16 operands alike; an f32 result for post-ops)";
+  {
+    auto c = good;
+    c.values[c.steps[2].inputs[1]].dtype = format::DType::F16;  // weights of another type than x
+    CHECK(refused(c) == prefix + ": operand 1" + types);
+  }
+  {
+    auto c = good;
+    c.steps[2].conv->post_ops.clear();  // f32 sums without post-ops: no such call
+    c.steps[2].inputs.resize(2);
+    CHECK(refused(c) == prefix + ": operand 2" + types);
+  }
+  {
+    auto c = good;
+    const uint32_t y = c.steps[2].outputs[0];
+    c.values[y].dtype = format::DType::BF16;  // the f32 residual added in bf16's buffer
+    for (auto& b : c.buffers) b.bytes /= b.value == y ? 2 : 1;
+    CHECK(refused(c) == prefix + " adds an f32 tensor to a bf16 or f16 result (its sum post-op)");
+  }
+}
+
 TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its operands, on both targets",
           "[artifact][errors]") {
   Model m("linear", 1);

@@ -232,6 +232,11 @@ TEST_CASE("bf16 mixed precision trains a CNN on bf16 convolutions, forward and b
     bf16_convs += (n.op == ir::Op::Conv || n.op == ir::Op::ConvInputGrad || n.op == ir::Op::ConvWeightGrad) &&
                   step->graph.type(n.result).dtype == ir::DType::BF16;
   CHECK(bf16_convs == 5);  // two forward, conv2's input gradient, both weight gradients
+  // For CUDA they become im2col and bf16 matmuls (NVRTC only, no GPU needed).
+  CompileOptions cuda;
+  cuda.target = "cuda";
+  auto cuda_artifact = compile_to_artifact(step->graph, cuda);
+  if (!cuda_artifact.ok()) FAIL(cuda_artifact.error().message);
   // One step compiled, from the initial state, against the interpreter's: bf16's rounding
   // of the products (2^-8 relative, a few of them chained).
   std::map<std::string, ir::Tensor> args = data;
