@@ -11,6 +11,7 @@
 #include "compiler/weights.h"
 #include "ir/printer.h"
 #include "ir/row_class.h"
+#include "passes/autocast.h"
 #include "passes/pipeline.h"
 #include "runtime/format/target.h"
 
@@ -220,6 +221,14 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   for (const ir::Arg& a : graph.args)
     if (a.kind == ir::ArgKind::Param && !weights.count(graph.value_name(a.value)))
       return missing_param_weights(graph.value_name(a.value), graph.type(a.value));
+  // Copies autocast made of params it left f32 (passes/autocast.h): their source's weights.
+  for (const ir::Arg& a : g.args) {
+    const std::string& name = g.value_name(a.value);
+    const auto source = weights.find(passes::derived_param_source(name));
+    if (a.kind == ir::ArgKind::Param && !weights.count(name) && source != weights.end() &&
+        source->second.type.shape == g.type(a.value).shape)
+      weights[name] = source->second;
+  }
   for (const ir::Arg& a : g.args)
     if (auto it = weights.find(g.value_name(a.value)); it != weights.end() && it->second.type != g.type(a.value))
       it->second = ir::Tensor::from_doubles(g.type(a.value), it->second.floats);

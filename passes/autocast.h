@@ -16,6 +16,9 @@ namespace kiln::passes {
 /// matmuls and convolutions read becomes a param of `precision` itself (its weights stored at half the
 /// size; the compiler rounds them to it). State (a training step's master weights) stays
 /// f32, and so do all params with `store_params = false` (a training step's master weights).
+/// A param also read by other ops keeps f32 for them, and its casts read a copy in the
+/// precision, the param %NAME.bf16 (or .f16; not where that name is taken), whose weights
+/// the compiler derives from NAME's (derived_param_source).
 class AutocastPass : public Pass {
  public:
   explicit AutocastPass(ir::DType precision, bool store_params = true)
@@ -27,5 +30,9 @@ class AutocastPass : public Pass {
   ir::DType precision_;
   bool store_params_;
 };
+
+/// The param whose weights, rounded, a copy autocast made is given: "wte" for
+/// "wte.bf16" or "wte.f16"; empty for any other name.
+std::string derived_param_source(std::string_view name);
 
 }  // namespace kiln::passes
