@@ -114,7 +114,7 @@ class CpuExecutor final : public Executor {
     for (const format::Buffer* b : *a_.buffers())
       if (b->home() != format::Home::Arena) pinned[b->value()] = 1;
     layouts_ = plan_layouts(a_, pinned);
-    // Baked-in convolution and f32 matmul weights, in the layout the library reads best,
+    // Baked-in convolution and f32 or f16 matmul weights, in the layout the library reads best,
     // once per session, side by side in one buffer on huge pages (page_memory.h).
     std::vector<uint64_t> packed_bytes(a_.steps()->size(), 0);
     std::vector<uint64_t> packed_offset(a_.steps()->size(), 0);
@@ -126,8 +126,8 @@ class CpuExecutor final : public Executor {
       if (step.conv())
         packed_bytes[s] =
             packed_conv_weights_bytes(*step.conv(), conv_types(step, *a_.values()), layouts_[s].y_blocked);
-      else if (step.matmul() && sig_.values[step.inputs()->Get(1)].type == ElementType::F32)
-        packed_bytes[s] = packed_matmul_weights_bytes(*step.matmul());
+      else if (step.matmul())
+        packed_bytes[s] = packed_weights_bytes(*step.matmul(), sig_.values[step.inputs()->Get(1)].type);
       packed_offset[s] = total;
       total += (packed_bytes[s] + 63) / 64 * 64;
     }
@@ -143,7 +143,7 @@ class CpuExecutor final : public Executor {
         KILN_RETURN_IF_ERROR(
             pack_conv_weights(*step.conv(), conv_types(step, *a_.values()), w, to, threads_, layouts_[s].y_blocked));
       } else {
-        KILN_RETURN_IF_ERROR(pack_matmul_weights(*step.matmul(), w, to, threads_));
+        KILN_RETURN_IF_ERROR(pack_weights(*step.matmul(), sig_.values[step.inputs()->Get(1)].type, w, to, threads_));
       }
       packed_at_[s] = to;
     }
@@ -268,7 +268,9 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
                         pool_.get());
       }
       if (step.kind() == format::StepKind::Library && packed_at_[s])
-        return dnnl_packed_matmul(*step.matmul(), packed_at_[s], ptrs.data(), threads_);
+        return run_packed_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type,
+                                 sig_.values[step.outputs()->Get(0)].type, packed_at_[s], ptrs.data(), threads_,
+                                 pool_.get());
       if (step.kind() == format::StepKind::Library)
         return run_matmul(*step.matmul(), sig_.values[step.inputs()->Get(0)].type,
                           sig_.values[step.outputs()->Get(0)].type, ptrs.data(), threads_, pool_.get());

@@ -4,14 +4,17 @@
 #include <dlfcn.h>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/dnnl.h"
 #include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/host_cpu.h"
 #include "runtime/cpu/post_ops.h"
 #include "runtime/cpu/score_rows.h"
+#include "runtime/cpu/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -87,29 +90,6 @@ bool openblas_uses_avx2(const std::string& core) {
   return false;
 }
 
-// A matmul of f16 or bf16 matrices: both widened to f32 (exactly), multiplied with f32
-// accumulation (as autocast promises and cuBLAS does on the GPU), the result rounded to
-// nearest even into c, or left as f32 sums in c_wide where post-ops follow (format 1.14).
-// oneDNN 2.6's C API has no half-precision GEMM to call instead.
-Status half_matmul(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
-                   const uint16_t* b, int64_t ldb, uint16_t* c, float* c_wide, int threads) {
-  thread_local std::vector<float> fa, fb, fc;
-  fa.resize(static_cast<size_t>(m * k));
-  fb.resize(static_cast<size_t>(k * n));
-  fc.resize(static_cast<size_t>(m * n));
-  // Packed as they are stored (rows of the stored matrix, ld apart), with the vector
-  // conversions of score_rows.h: a scalar loop over GPT-2's f16 weights took as long as
-  // the GEMM itself at few rows (docs/benchmarks.md).
-  const Half type = bf16 ? Half::BF16 : Half::F16;
-  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  for (int64_t r = 0; r < a_rows; ++r) widen_half(a + r * lda, fa.data() + r * a_cols, a_cols, type);
-  for (int64_t r = 0; r < b_rows; ++r) widen_half(b + r * ldb, fb.data() + r * b_cols, b_cols, type);
-  if (c_wide) return sgemm(ta, tb, m, n, k, 1.0f, fa.data(), a_cols, fb.data(), b_cols, c_wide, n, threads);
-  KILN_RETURN_IF_ERROR(sgemm(ta, tb, m, n, k, 1.0f, fa.data(), a_cols, fb.data(), b_cols, fc.data(), n, threads));
-  narrow_to_half(fc.data(), c, m * n, type);
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -145,6 +125,73 @@ std::string matmul_library() {
          " for f64";
 }
 
+namespace {
+
+// The elements of operand `which` (0: A, 1: B, 2: C) a call reaches, from the start of its
+// buffer: its offset, its last matrix's last row, and the batch strides (as the artifact
+// reader checks them against the operand's bytes).
+int64_t operand_reach(const format::Matmul& mm, int which) {
+  const int64_t m = mm.m(), n = mm.n(), k = mm.k();
+  const int64_t rows = which == 0 ? (mm.trans_a() ? k : m) : which == 1 ? (mm.trans_b() ? n : k) : m;
+  const int64_t ld = which == 0 ? format::matmul_lda(mm) : which == 1 ? format::matmul_ldb(mm) : n;
+  const int64_t cols = which == 0 ? (mm.trans_a() ? m : k) : which == 1 ? (mm.trans_b() ? k : n) : n;
+  if (rows == 0 || cols == 0) return 0;
+  int64_t reach = (which == 0 ? mm.a_offset() : which == 1 ? mm.b_offset() : 0) + (rows - 1) * ld + cols;
+  if (mm.batch())
+    for (const format::BatchDim* d : *mm.batch())
+      reach += (d->count() - 1) * (which == 0 ? d->a_stride() : which == 1 ? d->b_stride() : d->c_stride());
+  return reach;
+}
+
+Status widened(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
+               ThreadPool* pool, bool packed, const std::function<Status(uint8_t* const*)>& run);
+
+// A bf16 or f16 matmul as the f32 one: A and B widened (exactly) into the calling thread's
+// buffers as far as the call reaches into them, the f32 call with its post-ops (on
+// oneDNN's primitive where it applies them), C rounded once to its type, or written in
+// place where it is f32. Widening each product apart and the post-ops in plain C++ over
+// its sums ran GPT-2's block in f16 at 2.8 times its f32 time (docs/benchmarks.md).
+Status run_widened_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
+                          ThreadPool* pool) {
+  return widened(mm, t, c_type, ptr, threads, pool, false, [&](uint8_t* const* wide_args) {
+    return run_matmul(mm, ElementType::F32, ElementType::F32, wide_args, threads, pool);
+  });
+}
+
+// The conversions around a widened matmul: A (and B unless `packed`, widened at load
+// already) into the calling thread's buffers, `run` on them, then C.
+Status widened(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
+               ThreadPool* pool, bool packed, const std::function<Status(uint8_t* const*)>& run) {
+  uint32_t result = 2;  // after A, B and the post-ops' operands
+  if (mm.post_ops())
+    for (const format::PostOp* p : *mm.post_ops()) result += format::post_op_reads_input(p->kind());
+  std::vector<uint8_t*> wide_args(ptr, ptr + result + 1);
+  thread_local std::vector<uint8_t> wide[3];
+  const Half type = t == ElementType::BF16 ? Half::BF16 : Half::F16;
+  auto convert = [&](int64_t n, const std::function<void(int64_t, int64_t)>& range) {
+    if (pool && threads > 1) pool->parallel_for(n, 1 << 16, range);
+    else range(0, n);
+  };
+  for (int i = 0; i < (packed ? 1 : 2); ++i) {
+    const int64_t n = operand_reach(mm, i);
+    float* to = reinterpret_cast<float*>(aligned_in(wide[i], static_cast<size_t>(n) * sizeof(float)));
+    const uint16_t* from = reinterpret_cast<const uint16_t*>(ptr[i]);
+    convert(n, [&](int64_t begin, int64_t end) { widen_half(from + begin, to + begin, end - begin, type); });
+    wide_args[i] = reinterpret_cast<uint8_t*>(to);
+  }
+  const int64_t out = operand_reach(mm, 2);
+  if (c_type != ElementType::F32) wide_args[result] = aligned_in(wide[2], static_cast<size_t>(out) * sizeof(float));
+  KILN_RETURN_IF_ERROR(run(wide_args.data()));
+  if (c_type != ElementType::F32) {
+    const float* from = reinterpret_cast<const float*>(wide_args[result]);
+    uint16_t* to = reinterpret_cast<uint16_t*>(ptr[result]);
+    convert(out, [&](int64_t begin, int64_t end) { narrow_to_half(from + begin, to + begin, end - begin, type); });
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
                   ThreadPool* pool) {
   int64_t m = mm.m(), n = mm.n(), k = mm.k();
@@ -168,17 +215,9 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
     KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, t == ElementType::BF16 ? dnnl_bf16 : dnnl_f32, c, ptr, threads));
     if (ran) return Status::Ok();
   }
+  if (t == ElementType::F16 || t == ElementType::BF16) return run_widened_matmul(mm, t, c_type, ptr, threads, pool);
   PostOpOperands operands = post_op_operands(mm.post_ops(), ptr);
   const int size = element_bytes(t);
-  // A half-precision matmul with post-ops (its bias and activation joined it): the f32
-  // sums in a buffer of the thread, the post-ops over them, then C in its type.
-  const bool wide_sums = (t == ElementType::F16 || t == ElementType::BF16) && post_ops;
-  thread_local std::vector<float> wide;
-  uint8_t* const c_given = operands.result;
-  if (wide_sums) {
-    wide.resize(static_cast<size_t>(count * m * n));
-    operands.result = reinterpret_cast<uint8_t*>(wide.data());
-  }
   const CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
   const int64_t lda = format::matmul_lda(mm), ldb = format::matmul_ldb(mm);
   // The GEMM of batch index p (its operands' offsets from p's index along each dim) on
@@ -194,17 +233,11 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
     }
     const uint8_t* a = ptr[0] + (mm.a_offset() + ao) * size;
     const uint8_t* b = ptr[1] + (mm.b_offset() + bo) * size;
-    uint8_t* c = operands.result + co * (wide_sums ? 4 : size);
+    uint8_t* c = operands.result + co * size;
     switch (t) {
       case ElementType::F32:
         return sgemm(mm.trans_a(), mm.trans_b(), m, n, k, 1.0f, reinterpret_cast<const float*>(a), lda,
                      reinterpret_cast<const float*>(b), ldb, reinterpret_cast<float*>(c), n, gemm_threads);
-      case ElementType::F16:
-      case ElementType::BF16:
-        return half_matmul(t == ElementType::BF16, mm.trans_a(), mm.trans_b(), m, n, k,
-                           reinterpret_cast<const uint16_t*>(a), lda, reinterpret_cast<const uint16_t*>(b), ldb,
-                           reinterpret_cast<uint16_t*>(c), wide_sums ? reinterpret_cast<float*>(c) : nullptr,
-                           gemm_threads);
       case ElementType::F64:
         cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0,
                     reinterpret_cast<const double*>(a), static_cast<int>(lda), reinterpret_cast<const double*>(b),
@@ -240,16 +273,25 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
     for (int64_t p = 0; p < count; ++p) KILN_RETURN_IF_ERROR(gemm_at(p, threads));
   }
   if (post_ops) apply_post_ops(mm.post_ops(), operands, count * m * n, n, 1);  // f32 sums (the reader checks)
-  if (wide_sums) {
-    const size_t elements = static_cast<size_t>(count * m * n);
-    if (c_type == ElementType::F32) {
-      std::memcpy(c_given, wide.data(), elements * 4);
-    } else {
-      narrow_to_half(wide.data(), reinterpret_cast<uint16_t*>(c_given), static_cast<int64_t>(elements),
-                     t == ElementType::BF16 ? Half::BF16 : Half::F16);
-    }
-  }
   return Status::Ok();
+}
+
+size_t packed_weights_bytes(const format::Matmul& call, ElementType type) {
+  return type == ElementType::F32 || type == ElementType::F16 ? packed_matmul_weights_bytes(call) : 0;
+}
+
+Status pack_weights(const format::Matmul& call, ElementType type, const uint8_t* b, uint8_t* to, int threads) {
+  if (type != ElementType::F16) return pack_matmul_weights(call, b, to, threads);
+  std::vector<float> wide(static_cast<size_t>(operand_reach(call, 1)));
+  widen_half(reinterpret_cast<const uint16_t*>(b), wide.data(), static_cast<int64_t>(wide.size()), Half::F16);
+  return pack_matmul_weights(call, reinterpret_cast<const uint8_t*>(wide.data()), to, threads);
+}
+
+Status run_packed_matmul(const format::Matmul& call, ElementType type, ElementType c_type, const uint8_t* packed_b,
+                         uint8_t* const* args, int threads, ThreadPool* pool) {
+  if (type == ElementType::F32) return dnnl_packed_matmul(call, packed_b, args, threads);
+  return widened(call, type, c_type, args, threads, pool, true,
+                 [&](uint8_t* const* wide_args) { return dnnl_packed_matmul(call, packed_b, wide_args, threads); });
 }
 
 }  // namespace kiln::runtime::cpu

@@ -2,8 +2,9 @@
 // call: f32 on oneDNN's sgemm, opened at run time, where it is installed (it ran the models
 // suite's GEMMs 1.07-20x faster than OpenBLAS: docs/benchmarks.md), else OpenBLAS's; bf16 on
 // oneDNN's matmul primitive (dnnl_matmul.h) where it has one; f16 (and bf16 without it)
-// widened to f32 for that sgemm and the result rounded to nearest even (f32 accumulation,
-// as cuBLAS gives on the GPU); f64 on OpenBLAS's dgemm; integer matmuls in a plain loop.
+// widened to f32 for the f32 call (with its post-ops) and the result rounded to nearest
+// even once (f32 accumulation, as cuBLAS gives on the GPU); f64 on OpenBLAS's dgemm;
+// integer matmuls in a plain loop.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,15 @@ namespace kiln::runtime::cpu {
 /// different counts do not disturb each other). With a `pool`, f32 batches may split across its threads.
 Status run_matmul(const format::Matmul& call, ElementType type, ElementType c_type, uint8_t* const* args, int threads,
                   ThreadPool* pool = nullptr);
+
+/// Baked-in B packed once, at load, into the layout oneDNN's f32 matmul primitive reads
+/// (dnnl_matmul.h): for f32 matmuls, and f16 ones, whose B is widened first (A then on
+/// every run, and C rounded after). 0 bytes where the call is not packed.
+size_t packed_weights_bytes(const format::Matmul& call, ElementType type);
+Status pack_weights(const format::Matmul& call, ElementType type, const uint8_t* b, uint8_t* to, int threads);
+/// run_matmul for a call whose B pack_weights packed.
+Status run_packed_matmul(const format::Matmul& call, ElementType type, ElementType c_type, const uint8_t* packed_b,
+                         uint8_t* const* args, int threads, ThreadPool* pool = nullptr);
 
 /// f32 C = alpha·op(A)·op(B) (row-major, C's rows ldc apart) on oneDNN's sgemm where it is
 /// open, else OpenBLAS's, on at most `threads` OpenMP threads.

@@ -96,8 +96,8 @@ TEST_CASE("half-precision matmuls apply bias and activation to their f32 sums, n
 }
 
 TEST_CASE("a half-precision matmul's epilogue rounds once, after the bias", "[precision][epilogue]") {
-  // Sums of eighths are exact in f32; the bias of 1/1024 is below one unit of bf16 at
-  // values of 2 to 4 but moves them where it is added before the rounding: the f32 sums
+  // Sums of eighths are exact in f32; the bias of 1/1024 is below one unit of bf16 and f16
+  // at values of 2 to 4 but moves them where it is added before the rounding: the f32 sums
   // plus the bias, rounded once, are what the call writes.
   ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%x: f32[4,8], param %w: f32[8,8], param %b: f32[8]) {
     %h: f32[4,8] = matmul(%x, %w)
@@ -110,12 +110,15 @@ TEST_CASE("a half-precision matmul's epilogue rounds once, after the bias", "[pr
   auto args = kiln::testing::seeded_arguments(g, 3, 2);
   for (auto& [name, t] : args)
     for (double& v : t.floats) v = name == "b" ? 1.0 / 1024 : std::round(v * 8) / 8;
-  auto got = kiln::testing::compile_and_run(g, args, options_for(args, "bf16"));
-  if (!got.ok()) FAIL(got.error().message);
   const auto exact = kiln::testing::eval_ok(g, args);  // f64, then f32
-  // %r is a result, so the relu's output is f32: the bf16 product's f32 sum plus the bias.
-  const ir::Tensor& r = (*got)[1];
-  int off = 0;
-  for (int64_t e = 0; e < r.size(); ++e) off += r.get(e) != static_cast<float>(exact[1].get(e));
-  CHECK(off == 0);
+  for (const Precision& p : kPrecisions) {
+    INFO(p.name);
+    auto got = kiln::testing::compile_and_run(g, args, options_for(args, p.name));
+    if (!got.ok()) FAIL(got.error().message);
+    // %r is a result, so the relu's output is f32: the product's f32 sum plus the bias.
+    const ir::Tensor& r = (*got)[1];
+    int off = 0;
+    for (int64_t e = 0; e < r.size(); ++e) off += r.get(e) != static_cast<float>(exact[1].get(e));
+    CHECK(off == 0);
+  }
 }
