@@ -178,6 +178,11 @@ int run_inspect(std::span<char* const> argv) {
         fmt::print("        oneDNN convolution {}: x {} w {} y {}, strides {} dilations {} pads {} {} groups {}\n",
                    format::EnumNameConvKind(c.kind()), list(c.x()), list(c.w()), list(c.y()), list(c.strides()),
                    list(c.dilations()), list(c.pads_lo()), list(c.pads_hi()), c.groups());
+        const format::DType in = a.values()->Get(step->inputs()->Get(0))->dtype(),
+                            out = a.values()->Get(step->outputs()->Get(0))->dtype();
+        if (in != format::DType::F32)
+          fmt::print("        convolution: {} operands, {} result (f32 sums, rounded once after the post-ops)\n",
+                     dtype_text(in), dtype_text(out));
         print_post_ops(c.post_ops());
       }
       if (step->partial_symbol() && step->partial_symbol()->size() > 0)
