@@ -15,17 +15,12 @@
 #include "runtime/cpu/score_rows.h"
 #include "runtime/format/artifact.h"
 #include "tests/unit/attention_graphs.h"
+#include "tests/unit/half_precisions.h"
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
 
 namespace {
-
-struct Precision {
-  const char* name;
-  int mantissa_bits;  // with the implicit one
-};
-constexpr Precision kPrecisions[] = {{"bf16", 8}, {"f16", 11}};
 
 CompileOptions options_for(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, const char* precision) {
   CompileOptions options;
@@ -77,9 +72,9 @@ void check_half_attention(const std::string& text, uint64_t seed, std::vector<fo
   INFO(text);
   ir::Graph g = kiln::testing::parse_ok(text);
   const auto args = kiln::testing::seeded_arguments(g, seed, 0.5);
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
-    const format::DType half = p.mantissa_bits == 8 ? format::DType::BF16 : format::DType::F16;
+    const format::DType half = p.stored;
     const Steps steps = attention_steps(g, args, p.name);
     CHECK(steps.count == 1);
     CHECK(steps.precision == half);
@@ -180,7 +175,7 @@ TEST_CASE("half attention rounds the scores before f and the softmax, as the cas
   auto args = kiln::testing::seeded_arguments(g, 9, 4);
   for (auto& [name, t] : args)
     for (double& x : t.floats) x = std::round(x * 8) / 8;
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     const auto want = kiln::testing::eval_ok(autocast(g, p.name), args);
     auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, p.name));
@@ -199,7 +194,7 @@ TEST_CASE("a half attention model, 8 threads x 25 runs, each equal to its single
     return %y
   })";
   ir::Graph g = kiln::testing::parse_ok(text);
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     CHECK(attention_steps(g, {}, p.name).count == 1);
     auto bytes = compile_to_artifact(g, options_for(g, {}, p.name));
@@ -216,7 +211,7 @@ TEST_CASE("a profile names what runs a half attention's products", "[runtime][at
     %y: f32[1,2,64,16] = attention(%q, %k, %v) {causal=true}
     return %y
   })");
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     auto bytes = compile_to_artifact(g, options_for(g, {}, p.name));
     if (!bytes.ok()) FAIL(bytes.error().message);

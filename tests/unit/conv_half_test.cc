@@ -12,18 +12,12 @@
 #include "compiler/nn.h"
 #include "compiler/train.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/half_precisions.h"
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
 
 namespace {
-
-struct Precision {
-  const char* name;
-  ir::DType dtype;
-  int mantissa_bits;
-};
-constexpr Precision kPrecisions[] = {{"bf16", ir::DType::BF16, 8}, {"f16", ir::DType::F16, 11}};
 
 // A small image network with every kind of convolution the CPU's library takes: a first
 // one of 3 input channels, a residual one, a depthwise one with a clip (ReLU6), a grouped
@@ -76,10 +70,6 @@ CompileOptions options_for(const char* precision) {
   return options;
 }
 
-format::DType format_type(ir::DType t) {
-  return t == ir::DType::BF16 ? format::DType::BF16 : t == ir::DType::F16 ? format::DType::F16 : format::DType::F32;
-}
-
 // Each convolution step of the compiled graph: its kind, its input and result types, its
 // post-ops.
 struct ConvStep {
@@ -118,9 +108,9 @@ TEST_CASE("half-precision convolutions are library steps with their epilogues, n
   const auto args = kiln::testing::seeded_arguments(g, 31, 0.5);
   const auto want = kiln::testing::eval_ok(g, args);
   using K = format::PostOpKind;
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
-    const format::DType half = format_type(p.dtype);
+    const format::DType half = p.stored;
     const std::vector<ConvStep> steps = conv_steps(g, p.name);
     REQUIRE(steps.size() == 5);
     for (const ConvStep& s : steps) CHECK(s.in == half);
@@ -153,13 +143,13 @@ TEST_CASE("half-precision convolution gradients are library steps, near the inte
   ir::Graph g = kiln::testing::parse_ok(kGradients);
   const auto args = kiln::testing::seeded_arguments(g, 32, 0.5);
   const auto want = kiln::testing::eval_ok(g, args);
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     const std::vector<ConvStep> steps = conv_steps(g, p.name);
     REQUIRE(steps.size() == 4);
     for (const ConvStep& s : steps) {
-      CHECK(s.in == format_type(p.dtype));
-      CHECK(s.out == format_type(p.dtype));
+      CHECK(s.in == p.stored);
+      CHECK(s.out == p.stored);
     }
     CHECK(steps[0].kind == format::ConvKind::BackwardData);
     CHECK(steps[1].kind == format::ConvKind::BackwardWeights);
@@ -190,7 +180,7 @@ TEST_CASE("a half-precision convolution's epilogue rounds once, after the bias",
   for (auto& [name, t] : args)
     for (double& v : t.floats) v = name == "b" ? 1.0 / 1024 : std::round(v * 8) / 8;
   const auto exact = kiln::testing::eval_ok(g, args);  // f64, then f32
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     auto got = kiln::testing::compile_and_run(g, args, options_for(p.name));
     if (!got.ok()) FAIL(got.error().message);

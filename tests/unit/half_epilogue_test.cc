@@ -9,18 +9,12 @@
 
 #include "passes/pipeline.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/half_precisions.h"
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
 
 namespace {
-
-struct Precision {
-  const char* name;
-  ir::DType dtype;
-  int mantissa_bits;
-};
-constexpr Precision kPrecisions[] = {{"bf16", ir::DType::BF16, 8}, {"f16", ir::DType::F16, 11}};
 
 // A GELU FFN and a SiLU layer: biases are f32 params (autocast keeps them f32), weights
 // params that only matmuls read (stored in the precision).
@@ -56,7 +50,7 @@ TEST_CASE("half-precision matmuls apply bias and activation to their f32 sums, n
   ir::Graph g = kiln::testing::parse_ok(kFfn);
   const auto args = kiln::testing::seeded_arguments(g, 21, 0.5);
   const auto want = kiln::testing::eval_ok(g, args);
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     auto bytes = compile_to_artifact(g, options_for(args, p.name));
     if (!bytes.ok()) FAIL(bytes.error().message);
@@ -75,7 +69,7 @@ TEST_CASE("half-precision matmuls apply bias and activation to their f32 sums, n
       types.emplace_back(values->Get(s->inputs()->Get(0))->dtype(), values->Get(s->outputs()->Get(0))->dtype());
     }
     using K = format::PostOpKind;
-    const format::DType half = p.dtype == ir::DType::BF16 ? format::DType::BF16 : format::DType::F16;
+    const format::DType half = p.stored;
     REQUIRE(chains.size() == 3);
     CHECK(chains[0] == std::vector<K>{K::Bias, K::GeluErf});
     CHECK(chains[1] == std::vector<K>{K::Bias, K::Silu});
@@ -111,7 +105,7 @@ TEST_CASE("a half-precision matmul's epilogue rounds once, after the bias", "[pr
   for (auto& [name, t] : args)
     for (double& v : t.floats) v = name == "b" ? 1.0 / 1024 : std::round(v * 8) / 8;
   const auto exact = kiln::testing::eval_ok(g, args);  // f64, then f32
-  for (const Precision& p : kPrecisions) {
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     auto got = kiln::testing::compile_and_run(g, args, options_for(args, p.name));
     if (!got.ok()) FAIL(got.error().message);
