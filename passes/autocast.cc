@@ -23,6 +23,27 @@ Node cast_node(ir::Graph& g, ValueId from, DType to, ir::Location loc, ValueId r
   return n;
 }
 
+// The transposes and reshapes no op reads and that are no result (the moves an operand was
+// cast past) go: the params are retyped after, and a move reading one would keep it f32.
+void drop_unused_moves(ir::Graph& g) {
+  std::vector<int> uses(g.values.size(), 0);
+  for (ValueId v : g.results) ++uses[v];
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.operands) ++uses[v];
+  std::vector<char> unused(g.nodes.size(), 0);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    if ((n.op != Op::Transpose && n.op != Op::Reshape) || uses[n.result] > 0) continue;
+    --uses[n.operands[0]];  // later moves first, so a chain goes whole
+    unused[i] = 1;
+  }
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!unused[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
 }  // namespace
 
 Result<bool> AutocastPass::run(ir::Graph& g) {
@@ -84,22 +105,11 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
     nodes.push_back(std::move(n));
     nodes.push_back(cast_node(g, low, DType::F32, loc, result));  // the old value, its users unchanged
   }
-  // The moves an operand was cast past are left without users: they go (before the params
-  // are retyped, which they would keep in f32).
-  std::vector<int> uses(g.values.size(), 0);
-  for (ValueId v : g.results) ++uses[v];
-  for (const Node& n : nodes)
-    for (ValueId v : n.operands) ++uses[v];
-  for (size_t i = nodes.size(); i-- > 0;) {
-    Node& n = nodes[i];
-    if ((n.op != Op::Transpose && n.op != Op::Reshape) || uses[n.result] > 0 || n.result == ir::kNoValue) continue;
-    --uses[n.operands[0]];
-    n.result = ir::kNoValue;  // dropped below
-  }
-  std::erase_if(nodes, [](const Node& n) { return n.result == ir::kNoValue; });
   g.nodes = std::move(nodes);
+  drop_unused_moves(g);
   if (!changed || !store_params_) return changed;
-  // Params that only matmuls and convolutions read (through their casts) take the low precision themselves.
+  // Params that only matmuls and convolutions read (through their casts) take the low
+  // precision themselves.
   std::vector<std::vector<int>> users(g.values.size());
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (ValueId v : g.nodes[i].operands) users[v].push_back(static_cast<int>(i));
