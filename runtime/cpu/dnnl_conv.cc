@@ -394,35 +394,26 @@ int added_input(const format::Conv& c) {
 // (conv_native_layouts).
 Status run_widened(const format::Conv& conv, ConvTypes types, uint8_t* const* args, int threads,
                    const uint8_t* packed_weights, StepLayout layout, ThreadPool* pool) {
-  uint32_t result = 2;  // after the inputs and the post-ops' operands
-  if (conv.post_ops())
-    for (const format::PostOp* p : *conv.post_ops()) result += format::post_op_reads_input(p->kind());
+  const uint32_t result = result_argument(conv.post_ops());
   std::vector<uint8_t*> wide_args(args, args + result + 1);
   thread_local std::vector<uint8_t> wide[3];
   const Half type = half_type(types);
-  // The conversions on all the threads, as the convolution runs (one thread took as long
-  // as the convolution itself on MobileNetV2's 112x112 layers).
-  auto convert = [&](int64_t n, auto&& range) {
-    if (pool && threads > 1) pool->parallel_for(n, 1 << 16, range);
-    else range(0, n);
-  };
+  // On all the threads, as the convolution runs (one thread took as long as the
+  // convolution itself on MobileNetV2's 112x112 layers).
   for (int i = 0; i < 2; ++i) {
     if (i == 1 && packed_weights) continue;
     const int64_t n = elements_of(operand_dims(conv, i));
     float* to = reinterpret_cast<float*>(aligned_in(wide[i], static_cast<size_t>(n) * sizeof(float)));
-    const uint16_t* from = reinterpret_cast<const uint16_t*>(args[i]);
-    convert(n, [&](int64_t begin, int64_t end) { widen_half(from + begin, to + begin, end - begin, type); });
+    widen_half(reinterpret_cast<const uint16_t*>(args[i]), to, n, type, pool, threads);
     wide_args[i] = reinterpret_cast<uint8_t*>(to);
   }
   const int64_t out = elements_of(operand_dims(conv, 2));
   if (types.out != format::DType::F32)
     wide_args[result] = aligned_in(wide[2], static_cast<size_t>(out) * sizeof(float));
   KILN_RETURN_IF_ERROR(run_conv(conv, kF32, wide_args.data(), threads, packed_weights, layout, pool));
-  if (types.out != format::DType::F32) {
-    const float* from = reinterpret_cast<const float*>(wide_args[result]);
-    uint16_t* to = reinterpret_cast<uint16_t*>(args[result]);
-    convert(out, [&](int64_t begin, int64_t end) { narrow_to_half(from + begin, to + begin, end - begin, type); });
-  }
+  if (types.out != format::DType::F32)
+    narrow_to_half(reinterpret_cast<const float*>(wide_args[result]), reinterpret_cast<uint16_t*>(args[result]), out,
+                   type, pool, threads);
   return Status::Ok();
 }
 

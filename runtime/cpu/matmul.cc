@@ -162,31 +162,22 @@ Status run_widened_matmul(const format::Matmul& mm, ElementType t, ElementType c
 // already) into the calling thread's buffers, `run` on them, then C.
 Status widened(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
                ThreadPool* pool, bool packed, const std::function<Status(uint8_t* const*)>& run) {
-  uint32_t result = 2;  // after A, B and the post-ops' operands
-  if (mm.post_ops())
-    for (const format::PostOp* p : *mm.post_ops()) result += format::post_op_reads_input(p->kind());
+  const uint32_t result = result_argument(mm.post_ops());
   std::vector<uint8_t*> wide_args(ptr, ptr + result + 1);
   thread_local std::vector<uint8_t> wide[3];
   const Half type = t == ElementType::BF16 ? Half::BF16 : Half::F16;
-  auto convert = [&](int64_t n, const std::function<void(int64_t, int64_t)>& range) {
-    if (pool && threads > 1) pool->parallel_for(n, 1 << 16, range);
-    else range(0, n);
-  };
   for (int i = 0; i < (packed ? 1 : 2); ++i) {
     const int64_t n = operand_reach(mm, i);
     float* to = reinterpret_cast<float*>(aligned_in(wide[i], static_cast<size_t>(n) * sizeof(float)));
-    const uint16_t* from = reinterpret_cast<const uint16_t*>(ptr[i]);
-    convert(n, [&](int64_t begin, int64_t end) { widen_half(from + begin, to + begin, end - begin, type); });
+    widen_half(reinterpret_cast<const uint16_t*>(ptr[i]), to, n, type, pool, threads);
     wide_args[i] = reinterpret_cast<uint8_t*>(to);
   }
   const int64_t out = operand_reach(mm, 2);
   if (c_type != ElementType::F32) wide_args[result] = aligned_in(wide[2], static_cast<size_t>(out) * sizeof(float));
   KILN_RETURN_IF_ERROR(run(wide_args.data()));
-  if (c_type != ElementType::F32) {
-    const float* from = reinterpret_cast<const float*>(wide_args[result]);
-    uint16_t* to = reinterpret_cast<uint16_t*>(ptr[result]);
-    convert(out, [&](int64_t begin, int64_t end) { narrow_to_half(from + begin, to + begin, end - begin, type); });
-  }
+  if (c_type != ElementType::F32)
+    narrow_to_half(reinterpret_cast<const float*>(wide_args[result]), reinterpret_cast<uint16_t*>(ptr[result]), out,
+                   type, pool, threads);
   return Status::Ok();
 }
 

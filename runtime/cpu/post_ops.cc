@@ -18,6 +18,13 @@ PostOpOperands post_op_operands(const PostOps* post_ops, uint8_t* const* args) {
   return operands;
 }
 
+uint32_t result_argument(const PostOps* post_ops) {
+  uint32_t at = 2;
+  if (post_ops)
+    for (const format::PostOp* p : *post_ops) at += format::post_op_reads_input(p->kind());
+  return at;
+}
+
 void apply_post_ops(const PostOps* post_ops, const PostOpOperands& operands, int64_t elements, int64_t channels,
                     int64_t inner) {
   if (!post_ops) return;

@@ -21,6 +21,9 @@ struct PostOpOperands {
   uint8_t* result = nullptr;
 };
 PostOpOperands post_op_operands(const PostOps* post_ops, uint8_t* const* args);
+/// Where the result is among a library step's arguments: after its call's two inputs and
+/// the post-ops' operands.
+uint32_t result_argument(const PostOps* post_ops);
 
 /// Applies post-ops to an f32 result of `elements` values, in order, where element i is of
 /// channel i / inner % channels (a convolution's: inner is its spatial size; a matmul's

@@ -363,4 +363,23 @@ void widen_half(const uint16_t* half, float* to, int64_t n, Half type) {
 
 #undef KILN_DISPATCH
 
+namespace {
+
+// Chunks of this many elements: a quarter of a MiB of f32 each.
+constexpr int64_t kConversionGrain = 1 << 16;
+
+}  // namespace
+
+void widen_half(const uint16_t* half, float* to, int64_t n, Half type, ThreadPool* pool, int threads) {
+  if (!pool || threads < 2) return widen_half(half, to, n, type);
+  pool->parallel_for(n, kConversionGrain,
+                     [&](int64_t begin, int64_t end) { widen_half(half + begin, to + begin, end - begin, type); });
+}
+
+void narrow_to_half(const float* x, uint16_t* to, int64_t n, Half type, ThreadPool* pool, int threads) {
+  if (!pool || threads < 2) return narrow_to_half(x, to, n, type);
+  pool->parallel_for(n, kConversionGrain,
+                     [&](int64_t begin, int64_t end) { narrow_to_half(x + begin, to + begin, end - begin, type); });
+}
+
 }  // namespace kiln::runtime::cpu

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "runtime/cpu/thread_pool.h"
+
 namespace kiln::runtime::cpu {
 
 /// Which compiled instance of these functions the calling thread runs: the fastest this
@@ -44,6 +46,10 @@ void round_to_half(float* x, int64_t n, Half type);
 void narrow_to_half(const float* x, uint16_t* to, int64_t n, Half type);
 /// to[i] = the value of half[i] (exact).
 void widen_half(const uint16_t* half, float* to, int64_t n, Half type);
+/// widen_half and narrow_to_half split across `pool`'s threads (on the calling one alone
+/// without a pool or with one thread): the widened library calls convert whole operands.
+void widen_half(const uint16_t* half, float* to, int64_t n, Half type, ThreadPool* pool, int threads);
+void narrow_to_half(const float* x, uint16_t* to, int64_t n, Half type, ThreadPool* pool, int threads);
 
 /// softmax_row, its result also rounded to `type` into `to` (as narrow_to_half).
 void softmax_row_to_half(float* x, int64_t n, float max, uint16_t* to, Half type);
