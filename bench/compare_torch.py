@@ -93,6 +93,10 @@ def attention(torch, q, k, v, heads, sdpa, hidden=None, bias=None):
     else:
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(width // heads))
         if hidden is not None:
+            # The fill is no f16 value (autocast's product is f16): mask in f32, where kiln's
+            # graph masks too (autocast's softmax computes in f32 either way).
+            if scores.dtype == torch.float16:
+                scores = scores.float()
             scores = scores.masked_fill(hidden, MASKED)
         if bias is not None:
             scores = scores + bias
