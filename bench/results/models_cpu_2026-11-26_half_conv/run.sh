@@ -42,3 +42,7 @@ done
 # Part 6: GPT-2 small in bf16, kiln bench gpt2_small.kir --weights ... --precision=bf16
 # --profile: before (gpt2_small_bf16_profile_1_before.txt), with casts at the argument
 # (_2_cast_at_argument), with the embedding's bf16 copy (_3_copy).
+# Part 7 (train_casts.txt): gpt2_block_train in bf16 and f16, before (kiln_head: 527eb14
+# plus the docs commit) and after f6bc958 (kiln_head2), two rounds; profiles in
+# gpt2_block_train_bf16_profile_{before,after}.txt. Part 8: suite_transformers/run.sh.
+# f16_matmuls.txt: gpt2_block and bert_layer in f16 with 489cc6b, d33db74 and a62ed98.
