@@ -11,6 +11,7 @@
 #include "runtime/cpu/dnnl.h"
 #include "runtime/cpu/post_ops.h"
 #include "runtime/cpu/score_rows.h"
+#include "runtime/cpu/widened.h"
 #include "runtime/cpu/winograd.h"
 
 namespace kiln::runtime::cpu {
@@ -392,29 +393,14 @@ int added_input(const format::Conv& c) {
 // computed in f32 with the post-ops, then rounded to its type, or written in place where
 // it is f32. Element by element, so in whatever layout `layout` says they lie
 // (conv_native_layouts).
-Status run_widened(const format::Conv& conv, ConvTypes types, uint8_t* const* args, int threads,
-                   const uint8_t* packed_weights, StepLayout layout, ThreadPool* pool) {
-  const uint32_t result = result_argument(conv.post_ops());
-  std::vector<uint8_t*> wide_args(args, args + result + 1);
-  thread_local std::vector<uint8_t> wide[3];
-  const Half type = half_type(types);
-  // On all the threads, as the convolution runs (one thread took as long as the
-  // convolution itself on MobileNetV2's 112x112 layers).
-  for (int i = 0; i < 2; ++i) {
-    if (i == 1 && packed_weights) continue;
-    const int64_t n = elements_of(operand_dims(conv, i));
-    float* to = reinterpret_cast<float*>(aligned_in(wide[i], static_cast<size_t>(n) * sizeof(float)));
-    widen_half(reinterpret_cast<const uint16_t*>(args[i]), to, n, type, pool, threads);
-    wide_args[i] = reinterpret_cast<uint8_t*>(to);
-  }
-  const int64_t out = elements_of(operand_dims(conv, 2));
-  if (types.out != format::DType::F32)
-    wide_args[result] = aligned_in(wide[2], static_cast<size_t>(out) * sizeof(float));
-  KILN_RETURN_IF_ERROR(run_conv(conv, kF32, wide_args.data(), threads, packed_weights, layout, pool));
-  if (types.out != format::DType::F32)
-    narrow_to_half(reinterpret_cast<const float*>(wide_args[result]), reinterpret_cast<uint16_t*>(args[result]), out,
-                   type, pool, threads);
-  return Status::Ok();
+Status run_conv_widened(const format::Conv& conv, ConvTypes types, uint8_t* const* args, int threads,
+                        const uint8_t* packed_weights, StepLayout layout, ThreadPool* pool) {
+  const int64_t elements[3] = {elements_of(operand_dims(conv, 0)), elements_of(operand_dims(conv, 1)),
+                               elements_of(operand_dims(conv, 2))};
+  return run_widened(args, result_argument(conv.post_ops()), elements, packed_weights != nullptr,
+                     types.out == format::DType::F32, half_type(types), pool, threads, [&](uint8_t* const* wide_args) {
+                       return run_conv(conv, kF32, wide_args, threads, packed_weights, layout, pool);
+                     });
 }
 
 }  // namespace
@@ -457,7 +443,7 @@ Status run_conv(const format::Conv& conv, ConvTypes types, uint8_t* const* args,
                 const uint8_t* packed_weights, StepLayout layout, ThreadPool* pool) {
   const DnnlApi* api = dnnl_api();
   if (widens(api, conv, types, layout.y_blocked))
-    return run_widened(conv, types, args, threads, packed_weights, layout, pool);
+    return run_conv_widened(conv, types, args, threads, packed_weights, layout, pool);
   // args: x, w (or their backward counterparts), the post-ops' operands, the result.
   PostOpOperands post = post_op_operands(conv.post_ops(), args);
   uint8_t* const core[3] = {args[0], args[1], post.result};

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/dnnl.h"
 #include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/host_cpu.h"
 #include "runtime/cpu/post_ops.h"
 #include "runtime/cpu/score_rows.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/widened.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -143,42 +143,16 @@ int64_t operand_reach(const format::Matmul& mm, int which) {
   return reach;
 }
 
+// A bf16 or f16 matmul as the f32 one (widened.h): A and B widened as far as the call
+// reaches into them (B at load already where `packed`), the f32 call with its post-ops (on
+// oneDNN's primitive where it applies them), C rounded once to its type. Widening each
+// product apart and the post-ops in plain C++ over its sums ran GPT-2's block in f16 at
+// 2.8 times its f32 time (docs/benchmarks.md).
 Status widened(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
-               ThreadPool* pool, bool packed, const std::function<Status(uint8_t* const*)>& run);
-
-// A bf16 or f16 matmul as the f32 one: A and B widened (exactly) into the calling thread's
-// buffers as far as the call reaches into them, the f32 call with its post-ops (on
-// oneDNN's primitive where it applies them), C rounded once to its type, or written in
-// place where it is f32. Widening each product apart and the post-ops in plain C++ over
-// its sums ran GPT-2's block in f16 at 2.8 times its f32 time (docs/benchmarks.md).
-Status run_widened_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
-                          ThreadPool* pool) {
-  return widened(mm, t, c_type, ptr, threads, pool, false, [&](uint8_t* const* wide_args) {
-    return run_matmul(mm, ElementType::F32, ElementType::F32, wide_args, threads, pool);
-  });
-}
-
-// The conversions around a widened matmul: A (and B unless `packed`, widened at load
-// already) into the calling thread's buffers, `run` on them, then C.
-Status widened(const format::Matmul& mm, ElementType t, ElementType c_type, uint8_t* const* ptr, int threads,
-               ThreadPool* pool, bool packed, const std::function<Status(uint8_t* const*)>& run) {
-  const uint32_t result = result_argument(mm.post_ops());
-  std::vector<uint8_t*> wide_args(ptr, ptr + result + 1);
-  thread_local std::vector<uint8_t> wide[3];
-  const Half type = t == ElementType::BF16 ? Half::BF16 : Half::F16;
-  for (int i = 0; i < (packed ? 1 : 2); ++i) {
-    const int64_t n = operand_reach(mm, i);
-    float* to = reinterpret_cast<float*>(aligned_in(wide[i], static_cast<size_t>(n) * sizeof(float)));
-    widen_half(reinterpret_cast<const uint16_t*>(ptr[i]), to, n, type, pool, threads);
-    wide_args[i] = reinterpret_cast<uint8_t*>(to);
-  }
-  const int64_t out = operand_reach(mm, 2);
-  if (c_type != ElementType::F32) wide_args[result] = aligned_in(wide[2], static_cast<size_t>(out) * sizeof(float));
-  KILN_RETURN_IF_ERROR(run(wide_args.data()));
-  if (c_type != ElementType::F32)
-    narrow_to_half(reinterpret_cast<const float*>(wide_args[result]), reinterpret_cast<uint16_t*>(ptr[result]), out,
-                   type, pool, threads);
-  return Status::Ok();
+               ThreadPool* pool, bool packed, const std::function<Status(uint8_t* const*)>& f32_call) {
+  const int64_t elements[3] = {operand_reach(mm, 0), operand_reach(mm, 1), operand_reach(mm, 2)};
+  return run_widened(ptr, result_argument(mm.post_ops()), elements, packed, c_type == ElementType::F32,
+                     t == ElementType::BF16 ? Half::BF16 : Half::F16, pool, threads, f32_call);
 }
 
 }  // namespace
@@ -206,7 +180,10 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
     KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, t == ElementType::BF16 ? dnnl_bf16 : dnnl_f32, c, ptr, threads));
     if (ran) return Status::Ok();
   }
-  if (t == ElementType::F16 || t == ElementType::BF16) return run_widened_matmul(mm, t, c_type, ptr, threads, pool);
+  if (t == ElementType::F16 || t == ElementType::BF16)
+    return widened(mm, t, c_type, ptr, threads, pool, false, [&](uint8_t* const* wide_args) {
+      return run_matmul(mm, ElementType::F32, ElementType::F32, wide_args, threads, pool);
+    });
   PostOpOperands operands = post_op_operands(mm.post_ops(), ptr);
   const int size = element_bytes(t);
   const CBLAS_TRANSPOSE ta = mm.trans_a() ? CblasTrans : CblasNoTrans, tb = mm.trans_b() ? CblasTrans : CblasNoTrans;
