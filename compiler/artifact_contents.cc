@@ -349,9 +349,8 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
                                         [&](int n) { return ir::is_convolution(g.nodes[static_cast<size_t>(n)].op); });
     const ir::AttentionMatch* attention = step.kind == ir::StepKind::Library ? attention_of(step) : nullptr;
     if (attention) {
-      if (target != format::kCpuTarget)
-        return make_error(fmt::format("artifact: step {} is an attention, which only the CPU runtime runs", step.name));
-      info.symbol = "attention";
+      // The CPU's runtime runs it; CUDA's launches the step's kernel (codegen/cuda/attention_kernel.h).
+      info.symbol = target == format::kCpuTarget ? "attention" : format::kernel_symbol(step.name);
       info.attention = attention_call(*attention, [&](ir::ValueId v) {
         info.inputs.push_back(value(v));
         return static_cast<int32_t>(info.inputs.size() - 1);

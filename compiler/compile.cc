@@ -21,7 +21,15 @@ namespace {
 struct CompileTarget;
 Result<const CompileTarget*> find_target(std::string_view name);
 
+// The lowest architecture: the least a GPU needs to run the artifact's cubin.
+std::string lowest_arch(const std::vector<std::string>& archs) {
+  return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) {
+    return format::cuda_arch_number(a) < format::cuda_arch_number(b);
+  });
+}
+
 // The graph through the default pipeline: fused (unless not asked) and planned.
+
 Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options) {
   KILN_RETURN_IF_ERROR(find_target(options.target));
   ir::Graph g = graph;
@@ -45,18 +53,16 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   passes::set_option_default(specs, "fusion", "matmul_views", "true");
   passes::set_option_default(specs, "fusion", "matmul_epilogues", options.target == "cuda" ? "cublaslt" : "onednn");
   if (options.target == "cuda") passes::set_option_default(specs, "fusion", "single_batch_views", "true");
-  if (options.target == "cpu") passes::set_option_default(specs, "fusion", "attention", "true");
+  // Attention is one step on the CPU; on CUDA where its kernel's tensor-core products
+  // (mma.sync in bf16 or f16) run on every architecture compiled for (sm_80 and later).
+  if (options.target == "cpu") passes::set_option_default(specs, "fusion", "attention", "cpu");
+  if (options.target == "cuda" && !options.cuda_archs.empty() &&
+      format::cuda_arch_number(lowest_arch(options.cuda_archs)) >= 80)
+    passes::set_option_default(specs, "fusion", "attention", "cuda");
   KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));
   auto ran = pipeline.run(g);
   if (!ran.ok()) return ran.error();
   return g;
-}
-
-// The lowest architecture: the least a GPU needs to run the artifact's cubin.
-std::string lowest_arch(const std::vector<std::string>& archs) {
-  return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) {
-    return format::cuda_arch_number(a) < format::cuda_arch_number(b);
-  });
 }
 
 Result<std::string> cuda_artifact_target(const CompileOptions& options) {

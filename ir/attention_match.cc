@@ -389,4 +389,21 @@ std::vector<AttentionMatch> attention_matches(const Graph& g) {
   return found;
 }
 
+bool cuda_runs_attention(const AttentionMatch& m) {
+  if (!is_half(m.precision)) return false;
+  const int64_t d = m.q_view.shape.back(), dv = m.v_view.shape.back();
+  auto fits = [](int64_t dim) { return dim % 16 == 0 && dim <= kCudaAttentionMaxHeadDim; };
+  auto rows_contiguous = [](const StridedView& view) { return view.strides.back() == 1; };
+  return fits(d) && fits(dv) && rows_contiguous(m.q_view) && rows_contiguous(m.k_view) &&
+         rows_contiguous(m.v_view) && rows_contiguous(m.out_view);
+}
+
+std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner) {
+  if (runner == AttentionRunner::kNone) return {};
+  std::vector<AttentionMatch> found = attention_matches(g);
+  if (runner == AttentionRunner::kCuda)
+    std::erase_if(found, [&](const AttentionMatch& m) { return !cuda_runs_attention(m); });
+  return found;
+}
+
 }  // namespace kiln::ir

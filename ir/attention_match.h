@@ -57,4 +57,21 @@ struct AttentionMatch {
 /// the same type. In graph order.
 std::vector<AttentionMatch> attention_matches(const Graph& g);
 
+/// Which runtime runs attentions as one step, and so which matches fusion makes steps of.
+enum class AttentionRunner {
+  kNone,
+  kCpu,   ///< every match (runtime/cpu/attention.h)
+  kCuda,  ///< a tensor-core kernel (codegen/cuda/attention_kernel.h): see cuda_runs_attention
+};
+
+/// Limits of CUDA's attention kernel: bf16 or f16 products (mma.sync, sm_80 and later),
+/// head dims D and Dv multiples of 16 up to 128 (the kernel keeps a block's q and output
+/// rows in registers), and q, k, v and the result read along contiguous rows. Other
+/// matches stay the matmuls and softmax kernels they were written as.
+constexpr int64_t kCudaAttentionMaxHeadDim = 128;
+bool cuda_runs_attention(const AttentionMatch& m);
+
+/// The matches `runner` runs as one step, in graph order.
+std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner);
+
 }  // namespace kiln::ir

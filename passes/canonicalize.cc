@@ -19,6 +19,13 @@ bool is_identity_perm(const std::vector<int64_t>& perm) {
   return true;
 }
 
+// Whether every value of float type `from` is exactly a value of float type `to`.
+bool widens_exactly(ir::DType from, ir::DType to) {
+  using ir::DType;
+  const bool half = from == DType::BF16 || from == DType::F16;
+  return (half && (to == DType::F32 || to == DType::F64)) || (from == DType::F32 && to == DType::F64);
+}
+
 class Canonicalizer {
  public:
   explicit Canonicalizer(ir::Graph& g) : g_(g), producer_(g.producers()), uses_(g.use_counts()) {}
@@ -95,8 +102,16 @@ class Canonicalizer {
       case Op::Transpose:
         if (is_identity_perm(n.attrs.get_ints("perm"))) return ops[0];
         break;
-      case Op::Reshape:
-      case Op::Cast: return same_type(ops[0]);
+      case Op::Reshape: return same_type(ops[0]);
+      case Op::Cast: {
+        if (same_type(ops[0]) != ir::kNoValue) return ops[0];
+        // A float cast back after a widening one (bf16 -> f32 -> bf16): the value itself,
+        // since the wider type holds each of its values exactly.
+        const Node* p = producer(ops[0]);
+        if (p && p->op == Op::Cast && widens_exactly(g_.type(p->operands[0]).dtype, g_.type(ops[0]).dtype))
+          return same_type(p->operands[0]);
+        break;
+      }
       case Op::Broadcast:
         if (is_identity_perm(n.attrs.get_ints("dims"))) return same_type(ops[0]);
         break;

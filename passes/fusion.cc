@@ -44,7 +44,8 @@ bool is_loop_op(Op op) {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, bool fuse, ir::MatmulEpilogues matmul_epilogues, bool matmul_views, bool attention,
+  Partitioner(const ir::Graph& g, bool fuse, ir::MatmulEpilogues matmul_epilogues, bool matmul_views,
+              ir::AttentionRunner attention,
               bool single_batch_views)
       : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -57,7 +58,7 @@ class Partitioner {
         fuse && matmul_views ? ir::matmul_operand_folds(g, single_batch_views) : std::vector<int>(g.nodes.size(), -1);
     if (fuse) epilogues_ = ir::library_epilogues(g, matmul_epilogues, folds_);
     attention_claim_.assign(g.nodes.size(), -1);
-    if (fuse && attention) attentions_ = ir::attention_matches(g);
+    if (fuse) attentions_ = ir::attention_matches(g, attention);
     for (size_t a = 0; a < attentions_.size(); ++a)
       for (int m : attentions_[a].nodes) attention_claim_[m] = static_cast<int>(a);
     attention_group_.assign(attentions_.size(), -1);

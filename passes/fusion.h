@@ -1,6 +1,7 @@
 // fusion: partitions a decomposed graph into kernels and library calls (a Program).
 #pragma once
 
+#include "ir/attention_match.h"
 #include "ir/epilogue.h"
 #include "passes/pass.h"
 
@@ -30,8 +31,8 @@ namespace kiln::passes {
 /// `matmul_views` for those that read a matmul's operands through the transposes, slices
 /// and reshapes before it by strides (ir/matmul_views.h; both targets'), with
 /// `single_batch_views` only where the batch dims still fold into one strided-batched call
-/// (CUDA's); `attention` for those that run softmax(f(q·kᵀ))·v as one step
-/// (ir/attention_match.h; the CPU's).
+/// (CUDA's); `attention` names the runtime that runs softmax(f(q·kᵀ))·v as one step, and
+/// so which matches become steps (ir/attention_match.h: the CPU's, or CUDA's kernel).
 class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)
@@ -39,7 +40,8 @@ class FusionPass : public Pass {
   static constexpr int kMaxOutputs = 8;  ///< values a kernel writes
 
   explicit FusionPass(bool fuse = true, ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone,
-                      bool matmul_views = false, bool attention = false, bool single_batch_views = false)
+                      bool matmul_views = false, ir::AttentionRunner attention = ir::AttentionRunner::kNone,
+                      bool single_batch_views = false)
       : fuse_(fuse),
         matmul_epilogues_(matmul_epilogues),
         matmul_views_(matmul_views),
@@ -53,7 +55,7 @@ class FusionPass : public Pass {
   bool fuse_;
   ir::MatmulEpilogues matmul_epilogues_;
   bool matmul_views_;
-  bool attention_;
+  ir::AttentionRunner attention_;
   bool single_batch_views_;
 };
 

@@ -42,7 +42,10 @@ Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
                                                : epilogues == "cublaslt" ? ir::MatmulEpilogues::kCublasLt
                                                                          : ir::MatmulEpilogues::kNone;
   KILN_ASSIGN_OR_RETURN(bool matmul_views, reader.flag("matmul_views", false));
-  KILN_ASSIGN_OR_RETURN(bool attention, reader.flag("attention", false));
+  KILN_ASSIGN_OR_RETURN(std::string attention_runner, reader.choice("attention", {"none", "cpu", "cuda"}, "none"));
+  const ir::AttentionRunner attention = attention_runner == "cpu"    ? ir::AttentionRunner::kCpu
+                                        : attention_runner == "cuda" ? ir::AttentionRunner::kCuda
+                                                                     : ir::AttentionRunner::kNone;
   KILN_ASSIGN_OR_RETURN(bool single_batch_views, reader.flag("single_batch_views", false));
   return std::unique_ptr<Pass>(
       std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views, attention, single_batch_views));
@@ -79,7 +82,7 @@ constexpr Registration kPasses[] = {
     {"cse", "", make<CsePass>},
     {"dce", "", make<DcePass>},
     {"fusion",
-     "{fuse=true|false matmul_epilogues=none|onednn|cublaslt matmul_views=true|false attention=true|false "
+     "{fuse=true|false matmul_epilogues=none|onednn|cublaslt matmul_views=true|false attention=none|cpu|cuda "
      "single_batch_views=true|false}",
      make_fusion},
     {"lower-conv", "{keep_library=true|false}", make_lower_conv},

@@ -15,8 +15,10 @@
 # (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
 # bench/export_models.py's files, those models (KILN_ONNX_LIST, default the six of
 # docs/onnx.md) compiled for CUDA and checked against ONNX Runtime (bench/onnx_models.py).
-# KILN_STAGES picks stages (default: "tier models profiles checks fusion fashion onnx"),
-# KILN_MODEL_PRECISIONS the suite's precisions (default "f32 bf16") and KILN_PROFILE_ROWS
+# KILN_STAGES picks stages (default: "tier models profiles checks attention fusion fashion onnx"),
+# KILN_MODEL_PRECISIONS the suite's precisions (default "f32 bf16"), KILN_BF16_ROWS the
+# rows it runs in bf16 (a --filter, default '^gpt2_block'), KILN_PROFILE_PRECISION the
+# profiles' precision (default f32) and KILN_PROFILE_ROWS
 # the profiled rows. Output goes to OUTDIR (default: kiln-gpu/out), a
 # summary to OUTDIR/summary.txt.
 set -euo pipefail
@@ -30,7 +32,7 @@ cp bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion
 ldd bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion_mnist | awk '/=> \//{print $3}' | sort -u |
   grep -Ev '/(libc|libm|libpthread|librt|libdl)\.so|libnvrtc' | xargs -I{} cp -L {} "$stage/kiln-gpu/lib/"
 git ls-files 'tests/lit/*.kir' | tar -cf - -T - | tar -C "$stage/kiln-gpu" -xf -
-cp bench/compare_torch.py bench/trace_to_svg.py bench/gemm_shapes_torch.py bench/torch_top_kernels.py \
+cp bench/compare_torch.py bench/trace_to_svg.py bench/gemm_shapes_torch.py bench/torch_top_kernels.py bench/attention_torch.py \
   bench/fashion_mnist_torch.py bench/onnx_models.py bench/export_models.py "$stage/kiln-gpu/"
 cp -r bench/cuda_checks "$stage/kiln-gpu/"
 cat > "$stage/kiln-gpu/run.sh" <<'RUN'
@@ -45,7 +47,7 @@ export LD_LIBRARY_PATH=$here/lib:$nvrtc KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/ki
 cd "$here"
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
-stages=" ${KILN_STAGES:-tier models profiles checks fusion fashion onnx} "
+stages=" ${KILN_STAGES:-tier models profiles checks attention fusion fashion onnx} "
 stage() { [[ $stages == *" $1 "* ]]; }
 torch=no
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && torch=yes
@@ -67,19 +69,20 @@ models() {  # name, precision, filter, timeout
   fi
 }
 if stage models; then
-  models models_f32 f32 . 150
-  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" bf16 "* ]] && models models_bf16 bf16 '^gpt2_block' 80
+  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" f32 "* ]] && models models_f32 f32 . 150
+  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" bf16 "* ]] && models models_bf16 bf16 "${KILN_BF16_ROWS:-^gpt2_block}" 120
 fi
 if stage profiles; then
 note "== $(date -u +%T) profiles"
 bin/kiln bench --suite=models --export="$out/rows" > /dev/null
 for row in ${KILN_PROFILE_ROWS:-gpt2_block gpt2_block_train bert_layer mlp_train resnet18 cnn_train}; do
   timeout 40 bin/kiln bench "$out/rows/$row.kir" --weights "$out/rows/$row.safetensors" --target=cuda --repeat=10 \
+    --precision="${KILN_PROFILE_PRECISION:-f32}" \
     --warmup=3 --profile --json "$out/profile_$row.json" --trace "$out/trace_$row.json" > "$out/profile_$row.txt" 2>&1
   note "kiln bench $row --profile: exit $? ($(grep '^steps:' "$out/profile_$row.txt" | cut -d: -f2 | cut -d, -f1))"
 done
 rm -rf "$out/rows"
-[ $torch = yes ] && timeout 90 python3 torch_top_kernels.py "$out/models_f32.json" "$here" gpt2_block,gpt2_block_train \
+[ $torch = yes ] && [ -f "$out/models_f32.json" ] && timeout 90 python3 torch_top_kernels.py "$out/models_f32.json" "$here" gpt2_block,gpt2_block_train \
   > "$out/torch_top_kernels.txt" 2>&1
 fi
 if stage checks; then
@@ -93,6 +96,16 @@ for kir in column_sum full_sum matmul_4096; do
   done
 done
 [ $torch = yes ] && timeout 60 python3 gemm_shapes_torch.py > "$out/gemm_shapes_torch.txt" 2>&1 && cat "$out/gemm_shapes_torch.txt" >> "$summary"
+fi
+if stage attention; then
+  note "== $(date -u +%T) attention in bf16 against PyTorch's flash attention"
+  for kir in cuda_checks/attention_*.kir; do
+    row=$(basename "$kir" .kir)
+    timeout 40 bin/kiln bench "$kir" --target=cuda --precision=bf16 --repeat=20 --profile > "$out/$row.txt" 2>&1
+    note "$row: exit $? $(grep -E '^ +[0-9]+ +attention' "$out/$row.txt")"
+  done
+  [ $torch = yes ] && timeout 120 python3 attention_torch.py > "$out/attention_torch.txt" 2>&1
+  cat "$out/attention_torch.txt" >> "$summary"
 fi
 if stage fusion; then
   note "== $(date -u +%T) fusion suite"

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "codegen/cuda/attention_kernel.h"
 #include "codegen/cuda/kernel_emitter_class.h"
 #include "ir/shape_inference.h"
 
@@ -113,12 +116,23 @@ Status KernelEmitter::scatter_kernel(Launch& launch) {
 Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_prefix) {
   if (!g.program) return make_error("cuda codegen: the graph has no program; run fusion first");
   ProgramSource program;
+  const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
   for (const ir::Step& step : g.program->steps) {
+    const std::string symbol = std::string(symbol_prefix) + step.name;
     if (step.kind == ir::StepKind::Library) {
-      program.launches.push_back({});
+      // Matmuls run on cuBLAS; an attention step on a kernel of its own.
+      auto has = [&](int node) { return std::find(step.nodes.begin(), step.nodes.end(), node) != step.nodes.end(); };
+      const auto attention = std::find_if(attentions.begin(), attentions.end(), [&](const ir::AttentionMatch& m) {
+        return has(m.scores_call) && has(m.values_call);
+      });
+      if (attention == attentions.end()) {
+        program.launches.push_back({});
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(Launch launch, emit_attention_kernel(g, step, *attention, symbol, program.kernels));
+      program.launches.push_back(launch);
       continue;
     }
-    const std::string symbol = std::string(symbol_prefix) + step.name;
     Launch partial;
     if (step.kind == ir::StepKind::Reduction && ir::reduction_split(g, step, ir::kCudaSplit)) {
       KILN_ASSIGN_OR_RETURN(partial, detail::KernelEmitter(g, step, symbol, true).write(program.kernels));

@@ -189,6 +189,24 @@ struct Impl {
     return int64_t{sms} * per_sm;
   }
 
+  // A kernel step's function and launch (with its split's first kernel, if any).
+  Status load_kernel(Step& step, const format::Step& s) {
+    KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.function, module, s.symbol()->c_str()),
+                               "cuModuleGetFunction " + s.symbol()->str()));
+    step.block = static_cast<unsigned>(s.block_threads());
+    step.grid =
+        static_cast<unsigned>(std::min<int64_t>(s.grid_blocks(), resident_blocks(step.function, s.block_threads())));
+    if (s.partial_symbol() && s.partial_symbol()->size() > 0) {
+      KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.partial, module, s.partial_symbol()->c_str()),
+                                 "cuModuleGetFunction " + s.partial_symbol()->str()));
+      step.partial_block = static_cast<unsigned>(s.partial_block_threads());
+      step.partial_grid = static_cast<unsigned>(
+          std::min<int64_t>(s.partial_grid_blocks(), resident_blocks(step.partial, s.partial_block_threads())));
+      step.scratch_offset = static_cast<uint64_t>(s.scratch_offset());
+    }
+    return Status::Ok();
+  }
+
   Status load_steps() {
     // cublasLtMatmul for every f32, f16 and bf16 matmul: it applies their epilogues.
     // KILN_CUDA_MATMUL=cublas runs those without one on cuBLAS's GEMMs instead (to compare
@@ -210,7 +228,10 @@ struct Impl {
         return make_error("runtime: step " + step.name +
                           " is a library convolution, which runs on the CPU's oneDNN; kiln compiles convolutions "
                           "for CUDA as im2col and matmuls, so this artifact was not written by kiln for CUDA");
-      if (step.kind == format::StepKind::Library) {
+      if (step.kind == format::StepKind::Library && s->attention()) {
+        // An attention: the kernel the compiler wrote for it, launched as a kernel step is.
+        KILN_RETURN_IF_ERROR(load_kernel(step, *s));
+      } else if (step.kind == format::StepKind::Library) {
         step.matmul = s->matmul();
         const format::Value* a = artifact->values()->Get(step.args[0]);
         if (a->dtype() != format::DType::F32 && a->dtype() != format::DType::F64 && a->dtype() != format::DType::F16 &&
@@ -230,19 +251,7 @@ struct Impl {
           KILN_ASSIGN_OR_RETURN(blas, cuda::blas());
         }
       } else {
-        KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.function, module, s->symbol()->c_str()),
-                                   "cuModuleGetFunction " + s->symbol()->str()));
-        step.block = static_cast<unsigned>(s->block_threads());
-        step.grid = static_cast<unsigned>(
-            std::min<int64_t>(s->grid_blocks(), resident_blocks(step.function, s->block_threads())));
-        if (s->partial_symbol() && s->partial_symbol()->size() > 0) {
-          KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.partial, module, s->partial_symbol()->c_str()),
-                                     "cuModuleGetFunction " + s->partial_symbol()->str()));
-          step.partial_block = static_cast<unsigned>(s->partial_block_threads());
-          step.partial_grid = static_cast<unsigned>(
-              std::min<int64_t>(s->partial_grid_blocks(), resident_blocks(step.partial, s->partial_block_threads())));
-          step.scratch_offset = static_cast<uint64_t>(s->scratch_offset());
-        }
+        KILN_RETURN_IF_ERROR(load_kernel(step, *s));
       }
       steps.push_back(std::move(step));
       ++index;
@@ -435,7 +444,7 @@ struct Impl {
     if (events) KILN_RETURN_IF_ERROR(check(cu->event_record(events[0], s.stream), "cuEventRecord"));
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step& step = steps[i];
-      if (step.kind == format::StepKind::Library) {
+      if (step.matmul) {
         KILN_RETURN_IF_ERROR(matmul(i, s, where));
       } else {
         args.clear();

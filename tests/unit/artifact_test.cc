@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 16;  // minor version 16
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.16 (this runtime reads 1.0 to 1.15)");
+  newer[10] = 17;  // minor version 17
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.17 (this runtime reads 1.0 to 1.16)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -613,7 +613,7 @@ TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its ope
   }
 }
 
-TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bool masks, on the CPU only",
+TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bool masks; on CUDA in half precision",
           "[artifact][errors]") {
   Model m("attention", 1);
   Tensor q = m.input("q", {2, 3, 8, 4});
@@ -621,7 +621,7 @@ TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bo
   Tensor v = m.input("v", {2, 3, 8, 4});
   m.output(attention(q, k, v, 0, true), "y");
   std::string pipeline(passes::kDefaultPipeline);
-  pipeline.replace(pipeline.find("fusion"), 6, "fusion{attention=true}");
+  pipeline.replace(pipeline.find("fusion"), 6, "fusion{attention=cpu}");
   const format::ArtifactContents good = contents_of(m, pipeline);
   REQUIRE(good.steps.size() == 1);
   REQUIRE(good.steps[0].attention);
@@ -690,9 +690,15 @@ TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bo
     CHECK(refused(c) == prefix + "writes rows whose elements are not adjacent");
   }
   {
+    // Format 1.16: CUDA runs bf16 and f16 attentions with the kernel the compiler wrote.
     auto c = good;
     c.target = "cuda-sm_80";
-    CHECK(refused(c, "cuda-sm_80") == prefix + "runs on the CPU only");
+    CHECK(refused(c, "cuda-sm_80") == prefix + "computes in f32, which CUDA's kernel does not");
+    c.steps[0].attention->precision = format::DType::BF16;
+    CHECK(refused(c, "cuda-sm_80") == prefix + "has no kernel launch for CUDA");
+    c.steps[0].block_threads = 128;
+    c.steps[0].grid_blocks = 6;
+    CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
   }
 }
 

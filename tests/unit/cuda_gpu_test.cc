@@ -10,7 +10,10 @@
 #include "compiler/nn.h"
 #include "ir/parser.h"
 #include "runtime/cuda/driver.h"
+#include "passes/pipeline.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/cuda_attention_graphs.h"
+#include "tests/unit/half_precisions.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/random_graph.h"
 #include "tests/unit/run_util.h"
@@ -322,5 +325,42 @@ TEST_CASE("CUDA: every op in f16 and bf16 against the interpreter's rounding of 
     if (!got.ok()) FAIL(got.error().message);
     const double ulps = 4 * std::ldexp(1.0, 1 - bits);
     check_same(*got, want, ulps, ulps);
+  }
+}
+
+TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's values; 8 threads agree",
+          "[gpu][cuda][attention]") {
+  if (!have_gpu()) return;
+  for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
+    INFO(name);
+    const ir::Graph g = kiln::testing::parse_ok(text);
+    // Inputs of scale 0.5 keep the scores near 1, where a unit of the precision moves a
+    // probability by a few of its own units.
+    const auto args = seeded_arguments(g, 7, 0.5);
+    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+      INFO(p.name);
+      CompileOptions options = cuda_options(true);
+      options.precision = p.name;
+      auto artifact = compile_to_artifact(g, options);
+      if (!artifact.ok()) FAIL(artifact.error().message);
+      auto view = format::read_artifact(*artifact);
+      REQUIRE(view.ok());
+      int attention_steps = 0;
+      for (const format::Step* s : *view->metadata().steps()) attention_steps += s->attention() != nullptr;
+      CHECK(attention_steps == 1);
+      // The interpreter on the graph as kiln compile --precision casts it, every cast
+      // rounded exactly. The kernel rounds P before dividing by the row's sum (the
+      // decomposition after): a few more units than the CPU's step (attention_half_test).
+      ir::Graph cast = g;
+      auto pipeline = passes::pipeline_from_text(std::string("decompose,autocast{precision=") + p.name + "}");
+      REQUIRE(pipeline.ok());
+      REQUIRE(pipeline->run(cast).ok());
+      const auto want = kiln::testing::eval_ok(cast, args);
+      auto got = kiln::testing::compile_and_run(g, args, options);
+      if (!got.ok()) FAIL(got.error().message);
+      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+      check_same(*got, want, bound, bound);
+      CHECK(runs_differing(std::move(*artifact), args, 5) == 0);
+    }
   }
 }

@@ -1,0 +1,357 @@
+#include "codegen/cuda/attention_kernel.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "codegen/cuda/scalar_ops.h"
+#include "ir/shape_inference.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+using ir::DType;
+using ir::StridedView;
+using ir::ValueId;
+
+constexpr int kWarps = kAttentionQueryRows / 16;
+constexpr int kThreads = kWarps * 32;
+
+// An operand of the kernel: its parameter name, element type and view.
+struct Operand {
+  std::string name;
+  DType dtype;
+  const StridedView* view;
+};
+
+// Whether every element offset of the view's rows is a multiple of `elements` (its
+// offset and every stride but the last), so a row's chunks of that many load as vectors.
+bool rows_aligned(const StridedView& view, int64_t elements) {
+  if (view.offset % elements != 0) return false;
+  for (size_t d = 0; d + 1 < view.strides.size(); ++d)
+    if (view.strides[d] % elements != 0) return false;
+  return true;
+}
+
+class AttentionWriter {
+ public:
+  AttentionWriter(const ir::Graph& g, const ir::AttentionMatch& m) : g_(g), m_(m) {
+    batch_.assign(m.q_view.shape.begin(), m.q_view.shape.end() - 2);
+    const size_t nb = batch_.size();
+    queries_ = m.q_view.shape[nb];
+    head_dim_ = m.q_view.shape[nb + 1];
+    keys_ = m.k_view.shape[nb];
+    value_dim_ = m.v_view.shape[nb + 1];
+    const bool bf16 = m.precision == DType::BF16;
+    to_half_ = bf16 ? "kiln_f32_to_bf16" : "kiln_f32_to_f16";
+    half_to_f32_ = bf16 ? "kiln_bf16_to_f32" : "kiln_f16_to_f32";
+    round_ = bf16 ? "kiln_round_bf16" : "kiln_round_f16";
+    mma_types_ = bf16 ? "bf16.bf16" : "f16.f16";
+    suffix_ = bf16 ? "bf16" : "f16";
+  }
+
+  Result<Launch> write(const ir::Step& step, const std::string& symbol, std::string& out) {
+    if (step.outputs.size() != 1 || step.outputs[0] != m_.result)
+      return make_error(fmt::format("cuda codegen: attention step {} must write its result alone", step.name));
+    std::vector<Operand> operands = {{"q", dtype(m_.q), &m_.q_view},
+                                     {"k", dtype(m_.k), &m_.k_view},
+                                     {"v", dtype(m_.v), &m_.v_view}};
+    std::vector<std::string> params;
+    for (const Operand& o : operands)
+      params.push_back(fmt::format("const {}* __restrict__ {}", storage_type(o.dtype), o.name));
+    for (size_t i = 0; i < m_.transforms.size(); ++i) {
+      const ir::ScoreTransform& t = m_.transforms[i];
+      if (t.operand == ir::kNoValue) continue;
+      const DType mask_type = dtype(t.operand);
+      if (mask_type != (t.kind == ir::ScoreTransform::Kind::Add ? DType::F32 : DType::Bool))
+        return make_error(fmt::format("cuda codegen: attention step {}: a mask of type {}", step.name,
+                                      ir::dtype_name(mask_type)));
+      params.push_back(fmt::format("const {}* __restrict__ mask{}", storage_type(mask_type), i));
+    }
+    params.push_back(fmt::format("{}* __restrict__ out", storage_type(dtype(m_.result))));
+    const int64_t query_blocks = (queries_ + kAttentionQueryRows - 1) / kAttentionQueryRows;
+    int64_t indices = 1;
+    for (int64_t b : batch_) indices *= b;
+
+    out += helpers();
+    out += fmt::format("#define kiln_att_pack kiln_att_pack_{0}\n#define kiln_att_mma kiln_att_mma_{0}\n", suffix_);
+    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, symbol,
+                       fmt::join(params, ", "));
+    line(fmt::format("__shared__ __align__(16) unsigned short ks[{}][{}];", kAttentionKeyTile, head_dim_ + 8));
+    line(fmt::format("__shared__ __align__(16) unsigned short vt[{}][{}];", value_dim_, kAttentionKeyTile + 8));
+    line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;");
+    line("const float kNegInf = __int_as_float(0xff800000);");
+    line(fmt::format("for (long long w = blockIdx.x; w < {}LL; w += gridDim.x) {{", indices * query_blocks));
+    offsets(query_blocks);
+    load_q();
+    scores_loop();
+    store();
+    line("}");
+    out += body_ + "}\n#undef kiln_att_pack\n#undef kiln_att_mma\n";
+    return Launch{kThreads, indices * query_blocks};
+  }
+
+ private:
+  DType dtype(ValueId v) const { return g_.type(v).dtype; }
+  void line(const std::string& s) { body_ += "  " + s + "\n"; }
+
+  // Packs two f32 values, rounded to the precision, into a register of two halves; one
+  // mma.sync of the precision. Once per program and precision (the guard).
+  std::string helpers() const {
+    return fmt::format(
+        "#ifndef KILN_ATTENTION_{2}\n#define KILN_ATTENTION_{2}\n"
+        "__device__ __forceinline__ unsigned kiln_att_pack_{2}(float lo, float hi) {{ return (unsigned){0}(lo) | "
+        "((unsigned){0}(hi) << 16); }}\n"
+        "__device__ __forceinline__ void kiln_att_mma_{2}(float* c, const unsigned* a, unsigned b0, unsigned b1) {{\n"
+        "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{1}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, "
+        "{{%8,%9}}, {{%0,%1,%2,%3}};\"\n"
+        "      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+        "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+        "}}\n#endif\n",
+        to_half_, mma_types_, suffix_);
+  }
+
+  // The work item's batch index p and first query row r0, and each operand's element
+  // offset for batch index p.
+  void offsets(int64_t query_blocks) {
+    line(fmt::format("const long long p = w / {0}; const int r0 = (int)(w % {0}) * {1};", query_blocks,
+                     kAttentionQueryRows));
+    std::vector<std::pair<std::string, const StridedView*>> views = {
+        {"qo", &m_.q_view}, {"ko", &m_.k_view}, {"vo", &m_.v_view}, {"oo", &m_.out_view}};
+    for (size_t i = 0; i < m_.transforms.size(); ++i)
+      if (m_.transforms[i].operand != ir::kNoValue) views.push_back({fmt::format("mo{}", i), &m_.transforms[i].view});
+    for (const auto& [name, view] : views) line(fmt::format("long long {} = {}LL;", name, view->offset));
+    line("long long rest = p;");
+    for (size_t d = batch_.size(); d-- > 0;) {
+      line(fmt::format("{{ const long long i = rest % {0}LL; rest /= {0}LL;", batch_[d]));
+      for (const auto& [name, view] : views)
+        if (view->strides[d] != 0) line(fmt::format("  {} += i * {}LL;", name, view->strides[d]));
+      line("}");
+    }
+  }
+
+  // q's rows of the warp as A fragments: [D/16][4] registers of two halves each.
+  void load_q() {
+    const int64_t row_stride = m_.q_view.strides[batch_.size()];
+    line("const int row_a = r0 + warp * 16 + g, row_b = row_a + 8;");
+    line(fmt::format("unsigned qf[{}][4];", head_dim_ / 16));
+    line("#pragma unroll");
+    line(fmt::format("for (int kd = 0; kd < {}; ++kd) {{", head_dim_ / 16));
+    line("  const int c = kd * 16 + 2 * t;");
+    line(fmt::format("  const long long qa = qo + (long long)row_a * {0}LL + c, qb = qo + (long long)row_b * {0}LL + c;",
+                     row_stride));
+    auto pair = [&](const std::string& at) {
+      return dtype(m_.q) != DType::F32 ? fmt::format("((unsigned)q[{0}] | ((unsigned)q[{0} + 1] << 16))", at)
+                                       : fmt::format("kiln_att_pack(q[{0}], q[{0} + 1])", at);
+    };
+    line(fmt::format("  qf[kd][0] = row_a < {0} ? {1} : 0u; qf[kd][1] = row_b < {0} ? {2} : 0u;", queries_,
+                     pair("qa"), pair("qb")));
+    line(fmt::format("  qf[kd][2] = row_a < {0} ? {1} : 0u; qf[kd][3] = row_b < {0} ? {2} : 0u;", queries_,
+                     pair("qa + 8"), pair("qb + 8")));
+    line("}");
+    line(fmt::format("float o[{}][4];", value_dim_ / 8));
+    line("#pragma unroll");
+    line(fmt::format("for (int j = 0; j < {}; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;", value_dim_ / 8));
+    line("float m_a = kNegInf, m_b = kNegInf, l_a = 0.f, l_b = 0.f;");
+  }
+
+  // Eight elements of row `key` of k or v from `at` (their first) into `e` as halves'
+  // bits, zero past the keys.
+  void load_chunk(const Operand& o, const std::string& indent) {
+    const int64_t row_stride = o.view->strides[batch_.size()];
+    const std::string at = fmt::format("{}o + (long long)key * {}LL + c8", o.name, row_stride);
+    line(indent + "unsigned e[4] = {0u, 0u, 0u, 0u};");
+    line(fmt::format("{}if (key < {}) {{", indent, keys_));
+    if (o.dtype != DType::F32 && rows_aligned(*o.view, 8)) {
+      line(fmt::format("{}  const kiln_vec4<unsigned> x = *reinterpret_cast<const kiln_vec4<unsigned>*>({} + {});",
+                       indent, o.name, at));
+      line(indent + "  e[0] = x.v[0]; e[1] = x.v[1]; e[2] = x.v[2]; e[3] = x.v[3];");
+    } else if (o.dtype == DType::F32 && rows_aligned(*o.view, 4)) {
+      line(fmt::format("{}  const kiln_vec4<float> x0 = *reinterpret_cast<const kiln_vec4<float>*>({} + {});", indent,
+                       o.name, at));
+      line(fmt::format("{}  const kiln_vec4<float> x1 = *reinterpret_cast<const kiln_vec4<float>*>({} + {} + 4);",
+                       indent, o.name, at));
+      line(indent + "  e[0] = kiln_att_pack(x0.v[0], x0.v[1]); e[1] = kiln_att_pack(x0.v[2], x0.v[3]);");
+      line(indent + "  e[2] = kiln_att_pack(x1.v[0], x1.v[1]); e[3] = kiln_att_pack(x1.v[2], x1.v[3]);");
+    } else {
+      auto element = [&](const std::string& plus) {
+        const std::string stored = fmt::format("{}[{} + i{}]", o.name, at, plus);
+        return o.dtype == DType::F32 ? stored : fmt::format("{}({})", half_to_f32_, stored);
+      };
+      line(indent + "  #pragma unroll");
+      line(fmt::format("{}  for (int i = 0; i < 8; i += 2) e[i / 2] = kiln_att_pack({}, {});", indent, element(""),
+                       element(" + 1")));
+    }
+    line(indent + "}");
+  }
+
+  // The loop over key tiles: k and v's tile to shared memory, scores, f, the online
+  // softmax and P·v.
+  void scores_loop() {
+    const bool causal_last =
+        !m_.transforms.empty() && m_.transforms.back().kind == ir::ScoreTransform::Kind::Causal;
+    const int64_t tiles = (keys_ + kAttentionKeyTile - 1) / kAttentionKeyTile;
+    if (causal_last) {
+      // Tiles past the block's last query hold only the mask's fill.
+      line(fmt::format("const int tiles_needed = min({}, (min(r0 + {}, {}) - 1) / {} + 1);", tiles,
+                       kAttentionQueryRows, queries_, kAttentionKeyTile));
+    }
+    line(fmt::format("for (int kb = 0; kb < {}; ++kb) {{", tiles));
+    if (causal_last) {
+      const std::string fill = constant(DType::F32, m_.transforms.back().value, 0);
+      line("  if (kb == tiles_needed) {");
+      line(fmt::format("    const bool needed = (row_a < {0} && !({1} - m_a < -104.f)) || (row_b < {0} && !({1} - m_b "
+                       "< -104.f));",
+                       queries_, fill));
+      line("    if (!__syncthreads_or(needed)) break;");
+      line("  }");
+    }
+    line("  __syncthreads();");
+    line(fmt::format("  for (int c = threadIdx.x; c < {}; c += {}) {{", kAttentionKeyTile * head_dim_ / 8, kThreads));
+    line(fmt::format("    const int r = c / {0}, c8 = (c % {0}) * 8, key = kb * {1} + r;", head_dim_ / 8,
+                     kAttentionKeyTile));
+    load_chunk({"k", dtype(m_.k), &m_.k_view}, "    ");
+    line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
+    line("    *reinterpret_cast<kiln_vec4<unsigned>*>(&ks[r][c8]) = x;");
+    line("  }");
+    // v transposed: consecutive threads take consecutive keys, so their 16-bit stores to a
+    // row of vt fall in distinct banks.
+    line(fmt::format("  for (int c = threadIdx.x; c < {}; c += {}) {{", kAttentionKeyTile * value_dim_ / 8, kThreads));
+    line(fmt::format("    const int r = c % {0}, c8 = (c / {0}) * 8, key = kb * {0} + r;", kAttentionKeyTile));
+    load_chunk({"v", dtype(m_.v), &m_.v_view}, "    ");
+    line("    #pragma unroll");
+    line("    for (int i = 0; i < 4; ++i) { vt[c8 + 2 * i][r] = (unsigned short)(e[i] & 0xffffu); "
+         "vt[c8 + 2 * i + 1][r] = (unsigned short)(e[i] >> 16); }");
+    line("  }");
+    line("  __syncthreads();");
+    const int n_tiles = kAttentionKeyTile / 8;
+    line(fmt::format("  float s[{}][4];", n_tiles));
+    line("  #pragma unroll");
+    line(fmt::format("  for (int j = 0; j < {}; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;", n_tiles));
+    line("  #pragma unroll");
+    line(fmt::format("  for (int kd = 0; kd < {}; ++kd) {{", head_dim_ / 16));
+    line("    #pragma unroll");
+    line(fmt::format("    for (int j = 0; j < {}; ++j) {{", n_tiles));
+    line("      const unsigned short* kr = &ks[j * 8 + g][kd * 16 + 2 * t];");
+    line("      kiln_att_mma(s[j], qf[kd], *reinterpret_cast<const unsigned*>(kr), "
+         "*reinterpret_cast<const unsigned*>(kr + 8));");
+    line("    }");
+    line("  }");
+    // f on each score, rounded to the precision first; keys past the end and rows past
+    // the queries take no part.
+    line("  #pragma unroll");
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
+    line("    #pragma unroll");
+    line("    for (int e = 0; e < 4; ++e) {");
+    line(fmt::format("      const int row = e < 2 ? row_a : row_b, key = kb * {} + j * 8 + 2 * t + (e & 1);",
+                     kAttentionKeyTile));
+    line(fmt::format("      float x = {}(s[j][e]);", round_));
+    line(fmt::format("      if (row < {} && key < {}) {{", queries_, keys_));
+    for (size_t i = 0; i < m_.transforms.size(); ++i) line("        " + transform(i));
+    line("      } else {");
+    line("        x = kNegInf;");
+    line("      }");
+    line("      s[j][e] = x;");
+    line("    }");
+    line("  }");
+    // The online softmax: each row's maximum over the quad of threads that hold it.
+    line("  float mx_a = kNegInf, mx_b = kNegInf;");
+    line("  #pragma unroll");
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1])); mx_b = "
+                     "fmaxf(mx_b, fmaxf(s[j][2], s[j][3])); }}",
+                     n_tiles));
+    line("  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1)); mx_a = fmaxf(mx_a, "
+         "__shfl_xor_sync(0xffffffffu, mx_a, 2));");
+    line("  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1)); mx_b = fmaxf(mx_b, "
+         "__shfl_xor_sync(0xffffffffu, mx_b, 2));");
+    line("  const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);");
+    line("  const float shift_a = new_a == kNegInf ? 0.f : new_a, shift_b = new_b == kNegInf ? 0.f : new_b;");
+    line("  const float alpha_a = __expf(m_a - shift_a), alpha_b = __expf(m_b - shift_b);");
+    line("  m_a = new_a; m_b = new_b;");
+    line("  float sum_a = 0.f, sum_b = 0.f;");
+    line("  #pragma unroll");
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
+    line("    s[j][0] = __expf(s[j][0] - shift_a); s[j][1] = __expf(s[j][1] - shift_a);");
+    line("    s[j][2] = __expf(s[j][2] - shift_b); s[j][3] = __expf(s[j][3] - shift_b);");
+    line("    sum_a += s[j][0] + s[j][1]; sum_b += s[j][2] + s[j][3];");
+    line("  }");
+    line("  l_a = l_a * alpha_a + sum_a; l_b = l_b * alpha_b + sum_b;");
+    line("  #pragma unroll");
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ o[j][0] *= alpha_a; o[j][1] *= alpha_a; o[j][2] *= alpha_b; "
+                     "o[j][3] *= alpha_b; }}",
+                     value_dim_ / 8));
+    // P·v: a pair of score tiles is the A fragment of 16 keys, as the mma's C layout is.
+    line("  #pragma unroll");
+    line(fmt::format("  for (int kc = 0; kc < {}; ++kc) {{", kAttentionKeyTile / 16));
+    line("    const unsigned pa[4] = {kiln_att_pack(s[2 * kc][0], s[2 * kc][1]), kiln_att_pack(s[2 * kc][2], s[2 * "
+         "kc][3]), kiln_att_pack(s[2 * kc + 1][0], s[2 * kc + 1][1]), kiln_att_pack(s[2 * kc + 1][2], s[2 * kc + "
+         "1][3])};");
+    line("    #pragma unroll");
+    line(fmt::format("    for (int j = 0; j < {}; ++j) {{", value_dim_ / 8));
+    line("      const unsigned short* vr = &vt[j * 8 + g][kc * 16 + 2 * t];");
+    line("      kiln_att_mma(o[j], pa, *reinterpret_cast<const unsigned*>(vr), "
+         "*reinterpret_cast<const unsigned*>(vr + 8));");
+    line("    }");
+    line("  }");
+    line("}");
+  }
+
+  // Score transform i on x (row, key), as the decomposition applies it.
+  std::string transform(size_t i) const {
+    const ir::ScoreTransform& t = m_.transforms[i];
+    const std::string value = constant(DType::F32, t.value, 0);
+    auto element = [&] {
+      const size_t nb = batch_.size();
+      return fmt::format("mask{}[mo{} + (long long)row * {}LL + (long long)key * {}LL]", i, i, t.view.strides[nb],
+                         t.view.strides[nb + 1]);
+    };
+    switch (t.kind) {
+      case ir::ScoreTransform::Kind::Scale: return fmt::format("x *= {};", value);
+      case ir::ScoreTransform::Kind::Add: return fmt::format("x += {};", element());
+      case ir::ScoreTransform::Kind::Keep: return fmt::format("x = {} ? x : {};", element(), value);
+      case ir::ScoreTransform::Kind::Causal: return fmt::format("x = key <= row ? x : {};", value);
+    }
+    return "";
+  }
+
+  // Each row's sum over its quad, then its outputs divided by it, rounded to the
+  // precision and stored in the result's type.
+  void store() {
+    line("l_a += __shfl_xor_sync(0xffffffffu, l_a, 1); l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);");
+    line("l_b += __shfl_xor_sync(0xffffffffu, l_b, 1); l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);");
+    line("const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;");
+    const DType out_type = dtype(m_.result);
+    const std::string stored = out_type == DType::F32 ? round_ + "(x)" : to_half_ + "(x)";
+    const int64_t row_stride = m_.out_view.strides[batch_.size()];
+    line("#pragma unroll");
+    line(fmt::format("for (int j = 0; j < {}; ++j) {{", value_dim_ / 8));
+    line("  #pragma unroll");
+    line("  for (int e = 0; e < 4; ++e) {");
+    line("    const int row = e < 2 ? row_a : row_b, col = j * 8 + 2 * t + (e & 1);");
+    line("    const float x = o[j][e] * (e < 2 ? inv_a : inv_b);");
+    line(fmt::format("    if (row < {}) out[oo + (long long)row * {}LL + col] = {};", queries_, row_stride, stored));
+    line("  }");
+    line("}");
+  }
+
+  const ir::Graph& g_;
+  const ir::AttentionMatch& m_;
+  std::vector<int64_t> batch_;
+  int64_t queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0;
+  std::string to_half_, half_to_f32_, round_, mma_types_, suffix_;
+  std::string body_;
+};
+
+}  // namespace
+
+Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, const ir::AttentionMatch& m,
+                                     const std::string& symbol, std::string& out) {
+  if (!ir::cuda_runs_attention(m))
+    return make_error(fmt::format(
+        "cuda codegen: step {} is an attention that CUDA's kernel does not run (it takes bf16 or f16 products, head "
+        "dims that are multiples of 16 up to {}, and rows read contiguously)",
+        step.name, ir::kCudaAttentionMaxHeadDim));
+  return AttentionWriter(g, m).write(step, symbol, out);
+}
+
+}  // namespace kiln::codegen::cuda

@@ -1,0 +1,34 @@
+// CUDA's kernel for an attention step (ir/attention_match.h, the runner kCuda): softmax(f(q·kᵀ))·v
+// in one pass over the keys (online softmax, as FlashAttention: Dao et al. 2022,
+// arXiv:2205.14135), so the [.., T, S] scores never reach memory.
+#pragma once
+
+#include <string>
+
+#include "base/result.h"
+#include "codegen/cuda/kernel_emitter.h"
+#include "ir/attention_match.h"
+#include "ir/graph.h"
+
+namespace kiln::codegen::cuda {
+
+/// Query rows per block of the attention kernel (a warp's 16 each) and keys per tile.
+constexpr int kAttentionQueryRows = 64;
+constexpr int kAttentionKeyTile = 64;
+
+/// Appends to `out` the kernel `symbol` of attention step `step` (the one fusion made of
+/// `m`; ir::cuda_runs_attention(m) holds): its parameters are the step's inputs as the
+/// artifact lists them (q, k, v, then each mask's operand in f's order) and then its
+/// output. A block of 4 warps takes 64 query rows of one batch index (a grid-stride loop
+/// over them all): q's rows stay in registers as mma.sync fragments, each tile of 64 keys
+/// of k and v goes through shared memory (k as it lies, v transposed), the scores are
+/// rounded to the precision, f runs on them in f32 and the softmax merges them into the
+/// rows' running maximum and sum; P, rounded to the precision, multiplies v's tile into
+/// f32 sums that are divided by the sum at the end and rounded to the precision. Where f
+/// ends in a causal mask, the tiles past a block's last query are left out as long as
+/// every row's exp(fill − max) is 0 in f32 (else they are taken, so the result is the
+/// decomposition's either way).
+Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, const ir::AttentionMatch& m,
+                                     const std::string& symbol, std::string& out);
+
+}  // namespace kiln::codegen::cuda

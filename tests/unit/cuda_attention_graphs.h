@@ -1,0 +1,65 @@
+// Attention graphs that CUDA's kernel (codegen/cuda/attention_kernel.h) runs in bf16 and
+// f16: compiled by NVRTC in CI (codegen_cuda_test.cc), run against the interpreter in
+// the GPU tier (cuda_gpu_test.cc). Between them they take each path of the kernel: query
+// rows and keys past a whole tile, q, k and v read from f32 and through the heads of a
+// projection, head dims 16 to 128, each mask kind, and a causal fill whose exp is not 0
+// (the tiles past the diagonal are then taken).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::testing {
+
+inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() {
+  return {
+      {"the op, causal, 300 queries, D=64", R"(graph @g(%q: f32[1,2,300,64], %k: f32[1,2,300,64], %v: f32[1,2,300,64]) {
+  %y: f32[1,2,300,64] = attention(%q, %k, %v) {causal=true, scale=0.125}
+  return %y
+})"},
+      {"cross attention, a bool mask, D=48, Dv=32", R"(graph @g(%q: f32[2,2,70,48], %k: f32[2,2,130,48], %v: f32[2,2,130,32], %m: bool[70,130]) {
+  %y: f32[2,2,70,32] = attention(%q, %k, %v, %m) {scale=0.2}
+  return %y
+})"},
+      {"BERT's form: heads sliced out of a projection, an additive mask, D=16",
+       R"(graph @g(%qkv: f32[2,80,192], %bias: f32[2,80]) {
+  %q: f32[2,80,64] = slice(%qkv) {starts=[0,0,0], ends=[2,80,64]}
+  %k: f32[2,80,64] = slice(%qkv) {starts=[0,0,64], ends=[2,80,128]}
+  %v: f32[2,80,64] = slice(%qkv) {starts=[0,0,128], ends=[2,80,192]}
+  %qh: f32[2,80,4,16] = reshape(%q) {shape=[2,80,4,16]}
+  %kh: f32[2,80,4,16] = reshape(%k) {shape=[2,80,4,16]}
+  %vh: f32[2,80,4,16] = reshape(%v) {shape=[2,80,4,16]}
+  %qt: f32[2,4,80,16] = transpose(%qh) {perm=[0,2,1,3]}
+  %kt: f32[2,4,16,80] = transpose(%kh) {perm=[0,2,3,1]}
+  %vt: f32[2,4,80,16] = transpose(%vh) {perm=[0,2,1,3]}
+  %s: f32[2,4,80,80] = matmul(%qt, %kt)
+  %d: f32[] = constant {value=4}
+  %sd: f32[2,4,80,80] = div(%s, %d)
+  %bb: f32[2,4,80,80] = broadcast(%bias) {shape=[2,4,80,80], dims=[0,3]}
+  %sm: f32[2,4,80,80] = add(%sd, %bb)
+  %p: f32[2,4,80,80] = softmax(%sm) {axis=-1}
+  %o: f32[2,4,80,16] = matmul(%p, %vt)
+  return %o
+})"},
+      {"GPT-2's causal select with a fill of 0, whose exp counts, D=32", R"(graph @g(%q: f32[1,3,150,32], %k: f32[1,3,150,32], %v: f32[1,3,150,32]) {
+  %kt: f32[1,3,32,150] = transpose(%k) {perm=[0,1,3,2]}
+  %s: f32[1,3,150,150] = matmul(%q, %kt)
+  %i: i64[150,150] = iota {shape=[150,150], axis=0}
+  %j: i64[150,150] = iota {shape=[150,150], axis=1}
+  %keep: bool[150,150] = ge(%i, %j)
+  %kb: bool[1,3,150,150] = broadcast(%keep) {shape=[1,3,150,150], dims=[2,3]}
+  %fill: f32[] = constant {value=0}
+  %sk: f32[1,3,150,150] = select(%kb, %s, %fill)
+  %p: f32[1,3,150,150] = softmax(%sk) {axis=-1}
+  %o: f32[1,3,150,32] = matmul(%p, %v)
+  return %o
+})"},
+      {"no mask, D=Dv=128, keys past a tile", R"(graph @g(%q: f32[3,100,128], %k: f32[3,200,128], %v: f32[3,200,128]) {
+  %y: f32[3,100,128] = attention(%q, %k, %v) {scale=0.088}
+  return %y
+})"},
+  };
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,88 @@
+// CUDA's attention kernel without a GPU (the GPU tier runs it): which attentions become
+// one step on CUDA (bf16 and f16, on sm_80 and later) and which stay matmuls, and that
+// every kernel of tests/unit/cuda_attention_graphs.h compiles with NVRTC for sm_80 and
+// sm_90 with the launch the artifact records.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "compiler/compile.h"
+#include "runtime/format/artifact.h"
+#include "runtime/format/target.h"
+#include "tests/unit/cuda_attention_graphs.h"
+#include "tests/unit/half_precisions.h"
+#include "tests/unit/test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+// The attention steps of the graph's CUDA artifact.
+std::vector<const format::Step*> attention_steps(const format::ArtifactView& view) {
+  std::vector<const format::Step*> steps;
+  for (const format::Step* s : *view.metadata().steps())
+    if (s->attention()) steps.push_back(s);
+  return steps;
+}
+
+CompileOptions cuda_options(const char* precision, std::vector<std::string> archs = {"sm_80", "sm_90"}) {
+  CompileOptions options;
+  options.target = "cuda";
+  options.precision = precision;
+  options.cuda_archs = std::move(archs);
+  options.use_compile_cache = false;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA attention kernels compile for sm_80 and sm_90 in bf16 and f16, each one step with its launch",
+          "[codegen][cuda][attention]") {
+  for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
+    INFO(name);
+    const ir::Graph g = kiln::testing::parse_ok(text);
+    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+      INFO(p.name);
+      auto bytes = compile_to_artifact(g, cuda_options(p.name));
+      if (!bytes.ok()) FAIL(bytes.error().message.substr(0, 4000));
+      auto view = format::read_artifact(*bytes, "cuda-sm_80");
+      if (!view.ok()) FAIL(view.error().message);
+      const auto steps = attention_steps(*view);
+      REQUIRE(steps.size() == 1);
+      const format::Step& step = *steps[0];
+      CHECK(step.kind() == format::StepKind::Library);
+      CHECK(step.symbol()->str() == format::kernel_symbol(step.name()->str()));
+      CHECK(step.block_threads() == 128);
+      CHECK(step.grid_blocks() >= 1);
+      CHECK(step.attention()->precision() == p.stored);
+      // Each code object holds the kernel.
+      CHECK(view->metadata().code()->size() == 3);
+    }
+  }
+}
+
+TEST_CASE("CUDA leaves f32 attention, head dims it does not take and pre-sm_80 targets to the matmuls",
+          "[codegen][cuda][attention]") {
+  const ir::Graph causal = kiln::testing::parse_ok(kiln::testing::cuda_attention_graphs()[0].second);
+  auto count = [](const ir::Graph& g, const CompileOptions& options) {
+    auto bytes = compile_to_artifact(g, options);
+    if (!bytes.ok()) FAIL(bytes.error().message.substr(0, 4000));
+    auto view = format::read_artifact(*bytes);
+    if (!view.ok()) FAIL(view.error().message);
+    return attention_steps(*view).size();
+  };
+  CHECK(count(causal, cuda_options("bf16", {"sm_90"})) == 1);
+  CHECK(count(causal, cuda_options("f32", {"sm_90"})) == 0);  // f32 products: cuBLAS's GEMMs
+  // An architecture before sm_80 has no bf16 mma.sync: the matmuls, also where sm_90 is given.
+  CHECK(count(causal, cuda_options("bf16", {"sm_75", "sm_90"})) == 0);
+  for (int d : {8, 24, 144}) {  // not a multiple of 16, or past 128
+    INFO("D=" << d);
+    const ir::Graph g = kiln::testing::parse_ok(fmt::format(
+        R"(graph @g(%q: f32[1,2,40,{0}], %k: f32[1,2,40,{0}], %v: f32[1,2,40,{0}]) {{
+  %y: f32[1,2,40,{0}] = attention(%q, %k, %v) {{causal=true, scale=0.125}}
+  return %y
+}})",
+        d));
+    CHECK(count(g, cuda_options("bf16", {"sm_90"})) == 0);
+  }
+}
