@@ -74,11 +74,14 @@ class AttentionWriter {
     for (int64_t b : batch_) indices *= b;
 
     out += helpers();
-    out += fmt::format("#define kiln_att_pack kiln_att_pack_{0}\n#define kiln_att_mma kiln_att_mma_{0}\n", suffix_);
+    out += fmt::format(
+        "#define kiln_att_pack kiln_att_pack_{0}\n#define kiln_att_round kiln_att_round_{0}\n#define kiln_att_mma "
+        "kiln_att_mma_{0}\n",
+        suffix_);
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, symbol,
                        fmt::join(params, ", "));
     line(fmt::format("__shared__ __align__(16) unsigned short ks[{}][{}];", kAttentionKeyTile, head_dim_ + 8));
-    line(fmt::format("__shared__ __align__(16) unsigned short vt[{}][{}];", value_dim_, kAttentionKeyTile + 8));
+    line(fmt::format("__shared__ __align__(16) unsigned short vs[{}][{}];", kAttentionKeyTile, value_dim_ + 8));
     line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;");
     line("const float kNegInf = __int_as_float(0xff800000);");
     line(fmt::format("for (long long w = blockIdx.x; w < {}LL; w += gridDim.x) {{", indices * query_blocks));
@@ -87,7 +90,7 @@ class AttentionWriter {
     scores_loop();
     store();
     line("}");
-    out += body_ + "}\n#undef kiln_att_pack\n#undef kiln_att_mma\n";
+    out += body_ + "}\n#undef kiln_att_pack\n#undef kiln_att_round\n#undef kiln_att_mma\n";
     return Launch{kThreads, indices * query_blocks};
   }
 
@@ -95,26 +98,52 @@ class AttentionWriter {
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
 
-  // Packs two f32 values, rounded to the precision, into a register of two halves; one
-  // mma.sync of the precision. Once per program and precision (the guard).
+  // Per program (the guards): shared-memory fragment loads (ldmatrix) and exp2; per
+  // precision: two f32 values rounded to it and packed into a register, a pair rounded in
+  // place, and its mma.sync.
   std::string helpers() const {
-    return fmt::format(
-        "#ifndef KILN_ATTENTION_{2}\n#define KILN_ATTENTION_{2}\n"
-        "__device__ __forceinline__ unsigned kiln_att_pack_{2}(float lo, float hi) {{ return (unsigned){0}(lo) | "
-        "((unsigned){0}(hi) << 16); }}\n"
-        "__device__ __forceinline__ void kiln_att_mma_{2}(float* c, const unsigned* a, unsigned b0, unsigned b1) {{\n"
-        "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{1}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, "
-        "{{%8,%9}}, {{%0,%1,%2,%3}};\"\n"
-        "      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
-        "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
-        "}}\n#endif\n",
-        to_half_, mma_types_, suffix_);
+    std::string common =
+        "#ifndef KILN_ATTENTION\n#define KILN_ATTENTION\n"
+        "__device__ __forceinline__ unsigned kiln_att_shared(const void* p) { return "
+        "(unsigned)__cvta_generic_to_shared(p); }\n"
+        "__device__ __forceinline__ void kiln_att_ldsm(unsigned* r, const void* p) {\n"
+        "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
+        "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(kiln_att_shared(p)) : \"memory\");\n"
+        "}\n"
+        "__device__ __forceinline__ void kiln_att_ldsm_trans(unsigned* r, const void* p) {\n"
+        "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
+        "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(kiln_att_shared(p)) : \"memory\");\n"
+        "}\n"
+        "__device__ __forceinline__ float kiln_att_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : "
+        "\"=f\"(y) : \"f\"(x)); return y; }\n"
+        "#endif\n";
+    const std::string unpack = suffix_ == "bf16"
+                                   ? "lo = __uint_as_float(d << 16); hi = __uint_as_float(d & 0xffff0000u);"
+                                   : "lo = kiln_f16_to_f32((unsigned short)(d & 0xffffu)); hi = "
+                                     "kiln_f16_to_f32((unsigned short)(d >> 16));";
+    return common +
+           fmt::format(
+               "#ifndef KILN_ATTENTION_{0}\n#define KILN_ATTENTION_{0}\n"
+               "__device__ __forceinline__ unsigned kiln_att_pack_{0}(float lo, float hi) {{ unsigned d; "
+               "asm(\"cvt.rn.{0}x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo)); return d; }}\n"
+               "__device__ __forceinline__ void kiln_att_round_{0}(float& lo, float& hi) {{ const unsigned d = "
+               "kiln_att_pack_{0}(lo, hi); {2} }}\n"
+               "__device__ __forceinline__ void kiln_att_mma_{0}(float* c, const unsigned* a, unsigned b0, unsigned "
+               "b1) {{\n"
+               "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{1}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, "
+               "{{%8,%9}}, {{%0,%1,%2,%3}};\"\n"
+               "      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+               "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+               "}}\n#endif\n",
+               suffix_, mma_types_, unpack);
   }
 
   // The work item's batch index p and first query row r0, and each operand's element
   // offset for batch index p.
   void offsets(int64_t query_blocks) {
-    line(fmt::format("const long long p = w / {0}; const int r0 = (int)(w % {0}) * {1};", query_blocks,
+    // The last query blocks first: where a causal mask leaves out the tiles past the
+    // diagonal they have the most keys, and the grid's last blocks the fewest.
+    line(fmt::format("const long long p = w / {0}; const int r0 = (int)({0} - 1 - w % {0}) * {1};", query_blocks,
                      kAttentionQueryRows));
     std::vector<std::pair<std::string, const StridedView*>> views = {
         {"qo", &m_.q_view}, {"ko", &m_.k_view}, {"vo", &m_.v_view}, {"oo", &m_.out_view}};
@@ -214,14 +243,12 @@ class AttentionWriter {
     line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
     line("    *reinterpret_cast<kiln_vec4<unsigned>*>(&ks[r][c8]) = x;");
     line("  }");
-    // v transposed: consecutive threads take consecutive keys, so their 16-bit stores to a
-    // row of vt fall in distinct banks.
     line(fmt::format("  for (int c = threadIdx.x; c < {}; c += {}) {{", kAttentionKeyTile * value_dim_ / 8, kThreads));
-    line(fmt::format("    const int r = c % {0}, c8 = (c / {0}) * 8, key = kb * {0} + r;", kAttentionKeyTile));
+    line(fmt::format("    const int r = c / {0}, c8 = (c % {0}) * 8, key = kb * {1} + r;", value_dim_ / 8,
+                     kAttentionKeyTile));
     load_chunk({"v", dtype(m_.v), &m_.v_view}, "    ");
-    line("    #pragma unroll");
-    line("    for (int i = 0; i < 4; ++i) { vt[c8 + 2 * i][r] = (unsigned short)(e[i] & 0xffffu); "
-         "vt[c8 + 2 * i + 1][r] = (unsigned short)(e[i] >> 16); }");
+    line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
+    line("    *reinterpret_cast<kiln_vec4<unsigned>*>(&vs[r][c8]) = x;");
     line("  }");
     line("  __syncthreads();");
     const int n_tiles = kAttentionKeyTile / 8;
@@ -230,29 +257,33 @@ class AttentionWriter {
     line(fmt::format("  for (int j = 0; j < {}; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;", n_tiles));
     line("  #pragma unroll");
     line(fmt::format("  for (int kd = 0; kd < {}; ++kd) {{", head_dim_ / 16));
+    // Two key tiles' B fragments per ldmatrix: lanes 8i..8i+7 give the rows of matrix i,
+    // (tile j, d low), (tile j, d high), (tile j+1, d low), (tile j+1, d high).
     line("    #pragma unroll");
-    line(fmt::format("    for (int j = 0; j < {}; ++j) {{", n_tiles));
-    line("      const unsigned short* kr = &ks[j * 8 + g][kd * 16 + 2 * t];");
-    line("      kiln_att_mma(s[j], qf[kd], *reinterpret_cast<const unsigned*>(kr), "
-         "*reinterpret_cast<const unsigned*>(kr + 8));");
+    line(fmt::format("    for (int j = 0; j < {}; j += 2) {{", n_tiles));
+    line("      unsigned b[4];");
+    line("      kiln_att_ldsm(b, &ks[j * 8 + (lane >> 4) * 8 + (lane & 7)][kd * 16 + ((lane >> 3) & 1) * 8]);");
+    line("      kiln_att_mma(s[j], qf[kd], b[0], b[1]);");
+    line("      kiln_att_mma(s[j + 1], qf[kd], b[2], b[3]);");
     line("    }");
     line("  }");
-    // f on each score, rounded to the precision first; keys past the end and rows past
-    // the queries take no part.
+    // f on each score, rounded to the precision first (a pair at a time). A tile whose rows
+    // and keys all exist, and whose keys all precede its rows where f has a causal mask,
+    // skips those checks; elsewhere keys past the end and rows past the queries take no
+    // part.
     line("  #pragma unroll");
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
-    line("    #pragma unroll");
-    line("    for (int e = 0; e < 4; ++e) {");
-    line(fmt::format("      const int row = e < 2 ? row_a : row_b, key = kb * {} + j * 8 + 2 * t + (e & 1);",
-                     kAttentionKeyTile));
-    line(fmt::format("      float x = {}(s[j][e]);", round_));
-    line(fmt::format("      if (row < {} && key < {}) {{", queries_, keys_));
-    for (size_t i = 0; i < m_.transforms.size(); ++i) line("        " + transform(i));
-    line("      } else {");
-    line("        x = kNegInf;");
-    line("      }");
-    line("      s[j][e] = x;");
-    line("    }");
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ kiln_att_round(s[j][0], s[j][1]); kiln_att_round(s[j][2], "
+                     "s[j][3]); }}",
+                     n_tiles));
+    bool causal = false;
+    for (const ir::ScoreTransform& t : m_.transforms) causal = causal || t.kind == ir::ScoreTransform::Kind::Causal;
+    std::string full = fmt::format("(kb + 1) * {} <= {} && r0 + {} <= {}", kAttentionKeyTile, keys_,
+                                   kAttentionQueryRows, queries_);
+    if (causal) full += fmt::format(" && kb * {} + {} <= r0", kAttentionKeyTile, kAttentionKeyTile - 1);
+    line(fmt::format("  if ({}) {{", full));
+    score_transforms("    ", false);
+    line("  } else {");
+    score_transforms("    ", true);
     line("  }");
     // The online softmax: each row's maximum over the quad of threads that hold it.
     line("  float mx_a = kNegInf, mx_b = kNegInf;");
@@ -266,13 +297,18 @@ class AttentionWriter {
          "__shfl_xor_sync(0xffffffffu, mx_b, 2));");
     line("  const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);");
     line("  const float shift_a = new_a == kNegInf ? 0.f : new_a, shift_b = new_b == kNegInf ? 0.f : new_b;");
-    line("  const float alpha_a = __expf(m_a - shift_a), alpha_b = __expf(m_b - shift_b);");
+    line("  const float kLog2e = 1.4426950408889634f;");
+    line("  const float alpha_a = kiln_att_exp2((m_a - shift_a) * kLog2e), alpha_b = kiln_att_exp2((m_b - shift_b) * "
+         "kLog2e);");
+    line("  const float sl_a = shift_a * kLog2e, sl_b = shift_b * kLog2e;");
     line("  m_a = new_a; m_b = new_b;");
     line("  float sum_a = 0.f, sum_b = 0.f;");
     line("  #pragma unroll");
     line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
-    line("    s[j][0] = __expf(s[j][0] - shift_a); s[j][1] = __expf(s[j][1] - shift_a);");
-    line("    s[j][2] = __expf(s[j][2] - shift_b); s[j][3] = __expf(s[j][3] - shift_b);");
+    line("    s[j][0] = kiln_att_exp2(fmaf(s[j][0], kLog2e, -sl_a)); s[j][1] = kiln_att_exp2(fmaf(s[j][1], kLog2e, "
+         "-sl_a));");
+    line("    s[j][2] = kiln_att_exp2(fmaf(s[j][2], kLog2e, -sl_b)); s[j][3] = kiln_att_exp2(fmaf(s[j][3], kLog2e, "
+         "-sl_b));");
     line("    sum_a += s[j][0] + s[j][1]; sum_b += s[j][2] + s[j][3];");
     line("  }");
     line("  l_a = l_a * alpha_a + sum_a; l_b = l_b * alpha_b + sum_b;");
@@ -286,14 +322,46 @@ class AttentionWriter {
     line("    const unsigned pa[4] = {kiln_att_pack(s[2 * kc][0], s[2 * kc][1]), kiln_att_pack(s[2 * kc][2], s[2 * "
          "kc][3]), kiln_att_pack(s[2 * kc + 1][0], s[2 * kc + 1][1]), kiln_att_pack(s[2 * kc + 1][2], s[2 * kc + "
          "1][3])};");
+    // v's rows are keys: transposed, each 8x8 block is a B fragment; matrices (keys low,
+    // tile j), (keys high, tile j), (keys low, tile j+1), (keys high, tile j+1).
     line("    #pragma unroll");
-    line(fmt::format("    for (int j = 0; j < {}; ++j) {{", value_dim_ / 8));
-    line("      const unsigned short* vr = &vt[j * 8 + g][kc * 16 + 2 * t];");
-    line("      kiln_att_mma(o[j], pa, *reinterpret_cast<const unsigned*>(vr), "
-         "*reinterpret_cast<const unsigned*>(vr + 8));");
+    line(fmt::format("    for (int j = 0; j < {}; j += 2) {{", value_dim_ / 8));
+    line("      unsigned b[4];");
+    line("      kiln_att_ldsm_trans(b, &vs[kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][j * 8 + (lane >> 4) * 8]);");
+    line("      kiln_att_mma(o[j], pa, b[0], b[1]);");
+    line("      kiln_att_mma(o[j + 1], pa, b[2], b[3]);");
     line("    }");
     line("  }");
     line("}");
+  }
+
+  // f over the tile's scores; `checked`: rows and keys past the end take -inf instead,
+  // and a causal mask applies (else it passes every score of the tile).
+  void score_transforms(const std::string& indent, bool checked) {
+    bool reads_position = checked;
+    for (const ir::ScoreTransform& t : m_.transforms)
+      reads_position = reads_position || t.kind == ir::ScoreTransform::Kind::Add ||
+                       t.kind == ir::ScoreTransform::Kind::Keep;
+    line(indent + "#pragma unroll");
+    line(fmt::format("{}for (int j = 0; j < {}; ++j) {{", indent, kAttentionKeyTile / 8));
+    line(indent + "  #pragma unroll");
+    line(indent + "  for (int e = 0; e < 4; ++e) {");
+    if (reads_position)
+      line(fmt::format("{}    const int row = e < 2 ? row_a : row_b, key = kb * {} + j * 8 + 2 * t + (e & 1);", indent,
+                       kAttentionKeyTile));
+    line(indent + "    float x = s[j][e];");
+    if (checked) line(fmt::format("{}    if (row < {} && key < {}) {{", indent, queries_, keys_));
+    for (size_t i = 0; i < m_.transforms.size(); ++i)
+      if (checked || m_.transforms[i].kind != ir::ScoreTransform::Kind::Causal)
+        line(indent + (checked ? "      " : "    ") + transform(i));
+    if (checked) {
+      line(indent + "    } else {");
+      line(indent + "      x = kNegInf;");
+      line(indent + "    }");
+    }
+    line(indent + "    s[j][e] = x;");
+    line(indent + "  }");
+    line(indent + "}");
   }
 
   // Score transform i on x (row, key), as the decomposition applies it.
