@@ -394,8 +394,8 @@ bool cuda_runs_attention(const AttentionMatch& m) {
   const int64_t d = m.q_view.shape.back(), dv = m.v_view.shape.back();
   auto fits = [](int64_t dim) { return dim % 16 == 0 && dim <= kCudaAttentionMaxHeadDim; };
   auto rows_contiguous = [](const StridedView& view) { return view.strides.back() == 1; };
-  return fits(d) && fits(dv) && rows_contiguous(m.q_view) && rows_contiguous(m.k_view) &&
-         rows_contiguous(m.v_view) && rows_contiguous(m.out_view);
+  return fits(d) && fits(dv) && rows_contiguous(m.q_view) && rows_contiguous(m.k_view) && rows_contiguous(m.v_view) &&
+         rows_contiguous(m.out_view);
 }
 
 std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner) {

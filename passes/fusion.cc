@@ -45,8 +45,7 @@ bool is_loop_op(Op op) {
 class Partitioner {
  public:
   Partitioner(const ir::Graph& g, bool fuse, ir::MatmulEpilogues matmul_epilogues, bool matmul_views,
-              ir::AttentionRunner attention,
-              bool single_batch_views)
+              ir::AttentionRunner attention, bool single_batch_views)
       : g_(g), fuse_(fuse), group_of_(g.nodes.size(), -1), users_(g.values.size()), is_result_(g.values.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));

@@ -53,9 +53,8 @@ class AttentionWriter {
   Result<Launch> write(const ir::Step& step, const std::string& symbol, std::string& out) {
     if (step.outputs.size() != 1 || step.outputs[0] != m_.result)
       return make_error(fmt::format("cuda codegen: attention step {} must write its result alone", step.name));
-    std::vector<Operand> operands = {{"q", dtype(m_.q), &m_.q_view},
-                                     {"k", dtype(m_.k), &m_.k_view},
-                                     {"v", dtype(m_.v), &m_.v_view}};
+    std::vector<Operand> operands = {
+        {"q", dtype(m_.q), &m_.q_view}, {"k", dtype(m_.k), &m_.k_view}, {"v", dtype(m_.v), &m_.v_view}};
     std::vector<std::string> params;
     for (const Operand& o : operands)
       params.push_back(fmt::format("const {}* __restrict__ {}", storage_type(o.dtype), o.name));
@@ -64,8 +63,8 @@ class AttentionWriter {
       if (t.operand == ir::kNoValue) continue;
       const DType mask_type = dtype(t.operand);
       if (mask_type != (t.kind == ir::ScoreTransform::Kind::Add ? DType::F32 : DType::Bool))
-        return make_error(fmt::format("cuda codegen: attention step {}: a mask of type {}", step.name,
-                                      ir::dtype_name(mask_type)));
+        return make_error(
+            fmt::format("cuda codegen: attention step {}: a mask of type {}", step.name, ir::dtype_name(mask_type)));
       params.push_back(fmt::format("const {}* __restrict__ mask{}", storage_type(mask_type), i));
     }
     params.push_back(fmt::format("{}* __restrict__ out", storage_type(dtype(m_.result))));
@@ -167,14 +166,15 @@ class AttentionWriter {
     line("#pragma unroll");
     line(fmt::format("for (int kd = 0; kd < {}; ++kd) {{", head_dim_ / 16));
     line("  const int c = kd * 16 + 2 * t;");
-    line(fmt::format("  const long long qa = qo + (long long)row_a * {0}LL + c, qb = qo + (long long)row_b * {0}LL + c;",
-                     row_stride));
+    line(
+        fmt::format("  const long long qa = qo + (long long)row_a * {0}LL + c, qb = qo + (long long)row_b * {0}LL + c;",
+                    row_stride));
     auto pair = [&](const std::string& at) {
       return dtype(m_.q) != DType::F32 ? fmt::format("((unsigned)q[{0}] | ((unsigned)q[{0} + 1] << 16))", at)
                                        : fmt::format("kiln_att_pack(q[{0}], q[{0} + 1])", at);
     };
-    line(fmt::format("  qf[kd][0] = row_a < {0} ? {1} : 0u; qf[kd][1] = row_b < {0} ? {2} : 0u;", queries_,
-                     pair("qa"), pair("qb")));
+    line(fmt::format("  qf[kd][0] = row_a < {0} ? {1} : 0u; qf[kd][1] = row_b < {0} ? {2} : 0u;", queries_, pair("qa"),
+                     pair("qb")));
     line(fmt::format("  qf[kd][2] = row_a < {0} ? {1} : 0u; qf[kd][3] = row_b < {0} ? {2} : 0u;", queries_,
                      pair("qa + 8"), pair("qb + 8")));
     line("}");
@@ -214,42 +214,42 @@ class AttentionWriter {
     line(indent + "}");
   }
 
+  // The tile's rows of k or v (`cols` halves each) into shared array `smem` as they lie,
+  // 16 bytes a thread at a time.
+  void store_tile(const Operand& o, const std::string& smem, int64_t cols) {
+    line(fmt::format("  for (int c = threadIdx.x; c < {}; c += {}) {{", kAttentionKeyTile * cols / 8, kThreads));
+    line(
+        fmt::format("    const int r = c / {0}, c8 = (c % {0}) * 8, key = kb * {1} + r;", cols / 8, kAttentionKeyTile));
+    load_chunk(o, "    ");
+    line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
+    line(fmt::format("    *reinterpret_cast<kiln_vec4<unsigned>*>(&{}[r][c8]) = x;", smem));
+    line("  }");
+  }
+
   // The loop over key tiles: k and v's tile to shared memory, scores, f, the online
   // softmax and P·v.
   void scores_loop() {
-    const bool causal_last =
-        !m_.transforms.empty() && m_.transforms.back().kind == ir::ScoreTransform::Kind::Causal;
+    const bool causal_last = !m_.transforms.empty() && m_.transforms.back().kind == ir::ScoreTransform::Kind::Causal;
     const int64_t tiles = (keys_ + kAttentionKeyTile - 1) / kAttentionKeyTile;
     if (causal_last) {
       // Tiles past the block's last query hold only the mask's fill.
-      line(fmt::format("const int tiles_needed = min({}, (min(r0 + {}, {}) - 1) / {} + 1);", tiles,
-                       kAttentionQueryRows, queries_, kAttentionKeyTile));
+      line(fmt::format("const int tiles_needed = min({}, (min(r0 + {}, {}) - 1) / {} + 1);", tiles, kAttentionQueryRows,
+                       queries_, kAttentionKeyTile));
     }
     line(fmt::format("for (int kb = 0; kb < {}; ++kb) {{", tiles));
     if (causal_last) {
       const std::string fill = constant(DType::F32, m_.transforms.back().value, 0);
       line("  if (kb == tiles_needed) {");
-      line(fmt::format("    const bool needed = (row_a < {0} && !({1} - m_a < -104.f)) || (row_b < {0} && !({1} - m_b "
-                       "< -104.f));",
-                       queries_, fill));
+      line(
+          fmt::format("    const bool needed = (row_a < {0} && !({1} - m_a < -104.f)) || (row_b < {0} && !({1} - m_b "
+                      "< -104.f));",
+                      queries_, fill));
       line("    if (!__syncthreads_or(needed)) break;");
       line("  }");
     }
     line("  __syncthreads();");
-    line(fmt::format("  for (int c = threadIdx.x; c < {}; c += {}) {{", kAttentionKeyTile * head_dim_ / 8, kThreads));
-    line(fmt::format("    const int r = c / {0}, c8 = (c % {0}) * 8, key = kb * {1} + r;", head_dim_ / 8,
-                     kAttentionKeyTile));
-    load_chunk({"k", dtype(m_.k), &m_.k_view}, "    ");
-    line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
-    line("    *reinterpret_cast<kiln_vec4<unsigned>*>(&ks[r][c8]) = x;");
-    line("  }");
-    line(fmt::format("  for (int c = threadIdx.x; c < {}; c += {}) {{", kAttentionKeyTile * value_dim_ / 8, kThreads));
-    line(fmt::format("    const int r = c / {0}, c8 = (c % {0}) * 8, key = kb * {1} + r;", value_dim_ / 8,
-                     kAttentionKeyTile));
-    load_chunk({"v", dtype(m_.v), &m_.v_view}, "    ");
-    line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
-    line("    *reinterpret_cast<kiln_vec4<unsigned>*>(&vs[r][c8]) = x;");
-    line("  }");
+    store_tile({"k", dtype(m_.k), &m_.k_view}, "ks", head_dim_);
+    store_tile({"v", dtype(m_.v), &m_.v_view}, "vs", value_dim_);
     line("  __syncthreads();");
     const int n_tiles = kAttentionKeyTile / 8;
     line(fmt::format("  float s[{}][4];", n_tiles));
@@ -272,13 +272,14 @@ class AttentionWriter {
     // skips those checks; elsewhere keys past the end and rows past the queries take no
     // part.
     line("  #pragma unroll");
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ kiln_att_round(s[j][0], s[j][1]); kiln_att_round(s[j][2], "
-                     "s[j][3]); }}",
-                     n_tiles));
+    line(
+        fmt::format("  for (int j = 0; j < {}; ++j) {{ kiln_att_round(s[j][0], s[j][1]); kiln_att_round(s[j][2], "
+                    "s[j][3]); }}",
+                    n_tiles));
     bool causal = false;
     for (const ir::ScoreTransform& t : m_.transforms) causal = causal || t.kind == ir::ScoreTransform::Kind::Causal;
-    std::string full = fmt::format("(kb + 1) * {} <= {} && r0 + {} <= {}", kAttentionKeyTile, keys_,
-                                   kAttentionQueryRows, queries_);
+    std::string full =
+        fmt::format("(kb + 1) * {} <= {} && r0 + {} <= {}", kAttentionKeyTile, keys_, kAttentionQueryRows, queries_);
     if (causal) full += fmt::format(" && kb * {} + {} <= r0", kAttentionKeyTile, kAttentionKeyTile - 1);
     line(fmt::format("  if ({}) {{", full));
     score_transforms("    ", false);
@@ -288,40 +289,48 @@ class AttentionWriter {
     // The online softmax: each row's maximum over the quad of threads that hold it.
     line("  float mx_a = kNegInf, mx_b = kNegInf;");
     line("  #pragma unroll");
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1])); mx_b = "
-                     "fmaxf(mx_b, fmaxf(s[j][2], s[j][3])); }}",
-                     n_tiles));
-    line("  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1)); mx_a = fmaxf(mx_a, "
-         "__shfl_xor_sync(0xffffffffu, mx_a, 2));");
-    line("  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1)); mx_b = fmaxf(mx_b, "
-         "__shfl_xor_sync(0xffffffffu, mx_b, 2));");
+    line(
+        fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1])); mx_b = "
+                    "fmaxf(mx_b, fmaxf(s[j][2], s[j][3])); }}",
+                    n_tiles));
+    line(
+        "  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1)); mx_a = fmaxf(mx_a, "
+        "__shfl_xor_sync(0xffffffffu, mx_a, 2));");
+    line(
+        "  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1)); mx_b = fmaxf(mx_b, "
+        "__shfl_xor_sync(0xffffffffu, mx_b, 2));");
     line("  const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);");
     line("  const float shift_a = new_a == kNegInf ? 0.f : new_a, shift_b = new_b == kNegInf ? 0.f : new_b;");
     line("  const float kLog2e = 1.4426950408889634f;");
-    line("  const float alpha_a = kiln_att_exp2((m_a - shift_a) * kLog2e), alpha_b = kiln_att_exp2((m_b - shift_b) * "
-         "kLog2e);");
+    line(
+        "  const float alpha_a = kiln_att_exp2((m_a - shift_a) * kLog2e), alpha_b = kiln_att_exp2((m_b - shift_b) * "
+        "kLog2e);");
     line("  const float sl_a = shift_a * kLog2e, sl_b = shift_b * kLog2e;");
     line("  m_a = new_a; m_b = new_b;");
     line("  float sum_a = 0.f, sum_b = 0.f;");
     line("  #pragma unroll");
     line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
-    line("    s[j][0] = kiln_att_exp2(fmaf(s[j][0], kLog2e, -sl_a)); s[j][1] = kiln_att_exp2(fmaf(s[j][1], kLog2e, "
-         "-sl_a));");
-    line("    s[j][2] = kiln_att_exp2(fmaf(s[j][2], kLog2e, -sl_b)); s[j][3] = kiln_att_exp2(fmaf(s[j][3], kLog2e, "
-         "-sl_b));");
+    line(
+        "    s[j][0] = kiln_att_exp2(fmaf(s[j][0], kLog2e, -sl_a)); s[j][1] = kiln_att_exp2(fmaf(s[j][1], kLog2e, "
+        "-sl_a));");
+    line(
+        "    s[j][2] = kiln_att_exp2(fmaf(s[j][2], kLog2e, -sl_b)); s[j][3] = kiln_att_exp2(fmaf(s[j][3], kLog2e, "
+        "-sl_b));");
     line("    sum_a += s[j][0] + s[j][1]; sum_b += s[j][2] + s[j][3];");
     line("  }");
     line("  l_a = l_a * alpha_a + sum_a; l_b = l_b * alpha_b + sum_b;");
     line("  #pragma unroll");
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ o[j][0] *= alpha_a; o[j][1] *= alpha_a; o[j][2] *= alpha_b; "
-                     "o[j][3] *= alpha_b; }}",
-                     value_dim_ / 8));
+    line(
+        fmt::format("  for (int j = 0; j < {}; ++j) {{ o[j][0] *= alpha_a; o[j][1] *= alpha_a; o[j][2] *= alpha_b; "
+                    "o[j][3] *= alpha_b; }}",
+                    value_dim_ / 8));
     // P·v: a pair of score tiles is the A fragment of 16 keys, as the mma's C layout is.
     line("  #pragma unroll");
     line(fmt::format("  for (int kc = 0; kc < {}; ++kc) {{", kAttentionKeyTile / 16));
-    line("    const unsigned pa[4] = {kiln_att_pack(s[2 * kc][0], s[2 * kc][1]), kiln_att_pack(s[2 * kc][2], s[2 * "
-         "kc][3]), kiln_att_pack(s[2 * kc + 1][0], s[2 * kc + 1][1]), kiln_att_pack(s[2 * kc + 1][2], s[2 * kc + "
-         "1][3])};");
+    line(
+        "    const unsigned pa[4] = {kiln_att_pack(s[2 * kc][0], s[2 * kc][1]), kiln_att_pack(s[2 * kc][2], s[2 * "
+        "kc][3]), kiln_att_pack(s[2 * kc + 1][0], s[2 * kc + 1][1]), kiln_att_pack(s[2 * kc + 1][2], s[2 * kc + "
+        "1][3])};");
     // v's rows are keys: transposed, each 8x8 block is a B fragment; matrices (keys low,
     // tile j), (keys high, tile j), (keys low, tile j+1), (keys high, tile j+1).
     line("    #pragma unroll");
@@ -340,8 +349,8 @@ class AttentionWriter {
   void score_transforms(const std::string& indent, bool checked) {
     bool reads_position = checked;
     for (const ir::ScoreTransform& t : m_.transforms)
-      reads_position = reads_position || t.kind == ir::ScoreTransform::Kind::Add ||
-                       t.kind == ir::ScoreTransform::Kind::Keep;
+      reads_position =
+          reads_position || t.kind == ir::ScoreTransform::Kind::Add || t.kind == ir::ScoreTransform::Kind::Keep;
     line(indent + "#pragma unroll");
     line(fmt::format("{}for (int j = 0; j < {}; ++j) {{", indent, kAttentionKeyTile / 8));
     line(indent + "  #pragma unroll");

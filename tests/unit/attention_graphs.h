@@ -1,29 +1,43 @@
-// Attention graphs that tests of both precisions run (attention_runtime_test.cc in f32,
-// attention_half_test.cc in bf16 and f16).
+// Attention graphs that tests of both precisions and both targets run
+// (attention_runtime_test.cc in f32, attention_half_test.cc in bf16 and f16 on the CPU,
+// cuda_attention_graphs.h's list on CUDA).
 #pragma once
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
 
 namespace kiln::testing {
 
-/// BERT's form: heads sliced out of one f32 projection, divided by sqrt(D), plus an
-/// additive f32 mask per (batch, key).
-inline constexpr const char* kBertAttentionGraph = R"(graph @g(%qkv: f32[2,20,72], %bias: f32[2,20]) {
-  %q: f32[2,20,24] = slice(%qkv) {starts=[0,0,0], ends=[2,20,24]}
-  %k: f32[2,20,24] = slice(%qkv) {starts=[0,0,24], ends=[2,20,48]}
-  %v: f32[2,20,24] = slice(%qkv) {starts=[0,0,48], ends=[2,20,72]}
-  %qh: f32[2,20,4,6] = reshape(%q) {shape=[2,20,4,6]}
-  %kh: f32[2,20,4,6] = reshape(%k) {shape=[2,20,4,6]}
-  %vh: f32[2,20,4,6] = reshape(%v) {shape=[2,20,4,6]}
-  %qt: f32[2,4,20,6] = transpose(%qh) {perm=[0,2,1,3]}
-  %kt: f32[2,4,6,20] = transpose(%kh) {perm=[0,2,3,1]}
-  %vt: f32[2,4,20,6] = transpose(%vh) {perm=[0,2,1,3]}
-  %s: f32[2,4,20,20] = matmul(%qt, %kt)
-  %d: f32[] = constant {value=2.449489742783178}
-  %sd: f32[2,4,20,20] = div(%s, %d)
-  %bb: f32[2,4,20,20] = broadcast(%bias) {shape=[2,4,20,20], dims=[0,3]}
-  %sm: f32[2,4,20,20] = add(%sd, %bb)
-  %p: f32[2,4,20,20] = softmax(%sm) {axis=-1}
-  %o: f32[2,4,20,6] = matmul(%p, %vt)
+/// BERT's form: `heads` heads of `head_dim` sliced out of one f32 projection of
+/// [batch, tokens, 3·heads·head_dim], divided by sqrt(head_dim), plus an additive f32 mask
+/// per (batch, key).
+inline std::string bert_attention_graph(int batch, int tokens, int heads, int head_dim) {
+  const int width = heads * head_dim;
+  return fmt::format(R"(graph @g(%qkv: f32[{0},{1},{5}], %bias: f32[{0},{1}]) {{
+  %q: f32[{0},{1},{4}] = slice(%qkv) {{starts=[0,0,0], ends=[{0},{1},{4}]}}
+  %k: f32[{0},{1},{4}] = slice(%qkv) {{starts=[0,0,{4}], ends=[{0},{1},{6}]}}
+  %v: f32[{0},{1},{4}] = slice(%qkv) {{starts=[0,0,{6}], ends=[{0},{1},{5}]}}
+  %qh: f32[{0},{1},{2},{3}] = reshape(%q) {{shape=[{0},{1},{2},{3}]}}
+  %kh: f32[{0},{1},{2},{3}] = reshape(%k) {{shape=[{0},{1},{2},{3}]}}
+  %vh: f32[{0},{1},{2},{3}] = reshape(%v) {{shape=[{0},{1},{2},{3}]}}
+  %qt: f32[{0},{2},{1},{3}] = transpose(%qh) {{perm=[0,2,1,3]}}
+  %kt: f32[{0},{2},{3},{1}] = transpose(%kh) {{perm=[0,2,3,1]}}
+  %vt: f32[{0},{2},{1},{3}] = transpose(%vh) {{perm=[0,2,1,3]}}
+  %s: f32[{0},{2},{1},{1}] = matmul(%qt, %kt)
+  %d: f32[] = constant {{value={7}}}
+  %sd: f32[{0},{2},{1},{1}] = div(%s, %d)
+  %bb: f32[{0},{2},{1},{1}] = broadcast(%bias) {{shape=[{0},{2},{1},{1}], dims=[0,3]}}
+  %sm: f32[{0},{2},{1},{1}] = add(%sd, %bb)
+  %p: f32[{0},{2},{1},{1}] = softmax(%sm) {{axis=-1}}
+  %o: f32[{0},{2},{1},{3}] = matmul(%p, %vt)
   return %o
-})";
+}})",
+                     batch, tokens, heads, head_dim, width, 3 * width, 2 * width, std::sqrt(double(head_dim)));
+}
+
+/// The CPU tests' instance: 2 x 20 tokens, 4 heads of 6.
+inline const std::string kBertAttentionGraph = bert_attention_graph(2, 20, 4, 6);
 
 }  // namespace kiln::testing

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/unit/attention_graphs.h"
+
 namespace kiln::testing {
 
 inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() {
@@ -18,31 +20,14 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
   %y: f32[1,2,300,64] = attention(%q, %k, %v) {causal=true, scale=0.125}
   return %y
 })"},
-      {"cross attention, a bool mask, D=48, Dv=32", R"(graph @g(%q: f32[2,2,70,48], %k: f32[2,2,130,48], %v: f32[2,2,130,32], %m: bool[70,130]) {
+      {"cross attention, a bool mask, D=48, Dv=32",
+       R"(graph @g(%q: f32[2,2,70,48], %k: f32[2,2,130,48], %v: f32[2,2,130,32], %m: bool[70,130]) {
   %y: f32[2,2,70,32] = attention(%q, %k, %v, %m) {scale=0.2}
   return %y
 })"},
-      {"BERT's form: heads sliced out of a projection, an additive mask, D=16",
-       R"(graph @g(%qkv: f32[2,80,192], %bias: f32[2,80]) {
-  %q: f32[2,80,64] = slice(%qkv) {starts=[0,0,0], ends=[2,80,64]}
-  %k: f32[2,80,64] = slice(%qkv) {starts=[0,0,64], ends=[2,80,128]}
-  %v: f32[2,80,64] = slice(%qkv) {starts=[0,0,128], ends=[2,80,192]}
-  %qh: f32[2,80,4,16] = reshape(%q) {shape=[2,80,4,16]}
-  %kh: f32[2,80,4,16] = reshape(%k) {shape=[2,80,4,16]}
-  %vh: f32[2,80,4,16] = reshape(%v) {shape=[2,80,4,16]}
-  %qt: f32[2,4,80,16] = transpose(%qh) {perm=[0,2,1,3]}
-  %kt: f32[2,4,16,80] = transpose(%kh) {perm=[0,2,3,1]}
-  %vt: f32[2,4,80,16] = transpose(%vh) {perm=[0,2,1,3]}
-  %s: f32[2,4,80,80] = matmul(%qt, %kt)
-  %d: f32[] = constant {value=4}
-  %sd: f32[2,4,80,80] = div(%s, %d)
-  %bb: f32[2,4,80,80] = broadcast(%bias) {shape=[2,4,80,80], dims=[0,3]}
-  %sm: f32[2,4,80,80] = add(%sd, %bb)
-  %p: f32[2,4,80,80] = softmax(%sm) {axis=-1}
-  %o: f32[2,4,80,16] = matmul(%p, %vt)
-  return %o
-})"},
-      {"GPT-2's causal select with a fill of 0, whose exp counts, D=32", R"(graph @g(%q: f32[1,3,150,32], %k: f32[1,3,150,32], %v: f32[1,3,150,32]) {
+      {"BERT's form: heads sliced out of a projection, an additive mask, D=16", bert_attention_graph(2, 80, 4, 16)},
+      {"GPT-2's causal select with a fill of 0, whose exp counts, D=32",
+       R"(graph @g(%q: f32[1,3,150,32], %k: f32[1,3,150,32], %v: f32[1,3,150,32]) {
   %kt: f32[1,3,32,150] = transpose(%k) {perm=[0,1,3,2]}
   %s: f32[1,3,150,150] = matmul(%q, %kt)
   %i: i64[150,150] = iota {shape=[150,150], axis=0}

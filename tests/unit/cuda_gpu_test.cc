@@ -9,8 +9,8 @@
 
 #include "compiler/nn.h"
 #include "ir/parser.h"
-#include "runtime/cuda/driver.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/format/artifact.h"
 #include "tests/unit/cuda_attention_graphs.h"
 #include "tests/unit/half_precisions.h"
