@@ -125,7 +125,8 @@ Result<SuiteRow> bert_layer(const TransformerSizes& s) {
                   {}};
 }
 
-Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train) {
+Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train,
+                         const std::optional<MixedPrecision>& mixed) {
   Model m(name, 7);
   Tensor x = m.input("x", {batch, 784});
   nn::Sequential net = nn::mlp(m, "fc", {784, 512, 512, 10}, nn::Activation::Relu);
@@ -141,7 +142,7 @@ Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train) {
   }
   Tensor labels = m.input("labels", {batch}, ir::DType::I32);
   m.output(cross_entropy(logits, labels), "loss");
-  KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam{}));
+  KILN_ASSIGN_OR_RETURN(TrainStep step, mixed ? build_train_step(m, Adam{}, *mixed) : build_train_step(m, Adam{}));
   return SuiteRow{
       name,
       fmt::format("MLP 784-512-512-10 with relu, cross-entropy, one Adam step, x: f32[{},784], labels: i32[{}]", batch,

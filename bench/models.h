@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "bench/suite.h"
+#include "compiler/train.h"
 
 namespace kiln::bench {
 
@@ -26,8 +28,10 @@ Result<SuiteRow> gpt2_block(const TransformerSizes& sizes, bool train);
 Result<SuiteRow> bert_layer(const TransformerSizes& sizes);
 
 /// The MLP 784-512-512-10 with relu: forward, or (train) one Adam step on cross-entropy
-/// against %labels: i32[batch]. Both suites have it, under their own row names.
-Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train);
+/// against %labels: i32[batch], in f32 or `mixed` precision. Both suites have it, under
+/// their own row names.
+Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train,
+                         const std::optional<MixedPrecision>& mixed = std::nullopt);
 
 /// torchvision's ResNet-18 (BasicBlocks, inference batch norm, 1000 classes) on
 /// x: f32[batch, 3, image, image] (bench/cnn_models.cc).

@@ -15,6 +15,7 @@
 #include "tests/unit/cuda_attention_graphs.h"
 #include "tests/unit/half_precisions.h"
 #include "tests/unit/op_graphs.h"
+#include "tests/unit/precision_goals.h"
 #include "tests/unit/random_graph.h"
 #include "tests/unit/run_util.h"
 #include "tests/unit/split_graphs.h"
@@ -363,4 +364,10 @@ TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's
       CHECK(runs_differing(std::move(*artifact), args, 5) == 0);
     }
   }
+}
+
+TEST_CASE("CUDA: issue 24's accuracy goals: GPT-2's block against f64, the MLP's mixed-precision training",
+          "[gpu][cuda][precision]") {
+  if (!have_gpu()) return;
+  kiln::testing::check_precision_goals("cuda");
 }
