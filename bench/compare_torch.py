@@ -45,8 +45,8 @@ import statistics
 import sys
 import time
 
-ROWS = {"coscos", "chain2", "chain4", "chain8", "chain16", "bias_gelu", "softmax_256", "softmax_4096",
-        "softmax_32768", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step",
+ROWS = {"coscos", "chain2", "chain4", "chain8", "chain16", "chain8_bf16", "bias_gelu", "softmax_256", "softmax_4096",
+        "softmax_32768", "softmax_4096_bf16", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step",
         "gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train", "resnet18", "cnn_train"}
 
 # What AdamW's defaults are in PyTorch, and what kiln's gpt2_block_train uses.
@@ -218,17 +218,23 @@ def make_row(torch, row, device, sdpa=False):
 
     if name == "coscos":
         return (lambda x: torch.cos(torch.cos(x))), [rand(*shape["x"])]
+    # A _bf16 row takes and returns bf16 and computes in f32 between (kiln's casts).
+    bf16 = name.endswith("_bf16")
     if name.startswith("chain"):
-        n = int(name[len("chain"):])
+        n = int(name[len("chain"):].split("_")[0])
 
         def chain(x):
+            x = x.float()
             for k in range(n):  # the same ops and constants as kiln's rows
                 x = [lambda v: v + 0.5, lambda v: v * 1.5, lambda v: v - 0.25, lambda v: v * 0.75][k % 4](x)
-            return x
-        return chain, [rand(*shape["x"])]
+            return x.bfloat16() if bf16 else x
+        x = rand(*shape["x"])
+        return chain, [x.bfloat16() if bf16 else x]
     if name == "bias_gelu":
         return (lambda x, b: F.gelu(x + b)), [rand(*shape["x"]), rand(*shape["b"])]
     if name.startswith("softmax_"):
+        if bf16:
+            return (lambda x: torch.softmax(x.float(), dim=-1).bfloat16()), [rand(*shape["x"]).bfloat16()]
         return (lambda x: torch.softmax(x, dim=-1)), [rand(*shape["x"])]
     if name == "layernorm":
         width = shape["x"][-1]

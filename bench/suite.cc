@@ -13,25 +13,40 @@ Result<SuiteRow> from_text(std::string name, std::string description, const std:
   return SuiteRow{std::move(name), std::move(description), std::move(g), {}, {}};
 }
 
-// N cheap elementwise ops in a row; canonicalize folds none of them.
-Result<SuiteRow> chain(int n, int64_t elements) {
-  std::string text = fmt::format("graph @chain{}(%x: f32[{}]) {{\n", n, elements);
+// N cheap elementwise ops in a row; canonicalize folds none of them. In bf16 the input
+// and result are bf16 and the ops f32 between casts, as torch.compile computes a bf16
+// chain (one rounding at the end).
+Result<SuiteRow> chain(int n, int64_t elements, bool bf16 = false) {
+  const std::string name = fmt::format("chain{}{}", n, bf16 ? "_bf16" : "");
+  std::string text = fmt::format("graph @{}(%x: {}[{}]) {{\n", name, bf16 ? "bf16" : "f32", elements);
+  if (bf16) text += fmt::format("  %xf: f32[{}] = cast(%x) {{to=f32}}\n", elements);
   constexpr const char* ops[] = {"add", "mul", "sub", "mul"};
   constexpr const char* constants[] = {"0.5", "1.5", "0.25", "0.75"};
   for (int k = 0; k < 4; ++k) text += fmt::format("  %c{}: f32[] = constant {{value={}}}\n", k, constants[k]);
-  std::string prev = "x";
+  std::string prev = bf16 ? "xf" : "x";
   for (int k = 0; k < n; ++k) {
-    std::string next = k + 1 == n ? "y" : fmt::format("v{}", k);
+    std::string next = k + 1 == n ? (bf16 ? "yf" : "y") : fmt::format("v{}", k);
     text += fmt::format("  %{}: f32[{}] = {}(%{}, %c{})\n", next, elements, ops[k % 4], prev, k % 4);
     prev = next;
   }
+  if (bf16) text += fmt::format("  %y: bf16[{}] = cast(%yf) {{to=bf16}}\n", elements);
   text += "  return %y\n}\n";
-  return from_text(fmt::format("chain{}", n),
-                   fmt::format("{} elementwise ops (add, mul, sub, mul, ...), x: f32[{}]", n, elements), text);
+  return from_text(name,
+                   fmt::format("{} elementwise ops (add, mul, sub, mul, ...){}, x: {}[{}]", n,
+                               bf16 ? " in f32 between casts" : "", bf16 ? "bf16" : "f32", elements),
+                   text);
 }
 
-Result<SuiteRow> softmax(int64_t row, int64_t elements) {
+// In bf16: x and y bf16, the softmax in f32 between casts (as autocast computes it).
+Result<SuiteRow> softmax(int64_t row, int64_t elements, bool bf16 = false) {
   int64_t rows = std::max<int64_t>(1, elements / row);
+  if (bf16)
+    return from_text(fmt::format("softmax_{}_bf16", row),
+                     fmt::format("softmax over rows in f32 between casts, x: bf16[{},{}]", rows, row),
+                     fmt::format("graph @softmax(%x: bf16[{0},{1}]) {{\n  %xf: f32[{0},{1}] = cast(%x) {{to=f32}}\n"
+                                 "  %yf: f32[{0},{1}] = softmax(%xf) {{axis=-1}}\n  %y: bf16[{0},{1}] = cast(%yf) "
+                                 "{{to=bf16}}\n  return %y\n}}\n",
+                                 rows, row));
   return from_text(
       fmt::format("softmax_{}", row), fmt::format("softmax over rows, x: f32[{},{}]", rows, row),
       fmt::format(
@@ -50,6 +65,7 @@ Result<std::vector<SuiteRow>> fusion_rows(bool quick) {
           "graph @coscos(%x: f32[{0}]) {{\n  %a: f32[{0}] = cos(%x)\n  %y: f32[{0}] = cos(%a)\n  return %y\n}}\n",
           elements)));
   for (int n : {2, 4, 8, 16}) rows.push_back(chain(n, elements));
+  rows.push_back(chain(8, elements, /*bf16=*/true));
   rows.push_back(
       from_text("bias_gelu", fmt::format("gelu(x + b) (erf form), x: f32[{},4096], b: f32[4096]", rows_4096),
                 fmt::format("graph @bias_gelu(%x: f32[{0},4096], %b: f32[4096]) {{\n  %bb: f32[{0},4096] = "
@@ -57,6 +73,7 @@ Result<std::vector<SuiteRow>> fusion_rows(bool quick) {
                             "  %h: f32[{0},4096] = add(%x, %bb)\n  %y: f32[{0},4096] = gelu(%h)\n  return %y\n}}\n",
                             rows_4096)));
   for (int64_t row : {256, 4096, 32768}) rows.push_back(softmax(row, elements));
+  rows.push_back(softmax(4096, elements, /*bf16=*/true));
   rows.push_back(
       from_text("layernorm", fmt::format("layer_norm over rows, x: f32[{},4096], scale and bias: f32[4096]", rows_4096),
                 fmt::format("graph @layernorm(%x: f32[{0},4096], %s: f32[4096], %b: f32[4096]) {{\n"

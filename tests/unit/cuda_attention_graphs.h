@@ -1,9 +1,9 @@
 // Attention graphs that CUDA's kernel (codegen/cuda/attention_kernel.h) runs in bf16 and
-// f16: compiled by NVRTC in CI (codegen_cuda_test.cc), run against the interpreter in
+// f16: compiled by NVRTC in CI (cuda_attention_test.cc), run against the interpreter in
 // the GPU tier (cuda_gpu_test.cc). Between them they take each path of the kernel: query
-// rows and keys past a whole tile, q, k and v read from f32 and through the heads of a
-// projection, head dims 16 to 128, each mask kind, and a causal fill whose exp is not 0
-// (the tiles past the diagonal are then taken).
+// rows and keys past a whole tile, q, k and v read from f32, as bf16 values and through
+// the heads of a projection, head dims 16 to 128, each mask kind, and a causal fill whose
+// exp is not 0 (the tiles past the diagonal are then taken).
 #pragma once
 
 #include <string>
@@ -39,6 +39,15 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
   %p: f32[1,3,150,150] = softmax(%sk) {axis=-1}
   %o: f32[1,3,150,32] = matmul(%p, %v)
   return %o
+})"},
+      {"bf16 q, k and v read as they lie (the casts around the op fold in bf16), causal, S < T",
+       R"(graph @g(%q: bf16[2,3,100,32], %k: bf16[2,3,77,32], %v: bf16[2,3,77,16]) {
+  %qf: f32[2,3,100,32] = cast(%q) {to=f32}
+  %kf: f32[2,3,77,32] = cast(%k) {to=f32}
+  %vf: f32[2,3,77,16] = cast(%v) {to=f32}
+  %yf: f32[2,3,100,16] = attention(%qf, %kf, %vf) {causal=true, scale=0.17}
+  %y: bf16[2,3,100,16] = cast(%yf) {to=bf16}
+  return %y
 })"},
       {"no mask, D=Dv=128, keys past a tile", R"(graph @g(%q: f32[3,100,128], %k: f32[3,200,128], %v: f32[3,200,128]) {
   %y: f32[3,100,128] = attention(%q, %k, %v) {scale=0.088}

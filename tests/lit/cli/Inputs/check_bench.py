@@ -4,8 +4,8 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 
-ROWS = ["coscos", "chain2", "chain4", "chain8", "chain16", "bias_gelu", "softmax_256", "softmax_4096",
-        "softmax_32768", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step"]
+ROWS = ["coscos", "chain2", "chain4", "chain8", "chain16", "chain8_bf16", "bias_gelu", "softmax_256", "softmax_4096",
+        "softmax_32768", "softmax_4096_bf16", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step"]
 POSITIVE = ["fused_ms", "unfused_ms", "fused_min_ms", "fused_max_ms", "bytes", "fused_gbps", "fraction_of_copy",
             "copy_gbps", "speedup"]
 COUNTS = ["kernels_fused", "kernels_unfused", "arena_bytes"]
