@@ -1,5 +1,6 @@
 #include "passes/autocast.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -143,10 +144,40 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   for (const ir::Arg& a : g.args)
     if (a.kind == ir::ArgKind::Param && g.type(a.value).dtype == DType::F32 && only_feeds_casts(a.value))
       retype(a.value);
-  // A param also read by other ops (GPT-2's token embedding, looked up, and multiplied by
-  // for the logits) keeps f32 for them and gets a copy in the precision for its casts,
-  // %NAME.bf16 (or .f16), which the compiler fills with NAME's weights rounded
-  // (derived_param_source): its cast ran on every run otherwise, 8 of GPT-2's 59 ms.
+  // A param also read by other ops that only move its elements (GPT-2's token embedding,
+  // looked up by a gather, and multiplied by for the logits) is stored in the precision
+  // too: the moves read it widened (a cast fused into their kernel), so an inference
+  // artifact holds its weights once, at half the size (GPT-2 small's bf16 artifact was
+  // 408 MB of 498 in f32), and its lookups read rounded embeddings, as a model converted
+  // to bf16 does.
+  std::vector<Node> widened;
+  for (ir::Arg& a : g.args) {
+    if (a.kind != ir::ArgKind::Param || g.type(a.value).dtype != DType::F32 || is_result[a.value]) continue;
+    std::vector<int> casts, moves;
+    for (int u : users[a.value]) {
+      const Node& n = g.nodes[u];
+      if (n.op == Op::Cast && n.attrs.get_dtype("to") == precision_) casts.push_back(u);
+      else moves.push_back(u);
+    }
+    const bool only_moves = std::all_of(moves.begin(), moves.end(),
+                                        [&](int u) { return ir::op_kind(g.nodes[u].op) == ir::OpKind::Movement; });
+    if (casts.empty() || moves.empty() || !only_moves) continue;
+    const ValueId wide = g.add_value(g.type(a.value));
+    g.values[a.value].type.dtype = precision_;
+    widened.push_back(cast_node(g, a.value, DType::F32, a.loc, wide));
+    for (int u : moves)
+      for (ValueId& operand : g.nodes[u].operands)
+        if (operand == a.value) operand = wide;
+    replacement.resize(g.values.size(), ir::kNoValue);
+    for (int u : casts) {
+      replacement[g.nodes[u].result] = a.value;
+      drop[u] = 1;
+    }
+  }
+  // A param also read by ops that compute with it in f32 keeps f32 for them and gets a
+  // copy in the precision for its casts, %NAME.bf16 (or .f16), which the compiler fills
+  // with NAME's weights rounded (derived_param_source): its cast ran on every run
+  // otherwise, 8 of GPT-2's 59 ms.
   std::set<std::string> names;
   for (size_t v = 0; v < g.values.size(); ++v) names.insert(g.value_name(static_cast<ValueId>(v)));
   std::vector<ir::Arg> copies;
@@ -167,7 +198,7 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   }
   g.args.insert(g.args.end(), copies.begin(), copies.end());
   g.replace_uses(replacement);
-  std::vector<Node> kept;
+  std::vector<Node> kept = std::move(widened);
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);

@@ -123,6 +123,54 @@ TEST_CASE("--precision=bf16|f16: params only matmuls read are stored in it, and 
   CHECK(refused.error().message == "compile: unknown precision 'f8' (expected f32, bf16 or f16)");
 }
 
+TEST_CASE("a weight a matmul and a lookup read (tied embeddings) is stored once, in the precision",
+          "[precision][autocast]") {
+  // GPT-2's tied embedding: looked up by the ids and multiplied by for the logits; %u is
+  // also added to (an f32 op), so it keeps f32 with a copy in the precision for its matmul.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @tied(%ids: i32[8], param %wte: f32[10,16], param %u: f32[16,16]) {
+  %h: f32[8,16] = gather(%wte, %ids)
+  %hu: f32[8,16] = matmul(%h, %u)
+  %wt: f32[16,10] = transpose(%wte) {perm=[1,0]}
+  %logits: f32[8,10] = matmul(%hu, %wt)
+  %u2: f32[16,16] = add(%u, %u)
+  return %logits, %u2
+}
+)");
+  auto args = kiln::testing::seeded_arguments(g, 5, 0.5);
+  args["ids"] = ir::Tensor::from_ints({ir::DType::I32, {8}}, {0, 9, 3, 3, 7, 1, 5, 2});
+  for (const Precision& p : kPrecisions) {
+    INFO(p.name);
+    CompileOptions options;
+    options.precision = p.name;
+    options.weights = {{"wte", args.at("wte")}, {"u", args.at("u")}};
+    auto artifact = compile_to_artifact(g, options);
+    if (!artifact.ok()) FAIL(artifact.error().message);
+    auto view = format::read_artifact(*artifact);
+    REQUIRE(view.ok());
+    std::map<std::string, format::DType> param_types;
+    for (const format::Argument* a : *view->metadata().args()) {
+      const format::Value* v = view->metadata().values()->Get(a->value());
+      if (a->kind() == format::ArgKind::Param) param_types[v->name()->str()] = v->dtype();
+    }
+    const format::DType half = p.dtype == ir::DType::BF16 ? format::DType::BF16 : format::DType::F16;
+    const std::string copy = std::string("u.") + p.name;
+    CHECK(param_types == std::map<std::string, format::DType>{{"wte", half}, {"u", format::DType::F32}, {copy, half}});
+    // Against the interpreter on the graph as compiled: the lookup reads rounded weights.
+    ir::Graph cast = g;
+    auto pipeline = passes::pipeline_from_text(std::string("autocast{precision=") + p.name + "}");
+    REQUIRE(pipeline.ok());
+    REQUIRE(pipeline->run(cast).ok());
+    auto cast_args = args;
+    cast_args["wte"] = ir::Tensor::from_doubles(cast.type(cast.args[1].value), args.at("wte").floats);
+    cast_args[copy] = ir::Tensor::from_doubles(cast.type(cast.args[3].value), args.at("u").floats);
+    auto want = kiln::testing::eval_ok(cast, cast_args);
+    auto got = kiln::testing::compile_and_run(g, args, options);
+    if (!got.ok()) FAIL(got.error().message);
+    const double bound = 4 * std::ldexp(1.0, -p.mantissa_bits);
+    kiln::testing::check_same(*got, want, bound, bound);
+  }
+}
+
 TEST_CASE("every op in f16 and bf16, compiled fused and unfused, against the interpreter's rounding of each op",
           "[precision][ops]") {
   auto [f32_graph, f32_args] = kiln::testing::all_ops_graph();
