@@ -24,7 +24,7 @@ struct Launch {
 /// The kernels of a program, as CUDA C++ without the prelude.
 struct ProgramSource {
   std::string kernels;
-  /// Per step of the program (library steps: zero).
+  /// Per step of the program (library steps but attention's: zero).
   std::vector<Launch> launches;
 };
 
@@ -45,7 +45,8 @@ std::string_view prelude();
 ///    per column and part, reads coalesced across columns; Rows: a block per part) into
 ///    a double of the scratch, which both kernels take as a last parameter
 ///    (`double* parts_scratch`); the step's kernel adds each row's parts in a fixed
-///    order and finishes the row.
+///    order and finishes the row;
+///  - an attention library step (ir/attention_match.h): attention_kernel.h's kernel.
 Result<ProgramSource> emit_kernels(const ir::Graph& planned, std::string_view symbol_prefix = "kiln_");
 
 /// The whole program: prelude() then emit_kernels(planned).kernels.
