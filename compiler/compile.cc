@@ -29,7 +29,6 @@ std::string lowest_arch(const std::vector<std::string>& archs) {
 }
 
 // The graph through the default pipeline: fused (unless not asked) and planned.
-
 Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options) {
   KILN_RETURN_IF_ERROR(find_target(options.target));
   ir::Graph g = graph;
