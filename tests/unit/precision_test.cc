@@ -6,6 +6,8 @@
 // unit in the last place, 2^(1-p), bounds a matmul's error against the interpreter.
 #include <fmt/format.h>
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "base/half_float.h"
 #include "compiler/compile.h"
@@ -26,6 +28,20 @@ struct Precision {
   int mantissa_bits;
 };
 constexpr Precision kPrecisions[] = {{ir::DType::BF16, "bf16", 8}, {ir::DType::F16, "f16", 11}};
+
+// The element type of each argument of the graph's artifact, by name.
+std::map<std::string, format::DType> artifact_arg_types(const ir::Graph& g, const CompileOptions& options) {
+  auto artifact = compile_to_artifact(g, options);
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto view = format::read_artifact(*artifact);
+  REQUIRE(view.ok());
+  std::map<std::string, format::DType> types;
+  for (const format::Argument* a : *view->metadata().args()) {
+    const format::Value* v = view->metadata().values()->Get(a->value());
+    types[v->name()->str()] = v->dtype();
+  }
+  return types;
+}
 
 }  // namespace
 
@@ -95,15 +111,7 @@ TEST_CASE("--precision=bf16|f16: params only matmuls read are stored in it, and 
     options.precision = p.name;
     for (const auto& [name, t] : args)
       if (name != "x") options.weights[name] = t;
-    auto artifact = compile_to_artifact(g, options);
-    if (!artifact.ok()) FAIL(artifact.error().message);
-    auto view = format::read_artifact(*artifact);
-    REQUIRE(view.ok());
-    std::map<std::string, format::DType> arg_types;
-    for (const format::Argument* a : *view->metadata().args()) {
-      const format::Value* v = view->metadata().values()->Get(a->value());
-      arg_types[v->name()->str()] = v->dtype();
-    }
+    std::map<std::string, format::DType> arg_types = artifact_arg_types(g, options);
     const format::DType half = p.dtype == ir::DType::BF16 ? format::DType::BF16 : format::DType::F16;
     CHECK(arg_types["w1"] == half);
     CHECK(arg_types["w2"] == half);
@@ -143,18 +151,11 @@ TEST_CASE("a weight a matmul and a lookup read (tied embeddings) is stored once,
     CompileOptions options;
     options.precision = p.name;
     options.weights = {{"wte", args.at("wte")}, {"u", args.at("u")}};
-    auto artifact = compile_to_artifact(g, options);
-    if (!artifact.ok()) FAIL(artifact.error().message);
-    auto view = format::read_artifact(*artifact);
-    REQUIRE(view.ok());
-    std::map<std::string, format::DType> param_types;
-    for (const format::Argument* a : *view->metadata().args()) {
-      const format::Value* v = view->metadata().values()->Get(a->value());
-      if (a->kind() == format::ArgKind::Param) param_types[v->name()->str()] = v->dtype();
-    }
     const format::DType half = p.dtype == ir::DType::BF16 ? format::DType::BF16 : format::DType::F16;
     const std::string copy = std::string("u.") + p.name;
-    CHECK(param_types == std::map<std::string, format::DType>{{"wte", half}, {"u", format::DType::F32}, {copy, half}});
+    CHECK(artifact_arg_types(g, options) ==
+          std::map<std::string, format::DType>{
+              {"ids", format::DType::I32}, {"wte", half}, {"u", format::DType::F32}, {copy, half}});
     // Against the interpreter on the graph as compiled: the lookup reads rounded weights.
     ir::Graph cast = g;
     auto pipeline = passes::pipeline_from_text(std::string("autocast{precision=") + p.name + "}");
