@@ -6,7 +6,9 @@
 
 #include <string>
 
+#include "codegen/cuda/kernel_emitter.h"
 #include "compiler/compile.h"
+#include "passes/pipeline.h"
 #include "runtime/format/artifact.h"
 #include "runtime/format/target.h"
 #include "tests/unit/cuda_attention_graphs.h"
@@ -85,4 +87,23 @@ TEST_CASE("CUDA leaves f32 attention, head dims it does not take and pre-sm_80 t
         d));
     CHECK(count(g, cuda_options("bf16", {"sm_90"})) == 0);
   }
+}
+
+TEST_CASE("CUDA code generation refuses an attention step its kernel does not run, as text",
+          "[codegen][cuda][attention][errors]") {
+  // kiln opt's pipeline can make the CPU's steps (attention=cpu) of what CUDA's kernel
+  // does not take (a head dim of 8); CUDA's code generation says so rather than guess.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%q: f32[1,2,40,8], %k: f32[1,2,40,8], %v: f32[1,2,40,8]) {
+  %y: f32[1,2,40,8] = attention(%q, %k, %v) {causal=true, scale=0.35}
+  return %y
+})");
+  auto pipeline = passes::pipeline_from_text(
+      "decompose,autocast{precision=bf16},canonicalize,cse,dce,fusion{matmul_views=true attention=cpu},memory-plan");
+  REQUIRE(pipeline.ok());
+  REQUIRE(pipeline->run(g).ok());
+  auto program = codegen::cuda::emit_kernels(g);
+  REQUIRE(!program.ok());
+  CHECK(program.error().message ==
+        "cuda codegen: step attention_0 is an attention that CUDA's kernel does not run (it takes bf16 or f16 "
+        "products, head dims that are multiples of 16 up to 128, and rows read contiguously)");
 }
