@@ -10,7 +10,9 @@
 # tier (KILN_REQUIRE_GPU=1); the models suite, beside PyTorch where it is installed
 # (compare_torch.py), in f32 and GPT-2's rows in bf16; each model's profile and
 # torch.compile's top kernels; a column sum, a full sum and a 4096^3 matmul against a copy
-# and torch.matmul, and torch.matmul at the suite's GEMM shapes; the fusion suite; and, if
+# and torch.matmul, and torch.matmul at the suite's GEMM shapes; attention in bf16 at
+# S=4096 beside PyTorch's flash attention; the fusion suite beside PyTorch (its bf16 rows
+# too); and, if
 # KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln and PyTorch
 # (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
 # bench/export_models.py's files, those models (KILN_ONNX_LIST, default the six of
@@ -112,6 +114,11 @@ if stage fusion; then
   timeout 90 bin/kiln bench --target=cuda --repeat=30 --json "$out/fusion_cuda.json" --svg "$out/fusion_cuda.svg" \
     > "$out/fusion_cuda.txt" 2> "$out/fusion_cuda_progress.txt"
   note "kiln bench: exit $?"; grep -E "^[a-z0-9_]+ +[0-9]" "$out/fusion_cuda.txt" >> "$summary"
+  if [ $torch = yes ]; then
+    timeout 240 python3 compare_torch.py "$out/fusion_cuda.json" -o "$out/fusion_cuda_torch.json" \
+      > "$out/fusion_cuda_torch.txt" 2>&1
+    note "compare_torch.py: exit $?"; grep -E "^row|^[a-z0-9_]+ +[0-9]" "$out/fusion_cuda_torch.txt" >> "$summary"
+  fi
 fi
 if stage fashion && [ -n "${KILN_FASHION_MNIST:-}" ]; then
   epochs=${KILN_FASHION_EPOCHS:-2}
