@@ -117,6 +117,7 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   for (ValueId v : g.results) is_result[v] = 1;
   std::vector<ValueId> replacement(g.values.size(), ir::kNoValue);
   std::vector<char> drop(g.nodes.size(), 0);
+  const auto casts_down = [&](const Node& n) { return n.op == Op::Cast && n.attrs.get_dtype("to") == precision_; };
   // Whether v reaches only casts to the precision, through movement ops that keep its
   // values (a transpose of PyTorch's [out, in] weights, a reshape): the whole chain can
   // then hold the precision, and the casts go.
@@ -124,9 +125,8 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
     if (is_result[v] || users[v].empty()) return false;
     for (int u : users[v]) {
       const Node& n = g.nodes[u];
-      const bool cast = n.op == Op::Cast && n.attrs.get_dtype("to") == precision_;
       const bool moved = (n.op == Op::Transpose || n.op == Op::Reshape) && only_feeds_casts(n.result);
-      if (!cast && !moved) return false;
+      if (!casts_down(n) && !moved) return false;
     }
     return true;
   };
@@ -144,59 +144,50 @@ Result<bool> AutocastPass::run(ir::Graph& g) {
   for (const ir::Arg& a : g.args)
     if (a.kind == ir::ArgKind::Param && g.type(a.value).dtype == DType::F32 && only_feeds_casts(a.value))
       retype(a.value);
-  // A param also read by other ops that only move its elements (GPT-2's token embedding,
-  // looked up by a gather, and multiplied by for the logits) is stored in the precision
-  // too: the moves read it widened (a cast fused into their kernel), so an inference
-  // artifact holds its weights once, at half the size (GPT-2 small's bf16 artifact was
-  // 408 MB of 498 in f32), and its lookups read rounded embeddings, as a model converted
-  // to bf16 does.
-  std::vector<Node> widened;
-  for (ir::Arg& a : g.args) {
-    if (a.kind != ir::ArgKind::Param || g.type(a.value).dtype != DType::F32 || is_result[a.value]) continue;
-    std::vector<int> casts, moves;
-    for (int u : users[a.value]) {
-      const Node& n = g.nodes[u];
-      if (n.op == Op::Cast && n.attrs.get_dtype("to") == precision_) casts.push_back(u);
-      else moves.push_back(u);
-    }
-    const bool only_moves = std::all_of(moves.begin(), moves.end(),
-                                        [&](int u) { return ir::op_kind(g.nodes[u].op) == ir::OpKind::Movement; });
-    if (casts.empty() || moves.empty() || !only_moves) continue;
-    const ValueId wide = g.add_value(g.type(a.value));
-    g.values[a.value].type.dtype = precision_;
-    widened.push_back(cast_node(g, a.value, DType::F32, a.loc, wide));
-    for (int u : moves)
-      for (ValueId& operand : g.nodes[u].operands)
-        if (operand == a.value) operand = wide;
-    replacement.resize(g.values.size(), ir::kNoValue);
-    for (int u : casts) {
-      replacement[g.nodes[u].result] = a.value;
-      drop[u] = 1;
-    }
-  }
-  // A param also read by ops that compute with it in f32 keeps f32 for them and gets a
-  // copy in the precision for its casts, %NAME.bf16 (or .f16), which the compiler fills
-  // with NAME's weights rounded (derived_param_source): its cast ran on every run
-  // otherwise, 8 of GPT-2's 59 ms.
+  // A param that is also read by other ops, and cast for a matmul or convolution:
+  //  - where those ops only move its elements (GPT-2's token embedding, looked up by a
+  //    gather, and multiplied by for the logits), it is stored in the precision too: the
+  //    moves read it widened (a cast fused into their kernel), so an inference artifact
+  //    holds its weights once, at half the size (GPT-2 small's bf16 artifact was 408 MB
+  //    of 498 in f32), and its lookups read rounded embeddings, as a model converted to
+  //    bf16 does;
+  //  - where they compute with it in f32 (or it is a result), it keeps f32 for them and
+  //    gets a copy in the precision for its casts, %NAME.bf16 (or .f16), which the
+  //    compiler fills with NAME's weights rounded (derived_param_source): its cast ran on
+  //    every run otherwise, 8 of GPT-2's 59 ms.
   std::set<std::string> names;
   for (size_t v = 0; v < g.values.size(); ++v) names.insert(g.value_name(static_cast<ValueId>(v)));
+  std::vector<Node> widened;
   std::vector<ir::Arg> copies;
   for (const ir::Arg& a : g.args) {
     if (a.kind != ir::ArgKind::Param || g.type(a.value).dtype != DType::F32) continue;
-    std::vector<int> casts;
-    for (int u : users[a.value])
-      if (g.nodes[u].op == Op::Cast && g.nodes[u].attrs.get_dtype("to") == precision_) casts.push_back(u);
-    const std::string name = g.value_name(a.value) + "." + std::string(ir::dtype_name(precision_));
-    if (casts.empty() || names.count(name)) continue;
-    const ValueId copy = g.add_value({precision_, g.type(a.value).shape}, name);
-    copies.push_back({copy, ir::ArgKind::Param, a.loc});
-    replacement.resize(g.values.size(), ir::kNoValue);
+    std::vector<int> casts, others;
+    for (int u : users[a.value]) (casts_down(g.nodes[u]) ? casts : others).push_back(u);
+    if (casts.empty()) continue;
+    const bool only_moves = !is_result[a.value] && std::all_of(others.begin(), others.end(), [&](int u) {
+      return ir::op_kind(g.nodes[u].op) == ir::OpKind::Movement;
+    });
+    ValueId low = a.value;
+    if (only_moves) {
+      const ValueId wide = g.add_value(g.type(a.value));
+      g.values[a.value].type.dtype = precision_;
+      widened.push_back(cast_node(g, a.value, DType::F32, a.loc, wide));
+      for (int u : others)
+        for (ValueId& operand : g.nodes[u].operands)
+          if (operand == a.value) operand = wide;
+    } else {
+      const std::string name = g.value_name(a.value) + "." + std::string(ir::dtype_name(precision_));
+      if (names.count(name)) continue;
+      low = g.add_value({precision_, g.type(a.value).shape}, name);
+      copies.push_back({low, ir::ArgKind::Param, a.loc});
+    }
     for (int u : casts) {
-      replacement[g.nodes[u].result] = copy;
+      replacement[g.nodes[u].result] = low;
       drop[u] = 1;
     }
   }
   g.args.insert(g.args.end(), copies.begin(), copies.end());
+  replacement.resize(g.values.size(), ir::kNoValue);
   g.replace_uses(replacement);
   std::vector<Node> kept = std::move(widened);
   for (size_t i = 0; i < g.nodes.size(); ++i)
