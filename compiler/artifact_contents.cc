@@ -320,12 +320,6 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   };
   // The attention steps: those that fusion made of a match's two calls (and the rest).
   const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
-  auto attention_of = [&](const ir::Step& step) -> const ir::AttentionMatch* {
-    auto has = [&](int node) { return std::find(step.nodes.begin(), step.nodes.end(), node) != step.nodes.end(); };
-    for (const ir::AttentionMatch& m : attentions)
-      if (has(m.scores_call) && has(m.values_call)) return &m;
-    return nullptr;
-  };
   const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
   // The loop steps whose code also runs over activations in oneDNN's layouts.
   const std::vector<std::vector<int64_t>> blocks = target == format::kCpuTarget
@@ -347,7 +341,8 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     }
     const auto conv_node = std::find_if(step.nodes.begin(), step.nodes.end(),
                                         [&](int n) { return ir::is_convolution(g.nodes[static_cast<size_t>(n)].op); });
-    const ir::AttentionMatch* attention = step.kind == ir::StepKind::Library ? attention_of(step) : nullptr;
+    const ir::AttentionMatch* attention =
+        step.kind == ir::StepKind::Library ? ir::attention_of(attentions, step) : nullptr;
     if (attention) {
       // The CPU's runtime runs it; CUDA's launches the step's kernel (codegen/cuda/attention_kernel.h).
       info.symbol = target == format::kCpuTarget ? "attention" : format::kernel_symbol(step.name);

@@ -398,6 +398,13 @@ bool cuda_runs_attention(const AttentionMatch& m) {
          rows_contiguous(m.out_view);
 }
 
+const AttentionMatch* attention_of(const std::vector<AttentionMatch>& matches, const Step& step) {
+  auto has = [&](int node) { return std::find(step.nodes.begin(), step.nodes.end(), node) != step.nodes.end(); };
+  for (const AttentionMatch& m : matches)
+    if (has(m.scores_call) && has(m.values_call)) return &m;
+  return nullptr;
+}
+
 std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner) {
   if (runner == AttentionRunner::kNone) return {};
   std::vector<AttentionMatch> found = attention_matches(g);

@@ -8,6 +8,7 @@
 
 #include "ir/graph.h"
 #include "ir/matmul_views.h"
+#include "ir/program.h"
 
 namespace kiln::ir {
 
@@ -73,5 +74,9 @@ bool cuda_runs_attention(const AttentionMatch& m);
 
 /// The matches `runner` runs as one step, in graph order.
 std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner);
+
+/// The match of `matches` that library step `step` computes (fusion made the step of its
+/// two calls), or null.
+const AttentionMatch* attention_of(const std::vector<AttentionMatch>& matches, const Step& step);
 
 }  // namespace kiln::ir

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "codegen/cuda/attention_kernel.h"
 #include "codegen/cuda/kernel_emitter_class.h"
 #include "ir/shape_inference.h"
@@ -121,11 +119,8 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
     const std::string symbol = std::string(symbol_prefix) + step.name;
     if (step.kind == ir::StepKind::Library) {
       // Matmuls run on cuBLAS; an attention step on a kernel of its own.
-      auto has = [&](int node) { return std::find(step.nodes.begin(), step.nodes.end(), node) != step.nodes.end(); };
-      const auto attention = std::find_if(attentions.begin(), attentions.end(), [&](const ir::AttentionMatch& m) {
-        return has(m.scores_call) && has(m.values_call);
-      });
-      if (attention == attentions.end()) {
+      const ir::AttentionMatch* attention = ir::attention_of(attentions, step);
+      if (!attention) {
         program.launches.push_back({});
         continue;
       }
