@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "base/half_float.h"
-#include "passes/pipeline.h"
 #include "runtime/cpu/score_rows.h"
 #include "runtime/format/artifact.h"
 #include "tests/unit/attention_graphs.h"
+#include "tests/unit/autocast_graph.h"
 #include "tests/unit/half_precisions.h"
 #include "tests/unit/run_util.h"
 
@@ -56,16 +56,6 @@ Steps attention_steps(const ir::Graph& g, const std::map<std::string, ir::Tensor
   return steps;
 }
 
-// The graph as kiln compile --precision=P computes it: decomposed, then autocast.
-ir::Graph autocast(const ir::Graph& g, const char* precision) {
-  ir::Graph cast = g;
-  auto pipeline = passes::pipeline_from_text(std::string("decompose,autocast{precision=") + precision + "}");
-  if (!pipeline.ok()) FAIL(pipeline.error().message);
-  auto changed = pipeline->run(cast);
-  if (!changed.ok()) FAIL(changed.error().message);
-  return cast;
-}
-
 // Inputs of scale 0.5 keep the scores near 1, where one unit of the precision moves a
 // probability by a few of its own units.
 void check_half_attention(const std::string& text, uint64_t seed, std::vector<format::DType> f32_types = {}) {
@@ -83,7 +73,7 @@ void check_half_attention(const std::string& text, uint64_t seed, std::vector<fo
       for (size_t i = 0; i < f32_types.size(); ++i)
         CHECK(steps.types[i] == (f32_types[i] == format::DType::F32 ? format::DType::F32 : half));
     }
-    const ir::Graph cast = autocast(g, p.name);
+    const ir::Graph cast = kiln::testing::autocast_graph(g, p.name);
     // Params stored in the precision (only matmuls read them) take their rounded values.
     auto cast_args = args;
     for (const ir::Arg& a : cast.args) {
@@ -177,7 +167,7 @@ TEST_CASE("half attention rounds the scores before f and the softmax, as the cas
     for (double& x : t.floats) x = std::round(x * 8) / 8;
   for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
-    const auto want = kiln::testing::eval_ok(autocast(g, p.name), args);
+    const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
     auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, p.name));
     if (!got.ok()) FAIL(got.error().message);
     const double unit = std::ldexp(1.0, 1 - p.mantissa_bits);

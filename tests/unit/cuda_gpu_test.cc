@@ -9,9 +9,9 @@
 
 #include "compiler/nn.h"
 #include "ir/parser.h"
-#include "passes/pipeline.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/autocast_graph.h"
 #include "tests/unit/cuda_attention_graphs.h"
 #include "tests/unit/half_precisions.h"
 #include "tests/unit/op_graphs.h"
@@ -352,11 +352,7 @@ TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's
       // The interpreter on the graph as kiln compile --precision casts it, every cast
       // rounded exactly. The kernel rounds P before dividing by the row's sum (the
       // decomposition after): a few more units than the CPU's step (attention_half_test).
-      ir::Graph cast = g;
-      auto pipeline = passes::pipeline_from_text(std::string("decompose,autocast{precision=") + p.name + "}");
-      REQUIRE(pipeline.ok());
-      REQUIRE(pipeline->run(cast).ok());
-      const auto want = kiln::testing::eval_ok(cast, args);
+      const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
       auto got = kiln::testing::compile_and_run(g, args, options);
       if (!got.ok()) FAIL(got.error().message);
       const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);

@@ -13,8 +13,8 @@
 #include "compiler/compile.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
-#include "passes/pipeline.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/autocast_graph.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/run_util.h"
 
@@ -157,10 +157,7 @@ TEST_CASE("a weight a matmul and a lookup read (tied embeddings) is stored once,
           std::map<std::string, format::DType>{
               {"ids", format::DType::I32}, {"wte", half}, {"u", format::DType::F32}, {copy, half}});
     // Against the interpreter on the graph as compiled: the lookup reads rounded weights.
-    ir::Graph cast = g;
-    auto pipeline = passes::pipeline_from_text(std::string("autocast{precision=") + p.name + "}");
-    REQUIRE(pipeline.ok());
-    REQUIRE(pipeline->run(cast).ok());
+    const ir::Graph cast = kiln::testing::autocast_graph(g, p.name);
     auto cast_args = args;
     cast_args["wte"] = ir::Tensor::from_doubles(cast.type(cast.args[1].value), args.at("wte").floats);
     cast_args[copy] = ir::Tensor::from_doubles(cast.type(cast.args[3].value), args.at("u").floats);
