@@ -106,10 +106,30 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
   return Status::Ok();
 }
 
+// Whether a kernel step computes a bf16 value: only there does AVX512-BF16 change the code
+// (its conversion rounds to bf16; widening bf16 is a shift either way).
+bool kernels_round_to_bf16(const ir::Graph& g) {
+  for (const ir::Step& step : g.program->steps)
+    if (step.kind != ir::StepKind::Library)
+      for (int n : step.nodes)
+        if (g.type(g.nodes[n].result).dtype == ir::DType::BF16) return true;
+  return false;
+}
+
+// Whether `name` is another CPU of `cpus` plus features that would not change the code
+// ("x86-64-v4+avx512bf16" beside "x86-64-v4" for a program that never rounds to bf16).
+bool same_code_as_listed(const ir::Graph& g, const std::string& name, const std::vector<std::string>& cpus) {
+  const size_t plus = name.find('+');
+  if (plus == std::string::npos || std::find(cpus.begin(), cpus.end(), name.substr(0, plus)) == cpus.end())
+    return false;
+  return name.substr(plus) == "+avx512bf16" && !kernels_round_to_bf16(g);
+}
+
 // One kernel library per CPU of the list, each with the features its code needs.
 Status add_cpu_code(const ir::Graph& g, const CompileOptions& options, format::ArtifactContents& contents) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> cpus, cpu_list(options.cpu));
   for (const std::string& name : cpus) {
+    if (same_code_as_listed(g, name, cpus)) continue;
     codegen::cpu::CompileOptions cpu;
     cpu.cpu = name;
     cpu.streaming_store_bytes = options.streaming_store_bytes;
@@ -193,6 +213,7 @@ Status check_precision(std::string_view precision) {
 }
 
 std::vector<std::string> known_cpus() { return codegen::cpu::known_cpus(); }
+std::vector<std::string> known_cpu_features() { return codegen::cpu::known_cpu_features(); }
 std::string llvm_version() { return codegen::cpu::llvm_version(); }
 std::string nvrtc_version() { return "NVRTC " + codegen::cuda::nvrtc_version(); }
 

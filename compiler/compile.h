@@ -11,8 +11,9 @@
 
 namespace kiln {
 
-/// The CPUs artifacts are compiled for unless told otherwise.
-inline constexpr std::string_view kDefaultCpus = "x86-64-v3,x86-64-v4";
+/// The CPUs artifacts are compiled for unless told otherwise. The third is left out of
+/// programs whose kernels never round to bf16 (its code would be x86-64-v4's).
+inline constexpr std::string_view kDefaultCpus = "x86-64-v3,x86-64-v4,x86-64-v4+avx512bf16";
 
 /// How to compile.
 struct CompileOptions {
@@ -26,11 +27,13 @@ struct CompileOptions {
   /// CUDA: print cache hits and misses and NVRTC's time on stderr.
   bool verbose = false;
   /// The CPUs to compile for, comma-separated: "native" (this machine's), "x86-64-v3",
-  /// or any 64-bit x86 CPU LLVM knows. One kernel library per CPU goes into the artifact,
-  /// and the runtime loads the one with the most features its CPU has. The default runs
-  /// on any CPU with AVX2 and FMA (x86-64-v3: Haswell, Zen 1 and later), and uses
-  /// AVX-512 where there is one (x86-64-v4), which is as fast as native on the fusion
-  /// suite (docs/benchmarks.md).
+  /// or any 64-bit x86 CPU LLVM knows, each optionally with features it adds
+  /// ("x86-64-v4+avx512bf16"). One kernel library per CPU goes into the artifact, and the
+  /// runtime loads the one with the most features its CPU has. The default runs on any
+  /// CPU with AVX2 and FMA (x86-64-v3: Haswell, Zen 1 and later), uses AVX-512 where
+  /// there is one (x86-64-v4), which is as fast as native on the fusion suite, and
+  /// AVX512-BF16's conversion to bf16 where a CPU has it (Cooper Lake, Sapphire Rapids,
+  /// Zen 4 and later) (docs/cpu.md).
   std::string cpu = std::string(kDefaultCpus);
   /// False compiles the unfused baseline (every op its own kernel).
   bool fuse = true;
@@ -87,6 +90,8 @@ Status check_precision(std::string_view precision);
 
 /// The CPU names a --cpu list may hold besides "native", as LLVM lists them.
 std::vector<std::string> known_cpus();
+/// The features a --cpu name may add ("+avx512bf16"): those the runtime checks.
+std::vector<std::string> known_cpu_features();
 
 /// The CUDA C++ program compile_to_artifact hands NVRTC for this graph (for reading).
 Result<std::string> cuda_source(const ir::Graph& graph, const CompileOptions& options);

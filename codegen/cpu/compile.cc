@@ -25,6 +25,7 @@
 #include "base/file.h"
 #include "codegen/cpu/cpu_target.h"
 #include "codegen/cpu/kernel_emitter.h"
+#include "codegen/cpu/scalar_ops.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -131,6 +132,7 @@ Result<KernelLibrary> compile_kernels(const ir::Graph& g, const CompileOptions& 
   // (wide_vectors_pay in kernel_emitter.cc), where they pay (docs/cpu.md has the
   // measurements).
   const int vector_bytes = machine->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 64 : 32;
+  if (machine->getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl")) use_bf16_instructions(*module);
   KILN_RETURN_IF_ERROR(emit_kernels(g, *module, options.streaming_store_bytes, vector_bytes));
   std::string verify_messages;
   llvm::raw_string_ostream verify_stream(verify_messages);

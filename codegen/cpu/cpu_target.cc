@@ -30,9 +30,29 @@ std::vector<std::string> known_cpus() {
   return out;
 }
 
-Result<CpuTarget> resolve_cpu(std::string_view name) {
+std::vector<std::string> known_cpu_features() {
+  std::vector<std::string> out;
+  for (const format::CpuFeatureBit& f : format::kCpuFeatureBits) out.emplace_back(f.name);
+  return out;
+}
+
+Result<CpuTarget> resolve_cpu(std::string_view spelled) {
   CpuTarget target;
-  target.name = std::string(name);
+  target.name = std::string(spelled);
+  // "x86-64-v4+avx512bf16": a CPU, then features it adds.
+  const std::string_view name = spelled.substr(0, spelled.find('+'));
+  std::vector<std::string> added;
+  for (size_t plus = spelled.find('+'); plus != std::string_view::npos;) {
+    const size_t next = spelled.find('+', plus + 1);
+    const std::string feature(spelled.substr(plus + 1, next == std::string_view::npos ? next : next - plus - 1));
+    if (!format::find_cpu_feature(feature) || is_baseline(feature))
+      return make_error(fmt::format(
+          "cpu codegen: '{}' adds '{}', which is not a CPU feature kiln's runtime checks (such as avx512bf16 or "
+          "avx512fp16; 'kiln compile --cpu=help' lists them)",
+          spelled, feature));
+    added.push_back(feature);
+    plus = next;
+  }
   // The CPU's ISA features, each on or off.
   llvm::StringMap<bool> features;
   if (name == "native") {
@@ -53,6 +73,7 @@ Result<CpuTarget> resolve_cpu(std::string_view name) {
     llvm::X86::getFeaturesForCPU(name, enabled, /*NeedPlus=*/false);
     for (llvm::StringRef f : enabled) features[f] = true;
   }
+  for (const std::string& f : added) features[f] = true;
   // getFeaturesForCPU lists a CPU's own features, not those they imply (avx2 implies avx):
   // the code may use those too, so they are recorded and checked as well.
   std::vector<std::string> listed;

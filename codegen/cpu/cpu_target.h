@@ -24,8 +24,9 @@ struct CpuTarget {
 };
 
 /// Resolves "native" (this machine's CPU and features), "x86-64", "x86-64-v2/v3/v4" or any
-/// 64-bit x86 CPU LLVM knows ("skylake-avx512", "znver4", ...). Errors name the CPU and
-/// say what is accepted.
+/// 64-bit x86 CPU LLVM knows ("skylake-avx512", "znver4", ...), each optionally followed by
+/// features it adds ("x86-64-v4+avx512bf16"). Errors name the CPU or feature and say what
+/// is accepted.
 Result<CpuTarget> resolve_cpu(std::string_view name);
 
 /// "LLVM 19.1.7": the LLVM the code generator is built with.
@@ -33,5 +34,7 @@ std::string llvm_version();
 
 /// The CPU names resolve_cpu accepts besides "native", as LLVM lists them.
 std::vector<std::string> known_cpus();
+/// The features a name may add with "+" (those the runtime checks), sorted.
+std::vector<std::string> known_cpu_features();
 
 }  // namespace kiln::codegen::cpu

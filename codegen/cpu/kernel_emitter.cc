@@ -1,9 +1,12 @@
 #include "codegen/cpu/kernel_emitter.h"
 
 #include <fmt/format.h>
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
@@ -105,6 +108,25 @@ Status KernelEmitter::emit() {
 
 namespace {
 
+// The vector lanes of a loop that rounds to bf16 in AVX512-BF16's conversion.
+constexpr int kBf16Lanes = 16;
+
+// Whether `body` loads from a stack slot it also stores to: an accumulator, which the
+// optimizer turns into a value the loop carries.
+bool reads_stack_it_writes(const std::vector<llvm::BasicBlock*>& body) {
+  std::set<const llvm::Value*> loaded, stored;
+  for (llvm::BasicBlock* block : body)
+    for (llvm::Instruction& instruction : *block) {
+      if (auto* load = llvm::dyn_cast<llvm::LoadInst>(&instruction))
+        loaded.insert(llvm::getUnderlyingObject(load->getPointerOperand()));
+      if (auto* store = llvm::dyn_cast<llvm::StoreInst>(&instruction))
+        stored.insert(llvm::getUnderlyingObject(store->getPointerOperand()));
+    }
+  for (const llvm::Value* slot : stored)
+    if (llvm::isa<llvm::AllocaInst>(slot) && loaded.count(slot)) return true;
+  return false;
+}
+
 // end - begin where both are constants.
 std::optional<int64_t> constant_trip_count(llvm::Value* begin, llvm::Value* end) {
   auto* first = llvm::dyn_cast<llvm::ConstantInt>(begin);
@@ -132,10 +154,20 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   llvm::Value* next = b_.CreateAdd(i, i64(1), "", true, true);
   i->addIncoming(next, b_.GetInsertBlock());
   llvm::BranchInst* back = b_.CreateBr(header);
+  // The body's blocks: `inner` and every block created after it (with the loops nested in it).
+  const std::vector<llvm::BasicBlock*> body_blocks = blocks_from(inner);
+  size_t body_instructions = 0;
+  bool rounds_to_bf16 = false;
+  for (llvm::BasicBlock* block : body_blocks) {
+    body_instructions += block->size();
+    for (llvm::Instruction& instruction : *block)
+      rounds_to_bf16 = rounds_to_bf16 ||
+                       (instruction.getOpcode() == llvm::Instruction::FPTrunc && instruction.getType()->isBFloatTy());
+  }
   auto flag = [&](const char* name) { return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}); };
   std::vector<llvm::Metadata*> hints{nullptr};
   if (unroll == Unroll::kRolled ||
-      (unroll == Unroll::kDefault && rolled_loops_ && instructions_from(inner) < kRolledBodyLimit))
+      (unroll == Unroll::kDefault && rolled_loops_ && body_instructions < kRolledBodyLimit))
     hints.push_back(flag("llvm.loop.unroll.disable"));
   if (unroll == Unroll::kWhole) hints.push_back(flag("llvm.loop.unroll.full"));
   if (unroll == Unroll::kVectorOnly) {
@@ -149,14 +181,22 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   auto hint = [&](const char* name, llvm::Constant* value) {
     hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)}));
   };
+  bool width_given = false;
   if (short_rows_ && unroll == Unroll::kDefault && interleave == 0) {
     if (masked_tails_) {
       hint("llvm.loop.vectorize.predicate.enable", b_.getTrue());
     } else {
       hint("llvm.loop.vectorize.width", b_.getInt32(4));
       hint("llvm.loop.interleave.count", b_.getInt32(1));
+      width_given = true;
     }
   }
+  // LLVM 19 has no cost for AVX512-BF16's conversion and vectorizes a loop that rounds
+  // to bf16 by 4 lanes; 16 (one 512-bit conversion) ran fastest (docs/cpu.md). Not where
+  // the loop carries a value: a width lets the vectorizer reorder a float reduction.
+  const bool carries_value =
+      header->phis().end() != std::next(header->phis().begin()) || reads_stack_it_writes(body_blocks);
+  if (!width_given && rounds_to_bf16 && !carries_value) hint("llvm.loop.vectorize.width", b_.getInt32(kBf16Lanes));
   // A row kernel's pass over a row of constant length: the vectorizer's remainder loop
   // is scalar, so a softmax row of 208 floats (13 vectors, interleaved by 2) ran its last
   // 16 through scalar exp, at half the speed of a row of 192 (docs/cpu.md). Whole vectors
@@ -179,11 +219,8 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   // Loops nested in this one have tagged their own accesses first.
   if (step_.kind == ir::StepKind::Loop || iterations == Iterations::kIndependent) {
     llvm::MDNode* group = llvm::MDNode::getDistinct(ctx_, {});
-    bool in_body = false;
-    for (llvm::BasicBlock& block : *fn_) {
-      in_body = in_body || &block == inner;
-      if (!in_body) continue;
-      for (llvm::Instruction& instruction : block)
+    for (llvm::BasicBlock* block : body_blocks) {
+      for (llvm::Instruction& instruction : *block)
         if (instruction.mayReadOrWriteMemory() && !instruction.getMetadata(llvm::LLVMContext::MD_access_group))
           instruction.setMetadata(llvm::LLVMContext::MD_access_group, group);
     }
@@ -198,14 +235,11 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   return Status::Ok();
 }
 
-size_t KernelEmitter::instructions_from(llvm::BasicBlock* first) const {
-  size_t count = 0;
-  bool counting = false;
-  for (llvm::BasicBlock& block : *fn_) {
-    counting = counting || &block == first;
-    if (counting) count += block.size();
-  }
-  return count;
+std::vector<llvm::BasicBlock*> KernelEmitter::blocks_from(llvm::BasicBlock* first) const {
+  std::vector<llvm::BasicBlock*> blocks;
+  for (llvm::BasicBlock& block : *fn_)
+    if (!blocks.empty() || &block == first) blocks.push_back(&block);
+  return blocks;
 }
 
 Status KernelEmitter::store_range(llvm::Value* begin, llvm::Value* end, const std::vector<ValueId>& outs, bool stream,
@@ -280,8 +314,10 @@ Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value
   const int64_t chunk = vector_bytes_;
   auto* chunk_type = llvm::FixedVectorType::get(b_.getInt64Ty(), static_cast<unsigned>(chunk / 8));
   auto* nontemporal = llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1)));
+  auto* as_bits = llvm::FunctionType::get(chunk_type, {chunk_type}, false);
   for (size_t k = 0; k < outs.size(); ++k) {
     int64_t size = ir::dtype_size(type(outs[k]).dtype);
+    const bool bf16_outputs = type(outs[k]).dtype == ir::DType::BF16 && uses_bf16_instructions(m_);
     llvm::Value* to = b_.CreateGEP(b_.getInt8Ty(), bases_[slot_[outs[k]]], b_.CreateMul(flat_start, i64(size)));
     KILN_RETURN_IF_ERROR(loop(
         i64(0), i64(count * size / chunk),
@@ -289,6 +325,10 @@ Status KernelEmitter::stream_block(const std::vector<ValueId>& outs, llvm::Value
           llvm::Value* offset = b_.CreateMul(c, i64(chunk));
           llvm::Value* line =
               b_.CreateAlignedLoad(chunk_type, b_.CreateGEP(b_.getInt8Ty(), staging[k], offset), llvm::Align(chunk));
+          // LLVM 19 stores AVX512-BF16's conversion result with a plain store even where
+          // the store is non-temporal (it has no pattern for bf16 vectors), so each line
+          // was read before it was written. Through an empty asm the value is bits.
+          if (bf16_outputs) line = b_.CreateCall(llvm::InlineAsm::get(as_bits, "", "=x,0", false), {line});
           llvm::StoreInst* store =
               b_.CreateAlignedStore(line, b_.CreateGEP(b_.getInt8Ty(), to, offset), llvm::Align(chunk));
           store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);

@@ -91,9 +91,8 @@ class KernelEmitter : public ElementWalker {
   Status loop(llvm::Value* begin, llvm::Value* end, const std::function<Status(llvm::Value*)>& body,
               Unroll unroll = Unroll::kDefault, int interleave = 0, Iterations iterations = Iterations::kMayDepend);
 
-  // The instructions in `first` and every block created after it (a loop body, with the
-  // loops nested in it).
-  size_t instructions_from(llvm::BasicBlock* first) const;
+  // `first` and every block created after it (a loop body, with the loops nested in it).
+  std::vector<llvm::BasicBlock*> blocks_from(llvm::BasicBlock* first) const;
 
   // Stores `outs`, whose values at work index i `values(i)` gives, at flat index flat_at(i)
   // for i in [begin, end). With `stream` (the caller guarantees flat_at(i) = flat_at(0) + i),

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/PatternMatch.h>
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -28,9 +29,20 @@ llvm::Value* call_libm(llvm::IRBuilder<>& b, llvm::Module& m, const char* name, 
   return b.CreateCall(callee, {x});
 }
 
+constexpr const char* kBf16InstructionsFlag = "kiln.avx512bf16";
+
+bool bf16_instructions(llvm::IRBuilder<>& b) { return uses_bf16_instructions(*b.GetInsertBlock()->getModule()); }
+
 // bf16 bits from a float, rounding to nearest even; NaN stays a quiet NaN.
 llvm::Value* bf16_bits(llvm::IRBuilder<>& b, llvm::Value* f) {
-  llvm::Value* bits = b.CreateBitCast(f, b.getInt32Ty());
+  // A value bf16_value widened (a rounding, a load) is its bits: a result rounded to bf16
+  // by its op and then stored is converted once.
+  using namespace llvm::PatternMatch;
+  llvm::Value* bits = nullptr;
+  if (match(f, m_BitCast(m_Shl(m_ZExt(m_Value(bits)), m_SpecificInt(16)))) && bits->getType()->isIntegerTy(16))
+    return bits;
+  if (bf16_instructions(b)) return b.CreateBitCast(b.CreateFPTrunc(f, b.getBFloatTy()), b.getInt16Ty());
+  bits = b.CreateBitCast(f, b.getInt32Ty());
   llvm::Value* lsb = b.CreateAnd(b.CreateLShr(bits, 16), 1);
   llvm::Value* rounded = b.CreateAdd(bits, b.CreateAdd(b.getInt32(0x7fff), lsb));
   llvm::Value* high = b.CreateTrunc(b.CreateLShr(rounded, 16), b.getInt16Ty());
@@ -43,6 +55,14 @@ llvm::Value* bf16_value(llvm::IRBuilder<>& b, llvm::Value* bits) {
 }
 
 }  // namespace
+
+void use_bf16_instructions(llvm::Module& module) {
+  module.addModuleFlag(llvm::Module::Error, kBf16InstructionsFlag, 1);
+}
+
+bool uses_bf16_instructions(const llvm::Module& module) {
+  return module.getModuleFlag(kBf16InstructionsFlag) != nullptr;
+}
 
 llvm::Type* storage_type(llvm::LLVMContext& ctx, DType d) {
   switch (d) {

@@ -12,6 +12,14 @@
 
 namespace kiln::codegen::cpu {
 
+/// Marks `module` as code for CPUs with AVX512-BF16 (and AVX512-VL): bf16 values then
+/// round from float in its conversion (vcvtneps2bf16) instead of integer ops. Unlike
+/// those (and the interpreter), it takes float denormals (below 2^-126) as zero
+/// (docs/precision.md).
+void use_bf16_instructions(llvm::Module& module);
+/// Whether use_bf16_instructions marked `module`.
+bool uses_bf16_instructions(const llvm::Module& module);
+
 /// The type elements are computed in: float for f32, f16 and bf16; double; i32; i64; i1.
 llvm::Type* compute_type(llvm::LLVMContext& ctx, ir::DType dtype);
 /// The type elements are stored in: float, double, half, i16 (bf16 bits), i32, i64, i8.

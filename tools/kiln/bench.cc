@@ -39,7 +39,7 @@ training step, Adam, batch 128).
   --target=cpu|cuda   where to run (default: cpu); cuda times runs on device memory
                       (inputs and outputs stay on the GPU) against a device-to-device copy
   --cpu=LIST          CPU target: the CPUs to compile for, as 'kiln compile --cpu' takes
-                      them (default: x86-64-v3,x86-64-v4)
+                      them (default: kiln compile's)
   --suite=NAME        the suite: fusion or models (default: fusion)
   --filter=REGEX      only the rows whose name matches (ECMAScript regex, anywhere in the name)
   --repeat=N          timed runs per candidate (default: 20)

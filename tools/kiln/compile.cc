@@ -24,11 +24,13 @@ plus PTX of the newest (which newer GPUs compile when they load the artifact).
 
   --target=cpu|cuda   the target (default: cpu)
   --cpu=LIST          the CPUs to compile for, comma-separated: native (this machine's),
-                      x86-64-v2, x86-64-v3, x86-64-v4, or an x86-64 CPU LLVM knows
-                      (--cpu=help lists them); the artifact holds kernels for each and the
-                      runtime loads those with the most features its CPU has
-                      (default: x86-64-v3,x86-64-v4: any CPU with AVX2, and AVX-512
-                      where there is one)
+                      x86-64-v2, x86-64-v3, x86-64-v4, or an x86-64 CPU LLVM knows, each
+                      with features it adds if any (x86-64-v4+avx512bf16; --cpu=help lists
+                      CPUs and features); the artifact holds kernels for each and the
+                      runtime loads those with the most features its CPU has (default:
+                      x86-64-v3,x86-64-v4,x86-64-v4+avx512bf16: any CPU with AVX2, AVX-512
+                      where there is one, and AVX512-BF16's conversion where a kernel
+                      rounds to bf16)
   --cuda-arch=LIST    GPU architectures, comma-separated (default: sm_90)
   --no-cache          CUDA: compile with NVRTC even when the compile cache has the result
                       (the cache: $KILN_CACHE_DIR/nvrtc, else ~/.cache/kiln/nvrtc)
@@ -69,6 +71,8 @@ int run_compile(std::span<char* const> argv) {
   if (parsed->get("cpu") == "help") {
     fmt::print("native (this machine's CPU)\n");
     for (const std::string& name : known_cpus()) fmt::print("{}\n", name);
+    fmt::print("\nfeatures a name may add, as in x86-64-v4+avx512bf16:\n");
+    for (const std::string& feature : known_cpu_features()) fmt::print("{}\n", feature);
     return 0;
   }
   if (parsed->positional.size() != 1) return fail(cmd, "expected one input file; see 'kiln compile --help'");

@@ -1,0 +1,198 @@
+// AVX512-BF16 on the CPU: kernels for a CPU with it round to bf16 in its conversion
+// instruction, one per stored value, in loops of 16 lanes, and still stream their stores;
+// they compute what the interpreter computes (denormal floats taken as zero, as the
+// instruction does); the default CPU list holds such kernels only where a kernel rounds
+// to bf16.
+#include <fmt/format.h>
+#include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/LLVMContext.h>
+#include <cmath>
+#include <cstring>
+
+#include "codegen/cpu/kernel_emitter.h"
+#include "codegen/cpu/scalar_ops.h"
+#include "compiler/compile.h"
+#include "runtime/cpu/host_cpu.h"
+#include "runtime/format/artifact.h"
+#include "tests/unit/op_graphs.h"
+#include "tests/unit/random_graph.h"
+#include "tests/unit/run_util.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr const char* kBf16Cpu = "x86-64-v4+avx512bf16";
+
+// A chain computed in f32 between casts (stored once as bf16), an op computed in bf16
+// (rounded after each op), and a sum over rows of bf16 values (an accumulator).
+constexpr const char* kBf16Graph = R"(graph @g(%x: bf16[64,256], %w: f32[64,256]) {
+  %xf: f32[64,256] = cast(%x) {to=f32}
+  %h: f32[64,256] = mul(%xf, %w)
+  %y: bf16[64,256] = cast(%h) {to=bf16}
+  %e: bf16[64,256] = exp(%x)
+  %s: bf16[64] = reduce_sum(%e) {axes=[1], keepdims=false}
+  return %y, %s
+}
+)";
+
+struct Emitted {
+  int bf16_conversions = 0;   // fptrunc float -> bfloat
+  int integer_roundings = 0;  // the integer rounding's NaN test (fcmp uno)
+  int width16_loops = 0, loops = 0;
+  int streamed_bf16_stores = 0, laundered_stores = 0;  // nontemporal stores of bf16 bits; through asm
+};
+
+// What emit_kernels writes for `g` (planned), in a module marked for AVX512-BF16 or not.
+Emitted emit(const ir::Graph& g, bool bf16_instructions, int64_t streaming_bytes) {
+  llvm::LLVMContext ctx;
+  llvm::Module m("test", ctx);
+  if (bf16_instructions) codegen::cpu::use_bf16_instructions(m);
+  REQUIRE(codegen::cpu::emit_kernels(g, m, streaming_bytes, 64).ok());
+  Emitted e;
+  for (llvm::Function& f : m)
+    for (llvm::BasicBlock& block : f) {
+      if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop)) {
+        ++e.loops;
+        for (const llvm::MDOperand& op : loop->operands())
+          if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
+            if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get());
+                name && name->getString() == "llvm.loop.vectorize.width")
+              e.width16_loops += llvm::mdconst::extract<llvm::ConstantInt>(node->getOperand(1))->getSExtValue() == 16;
+      }
+      for (llvm::Instruction& i : block) {
+        if (i.getOpcode() == llvm::Instruction::FPTrunc && i.getType()->isBFloatTy()) ++e.bf16_conversions;
+        if (auto* cmp = llvm::dyn_cast<llvm::FCmpInst>(&i); cmp && cmp->getPredicate() == llvm::FCmpInst::FCMP_UNO)
+          ++e.integer_roundings;
+        if (auto* store = llvm::dyn_cast<llvm::StoreInst>(&i);
+            store && store->getMetadata(llvm::LLVMContext::MD_nontemporal)) {
+          auto* call = llvm::dyn_cast<llvm::CallInst>(store->getValueOperand());
+          e.laundered_stores += call && llvm::isa<llvm::InlineAsm>(call->getCalledOperand());
+          e.streamed_bf16_stores += 1;
+        }
+      }
+    }
+  return e;
+}
+
+// Whether this machine runs AVX512-BF16 code; where it does not, the tests compile only.
+bool host_runs_bf16() {
+  const bool runs = runtime::missing_cpu_features({"avx512bf16", "avx512vl"}).empty();
+  if (!runs) WARN("this CPU has no AVX512-BF16: its kernels are compiled, not run");
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("AVX512-BF16: one conversion per stored value, loops of 16 lanes where no value is carried", "[cpu][bf16]") {
+  ir::Graph g = kiln::testing::planned(kiln::testing::parse_ok(kBf16Graph), true);
+  const int64_t never_stream = int64_t{1} << 40;
+  const Emitted integer = emit(g, false, never_stream), instruction = emit(g, true, never_stream);
+  // The cast's rounding and the store's are one: %y, each exp and the sum rounded once,
+  // and nothing else. (The exp's max-free rows read no NaN test of their own.)
+  CHECK(integer.bf16_conversions == 0);
+  CHECK(instruction.integer_roundings == 0);
+  CHECK(instruction.bf16_conversions == integer.integer_roundings);
+  CHECK(instruction.bf16_conversions >= 3);
+  // The elementwise loop gets 16 lanes; the sum's loop, which carries its accumulator, no width.
+  CHECK(integer.width16_loops == 0);
+  CHECK(instruction.width16_loops >= 1);
+  CHECK(instruction.width16_loops < instruction.loops);
+}
+
+TEST_CASE("AVX512-BF16: streamed bf16 results reach their non-temporal stores as bits", "[cpu][bf16][streaming]") {
+  ir::Graph g = kiln::testing::planned(kiln::testing::parse_ok(R"(graph @g(%x: bf16[4096], %w: f32[4096]) {
+  %xf: f32[4096] = cast(%x) {to=f32}
+  %h: f32[4096] = mul(%xf, %w)
+  %y: bf16[4096] = cast(%h) {to=bf16}
+  return %y, %h
+}
+)"),
+                                       true);
+  const Emitted integer = emit(g, false, 1), instruction = emit(g, true, 1);
+  REQUIRE(instruction.streamed_bf16_stores > 0);
+  CHECK(integer.laundered_stores == 0);
+  // %y's stores only, not %h's (f32).
+  CHECK(instruction.laundered_stores > 0);
+  CHECK(instruction.laundered_stores < instruction.streamed_bf16_stores);
+}
+
+TEST_CASE("AVX512-BF16: f32 to bf16 rounds to nearest even at every edge, denormal floats to zero", "[cpu][bf16]") {
+  const float cases[] = {0.0f,         -0.0f,          1.0f,          1.00390625f,   1.005859375f, 1.0078125f,
+                         -3.14159265f, 1e30f,          3.3895314e38f, 3.4028235e38f, INFINITY,     -INFINITY,
+                         NAN,          1.1754944e-38f, 1e-40f,        -1e-40f,       -1.4e-45f,    65504.0f};
+  const int64_t n = std::size(cases);
+  ir::Graph g = kiln::testing::parse_ok(
+      fmt::format("graph @g(%x: f32[{0}]) {{\n  %y: bf16[{0}] = cast(%x) {{to=bf16}}\n  return %y\n}}\n", n));
+  std::vector<double> values(cases, cases + n);
+  const std::map<std::string, ir::Tensor> args = {{"x", ir::Tensor::from_doubles({ir::DType::F32, {n}}, values)}};
+  const ir::Tensor want = kiln::testing::eval_ok(g, args)[0];
+  CompileOptions options;
+  options.cpu = kBf16Cpu;
+  if (!host_runs_bf16()) {
+    REQUIRE(compile_to_artifact(g, options).ok());
+    return;
+  }
+  auto got = kiln::testing::compile_and_run(g, args, options);
+  if (!got.ok()) FAIL(got.error().message);
+  for (int64_t k = 0; k < n; ++k) {
+    INFO(cases[k]);
+    const double expected = want.get(k), actual = (*got)[0].get(k);
+    if (std::isnan(cases[k])) {
+      CHECK(std::isnan(actual));
+    } else if (std::fpclassify(cases[k]) == FP_SUBNORMAL) {
+      CHECK(actual == 0.0);
+      CHECK(std::signbit(actual) == std::signbit(cases[k]));
+    } else {
+      CHECK(actual == expected);
+    }
+  }
+}
+
+TEST_CASE("AVX512-BF16: every op in bf16, fused and unfused, against the interpreter's rounding of each op",
+          "[cpu][bf16][ops]") {
+  auto [f32_graph, f32_args] = kiln::testing::all_ops_graph();
+  ir::Graph g = kiln::testing::in_precision(f32_graph, ir::DType::BF16);
+  auto args = kiln::testing::in_precision(f32_args, ir::DType::BF16);
+  auto want = kiln::testing::eval_ok(g, args);
+  const double ulps = 4 * std::ldexp(1.0, 1 - 8);  // as precision_test's, for bf16's 8 bits
+  const bool runs = host_runs_bf16();
+  for (bool fuse : {true, false}) {
+    INFO(fuse);
+    CompileOptions options;
+    options.cpu = kBf16Cpu;
+    options.fuse = fuse;
+    if (!runs) {
+      REQUIRE(compile_to_artifact(g, options).ok());
+      continue;
+    }
+    auto got = kiln::testing::compile_and_run(g, args, options);
+    if (!got.ok()) FAIL(got.error().message);
+    kiln::testing::check_same(*got, want, ulps, ulps);
+  }
+}
+
+TEST_CASE("the default CPUs add x86-64-v4+avx512bf16 only where a kernel rounds to bf16", "[cpu][bf16]") {
+  auto libraries = [](const char* text, const std::string& cpus) {
+    CompileOptions options;
+    options.cpu = cpus;
+    auto artifact = compile_to_artifact(kiln::testing::parse_ok(text), options);
+    if (!artifact.ok()) FAIL(artifact.error().message);
+    auto view = format::read_artifact(*artifact);
+    REQUIRE(view.ok());
+    std::vector<std::string> names;
+    for (const auto* code : *view->metadata().code()) names.push_back(code->cpu()->str());
+    return names;
+  };
+  const char* f32 = "graph @g(%x: f32[64]) {\n  %y: f32[64] = exp(%x)\n  return %y\n}\n";
+  const char* widens = "graph @g(%x: bf16[64]) {\n  %y: f32[64] = cast(%x) {to=f32}\n  return %y\n}\n";
+  const char* rounds = "graph @g(%x: f32[64]) {\n  %y: bf16[64] = cast(%x) {to=bf16}\n  return %y\n}\n";
+  const std::string defaults(kDefaultCpus);
+  CHECK(libraries(f32, defaults) == std::vector<std::string>{"x86-64-v3", "x86-64-v4"});
+  CHECK(libraries(widens, defaults) == std::vector<std::string>{"x86-64-v3", "x86-64-v4"});
+  CHECK(libraries(rounds, defaults) == std::vector<std::string>{"x86-64-v3", "x86-64-v4", kBf16Cpu});
+  // Alone, or beside a CPU that is not its base, it is compiled.
+  CHECK(libraries(f32, kBf16Cpu) == std::vector<std::string>{kBf16Cpu});
+  CHECK(libraries(f32, std::string("x86-64-v3,") + kBf16Cpu) == std::vector<std::string>{"x86-64-v3", kBf16Cpu});
+}
