@@ -10,7 +10,9 @@
 # tier (KILN_REQUIRE_GPU=1); the models suite, beside PyTorch where it is installed
 # (compare_torch.py), in f32 and GPT-2's rows in bf16; each model's profile and
 # torch.compile's top kernels; a column sum, a full sum and a 4096^3 matmul against a copy
-# and torch.matmul, and torch.matmul at the suite's GEMM shapes; attention in bf16 at
+# and torch.matmul, torch.matmul at the suite's GEMM shapes, and each of those shapes
+# through an artifact against a direct cublasLtMatmul (bench/lt_compare.cc, f32 and
+# bf16); attention in bf16 at
 # S=4096 beside PyTorch's flash attention; the fusion suite beside PyTorch (its bf16 rows
 # too); and, if
 # KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln and PyTorch
@@ -26,12 +28,13 @@
 set -euo pipefail
 out=$(realpath -m "${1:-kiln-gpu.tar.xz}")  # relative to where it is called from
 cd "$(dirname "$0")/.."
-bazel build -c opt --dynamic_mode=off //tools:kiln //tests:cuda_gpu_test //examples:fashion_mnist
+bazel build -c opt --dynamic_mode=off //tools:kiln //tests:cuda_gpu_test //examples:fashion_mnist //bench:lt_compare
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/kiln-gpu/bin" "$stage/kiln-gpu/lib"
-cp bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion_mnist "$stage/kiln-gpu/bin/"
-ldd bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion_mnist | awk '/=> \//{print $3}' | sort -u |
+cp bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion_mnist bazel-bin/bench/lt_compare \
+  "$stage/kiln-gpu/bin/"
+ldd bazel-bin/tools/kiln bazel-bin/tests/cuda_gpu_test bazel-bin/examples/fashion_mnist bazel-bin/bench/lt_compare | awk '/=> \//{print $3}' | sort -u |
   grep -Ev '/(libc|libm|libpthread|librt|libdl)\.so|libnvrtc' | xargs -I{} cp -L {} "$stage/kiln-gpu/lib/"
 git ls-files 'tests/lit/*.kir' | tar -cf - -T - | tar -C "$stage/kiln-gpu" -xf -
 cp bench/compare_torch.py bench/trace_to_svg.py bench/gemm_shapes_torch.py bench/torch_top_kernels.py bench/attention_torch.py \
@@ -98,6 +101,10 @@ for kir in column_sum full_sum matmul_4096; do
   done
 done
 [ $torch = yes ] && timeout 60 python3 gemm_shapes_torch.py > "$out/gemm_shapes_torch.txt" 2>&1 && cat "$out/gemm_shapes_torch.txt" >> "$summary"
+for dtype in f32 bf16; do
+  timeout 90 bin/lt_compare --dtype=$dtype > "$out/lt_compare_$dtype.txt" 2>&1
+  note "lt_compare $dtype: exit $?"; grep -E "^[a-z0-9]" "$out/lt_compare_$dtype.txt" | tail -n +2 >> "$summary"
+done
 fi
 if stage attention; then
   note "== $(date -u +%T) attention in bf16 against PyTorch's flash attention"
