@@ -1,6 +1,7 @@
 #include "codegen/cuda/kernel_emitter.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "codegen/cuda/attention_kernel.h"
 #include "codegen/cuda/kernel_emitter_class.h"
@@ -14,42 +15,47 @@ namespace detail {
 Status KernelEmitter::loop_kernel(Launch& launch) {
   const Shape& shape = type(step_.outputs[0]).shape;
   const int64_t n = ir::num_elements(shape);
-  // Each thread computes 4 consecutive elements, loading and storing whole vectors of the
-  // values of the iteration shape. When indexing is not flat, the innermost extent must
-  // be a multiple of 4, so the 4 elements share every index but the innermost; other
-  // values (a broadcast bias, a transposed operand) are read an element at a time.
+  // Each thread computes `lanes` consecutive elements, loading and storing whole vectors
+  // of the values of the iteration shape: 4, or 8 where one of them is f16 or bf16 (16
+  // bytes of it; issue 24). When indexing is not flat, the innermost extent must be a
+  // multiple of the lanes, so they share every index but the innermost; other values (a
+  // broadcast bias, a transposed operand) are read an element at a time.
   const bool flat = ir::flat_iteration(g_, step_);
-  const bool vector = n >= 4 && (flat || shape.back() % 4 == 0);
+  std::vector<ValueId> loaded;
+  for (ValueId v : step_.inputs)
+    if (type(v).rank() > 0 && type(v).shape == shape) loaded.push_back(v);
+  std::vector<ValueId> vectors = loaded;
+  vectors.insert(vectors.end(), step_.outputs.begin(), step_.outputs.end());
+  auto fits = [&](int64_t lanes) { return n >= lanes && (flat || shape.back() % lanes == 0); };
+  const bool halves =
+      std::any_of(vectors.begin(), vectors.end(), [&](ValueId v) { return ir::dtype_size(type(v).dtype) == 2; });
+  const int64_t lanes = halves && fits(8) ? 8 : fits(4) ? 4 : 1;
   launch.block_threads = kLoopThreads;
-  launch.grid_blocks = (n / (vector ? 4 : 1) + kLoopThreads - 1) / kLoopThreads;
+  launch.grid_blocks = (n / lanes + kLoopThreads - 1) / kLoopThreads;
   KILN_RETURN_IF_ERROR(hoist_scalars());
   line(fmt::format("const long long stride = (long long)gridDim.x * {};", kLoopThreads));
   line(fmt::format("const long long first = (long long)blockIdx.x * {} + threadIdx.x;", kLoopThreads));
   std::string scalar_start = "0";
-  if (vector) {
-    std::vector<ValueId> loaded;
-    for (ValueId v : step_.inputs)
-      if (type(v).rank() > 0 && type(v).shape == shape) loaded.push_back(v);
-    std::vector<ValueId> vectors = loaded;
-    vectors.insert(vectors.end(), step_.outputs.begin(), step_.outputs.end());
+  if (lanes > 1) {
+    const std::string vec = fmt::format("kiln_vec{}", lanes);
     std::string aligned = "true";
     for (ValueId v : vectors)
-      aligned += fmt::format(" && ((kiln_u64){} % {}) == 0", param(v), 4 * ir::dtype_size(type(v).dtype));
-    line(fmt::format("const long long vector_end = {}LL;", n / 4 * 4));
+      aligned += fmt::format(" && ((kiln_u64){} % {}) == 0", param(v), lanes * ir::dtype_size(type(v).dtype));
+    line(fmt::format("const long long vector_end = {}LL;", n / lanes * lanes));
     line(fmt::format("const bool aligned = {};", aligned));
-    open(fmt::format("if (aligned) for (long long q = first; q < {}LL; q += stride)", n / 4));
+    open(fmt::format("if (aligned) for (long long q = first; q < {}LL; q += stride)", n / lanes));
     for (ValueId v : loaded) {
       std::string name = fmt::format("in{}", slot_[v]);
-      line(fmt::format("const kiln_vec4<{0}> {1} = *reinterpret_cast<const kiln_vec4<{0}>*>({2} + q * 4);",
-                       storage_type(type(v).dtype), name, param(v)));
+      line(fmt::format("const {0}<{1}> {2} = *reinterpret_cast<const {0}<{1}>*>({3} + q * {4});", vec,
+                       storage_type(type(v).dtype), name, param(v), lanes));
       lane_loads_[v] = name;
     }
-    for (ValueId o : step_.outputs) line(fmt::format("kiln_vec4<{}> out{};", storage_type(type(o).dtype), slot_[o]));
-    Index first_lane = flat ? Index{} : unflatten(index_let("q * 4"), shape);
-    for (int e = 0; e < 4; ++e) {
+    for (ValueId o : step_.outputs) line(fmt::format("{}<{}> out{};", vec, storage_type(type(o).dtype), slot_[o]));
+    Index first_lane = flat ? Index{} : unflatten(index_let(fmt::format("q * {}", lanes)), shape);
+    for (int64_t e = 0; e < lanes; ++e) {
       lane_ = std::to_string(e);
       Index at = first_lane;
-      if (flat) at.flat = index_let(fmt::format("q * 4 + {}", e));
+      if (flat) at.flat = index_let(fmt::format("q * {} + {}", lanes, e));
       else if (e > 0) at.dims.back() = index_let(fmt::format("{} + {}", first_lane.dims.back(), e));
       lane_key_ = key_of(at);
       for (ValueId o : step_.outputs) {
@@ -58,8 +64,8 @@ Status KernelEmitter::loop_kernel(Launch& launch) {
       }
     }
     for (ValueId o : step_.outputs)
-      line(fmt::format("*reinterpret_cast<kiln_vec4<{0}>*>({1} + q * 4) = out{2};", storage_type(type(o).dtype),
-                       param(o), slot_[o]));
+      line(fmt::format("*reinterpret_cast<{0}<{1}>*>({2} + q * {3}) = out{4};", vec, storage_type(type(o).dtype),
+                       param(o), lanes, slot_[o]));
     close();
     lane_loads_.clear();
     memo_ = invariant_;

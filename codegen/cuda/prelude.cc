@@ -11,6 +11,7 @@ std::string_view prelude() {
   return R"(// kiln CUDA program (generated)
 typedef unsigned long long kiln_u64;
 template <class T> struct __align__(4 * sizeof(T)) kiln_vec4 { T v[4]; };
+template <class T> struct __align__(8 * sizeof(T)) kiln_vec8 { T v[8]; };
 
 __device__ __forceinline__ float kiln_f16_to_f32(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }

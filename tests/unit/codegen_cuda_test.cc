@@ -1,7 +1,8 @@
-// CUDA code generation without a GPU: every kernel of every op test, element-type test,
-// text-test model and 30 random graphs (fused and unfused) is emitted as CUDA C++ and
-// compiled by NVRTC for sm_80 and sm_90; the compile cache and NVRTC's errors are
-// checked as text. Running the kernels is the GPU tier's job (cuda_gpu_test).
+// CUDA code generation without a GPU: every kernel of every op test (also in f16 and
+// bf16), element-type test, text-test model and 30 random graphs (fused and unfused) is
+// emitted as CUDA C++ and compiled by NVRTC for sm_80 and sm_90; the compile cache and
+// NVRTC's errors are checked as text. Running the kernels is the GPU tier's job
+// (cuda_gpu_test).
 #include <fmt/format.h>
 #include <filesystem>
 
@@ -30,6 +31,10 @@ std::vector<std::pair<std::string, ir::Graph>> all_test_graphs() {
   for (bool fuse : {true, false}) {
     std::string how = fuse ? "fused" : "unfused";
     graphs.emplace_back("all ops " + how, planned(kiln::testing::all_ops_graph().first, fuse));
+    // In f16 and bf16 (each f32 value made half): 8-lane vectors in the loop kernels.
+    for (ir::DType half : {ir::DType::F16, ir::DType::BF16})
+      graphs.emplace_back(fmt::format("all ops {} {}", ir::dtype_name(half), how),
+                          planned(kiln::testing::in_precision(kiln::testing::all_ops_graph().first, half), fuse));
     graphs.emplace_back("dtypes " + how, planned(kiln::testing::dtypes_graph(), fuse));
     graphs.emplace_back("long rows " + how, planned(kiln::testing::long_rows_graph().first, fuse));
     for (const auto& [path, g] : kiln::testing::text_test_models())
