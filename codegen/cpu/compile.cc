@@ -156,6 +156,7 @@ Result<KernelLibrary> compile_kernels(const ir::Graph& g, const CompileOptions& 
   builder.registerLoopAnalyses(lam);
   builder.crossRegisterProxies(lam, fam, cam, mam);
   builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*module, mam);
+  if (!machine->getMCSubtargetInfo()->checkFeatures("+avx512fp16")) widen_half_compares(*module);
 
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream object_stream(object);

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/Operator.h>
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -108,22 +110,38 @@ Status KernelEmitter::emit() {
 
 namespace {
 
-// The vector lanes of a loop that rounds to bf16 in AVX512-BF16's conversion.
-constexpr int kBf16Lanes = 16;
+// The vector lanes of a loop that rounds to f16 or bf16 in an instruction (F16C's or
+// AVX512-BF16's conversion).
+constexpr int kHalfLanes = 16;
 
-// Whether `body` loads from a stack slot it also stores to: an accumulator, which the
-// optimizer turns into a value the loop carries.
-bool reads_stack_it_writes(const std::vector<llvm::BasicBlock*>& body) {
-  std::set<const llvm::Value*> loaded, stored;
+// Whether `body` carries a float value in an order it must keep: it stores to a stack
+// slot it also loads from (an accumulator, which the optimizer turns into a value the
+// loop carries) a float computed by an op that may not be reordered. Sums marked
+// reassociable and maxima or minima of no NaNs (the row reductions') may be.
+bool carries_ordered_float(const std::vector<llvm::BasicBlock*>& body) {
+  std::set<const llvm::Value*> loaded;
+  std::vector<const llvm::StoreInst*> stores;
   for (llvm::BasicBlock* block : body)
     for (llvm::Instruction& instruction : *block) {
       if (auto* load = llvm::dyn_cast<llvm::LoadInst>(&instruction))
         loaded.insert(llvm::getUnderlyingObject(load->getPointerOperand()));
-      if (auto* store = llvm::dyn_cast<llvm::StoreInst>(&instruction))
-        stored.insert(llvm::getUnderlyingObject(store->getPointerOperand()));
+      if (auto* store = llvm::dyn_cast<llvm::StoreInst>(&instruction)) stores.push_back(store);
     }
-  for (const llvm::Value* slot : stored)
-    if (llvm::isa<llvm::AllocaInst>(slot) && loaded.count(slot)) return true;
+  auto reorderable = [](const llvm::Value* v) {
+    auto* op = llvm::dyn_cast<llvm::FPMathOperator>(v);
+    if (!op) return false;
+    if (auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(v))
+      return (call->getIntrinsicID() == llvm::Intrinsic::maxnum || call->getIntrinsicID() == llvm::Intrinsic::minnum) &&
+             op->hasNoNaNs();
+    return op->hasAllowReassoc();
+  };
+  for (const llvm::StoreInst* store : stores) {
+    const llvm::Value* slot = llvm::getUnderlyingObject(store->getPointerOperand());
+    const llvm::Value* value = store->getValueOperand();
+    if (llvm::isa<llvm::AllocaInst>(slot) && loaded.count(slot) && value->getType()->isFloatingPointTy() &&
+        !reorderable(value))
+      return true;
+  }
   return false;
 }
 
@@ -157,12 +175,14 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
   // The body's blocks: `inner` and every block created after it (with the loops nested in it).
   const std::vector<llvm::BasicBlock*> body_blocks = blocks_from(inner);
   size_t body_instructions = 0;
-  bool rounds_to_bf16 = false;
+  bool converts_half = false;  // a conversion between float and f16 or bf16
   for (llvm::BasicBlock* block : body_blocks) {
     body_instructions += block->size();
     for (llvm::Instruction& instruction : *block)
-      rounds_to_bf16 = rounds_to_bf16 ||
-                       (instruction.getOpcode() == llvm::Instruction::FPTrunc && instruction.getType()->isBFloatTy());
+      converts_half =
+          converts_half ||
+          (instruction.getOpcode() == llvm::Instruction::FPTrunc && instruction.getType()->is16bitFPTy()) ||
+          (instruction.getOpcode() == llvm::Instruction::FPExt && instruction.getOperand(0)->getType()->is16bitFPTy());
   }
   auto flag = [&](const char* name) { return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name)}); };
   std::vector<llvm::Metadata*> hints{nullptr};
@@ -191,12 +211,12 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
       width_given = true;
     }
   }
-  // LLVM 19 has no cost for AVX512-BF16's conversion and vectorizes a loop that rounds
-  // to bf16 by 4 lanes; 16 (one 512-bit conversion) ran fastest (docs/cpu.md). Not where
-  // the loop carries a value: a width lets the vectorizer reorder a float reduction.
-  const bool carries_value =
-      header->phis().end() != std::next(header->phis().begin()) || reads_stack_it_writes(body_blocks);
-  if (!width_given && rounds_to_bf16 && !carries_value) hint("llvm.loop.vectorize.width", b_.getInt32(kBf16Lanes));
+  // LLVM 19 costs the conversions between float and f16 or bf16 too high and vectorizes
+  // a loop with one by 4 lanes (whose stores then lose their non-temporal hint); 16 (one
+  // 512-bit conversion, or two 256-bit ones) ran fastest (docs/cpu.md). Not where the
+  // loop carries a float in an order: a width lets the vectorizer reorder it.
+  const bool ordered = header->phis().end() != std::next(header->phis().begin()) || carries_ordered_float(body_blocks);
+  if (!width_given && converts_half && !ordered) hint("llvm.loop.vectorize.width", b_.getInt32(kHalfLanes));
   // A row kernel's pass over a row of constant length: the vectorizer's remainder loop
   // is scalar, so a softmax row of 208 floats (13 vectors, interleaved by 2) ran its last
   // 16 through scalar exp, at half the speed of a row of 192 (docs/cpu.md). Whole vectors

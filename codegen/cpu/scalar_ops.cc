@@ -64,6 +64,18 @@ bool uses_bf16_instructions(const llvm::Module& module) {
   return module.getModuleFlag(kBf16InstructionsFlag) != nullptr;
 }
 
+void widen_half_compares(llvm::Module& module) {
+  for (llvm::Function& f : module)
+    for (llvm::BasicBlock& block : f)
+      for (llvm::Instruction& instruction : block) {
+        auto* compare = llvm::dyn_cast<llvm::FCmpInst>(&instruction);
+        if (!compare || !compare->getOperand(0)->getType()->getScalarType()->isHalfTy()) continue;
+        llvm::IRBuilder<> b(compare);
+        llvm::Type* wide = compare->getOperand(0)->getType()->getWithNewType(b.getFloatTy());
+        for (unsigned k = 0; k < 2; ++k) compare->setOperand(k, b.CreateFPExt(compare->getOperand(k), wide));
+      }
+}
+
 llvm::Type* storage_type(llvm::LLVMContext& ctx, DType d) {
   switch (d) {
     case DType::F32: return llvm::Type::getFloatTy(ctx);

@@ -20,6 +20,12 @@ void use_bf16_instructions(llvm::Module& module);
 /// Whether use_bf16_instructions marked `module`.
 bool uses_bf16_instructions(const llvm::Module& module);
 
+/// Widens every compare of f16 values in `module` to a compare of floats. LLVM's
+/// instcombine turns a compare of widened f16 values (a NaN test of one) into a compare
+/// of the f16 values, which x86 without AVX512-FP16 makes an element at a time; run
+/// after the optimizer, this makes it one vcvtph2ps a vector again (docs/cpu.md).
+void widen_half_compares(llvm::Module& module);
+
 /// The type elements are computed in: float for f32, f16 and bf16; double; i32; i64; i1.
 llvm::Type* compute_type(llvm::LLVMContext& ctx, ir::DType dtype);
 /// The type elements are stored in: float, double, half, i16 (bf16 bits), i32, i64, i8.

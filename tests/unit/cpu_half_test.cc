@@ -1,9 +1,14 @@
-// AVX512-BF16 on the CPU: kernels for a CPU with it round to bf16 in its conversion
-// instruction, one per stored value, in loops of 16 lanes, and still stream their stores;
-// they compute what the interpreter computes (denormal floats taken as zero, as the
-// instruction does); the default CPU list holds such kernels only where a kernel rounds
-// to bf16.
+// Half precision in the CPU kernels. AVX512-BF16: kernels for a CPU with it round to bf16
+// in its conversion instruction, one per stored value, in loops of 16 lanes, and still
+// stream their stores; they compute what the interpreter computes (denormal floats taken
+// as zero, as the instruction does); the default CPU list holds such kernels only where a
+// kernel rounds to bf16. f16: loops that convert take 16 lanes too, but for those that
+// keep a float sum in order; compares of f16 values widen back to float after the
+// optimizer.
 #include <fmt/format.h>
+#include <llvm/Analysis/LoopInfo.h>
+#include <llvm/IR/Dominators.h>
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
@@ -76,6 +81,44 @@ Emitted emit(const ir::Graph& g, bool bf16_instructions, int64_t streaming_bytes
   return e;
 }
 
+// Per innermost loop of `g`'s kernels (planned): whether it asks for 16 lanes, converts
+// between float and f16, and adds doubles in order (an fadd without reassoc).
+struct LoopFacts {
+  bool width16 = false, converts_f16 = false, ordered_double_sum = false;
+};
+
+std::vector<LoopFacts> loops_of(const ir::Graph& g) {
+  llvm::LLVMContext ctx;
+  llvm::Module m("test", ctx);
+  REQUIRE(codegen::cpu::emit_kernels(g, m, int64_t{1} << 40, 64).ok());
+  std::vector<LoopFacts> facts;
+  for (llvm::Function& f : m) {
+    if (f.isDeclaration()) continue;
+    llvm::DominatorTree tree(f);
+    llvm::LoopInfo loops(tree);
+    for (llvm::Loop* loop : loops.getLoopsInPreorder()) {
+      if (!loop->isInnermost()) continue;  // only innermost loops are vectorized
+      LoopFacts l;
+      if (llvm::MDNode* id = loop->getLoopID())
+        for (const llvm::MDOperand& op : id->operands())
+          if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
+            if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get());
+                name && name->getString() == "llvm.loop.vectorize.width")
+              l.width16 = llvm::mdconst::extract<llvm::ConstantInt>(node->getOperand(1))->getSExtValue() == 16;
+      for (llvm::BasicBlock* block : loop->blocks())
+        for (llvm::Instruction& i : *block) {
+          l.converts_f16 = l.converts_f16 ||
+                           (i.getOpcode() == llvm::Instruction::FPExt && i.getOperand(0)->getType()->isHalfTy()) ||
+                           (i.getOpcode() == llvm::Instruction::FPTrunc && i.getType()->isHalfTy());
+          l.ordered_double_sum = l.ordered_double_sum || (i.getOpcode() == llvm::Instruction::FAdd &&
+                                                          i.getType()->isDoubleTy() && !i.hasAllowReassoc());
+        }
+      facts.push_back(l);
+    }
+  }
+  return facts;
+}
+
 // Whether this machine runs AVX512-BF16 code; where it does not, the tests compile only.
 bool host_runs_bf16() {
   const bool runs = runtime::missing_cpu_features({"avx512bf16", "avx512vl"}).empty();
@@ -85,7 +128,7 @@ bool host_runs_bf16() {
 
 }  // namespace
 
-TEST_CASE("AVX512-BF16: one conversion per stored value, loops of 16 lanes where no value is carried", "[cpu][bf16]") {
+TEST_CASE("AVX512-BF16: one conversion per stored value, loops of 16 lanes", "[cpu][bf16]") {
   ir::Graph g = kiln::testing::planned(kiln::testing::parse_ok(kBf16Graph), true);
   const int64_t never_stream = int64_t{1} << 40;
   const Emitted integer = emit(g, false, never_stream), instruction = emit(g, true, never_stream);
@@ -95,10 +138,9 @@ TEST_CASE("AVX512-BF16: one conversion per stored value, loops of 16 lanes where
   CHECK(instruction.integer_roundings == 0);
   CHECK(instruction.bf16_conversions == integer.integer_roundings);
   CHECK(instruction.bf16_conversions >= 3);
-  // The elementwise loop gets 16 lanes; the sum's loop, which carries its accumulator, no width.
+  // The elementwise loop and the sum's (its accumulator reassociable) get 16 lanes.
   CHECK(integer.width16_loops == 0);
-  CHECK(instruction.width16_loops >= 1);
-  CHECK(instruction.width16_loops < instruction.loops);
+  CHECK(instruction.width16_loops >= 2);
 }
 
 TEST_CASE("AVX512-BF16: streamed bf16 results reach their non-temporal stores as bits", "[cpu][bf16][streaming]") {
@@ -195,4 +237,57 @@ TEST_CASE("the default CPUs add x86-64-v4+avx512bf16 only where a kernel rounds 
   // Alone, or beside a CPU that is not its base, it is compiled.
   CHECK(libraries(f32, kBf16Cpu) == std::vector<std::string>{kBf16Cpu});
   CHECK(libraries(f32, std::string("x86-64-v3,") + kBf16Cpu) == std::vector<std::string>{"x86-64-v3", kBf16Cpu});
+}
+
+TEST_CASE("f16: loops that convert take 16 lanes, reductions too, but not a sum kept in order", "[cpu][half]") {
+  // Softmax over f16 rows (its max pass widens, its output pass rounds); a column sum's
+  // double sums are in order (LLVM 19 picked 4 lanes for every loop that converts f16).
+  ir::Graph rows = kiln::testing::planned(kiln::testing::parse_ok(R"(graph @g(%x: f16[64,256]) {
+  %xf: f32[64,256] = cast(%x) {to=f32}
+  %yf: f32[64,256] = softmax(%xf) {axis=-1}
+  %y: f16[64,256] = cast(%yf) {to=f16}
+  return %y
+}
+)"),
+                                          true);
+  int converting = 0;
+  for (const LoopFacts& l : loops_of(rows))
+    if (l.converts_f16 && !l.ordered_double_sum) {
+      ++converting;
+      CHECK(l.width16);
+    }
+  CHECK(converting >= 2);  // the max pass (loads) and the output pass (rounds)
+  ir::Graph columns = kiln::testing::planned(kiln::testing::parse_ok(R"(graph @g(%x: f16[512,256]) {
+  %s: f16[256] = reduce_sum(%x) {axes=[0], keepdims=false}
+  return %s
+}
+)"),
+                                             true);
+  int ordered = 0;
+  for (const LoopFacts& l : loops_of(columns))
+    if (l.ordered_double_sum) {
+      ++ordered;
+      CHECK(!l.width16);
+    }
+  CHECK(ordered >= 1);
+}
+
+TEST_CASE("f16 compares widen back to float compares after the optimizer", "[cpu][half]") {
+  llvm::LLVMContext ctx;
+  llvm::Module m("test", ctx);
+  auto* half16 = llvm::FixedVectorType::get(llvm::Type::getHalfTy(ctx), 16);
+  auto* fn = llvm::Function::Create(
+      llvm::FunctionType::get(llvm::FixedVectorType::get(llvm::Type::getInt1Ty(ctx), 16), {half16, half16}, false),
+      llvm::Function::ExternalLinkage, "f", m);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+  auto* compare = llvm::cast<llvm::FCmpInst>(b.CreateFCmpUNO(fn->getArg(0), fn->getArg(1)));
+  b.CreateRet(compare);
+  codegen::cpu::widen_half_compares(m);
+  for (unsigned k = 0; k < 2; ++k) {
+    auto* widened = llvm::dyn_cast<llvm::FPExtInst>(compare->getOperand(k));
+    REQUIRE(widened);
+    CHECK(widened->getOperand(0) == fn->getArg(k));
+    CHECK(widened->getType() == llvm::FixedVectorType::get(llvm::Type::getFloatTy(ctx), 16));
+  }
+  CHECK(compare->getPredicate() == llvm::FCmpInst::FCMP_UNO);
 }
