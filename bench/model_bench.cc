@@ -253,6 +253,7 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
     r.latency_clock = "host steady_clock around run_device on device buffers (CUDA Graph replay, then synchronize)";
   } else {
     r.device = cpu_model_name();
+    r.code = model->code();
     r.huge_pages = runtime::cpu::transparent_huge_pages();
     r.latency_clock = "host steady_clock around run on host buffers (64-byte aligned)";
   }

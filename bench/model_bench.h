@@ -79,6 +79,8 @@ struct TracedRun {
 
 struct ModelBenchResult {
   std::string model, target, device, date;
+  /// CPU: the --cpu the kernels that ran were compiled for (runtime::Model::code).
+  std::string code;
   std::optional<double> compile_s;  ///< for a compiled graph
   int64_t arena_bytes = 0;
   /// CPU: the system's transparent huge page mode, which decides whether the arena and

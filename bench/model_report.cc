@@ -28,7 +28,8 @@ std::string bytes_text(int64_t bytes) {
 }  // namespace
 
 std::string model_table(const ModelBenchResult& r) {
-  std::string out = fmt::format("model: {} (target {}, {})\n", r.model, r.target, r.device);
+  std::string out = fmt::format("model: {} (target {}{}, {})\n", r.model, r.target,
+                                r.code.empty() ? "" : ", kernels for --cpu=" + r.code, r.device);
   if (r.compile_s) out += fmt::format("compile: {:.3f} s\n", *r.compile_s);
   out += fmt::format("arena: {}\n", bytes_text(r.arena_bytes));
   if (!r.huge_pages.empty())
@@ -73,6 +74,7 @@ std::string model_json(const ModelBenchResult& r) {
   j["model"] = r.model;
   j["target"] = r.target;
   j["device"] = r.device;
+  j["code"] = r.code.empty() ? json(nullptr) : json(r.code);
   j["date"] = r.date;
   j["compile_s"] = r.compile_s ? json(*r.compile_s) : json(nullptr);
   j["arena_bytes"] = r.arena_bytes;

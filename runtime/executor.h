@@ -48,6 +48,9 @@ class Executor {
   /// The kernel a library step runs on, where the target names it (StepInfo's
   /// implementation), or "".
   virtual std::string step_implementation(size_t /*step*/) const { return {}; }
+  /// Which of the artifact's code objects runs, where the target has a choice: the CPU's
+  /// kernels by the --cpu they were compiled for; "" otherwise.
+  virtual std::string code() const { return {}; }
 };
 
 /// A target the runtime runs: the artifact targets it takes ("cpu-x86_64", "cuda-sm_90")

@@ -88,6 +88,10 @@ class Model {
   int64_t batch() const;
   /// The artifact's target: "cpu-x86_64" or "cuda-sm_XX".
   std::string target() const;
+  /// Which of its code objects runs: on the CPU, the kernels' --cpu ("x86-64-v4", or
+  /// "x86-64-v4+avx512bf16" where the CPU has AVX512-BF16 and the artifact such kernels);
+  /// "" where the program has none, and on CUDA.
+  std::string code() const;
   /// Reads a state tensor (for example trained weights).
   Result<HostTensor> read_state(const std::string& name) const;
   /// Sets a state tensor (its type must match).

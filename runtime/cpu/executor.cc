@@ -153,6 +153,7 @@ class CpuExecutor final : public Executor {
   Status run_host(const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
                   RunProfile* profile) const override;
 
+  std::string code() const override { return kernels_.cpu(); }
   std::string step_implementation(size_t s) const override {
     const format::Step& step = *a_.steps()->Get(static_cast<uint32_t>(s));
     if (step.kind() == format::StepKind::Library && step.attention())

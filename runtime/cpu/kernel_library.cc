@@ -83,6 +83,7 @@ Status check_signature(void* library, const format::Step& step, const std::strin
 KernelLibrary::KernelLibrary(KernelLibrary&& other) noexcept
     : library_(other.library_),
       fd_(other.fd_),
+      cpu_(std::move(other.cpu_)),
       kernels_(std::move(other.kernels_)),
       partial_kernels_(std::move(other.partial_kernels_)),
       layout_kernels_(std::move(other.layout_kernels_)) {
@@ -105,6 +106,7 @@ Result<KernelLibrary> KernelLibrary::load(const format::ArtifactView& view, cons
   for (const format::Step* s : *a.steps()) needs_code = needs_code || s->kind() != format::StepKind::Library;
   if (!needs_code) return lib;
   KILN_ASSIGN_OR_RETURN(const format::CodeObject* elf, runnable_elf(a));
+  lib.cpu_ = elf->cpu() ? elf->cpu()->str() : "";
   // From memory: an anonymous file no other process can swap, opened through /proc.
   int fd = memfd_create("kiln-kernels", MFD_CLOEXEC);
   if (fd < 0) return make_error(std::string("runtime: memfd_create failed: ") + std::strerror(errno));

@@ -26,6 +26,9 @@ class KernelLibrary {
   KernelLibrary& operator=(KernelLibrary&&) = delete;
   ~KernelLibrary();
 
+  /// The CPU of `kiln compile --cpu` the loaded kernels were compiled for
+  /// ("x86-64-v4+avx512bf16"); empty where the program has no kernels.
+  const std::string& cpu() const { return cpu_; }
   /// The entry point of step `s`, or null for a library step.
   Kernel kernel(size_t s) const { return kernels_[s]; }
   /// The kernel that sums the parts of split reduction step `s` (format 1.4), or null.
@@ -42,6 +45,7 @@ class KernelLibrary {
   KernelLibrary() = default;
   void* library_ = nullptr;
   int fd_ = -1;  // the memfd the kernels were loaded from
+  std::string cpu_;
   std::vector<Kernel> kernels_, partial_kernels_;
   std::vector<std::vector<std::pair<int, Kernel>>> layout_kernels_;  // per step: (layout, kernel)
 };

@@ -234,6 +234,13 @@ TEST_CASE("the default CPUs add x86-64-v4+avx512bf16 only where a kernel rounds 
   CHECK(libraries(f32, defaults) == std::vector<std::string>{"x86-64-v3", "x86-64-v4"});
   CHECK(libraries(widens, defaults) == std::vector<std::string>{"x86-64-v3", "x86-64-v4"});
   CHECK(libraries(rounds, defaults) == std::vector<std::string>{"x86-64-v3", "x86-64-v4", kBf16Cpu});
+  // The runtime loads it where the CPU has AVX512-BF16, and says so.
+  auto artifact = compile_to_artifact(kiln::testing::parse_ok(rounds), CompileOptions{});
+  REQUIRE(artifact.ok());
+  auto model = runtime::Model::load_bytes(std::move(*artifact));
+  REQUIRE(model.ok());
+  const bool avx512 = runtime::missing_cpu_features({"avx512f"}).empty();
+  CHECK((*model)->code() == (host_runs_bf16() ? kBf16Cpu : avx512 ? "x86-64-v4" : "x86-64-v3"));
   // Alone, or beside a CPU that is not its base, it is compiled.
   CHECK(libraries(f32, kBf16Cpu) == std::vector<std::string>{kBf16Cpu});
   CHECK(libraries(f32, std::string("x86-64-v3,") + kBf16Cpu) == std::vector<std::string>{"x86-64-v3", kBf16Cpu});

@@ -98,6 +98,7 @@ TEST_CASE("the runtime loads the kernels with the most features this CPU has, an
   CHECK(view->metadata().code()->Get(1)->cpu()->str() == "native");
   auto model = runtime::Model::load_bytes(*artifact);
   REQUIRE(model.ok());
+  CHECK((*model)->code() == "native");  // this CPU has every feature of its own code
 
   // The same kernels, recorded as needing a feature no CPU has: refused, with its name.
   auto planned = passes::pipeline_from_text(kiln::passes::kDefaultPipeline);

@@ -25,6 +25,10 @@ def main(json_path, trace_path):
     expected_pages = (None,) if r["target"] == "cuda" else ("always", "madvise", "never", "unknown")
     if r.get("huge_pages", "absent") not in expected_pages:
         fail("huge_pages is %r on %s" % (r.get("huge_pages", "absent"), r["target"]))
+    # The CPU kernels' --cpu (one of the default list's), none on CUDA.
+    expected_code = (None,) if r["target"] == "cuda" else ("x86-64-v3", "x86-64-v4", "x86-64-v4+avx512bf16")
+    if r.get("code", "absent") not in expected_code:
+        fail("code is %r on %s" % (r.get("code", "absent"), r["target"]))
     if r["compile_s"] is not None and not r["compile_s"] > 0:
         fail("compile_s is %r" % r["compile_s"])
     lat = r["latency_ms"]
