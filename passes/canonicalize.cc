@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "ir/interpreter.h"
+#include "ir/shape_inference.h"
 #include "passes/dce.h"
 
 namespace kiln::passes {
@@ -48,7 +49,7 @@ class Canonicalizer {
         replacement[n.result] = same;
         uses_[same] += uses_[n.result];  // its users will read `same` (counts only ever err high)
         changed = true;
-      } else if (combine(n) || unflatten_matmul(n)) {
+      } else if (combine(n) || unflatten_matmul(n) || merge_disjoint_concats(n)) {
         changed = true;
       }
     }
@@ -207,6 +208,76 @@ class Canonicalizer {
     n.operands = {operand, weights};
     n.attrs = mm.attrs;
     uses_[operand]++;
+    return true;
+  }
+
+  // add(concat(a, 0), concat(0, b)) along one axis, where every piece of one side lies
+  // where the other has zeros: concat(a, b). A slice's gradient is its gradient padded
+  // with zeros, so a training graph sums one such pad per slice of a value (GPT-2's q, k
+  // and v out of one projection), which a kernel would walk element by element. Each
+  // piece of the result is a piece of either side as it is: where the zeros of one side
+  // are cut differently from the other's pieces, nothing changes.
+  bool merge_disjoint_concats(Node& n) {
+    if (n.op != Op::Add) return false;
+    struct Piece {
+      int64_t start, end;
+      ValueId value;
+      bool zero;
+    };
+    std::vector<Piece> sides[2];
+    int64_t axis = -1;
+    for (int k = 0; k < 2; ++k) {
+      const Node* c = producer(n.operands[k]);
+      if (!c || c->op != Op::Concat) return false;
+      const auto a = ir::normalize_axis(c->attrs.get_int("axis", 0), g_.type(n.result).rank());
+      if (!a || (axis >= 0 && *a != axis)) return false;
+      axis = *a;
+      int64_t at = 0;
+      for (ValueId v : c->operands) {
+        const int64_t length = g_.type(v).shape[static_cast<size_t>(axis)];
+        sides[k].push_back({at, at + length, v, is_splat(v, 0)});
+        at += length;
+      }
+    }
+    // Every piece of one side that is not zero must lie over zeros of the other.
+    auto over_zeros = [](const Piece& p, const std::vector<Piece>& other) {
+      for (const Piece& q : other)
+        if (q.start < p.end && p.start < q.end && !q.zero) return false;
+      return true;
+    };
+    std::vector<Piece> kept;
+    for (int k = 0; k < 2; ++k)
+      for (const Piece& p : sides[k])
+        if (!p.zero) {
+          if (!over_zeros(p, sides[1 - k])) return false;
+          kept.push_back(p);
+        }
+    // The stretches between them: zero pieces of either side that fit them exactly.
+    std::sort(kept.begin(), kept.end(), [](const Piece& x, const Piece& y) { return x.start < y.start; });
+    const int64_t length = g_.type(n.result).shape[static_cast<size_t>(axis)];
+    std::vector<ValueId> pieces;
+    int64_t at = 0;
+    size_t next = 0;  // the first kept piece not yet placed
+    while (at < length) {
+      if (next < kept.size() && kept[next].start == at) {
+        pieces.push_back(kept[next].value);
+        at = kept[next++].end;
+        continue;
+      }
+      const int64_t gap_end = next < kept.size() ? kept[next].start : length;
+      const Piece* fill = nullptr;
+      for (const auto& side : sides)
+        for (const Piece& q : side)
+          if (q.zero && q.start == at && q.end == gap_end) fill = &q;
+      if (!fill) return false;
+      pieces.push_back(fill->value);
+      at = gap_end;
+    }
+    n.op = Op::Concat;
+    n.operands = pieces;
+    n.attrs = ir::Attrs();
+    n.attrs.set("axis", axis);
+    for (ValueId v : pieces) uses_[v]++;
     return true;
   }
 

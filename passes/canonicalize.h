@@ -9,8 +9,10 @@ namespace kiln::passes {
 ///   x+0, 0+x, x-0, x*1, 1*x, x/1 -> x (0 and 1 may be broadcast constants);  neg(neg x) -> x;  cast to the same type
 ///   -> x; transpose(transpose x) -> one transpose (or x);  reshape(reshape x) -> one reshape; reshape, broadcast,
 ///   slice or transpose that changes nothing -> x; reshape(matmul(reshape(x), w)) of a matrix w that flattens rows
-///   and splits them back -> matmul(x, w) (x reshaped to the outer leading dims); ops whose operands are all
-///   constants and whose result has at most kMaxFoldElements elements -> a constant.
+///   and splits them back -> matmul(x, w) (x reshaped to the outer leading dims); add(concat(a, 0), concat(0, b))
+///   along one axis, each side's pieces over the other's zeros -> concat(a, b) (the sum of a value's slice
+///   gradients); ops whose operands are all constants and whose result has at most kMaxFoldElements elements ->
+///   a constant.
 /// Nodes left without users are removed.
 class CanonicalizePass : public Pass {
  public:
