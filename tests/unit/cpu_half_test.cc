@@ -42,6 +42,17 @@ constexpr const char* kBf16Graph = R"(graph @g(%x: bf16[64,256], %w: f32[64,256]
 }
 )";
 
+// The width a loop's metadata (its llvm.loop node, or null) asks the vectorizer for; 0 for none.
+int64_t vectorize_width(const llvm::MDNode* loop) {
+  if (!loop) return 0;
+  for (const llvm::MDOperand& op : loop->operands())
+    if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
+      if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get());
+          name && name->getString() == "llvm.loop.vectorize.width")
+        return llvm::mdconst::extract<llvm::ConstantInt>(node->getOperand(1))->getSExtValue();
+  return 0;
+}
+
 struct Emitted {
   int bf16_conversions = 0;   // fptrunc float -> bfloat
   int integer_roundings = 0;  // the integer rounding's NaN test (fcmp uno)
@@ -60,11 +71,7 @@ Emitted emit(const ir::Graph& g, bool bf16_instructions, int64_t streaming_bytes
     for (llvm::BasicBlock& block : f) {
       if (llvm::MDNode* loop = block.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop)) {
         ++e.loops;
-        for (const llvm::MDOperand& op : loop->operands())
-          if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
-            if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get());
-                name && name->getString() == "llvm.loop.vectorize.width")
-              e.width16_loops += llvm::mdconst::extract<llvm::ConstantInt>(node->getOperand(1))->getSExtValue() == 16;
+        e.width16_loops += vectorize_width(loop) == 16;
       }
       for (llvm::Instruction& i : block) {
         if (i.getOpcode() == llvm::Instruction::FPTrunc && i.getType()->isBFloatTy()) ++e.bf16_conversions;
@@ -99,12 +106,7 @@ std::vector<LoopFacts> loops_of(const ir::Graph& g) {
     for (llvm::Loop* loop : loops.getLoopsInPreorder()) {
       if (!loop->isInnermost()) continue;  // only innermost loops are vectorized
       LoopFacts l;
-      if (llvm::MDNode* id = loop->getLoopID())
-        for (const llvm::MDOperand& op : id->operands())
-          if (auto* node = llvm::dyn_cast_or_null<llvm::MDNode>(op.get()))
-            if (auto* name = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(0).get());
-                name && name->getString() == "llvm.loop.vectorize.width")
-              l.width16 = llvm::mdconst::extract<llvm::ConstantInt>(node->getOperand(1))->getSExtValue() == 16;
+      l.width16 = vectorize_width(loop->getLoopID()) == 16;
       for (llvm::BasicBlock* block : loop->blocks())
         for (llvm::Instruction& i : *block) {
           l.converts_f16 = l.converts_f16 ||
