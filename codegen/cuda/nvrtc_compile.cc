@@ -146,6 +146,11 @@ Result<std::vector<CodeObject>> compile_program(const std::string& source, const
     const std::string key = fmt::format("{:016x}", XXH64(keyed.data(), keyed.size(), 0));
     c.cubin_path = fmt::format("{}/{}-{}.cubin", dir, key, arch);
     const std::string ptx_path = fmt::format("{}/{}-{}.ptx", dir, key, arch);
+    // The source beside its code, to read what an entry holds (and for the CUDA emulator
+    // of tests/cuda_emulator, which runs an image by compiling its source for the host).
+    const std::string source_path = fmt::format("{}/{}-{}.cu", dir, key, arch);
+    if (options.use_cache && !std::filesystem::exists(source_path))
+      write_cached(dir, source_path, std::vector<uint8_t>(source.begin(), source.end()));
     if (options.use_cache) {
       auto cubin = read_cached(c.cubin_path), ptx = read_cached(ptx_path);
       if (cubin && ptx) {

@@ -1,0 +1,159 @@
+// Loading a module. Its image (a cubin or PTX that NVRTC made) carries no source, so the
+// emulator finds the image among the NVRTC cache's entries, which keep the source they
+// were compiled from beside them (codegen/cuda/nvrtc_compile.cc), and compiles that
+// source with the host compiler ($KILN_CUDA_EMULATOR_CXX, else c++) after
+// device_header().
+#include <dirent.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "tests/cuda_emulator/emulator.h"
+
+namespace kiln::cuda_emulator {
+namespace {
+
+std::string cache_dir() {
+  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir && *dir) return std::string(dir) + "/nvrtc";
+  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) return std::string(dir) + "/kiln/nvrtc";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/kiln/nvrtc";
+  return "/tmp/kiln-cache/nvrtc";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The image's bytes: an ELF file up to the end of its last part (section headers, program
+// headers or a section's data), PTX up to and with its terminating zero.
+std::string_view image_bytes(const void* image) {
+  const char* p = static_cast<const char*>(image);
+  if (std::memcmp(p,
+                  "\x7f"
+                  "ELF",
+                  4) != 0)
+    return {p, std::strlen(p) + 1};
+  auto u64 = [&](size_t at) {
+    uint64_t v;
+    std::memcpy(&v, p + at, 8);
+    return v;
+  };
+  auto u32 = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, p + at, 4);
+    return v;
+  };
+  auto u16 = [&](size_t at) {
+    uint16_t v;
+    std::memcpy(&v, p + at, 2);
+    return v;
+  };
+  const uint64_t shoff = u64(0x28), phoff = u64(0x20);
+  const uint16_t phentsize = u16(0x36), phnum = u16(0x38), shentsize = u16(0x3a), shnum = u16(0x3c);
+  uint64_t end = std::max(shoff + uint64_t{shentsize} * shnum, phoff + uint64_t{phentsize} * phnum);
+  for (uint16_t i = 0; i < shnum; ++i) {
+    const size_t header = shoff + size_t{i} * shentsize;
+    constexpr uint32_t kNoBits = 8;
+    if (u32(header + 4) != kNoBits) end = std::max(end, u64(header + 0x18) + u64(header + 0x20));
+  }
+  return {p, static_cast<size_t>(end)};
+}
+
+// The source beside the cache entry that holds these bytes, or why there is none.
+bool find_source(std::string_view image, std::string& source, std::string& error) {
+  const std::string dir = cache_dir();
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    error = "the emulator found no NVRTC cache at " + dir;
+    return false;
+  }
+  std::string found;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    const size_t dot = name.rfind('.');
+    if (dot == std::string::npos || (name.substr(dot) != ".cubin" && name.substr(dot) != ".ptx")) continue;
+    struct stat st;
+    const std::string path = dir + "/" + name;
+    // An entry is the bytes and their xxh64 (8 bytes).
+    if (stat(path.c_str(), &st) != 0 || static_cast<size_t>(st.st_size) != image.size() + 8) continue;
+    if (std::string_view(read_file(path)).substr(0, image.size()) == image) {
+      found = dir + "/" + name.substr(0, dot) + ".cu";
+      break;
+    }
+  }
+  closedir(d);
+  if (found.empty()) {
+    error = "the emulator found no entry of the NVRTC cache at " + dir + " with this image's bytes";
+    return false;
+  }
+  source = read_file(found);
+  if (source.size() > 8) source.resize(source.size() - 8);
+  else source.clear();
+  if (source.empty()) error = "the emulator found no source at " + found;
+  return !source.empty();
+}
+
+// The program as a host library: the header, the source, and per kernel an entry point
+// and its parameters' sizes.
+void* compile_program(const std::string& source, std::string& error) {
+  static std::map<std::string, void*> compiled;  // by source
+  if (auto known = compiled.find(source); known != compiled.end()) return known->second;
+  std::string text(device_header());
+  text += source;
+  static const std::regex kernel(R"(extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\()");
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), kernel); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1];
+    text += "extern \"C\" void kiln_emu_entry_" + name + "(void** p) { kiln_emu_call(" + name + ", p); }\n";
+    text += "extern \"C\" unsigned kiln_emu_sizes_" + name + "(unsigned* s) { return kiln_emu_sizes_of(" + name +
+            ", s); }\n";
+  }
+  char dir_template[] = "/tmp/kiln-cuda-emulator-XXXXXX";
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string pattern = tmp && *tmp ? std::string(tmp) + "/kiln-cuda-emulator-XXXXXX" : dir_template;
+  if (!mkdtemp(pattern.data())) {
+    error = "the emulator cannot make a directory " + pattern;
+    return nullptr;
+  }
+  const std::string cc = pattern + "/program.cc", so = pattern + "/program.so", log = pattern + "/log.txt";
+  std::ofstream(cc) << text;
+  const char* cxx = std::getenv("KILN_CUDA_EMULATOR_CXX");
+  const std::string command = std::string(cxx && *cxx ? cxx : "c++") +
+                              " -std=c++20 -O1 -fPIC -shared -w -fno-strict-aliasing -o " + so + " " + cc + " > " +
+                              log + " 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    error = "the host compiler failed (" + command + "):\n" + read_file(log).substr(0, 4000);
+    return nullptr;
+  }
+  void* library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    error = std::string("the emulator cannot open the compiled program: ") + dlerror();
+    return nullptr;
+  }
+  // Kept where the compile failed, to read; once open, the files are not needed.
+  std::error_code ignored;
+  std::filesystem::remove_all(pattern, ignored);
+  auto bind = reinterpret_cast<void (*)(const void*)>(dlsym(library, "kiln_emu_bind"));
+  bind_program(bind);
+  return compiled[source] = library;
+}
+
+}  // namespace
+
+void* load_program(const void* image, std::string& error) {
+  std::string source;
+  if (!find_source(image_bytes(image), source, error)) return nullptr;
+  return compile_program(source, error);
+}
+
+}  // namespace kiln::cuda_emulator

@@ -1,0 +1,253 @@
+// The emulator's threads: each CUDA thread of a block is a fiber on the calling thread; a fiber runs until it waits at
+// a barrier, and a barrier opens when every thread of its scope that has not returned has arrived, as on the GPU.
+// Blocks run one after another, so a program's __shared__ arrays (static in the host build) are the running block's.
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "tests/cuda_emulator/emulator.h"
+
+// Saves the callee-saved registers, the SSE and x87 control words and the stack pointer
+// (to *from), and resumes the fiber whose stack pointer is `to` (x86-64 System V). A
+// switch of its own, since ucontext's makes a system call for the signal mask each time.
+extern "C" void kiln_emu_switch(void** from, void* to);
+asm(R"(
+  .text
+  .globl kiln_emu_switch
+  .type kiln_emu_switch, @function
+kiln_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size kiln_emu_switch, .-kiln_emu_switch
+)");
+
+namespace kiln::cuda_emulator {
+namespace {
+
+struct Dim3 {
+  unsigned x, y, z;
+};
+struct ThreadState {  // the program's kiln_emu_thread
+  Dim3 thread, block, block_dim, grid_dim;
+};
+struct Api {  // the program's kiln_emu_api
+  ThreadState* const* current;
+  void (*sync)();
+  int (*sync_or)(int);
+  void (*exchange)(const void* mine, void* all, unsigned bytes);
+};
+
+constexpr size_t kStackBytes = 256 << 10;
+constexpr unsigned kExchangeBytes = 64;
+
+struct Barrier {
+  unsigned arrived = 0, generation = 0, members = 0;
+  int any = 0, result = 0;
+};
+
+struct Fiber {
+  void* sp = nullptr;
+  ThreadState state;
+  bool done = false;
+  unsigned warp = 0;
+  char exchange[kExchangeBytes];
+};
+
+struct Block {
+  std::vector<Fiber> fibers;
+  std::vector<Barrier> warp_barriers;
+  Barrier block_barrier;
+  void* scheduler_sp = nullptr;
+  Fiber* running = nullptr;
+  uint64_t progress = 0;  // arrivals, openings and returns: a pass without any is a deadlock
+  bool deadlocked = false;
+  const Kernel* kernel = nullptr;
+  void** params = nullptr;
+};
+
+Block* g_block = nullptr;
+ThreadState* g_current = nullptr;
+char* g_stacks = nullptr;
+size_t g_stack_count = 0;
+
+void yield() { kiln_emu_switch(&g_block->running->sp, g_block->scheduler_sp); }
+
+// Waits until `b` opens; the last of its members to arrive opens it and goes on.
+void arrive_and_wait(Barrier& b) {
+  Block& block = *g_block;
+  ++block.progress;
+  const unsigned generation = b.generation;
+  if (++b.arrived >= b.members) {
+    b.arrived = 0;
+    b.result = b.any;
+    b.any = 0;
+    ++b.generation;
+    return;
+  }
+  while (b.generation == generation) yield();
+}
+
+void sync() { arrive_and_wait(g_block->block_barrier); }
+
+int sync_or(int predicate) {
+  Barrier& b = g_block->block_barrier;
+  b.any |= predicate != 0;
+  arrive_and_wait(b);
+  return b.result;
+}
+
+// Every lane of the warp leaves `bytes` of its own; each gets all 32 (lanes past the
+// block's end, or returned, leave zeros).
+void exchange(const void* mine, void* all, unsigned bytes) {
+  Block& block = *g_block;
+  Fiber& self = *block.running;
+  std::memcpy(self.exchange, mine, bytes);
+  Barrier& b = block.warp_barriers[self.warp];
+  arrive_and_wait(b);
+  char* out = static_cast<char*>(all);
+  std::memset(out, 0, 32 * bytes);
+  const size_t first = static_cast<size_t>(self.warp) * 32;
+  for (size_t l = 0; l < 32 && first + l < block.fibers.size(); ++l)
+    if (!block.fibers[first + l].done) std::memcpy(out + l * bytes, block.fibers[first + l].exchange, bytes);
+  arrive_and_wait(b);
+}
+
+const Api kApi = {&g_current, sync, sync_or, exchange};
+
+void fiber_main() {
+  Block& block = *g_block;
+  block.kernel->entry(block.params);
+  Fiber& self = *block.running;
+  self.done = true;
+  ++block.progress;
+  // A returned thread no longer counts at barriers: open those it held back.
+  for (Barrier* b : {&block.block_barrier, &block.warp_barriers[self.warp]}) {
+    --b->members;
+    if (b->arrived > 0 && b->arrived >= b->members) {
+      b->arrived = 0;
+      b->result = b->any;
+      b->any = 0;
+      ++b->generation;
+    }
+  }
+}
+
+[[noreturn]] void fiber_start() {
+  fiber_main();
+  void* unused;
+  kiln_emu_switch(&unused, g_block->scheduler_sp);
+  __builtin_unreachable();
+}
+
+// A new fiber's stack as kiln_emu_switch leaves one: the control words, six registers
+// (zero) and fiber_start as the return address, 16-byte aligned as at a call.
+void* initial_stack(char* stack) {
+  auto* top = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack + kStackBytes) & ~uintptr_t{15});
+  uint64_t* sp = top - 2;
+  sp[1] = 0;
+  sp[0] = reinterpret_cast<uint64_t>(&fiber_start);
+  sp -= 6;
+  for (int r = 0; r < 6; ++r) sp[r] = 0;
+  sp -= 1;
+  uint32_t mxcsr;
+  uint16_t control;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(control));
+  std::memcpy(sp, &mxcsr, 4);
+  std::memcpy(reinterpret_cast<char*>(sp) + 4, &control, 2);
+  return sp;
+}
+
+char* stacks(size_t count) {
+  if (count > g_stack_count) {
+    if (g_stacks) munmap(g_stacks, g_stack_count * kStackBytes);
+    void* p =
+        mmap(nullptr, count * kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    g_stacks = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+    g_stack_count = g_stacks ? count : 0;
+  }
+  return g_stacks;
+}
+
+std::string run_block(Block& block, Dim3 block_index, Dim3 block_dim, Dim3 grid_dim) {
+  const size_t threads = static_cast<size_t>(block_dim.x) * block_dim.y * block_dim.z;
+  char* stack = stacks(threads);
+  if (!stack) return "no memory for the fibers' stacks";
+  block.fibers.assign(threads, Fiber{});
+  const size_t warps = (threads + 31) / 32;
+  block.warp_barriers.assign(warps, Barrier{});
+  for (size_t w = 0; w < warps; ++w)
+    block.warp_barriers[w].members = static_cast<unsigned>(std::min<size_t>(32, threads - w * 32));
+  block.block_barrier = Barrier{};
+  block.block_barrier.members = static_cast<unsigned>(threads);
+  for (size_t i = 0; i < threads; ++i) {
+    Fiber& f = block.fibers[i];
+    const unsigned x = static_cast<unsigned>(i % block_dim.x), y = static_cast<unsigned>(i / block_dim.x % block_dim.y),
+                   z = static_cast<unsigned>(i / block_dim.x / block_dim.y);
+    f.state = {{x, y, z}, block_index, block_dim, grid_dim};
+    f.warp = static_cast<unsigned>(i / 32);
+    f.sp = initial_stack(stack + i * kStackBytes);
+  }
+  size_t live = threads;
+  while (live > 0) {
+    const uint64_t before = block.progress;
+    live = 0;
+    for (Fiber& f : block.fibers) {
+      if (f.done) continue;
+      block.running = &f;
+      g_current = &f.state;
+      kiln_emu_switch(&block.scheduler_sp, f.sp);
+      live += !f.done;
+    }
+    if (live > 0 && block.progress == before)
+      return std::to_string(live) + " threads of block (" + std::to_string(block_index.x) + ", " +
+             std::to_string(block_index.y) + ", " + std::to_string(block_index.z) +
+             ") wait at a barrier that the others never reach";
+  }
+  return "";
+}
+
+}  // namespace
+
+void bind_program(void (*bind)(const void* api)) { bind(&kApi); }
+
+std::string run_grid(const Kernel& kernel, const std::vector<std::vector<char>>& params, unsigned grid[3],
+                     unsigned block_dims[3]) {
+  std::vector<std::vector<char>> values = params;
+  std::vector<void*> pointers;
+  for (auto& v : values) pointers.push_back(v.data());
+  Block block;
+  block.kernel = &kernel;
+  block.params = pointers.data();
+  g_block = &block;
+  const Dim3 grid_dim = {grid[0], grid[1], grid[2]}, block_dim = {block_dims[0], block_dims[1], block_dims[2]};
+  std::string error;
+  for (unsigned z = 0; z < grid[2] && error.empty(); ++z)
+    for (unsigned y = 0; y < grid[1] && error.empty(); ++y)
+      for (unsigned x = 0; x < grid[0] && error.empty(); ++x) error = run_block(block, {x, y, z}, block_dim, grid_dim);
+  g_block = nullptr;
+  g_current = nullptr;
+  if (!error.empty()) return "kernel " + kernel.name + ": " + error;
+  return "";
+}
+
+}  // namespace kiln::cuda_emulator
