@@ -23,9 +23,14 @@ int64_t bytes_of(const ir::Graph& g, ValueId v) { return g.type(v).num_elements(
 // Whether, in step s, output element k depends on v only at element k: every value the
 // step derives from v comes through elementwise ops of the output's shape (no movement
 // op or reduction in between). Then writing the output over v, element by element,
-// never clobbers an element still to be read.
-bool reads_elementwise(const ir::Graph& g, const ir::Step& step, ValueId v, const ir::TensorType& out) {
-  if (step.kind != ir::StepKind::Loop || g.type(v).shape != out.shape) return false;
+// never clobbers an element still to be read. A loop kernel computes each element where
+// it reads it; so does a reduction kernel's epilogue (after its sums, per output
+// element), which is where an optimizer's update of a bias or a layer norm's scale reads
+// the old value: `epilogues` admits those steps.
+bool reads_elementwise(const ir::Graph& g, const ir::Step& step, ValueId v, const ir::TensorType& out,
+                       bool epilogues = false) {
+  const bool kind_ok = step.kind == ir::StepKind::Loop || (epilogues && step.kind == ir::StepKind::Reduction);
+  if (!kind_ok || g.type(v).shape != out.shape) return false;
   std::vector<char> derived(g.values.size(), 0);
   derived[v] = 1;
   for (int m : step.nodes) {
@@ -104,7 +109,7 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
     bool read_later = last_read[state->value] > s || is_result[state->value];
     bool read_here = std::find(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), state->value) !=
                      program.steps[s].inputs.end();
-    if (!read_later && (!read_here || reads_elementwise(g, program.steps[s], state->value, g.type(v)))) {
+    if (!read_later && (!read_here || reads_elementwise(g, program.steps[s], state->value, g.type(v), true))) {
       Buffer& b = buffers[buffer_of[v]];
       b.home = Home::State;
       b.state = state->value;

@@ -199,6 +199,16 @@ TEST_CASE("CUDA: a result that is a state returns it from before the run, run af
   }
 }
 
+TEST_CASE("CUDA: state updates written by a reduction's epilogue, in place, give the interpreter's state",
+          "[gpu][cuda]") {
+  if (!have_gpu()) return;
+  const ir::Graph g = kiln::testing::parse_ok(kiln::testing::kEpilogueStateUpdates);
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused" : "unfused"));
+    kiln::testing::check_state_updates(g, seeded_arguments(g, 11), cuda_options(fuse), 3);
+  }
+}
+
 TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes over 100 runs from 8 threads",
           "[gpu][cuda][split]") {
   if (!have_gpu()) return;

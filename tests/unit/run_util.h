@@ -118,4 +118,55 @@ inline void check_against_interpreter(const std::string& name, const ir::Graph& 
   }
 }
 
+/// A training-like step whose state updates a reduction kernel's epilogue writes (a bias
+/// and its momentum from a column sum of 8192 rows, split into parts, and a layer-norm-
+/// like scale from a row sum): the memory plan writes them over their state in place.
+inline const char* kEpilogueStateUpdates = R"(graph @bias_step(%g: f32[8192,64], state %b: f32[64], state %m: f32[64],
+                 %lr: f32[64], state %s: f32[64], %h: f32[64,128]) {
+  %db: f32[64] = reduce_sum(%g) {axes=[0]}
+  %m.next: f32[64] = add(%m, %db)
+  %step: f32[64] = mul(%m.next, %lr)
+  %b.next: f32[64] = sub(%b, %step)
+  %ds: f32[64] = reduce_sum(%h) {axes=[1]}
+  %s.next: f32[64] = mul(%s, %ds)
+  %loss: f32[] = reduce_sum(%db) {axes=[0]}
+  return %loss, %b.next, %m.next, %s.next
+}
+)";
+
+/// Runs `g` (results: a loss, then each state S's S.next in order) `runs` times, its
+/// state kept in the loaded model, and checks the loss and the state after each run
+/// against the interpreter fed its own updates.
+inline void check_state_updates(const ir::Graph& g, std::map<std::string, ir::Tensor> args,
+                                const CompileOptions& options, int runs) {
+  std::vector<std::string> states;
+  for (size_t r = 1; r < g.results.size(); ++r) {
+    const std::string& next = g.value_name(g.results[r]);
+    states.push_back(next.substr(0, next.size() - 5));
+  }
+  std::map<std::string, runtime::HostTensor> inputs;
+  CompileOptions compile = options;
+  for (const ir::Arg& a : g.args)
+    if (a.kind == ir::ArgKind::Input) inputs[g.value_name(a.value)] = host(args.at(g.value_name(a.value)), "");
+  auto artifact = compile_to_artifact(g, compile);
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto loaded = runtime::Model::load_bytes(std::move(*artifact));
+  if (!loaded.ok()) FAIL(loaded.error().message);
+  runtime::Model& model = **loaded;
+  for (const std::string& name : states) REQUIRE(model.write_state(name, host(args.at(name), name)).ok());
+  for (int run = 0; run < runs; ++run) {
+    INFO("run " << run);
+    const std::vector<ir::Tensor> want = eval_ok(g, args);
+    auto got = model.run(inputs);
+    if (!got.ok()) FAIL(got.error().message);
+    check_same({tensor_of((*got)[0])}, {want[0]});
+    for (size_t i = 0; i < states.size(); ++i) {
+      auto state = model.read_state(states[i]);
+      REQUIRE(state.ok());
+      check_same({tensor_of(*state)}, {want[i + 1]});
+      args[states[i]] = want[i + 1];
+    }
+  }
+}
+
 }  // namespace kiln::testing

@@ -376,6 +376,17 @@ TEST_CASE("a state update left out of a run's outputs stays in the state, in pla
   CHECK(missing.error().message == "run: no buffer for output %s: f32[]");
 }
 
+TEST_CASE("state updates written by a reduction's epilogue, in place, give the interpreter's state run after run",
+          "[runtime][state]") {
+  const ir::Graph g = kiln::testing::parse_ok(kiln::testing::kEpilogueStateUpdates);
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused" : "unfused"));
+    CompileOptions options;
+    options.fuse = fuse;
+    kiln::testing::check_state_updates(g, kiln::testing::seeded_arguments(g, 11), options, 3);
+  }
+}
+
 TEST_CASE("a profiled run times every step and the copies after them, and writes what run() writes",
           "[runtime][profile]") {
   // A state update returned as an output and an output returned twice: both are copies.
