@@ -120,7 +120,8 @@ std::vector<int> matmul_operand_folds(const Graph& g, bool single_batch) {
   for (ValueId v : g.results) uses[v] += 2;  // a result is stored whole
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& mm = g.nodes[i];
-    if (mm.op != Op::Matmul || g.type(mm.result).dtype != DType::F32) continue;
+    const DType type = g.type(mm.result).dtype;
+    if (mm.op != Op::Matmul || (type != DType::F32 && type != DType::BF16 && type != DType::F16)) continue;
     for (ValueId operand : mm.operands) {
       std::vector<int> chain, best;
       for (ValueId v = operand; uses[v] == 1;) {

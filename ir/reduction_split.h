@@ -61,9 +61,12 @@ inline constexpr SplitRule kCpuSplit{int64_t{1} << 20, int64_t{1} << 18, 256, 2,
 /// CUDA walks every column sum by columns (threads own columns, so reads coalesce; one
 /// part is that walk unsplit), in parts of about 2^15 elements; and splits up to 264
 /// rows (two per SM of an H100) of at least 2^16 elements in all into equal parts, the
-/// partial kernel writing any full-shape outputs on its one walk.
+/// partial kernel writing any full-shape outputs on its one walk, in parts of about 2^12
+/// there: a block per part, and parts of 2^15 left GPT-2's loss step (3·2^20 elements,
+/// the residual written beside the sum) 96 blocks for 132 SMs, at 0.20 of copy on an
+/// H200 (docs/benchmarks.md).
 inline constexpr SplitRule kCudaSplit{int64_t{1} << 16, int64_t{1} << 15, 1024, 1, 264, int64_t{1} << 40, 2048, 32,
-                                      int64_t{1} << 15};
+                                      int64_t{1} << 12};
 
 /// The split of a reduction step under `rule`, or nullopt when it runs one row per work
 /// item: a Columns split (sums_columns) of at least rule.min_elements, fewer than

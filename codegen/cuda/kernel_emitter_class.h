@@ -48,6 +48,7 @@ inline constexpr int kLoopThreads = 256;
 inline constexpr int kWarpRowMax = 1024;  // rows up to this long get one warp each
 inline constexpr int kWarpItems = 32;     // elements per lane kept in registers, warp rows
 inline constexpr int kBlockItems = 16;    // elements per thread kept in registers, block rows
+inline constexpr int kOnlineChunk = 8;    // elements per thread per step of a long row's online softmax
 
 // Emits one kernel step (a loop, row or scatter kernel) as CUDA C++. Its values element
 // by element come from the element walker it derives from, over C++ expressions.
@@ -63,7 +64,9 @@ class KernelEmitter : public ElementWalker {
   // Appends the kernel (and any constant arrays it reads) to `out`.
   Result<Launch> write(std::string& out) {
     Launch launch;
-    Status body = step_.kind == ir::StepKind::Loop ? loop_kernel(launch)
+    const Node* transpose = tiled_transpose();
+    Status body = transpose                         ? transpose_kernel(*transpose, launch)
+                  : step_.kind == ir::StepKind::Loop ? loop_kernel(launch)
                   : step_.kind == ir::StepKind::Reduction
                       ? (partial_ ? partial_kernel(launch) : reduction_kernel(launch))
                       : scatter_kernel(launch);
@@ -170,6 +173,10 @@ class KernelEmitter : public ElementWalker {
   }
 
   Status loop_kernel(Launch& launch);
+  // A loop step that is one transpose of an input moving its innermost dim, or null; and
+  // its kernel, tiled through shared memory (transpose_kernel.cc).
+  const Node* tiled_transpose() const;
+  Status transpose_kernel(const Node& n, Launch& launch);
   Status reduction_kernel(Launch& launch);
   Status reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index,
                 const Index& at);

@@ -257,12 +257,47 @@ Status KernelEmitter::online_softmax(const Node& max, const Node& sum,
   DType dt = type(a).dtype;
   const std::string t(compute_type(dt)), m = fmt::format("acc{}", next_++), s = fmt::format("acc{}", next_++);
   line(fmt::format("{} {} = {}, {} = {};", t, m, constant(dt, -INFINITY, 0), s, constant(dt, 0, 0)));
-  KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) -> Status {
-    item_index_ = full_index(j);
-    KILN_ASSIGN_OR_RETURN(std::string x, value_at(a, item_index_));
-    line(fmt::format("kiln_online_merge({}, {}, {}, {});", m, s, x, constant(dt, 1, 1)));
-    return Status::Ok();
-  }));
+  if (items_ > 0) {
+    KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) -> Status {
+      item_index_ = full_index(j);
+      KILN_ASSIGN_OR_RETURN(std::string x, value_at(a, item_index_));
+      line(fmt::format("kiln_online_merge({}, {}, {}, {});", m, s, x, constant(dt, 1, 1)));
+      return Status::Ok();
+    }));
+  } else {
+    // A long row, kOnlineChunk elements a thread at a time: their loads in flight
+    // together, their maximum and their sum of exps (independent of each other) merged
+    // once. Merging each element (two exps on the running pair's chain) held rows of
+    // 32768 to 0.31 of copy (docs/benchmarks.md). A chunk of only -inf counts its
+    // elements, as merging them one by one does; padding past the row is -inf, which a
+    // finite maximum scales to nothing and an all -inf row's NaN sum ignores.
+    const std::string x = fmt::format("chunk{}", next_++), cm = fmt::format("acc{}", next_++),
+                      cs = fmt::format("acc{}", next_++);
+    auto saved = memo_;
+    open(fmt::format("for (long long j0 = lane; j0 < {}LL; j0 += {}LL)", row_length_,
+                     int64_t{row_threads_} * kOnlineChunk));
+    line(fmt::format("{} {}[{}];", t, x, kOnlineChunk));
+    line("#pragma unroll");
+    open(fmt::format("for (int c = 0; c < {}; ++c)", kOnlineChunk));
+    line(fmt::format("const long long j = j0 + c * {}LL;", row_threads_));
+    line(fmt::format("{}[c] = {};", x, constant(dt, -INFINITY, 0)));
+    open(fmt::format("if (j < {}LL)", row_length_));
+    item_index_ = full_index("j");
+    KILN_ASSIGN_OR_RETURN(std::string v, value_at(a, item_index_));
+    line(fmt::format("{}[c] = {};", x, v));
+    close();
+    close();
+    memo_ = saved;
+    line(fmt::format("{} {} = {}[0];", t, cm, x));
+    line("#pragma unroll");
+    line(fmt::format("for (int c = 1; c < {}; ++c) {} = kiln_max({}, {}[c]);", kOnlineChunk, cm, cm, x));
+    line(fmt::format("{} {} = {};", t, cs, constant(dt, 0, 0)));
+    line("#pragma unroll");
+    line(fmt::format("for (int c = 0; c < {}; ++c) {} += kiln_is_neg_inf({}) ? {} : kiln_exp({}[c] - {});",
+                     kOnlineChunk, cs, cm, constant(dt, 1, 1), x, cm));
+    line(fmt::format("kiln_online_merge({}, {}, {}, {});", m, s, cm, cs));
+    close();
+  }
   if (row_threads_ > 32)
     line(fmt::format(
         "kiln_block_online({0}, {1}, reinterpret_cast<{2}*>(scratch), reinterpret_cast<{2}*>(scratch + 32));", m, s,

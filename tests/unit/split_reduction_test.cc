@@ -67,7 +67,7 @@ TEST_CASE("a reduction splits by its shapes alone: columns and few long rows, ne
   CHECK(twelve->parts == 12);  // 3·2^20 in parts of 2^18
 
   // The same sum beside a full-shape output: parts of 2^14, which the partial kernel walks
-  // twice on the CPU; CUDA's one walk keeps its parts of 2^15.
+  // twice on the CPU; on CUDA, parts of 2^12, a block each (768 blocks).
   auto beside = split_of(kiln::testing::kLossBesideOutput);
   REQUIRE(beside);
   CHECK(beside->walk == Walk::Rows);
@@ -76,8 +76,8 @@ TEST_CASE("a reduction splits by its shapes alone: columns and few long rows, ne
   ir::Graph loss = planned_graph(kiln::testing::kLossBesideOutput);
   auto on_cuda = ir::reduction_split(loss, loss.program->steps[0], ir::kCudaSplit);
   REQUIRE(on_cuda);
-  CHECK(on_cuda->parts == 96);
-  CHECK(on_cuda->part_length == 32768);
+  CHECK(on_cuda->parts == 768);
+  CHECK(on_cuda->part_length == 4096);
 
   CHECK(!split_of(sum_text("128,16384", "1", "128")));   // enough rows
   CHECK(!split_of(sum_text("100,100", "0", "100")));     // small
