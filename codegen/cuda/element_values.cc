@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <algorithm>
 #include <bit>
 
 #include "codegen/cuda/kernel_emitter_class.h"
@@ -67,8 +68,10 @@ std::string KernelEmitter::dense_constant(const ir::Literal& literal, DType dtyp
   }
   if (dtype == DType::F64) element_type = "kiln_u64", read = "__longlong_as_double((long long){}[{}])";
   else if (ir::is_float(dtype)) element_type = "unsigned", read = "__uint_as_float({}[{}])";
-  globals_ +=
-      fmt::format("__device__ const {} {}[{}] = {{{}}};\n", element_type, name, literal.floats.size(), elements);
+  // An empty constant (a shape with a 0) is never read, but C++ has no arrays of none.
+  const size_t size = std::max<size_t>(1, literal.floats.size());
+  if (literal.floats.empty()) elements = "0";
+  globals_ += fmt::format("__device__ const {} {}[{}] = {{{}}};\n", element_type, name, size, elements);
   return let(compute_type(dtype), fmt::format(fmt::runtime(read), name, flat));
 }
 

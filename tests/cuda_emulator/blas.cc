@@ -150,13 +150,17 @@ const char* cublasGetStatusString(cublasStatus_t status) {
   }
 }
 
-static Gemm strided(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, long long sa, int ldb,
-                    long long sb, int ldc, long long sc, int batch) {
+// The strided-batched call's GEMM; f32 operands rounded to TF32 where the handle's math
+// mode allows it.
+static Gemm strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, double alpha,
+                    int lda, long long sa, int ldb, long long sb, double beta, int ldc, long long sc, int batch) {
   Gemm g;
   g.trans_a = ta != CUBLAS_OP_N;
   g.trans_b = tb != CUBLAS_OP_N;
   g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
   g.stride_a = sa, g.stride_b = sb, g.stride_c = sc, g.batch = batch;
+  g.alpha = alpha, g.beta = beta;
+  g.tf32 = h->tf32;
   return g;
 }
 
@@ -164,9 +168,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int k, const float* alpha, const float* a, int lda, long long sa,
                                          const float* b, int ldb, long long sb, const float* beta, float* c, int ldc,
                                          long long sc, int batch) {
-  Gemm g = strided(ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch);
-  g.alpha = *alpha, g.beta = *beta;
-  g.tf32 = h->tf32;
+  const Gemm g = strided(h, ta, tb, m, n, k, *alpha, lda, sa, ldb, sb, *beta, ldc, sc, batch);
   enqueue(h->stream, [g, a, b, c] { g.run(a, b, c); });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -175,8 +177,7 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int k, const double* alpha, const double* a, int lda, long long sa,
                                          const double* b, int ldb, long long sb, const double* beta, double* c, int ldc,
                                          long long sc, int batch) {
-  Gemm g = strided(ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch);
-  g.alpha = *alpha, g.beta = *beta;
+  const Gemm g = strided(h, ta, tb, m, n, k, *alpha, lda, sa, ldb, sb, *beta, ldc, sc, batch);
   enqueue(h->stream, [g, a, b, c] { g.run_typed(a, b, c); });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -188,10 +189,9 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
   if (compute != CUBLAS_COMPUTE_32F || !known_type(type_a) || !known_type(type_b) || !known_type(type_c))
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  Gemm g = strided(ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch);
+  Gemm g = strided(h, ta, tb, m, n, k, *static_cast<const float*>(alpha), lda, sa, ldb, sb,
+                   *static_cast<const float*>(beta), ldc, sc, batch);
   g.type_a = type_a, g.type_b = type_b, g.type_c = type_c;
-  g.alpha = *static_cast<const float*>(alpha), g.beta = *static_cast<const float*>(beta);
-  g.tf32 = h->tf32;
   enqueue(h->stream, [g, a, b, c] { g.run(a, b, c); });
   return CUBLAS_STATUS_SUCCESS;
 }

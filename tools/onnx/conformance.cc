@@ -1,5 +1,6 @@
 // The ONNX node-test runner (docs/onnx.md): for each test of ONNX's backend test data
-// (Debian's libonnx-testdata), imports model.onnx, compiles it for the CPU, runs every
+// (Debian's libonnx-testdata), imports model.onnx, compiles it for the CPU (or, with
+// --target=cuda, for CUDA: on a GPU, or on tests/cuda_emulator's stand-in), runs every
 // test_data_set_N on the runtime and compares each output with output_N.pb at the ONNX
 // backend tests' tolerances (rtol 1e-3, atol 1e-7). Prints one line per test and the
 // totals; --json writes every result, --markdown a table per op; --expected fails (exit 1) when a test
@@ -7,6 +8,7 @@
 //
 //   onnx_conformance --data=/usr/share/libonnx-testdata/data/node [--filter=SUBSTRING]
 //       [--expected=tests/onnx/expected_pass.txt] [--json=out.json] [--markdown=out.md]
+//       [--target=cpu|cuda] [--sample=N (every Nth test, in name order)]
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -99,7 +101,7 @@ std::string op_of(const fs::path& dir) {
   return proto.graph().node_size() == 1 ? proto.graph().node(0).op_type() : "(several ops)";
 }
 
-TestResult run_test(const fs::path& dir) {
+TestResult run_test(const fs::path& dir, const std::string& target) {
   TestResult r;
   r.name = dir.filename().string();
   r.op = op_of(dir);
@@ -120,7 +122,8 @@ TestResult run_test(const fs::path& dir) {
     return r;
   }
   kiln::CompileOptions options;
-  options.cpu = "native";
+  options.target = target;
+  if (target == "cpu") options.cpu = "native";
   options.weights = imported->weights;
   auto artifact = kiln::compile_to_artifact(imported->graph, options);
   if (!artifact.ok()) {
@@ -177,7 +180,9 @@ TestResult run_test(const fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string data = "/usr/share/libonnx-testdata/data/node", filter, expected_path, json_path, markdown_path;
+  std::string data = "/usr/share/libonnx-testdata/data/node", filter, expected_path, json_path, markdown_path,
+              target = "cpu";
+  int sample = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
@@ -187,6 +192,10 @@ int main(int argc, char** argv) {
     else if (key == "--expected") expected_path = value;
     else if (key == "--json") json_path = value;
     else if (key == "--markdown") markdown_path = value;
+    else if (key == "--target" && (value == "cpu" || value == "cuda")) target = value;
+    else if (key == "--sample" && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos &&
+             value.size() < 6 && std::stoi(value) > 0)
+      sample = std::stoi(value);
     else return fmt::print(stderr, "onnx_conformance: unknown flag '{}'\n", arg), 2;
   }
   std::set<std::string> expected;
@@ -204,10 +213,16 @@ int main(int argc, char** argv) {
       dirs.push_back(entry.path());
   if (ec || dirs.empty()) return fmt::print(stderr, "onnx_conformance: no tests under '{}'\n", data), 2;
   std::sort(dirs.begin(), dirs.end());
+  // Every sample-th test, in name order: the same tests each run.
+  if (sample > 1) {
+    std::vector<fs::path> sampled;
+    for (size_t i = 0; i < dirs.size(); i += static_cast<size_t>(sample)) sampled.push_back(dirs[i]);
+    dirs = std::move(sampled);
+  }
   std::vector<TestResult> results;
   int unexpected = 0;
   for (const fs::path& dir : dirs) {
-    TestResult r = run_test(dir);
+    TestResult r = run_test(dir, target);
     fmt::print("{} {}{}\n", outcome_name(r.outcome), r.name, r.reason.empty() ? "" : ": " + r.reason);
     if (expected.count(r.name) && r.outcome != Outcome::Passed) ++unexpected;
     results.push_back(std::move(r));
