@@ -43,11 +43,12 @@ std::optional<MatrixView> matrix_view(const StridedView& view);
 bool batch_dims_merge(const StridedView& view);
 
 /// Per node: the matmul node whose call reads it in place, or -1. For each operand of an
-/// f32, bf16 or f16 matmul, the longest chain of single-use transposes, slices and reshapes (none a
-/// result) back from the operand whose view matrix_view takes, transposed only where the
-/// matrix lies whole (its ld the packed one's), and with `single_batch` only where its
-/// batch dims merge (batch_dims_merge): CUDA runs a matmul whose batch dims do not as a
-/// loop of cuBLAS calls, slower than copying the operand out once.
+/// f32, bf16 or f16 matmul, the longest chain of single-use transposes, slices and
+/// reshapes (none a result) back from the operand whose view matrix_view takes,
+/// transposed only where the matrix lies whole (its ld the packed one's), and with
+/// `single_batch` only where its batch dims merge (batch_dims_merge): CUDA runs a matmul
+/// whose batch dims do not as a loop of cuBLAS calls, slower than copying the operand out
+/// once.
 std::vector<int> matmul_operand_folds(const Graph& g, bool single_batch = false);
 
 }  // namespace kiln::ir

@@ -65,7 +65,7 @@ class KernelEmitter : public ElementWalker {
   Result<Launch> write(std::string& out) {
     Launch launch;
     const Node* transpose = tiled_transpose();
-    Status body = transpose                         ? transpose_kernel(*transpose, launch)
+    Status body = transpose                          ? transpose_kernel(*transpose, launch)
                   : step_.kind == ir::StepKind::Loop ? loop_kernel(launch)
                   : step_.kind == ir::StepKind::Reduction
                       ? (partial_ ? partial_kernel(launch) : reduction_kernel(launch))
