@@ -319,11 +319,21 @@ Status convert_dropout(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 1, mask);
 }
 
-// PRelu: x where x > 0, else slope * x (slope broadcast to x).
+// PRelu: x where x > 0, else slope * x (slope broadcast to x). Before opset 7 a slope of
+// one per channel ([C] for an [N, C, ...] input) applies along dim 1, as Caffe2's PRelu
+// did and PyTorch's exporter of that time wrote; from 7 on, broadcasting is numpy's.
 Status convert_prelu(Context& ctx, const onnx::NodeProto& node) {
-  KILN_RETURN_IF_ERROR(check_attributes(node, {}));
+  // PRelu-1's consumed_inputs was a hint for in-place computation.
+  KILN_RETURN_IF_ERROR(ctx.opset() < 7 ? check_attributes(node, {"consumed_inputs"}) : check_attributes(node, {}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
   KILN_ASSIGN_OR_RETURN(Value slope, ctx.input(node, 1));
+  const ir::Shape &x_shape = ctx.type_of(x).shape, slope_shape = ctx.type_of(slope).shape;
+  if (ctx.opset() < 7 && slope_shape.size() == 1 && slope_shape[0] > 1 && x_shape.size() > 2 &&
+      slope_shape[0] == x_shape[1]) {
+    ir::Shape per_channel(x_shape.size() - 1, 1);
+    per_channel[0] = slope_shape[0];
+    KILN_ASSIGN_OR_RETURN(slope, reshaped(ctx, node, slope, std::move(per_channel)));
+  }
   KILN_ASSIGN_OR_RETURN(Value scaled, binary(ctx, node, Op::Mul, x, slope));
   KILN_ASSIGN_OR_RETURN(Value positive, binary(ctx, node, Op::Gt, x, scalar(0.0, ctx.type_of(x).dtype)));
   KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Select, {positive, x, scaled}));

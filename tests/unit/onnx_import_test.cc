@@ -162,6 +162,38 @@ TEST_CASE("a float constant added to a larger shape stays a broadcast of its own
   CHECK((*y)[0].get(5 * 64 * 64 + 3 * 64) == 0);  // row 3, column 0
 }
 
+TEST_CASE("PRelu's slope of one per channel applies along dim 1 before opset 7, numpy's way after", "[onnx]") {
+  // x [1, 2, 3] with slope [2] (channels) before 7; slope [3] (the last dim) from 7 on.
+  for (int64_t opset : {6, 9}) {
+    INFO("opset " << opset);
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(opset);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {1, 2, 3});
+    add_value(g->mutable_output(), "y", {1, 2, 3});
+    onnx::TensorProto* slope = g->add_initializer();
+    slope->set_name("slope");
+    slope->set_data_type(onnx::TensorProto::FLOAT);
+    const std::vector<float> slopes = opset < 7 ? std::vector<float>{0.5f, 2.f} : std::vector<float>{0.5f, 2.f, 3.f};
+    slope->add_dims(static_cast<int64_t>(slopes.size()));
+    for (float f : slopes) slope->add_float_data(f);
+    onnx::NodeProto* prelu = add_node(g, "PRelu", {"x", "slope"}, {"y"});
+    if (opset < 7) {
+      onnx::AttributeProto* a = prelu->add_attribute();
+      a->set_name("consumed_inputs"), a->set_type(onnx::AttributeProto::INTS);
+    }
+    auto r = import_model(bytes_of(m));
+    if (!r.ok()) FAIL(r.error().message);
+    std::map<std::string, ir::Tensor> args = r->weights;
+    args["x"] = ir::Tensor::from_doubles({ir::DType::F32, {1, 2, 3}}, {-1, -1, -1, -1, -1, 4});
+    auto y = ir::evaluate(r->graph, args);
+    if (!y.ok()) FAIL(y.error().message);
+    const std::vector<double> want = opset < 7 ? std::vector<double>{-0.5, -0.5, -0.5, -2, -2, 4}
+                                               : std::vector<double>{-0.5, -2, -3, -0.5, -2, 4};
+    for (int64_t i = 0; i < 6; ++i) CHECK((*y)[0].get(i) == want[static_cast<size_t>(i)]);
+  }
+}
+
 TEST_CASE("shape arithmetic on constants folds at import", "[onnx]") {
   onnx::ModelProto m;
   m.add_opset_import()->set_version(13);
