@@ -1,5 +1,6 @@
 // The GPU tier (tag "gpu"; tools/gpu_tests.sh runs it): CUDA artifacts against the
-// interpreter for every op, element type, text-test model and 30 random graphs, fused and
+// interpreter for every op, element type, text-test model, the models suite's quick rows and
+// 30 random graphs, fused and
 // unfused; CUDA Graph replay against plain launches; caller device pointers; one model
 // run from 8 threads; a state returned as a result; cublasLt's epilogues. Without an
 // NVIDIA driver every case is skipped with a message, unless KILN_REQUIRE_GPU=1 (as the
@@ -14,6 +15,7 @@
 #include "tests/unit/autocast_graph.h"
 #include "tests/unit/cuda_attention_graphs.h"
 #include "tests/unit/half_precisions.h"
+#include "tests/unit/model_rows.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/precision_goals.h"
 #include "tests/unit/random_graph.h"
@@ -98,6 +100,12 @@ TEST_CASE("CUDA: every op, element type and text-test model gives the interprete
     check_against_interpreter(path, g, seeded_arguments(g, k + 1), cuda_options(true));
   }
   CHECK(models.size() >= 20);
+}
+
+TEST_CASE("CUDA: each quick row of the models suite gives the interpreter's values, fused and unfused",
+          "[gpu][cuda][models]") {
+  if (!have_gpu()) return;
+  kiln::testing::check_quick_rows(cuda_options(true));
 }
 
 TEST_CASE("CUDA: 30 random graphs, fused and unfused, give the interpreter's values", "[gpu][cuda]") {
