@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #include "tests/cuda_emulator/emulator.h"
 
@@ -64,18 +66,40 @@ struct Gemm {
   const void* bias = nullptr;
   enum Activation { kNone, kRelu, kGelu } activation = kNone;
 
+  // op(A) of batch index p as rows of k (a_rows[i·k + l]) and op(B) as columns of k
+  // (b_cols[j·k + l]), each element read once, so every sum runs along two arrays.
+  template <class Load>
+  void widen(int64_t p, const Load& load_a, const Load& load_b, std::vector<double>& a_rows,
+             std::vector<double>& b_cols) const {
+    a_rows.resize(static_cast<size_t>(m * k));
+    b_cols.resize(static_cast<size_t>(n * k));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t l = 0; l < k; ++l)
+        a_rows[static_cast<size_t>(i * k + l)] = load_a(p * stride_a + (trans_a ? l + i * lda : i + l * lda));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t l = 0; l < k; ++l)
+        b_cols[static_cast<size_t>(j * k + l)] = load_b(p * stride_b + (trans_b ? j + l * ldb : l + j * ldb));
+  }
+
+  double dot(const std::vector<double>& a_rows, const std::vector<double>& b_cols, int64_t i, int64_t j) const {
+    double sum = 0;
+    const double *x = a_rows.data() + i * k, *y = b_cols.data() + j * k;
+    for (int64_t l = 0; l < k; ++l) sum += x[l] * y[l];
+    return sum;
+  }
+
   template <class T>
   void run_typed(const T* a, const T* b, T* c) const {
-    for (int64_t p = 0; p < batch; ++p)
+    std::vector<double> a_rows, b_cols;
+    for (int64_t p = 0; p < batch; ++p) {
+      widen(p, std::function<double(int64_t)>([&](int64_t at) { return static_cast<double>(a[at]); }),
+            std::function<double(int64_t)>([&](int64_t at) { return static_cast<double>(b[at]); }), a_rows, b_cols);
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < m; ++i) {
-          double sum = 0;
-          for (int64_t l = 0; l < k; ++l)
-            sum += static_cast<double>(a[p * stride_a + (trans_a ? l + i * lda : i + l * lda)]) *
-                   static_cast<double>(b[p * stride_b + (trans_b ? j + l * ldb : l + j * ldb)]);
           T& out = c[p * stride_c + i + j * ldc];
-          out = static_cast<T>(alpha * sum + (beta != 0 ? beta * static_cast<double>(out) : 0.0));
+          out = static_cast<T>(alpha * dot(a_rows, b_cols, i, j) + (beta != 0 ? beta * static_cast<double>(out) : 0.0));
         }
+    }
   }
 
   // cvt.rna.tf32.f32: to nearest, ties away from zero.
@@ -94,20 +118,22 @@ struct Gemm {
   }
 
   void run(const void* a, const void* b, void* c) const {
-    for (int64_t p = 0; p < batch; ++p)
+    std::vector<double> a_rows, b_cols;
+    for (int64_t p = 0; p < batch; ++p) {
+      widen(p, std::function<double(int64_t)>([&](int64_t at) { return operand(a, type_a, static_cast<size_t>(at)); }),
+            std::function<double(int64_t)>([&](int64_t at) { return operand(b, type_b, static_cast<size_t>(at)); }),
+            a_rows, b_cols);
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < m; ++i) {
-          double sum = 0;
-          for (int64_t l = 0; l < k; ++l)
-            sum += static_cast<double>(operand(a, type_a, p * stride_a + (trans_a ? l + i * lda : i + l * lda))) *
-                   operand(b, type_b, p * stride_b + (trans_b ? j + l * ldb : l + j * ldb));
-          const size_t at = p * stride_c + i + j * ldc;
-          float v = static_cast<float>(alpha * sum + (beta != 0 ? beta * load(c, type_c, at) : 0.0));
+          const size_t at = static_cast<size_t>(p * stride_c + i + j * ldc);
+          float v =
+              static_cast<float>(alpha * dot(a_rows, b_cols, i, j) + (beta != 0 ? beta * load(c, type_c, at) : 0.0));
           if (bias) v += load(bias, type_c, i);
           if (activation == kRelu) v = v > 0 ? v : 0;
           if (activation == kGelu) v = 0.5f * v * (1 + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
           store(c, type_c, at, v);
         }
+    }
   }
 };
 

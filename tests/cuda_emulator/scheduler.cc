@@ -1,8 +1,11 @@
-// The emulator's threads: each CUDA thread of a block is a fiber on the calling thread; a fiber runs until it waits at
-// a barrier, and a barrier opens when every thread of its scope that has not returned has arrived, as on the GPU.
-// Blocks run one after another, so a program's __shared__ arrays (static in the host build) are the running block's.
+// The emulator's threads: each CUDA thread of a block is a fiber on the calling thread;
+// a fiber runs until it waits at a barrier, and a barrier opens when every thread of its
+// scope that has not returned has arrived, as on the GPU. Blocks run one after another,
+// so a program's __shared__ arrays (static in the host build) are the running block's.
 #include <sys/mman.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "tests/cuda_emulator/emulator.h"
@@ -79,7 +82,6 @@ struct Block {
   void* scheduler_sp = nullptr;
   Fiber* running = nullptr;
   uint64_t progress = 0;  // arrivals, openings and returns: a pass without any is a deadlock
-  bool deadlocked = false;
   const Kernel* kernel = nullptr;
   void** params = nullptr;
 };
@@ -118,6 +120,10 @@ int sync_or(int predicate) {
 // Every lane of the warp leaves `bytes` of its own; each gets all 32 (lanes past the
 // block's end, or returned, leave zeros).
 void exchange(const void* mine, void* all, unsigned bytes) {
+  if (bytes > kExchangeBytes) {  // the device header's own use: a fragment is 24 bytes
+    std::fprintf(stderr, "kiln CUDA emulator: an exchange of %u bytes (at most %u)\n", bytes, kExchangeBytes);
+    std::abort();
+  }
   Block& block = *g_block;
   Fiber& self = *block.running;
   std::memcpy(self.exchange, mine, bytes);

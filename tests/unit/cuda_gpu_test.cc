@@ -40,6 +40,19 @@ bool have_gpu() {
   return false;
 }
 
+// Whether the driver is kiln's CUDA emulator (tests/cuda_emulator), which runs one CUDA
+// thread at a time on the host: repeating a run there checks nothing that the first run
+// does not (its launches are serialized and deterministic) and costs seconds each.
+bool on_emulator() {
+  auto driver = runtime::cuda::driver();
+  char name[64] = {};
+  return driver.ok() && (*driver)->device_get_name(name, sizeof name, 0) == CUDA_SUCCESS &&
+         std::string(name) == "kiln CUDA emulator";
+}
+
+// How many times to repeat a run: `on_gpu`, or `emulated` on the emulator.
+int repeats(int on_gpu, int emulated = 1) { return on_emulator() ? emulated : on_gpu; }
+
 // Loads the artifact, runs it once with `args`, then `runs` times on each of 8 threads:
 // how many of those failed or gave other bytes than the first run.
 int runs_differing(std::vector<uint8_t> artifact, const std::map<std::string, ir::Tensor>& args, int runs) {
@@ -136,8 +149,9 @@ TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller devic
   if (!plain.ok()) FAIL(plain.error().message);
   auto input = [](int i) { return kiln::testing::wave_input({64, 128}, i); };
   std::map<std::string, ir::Tensor> args = m.initial_values();
-  std::vector<std::vector<uint8_t>> single(400);
-  for (int i = 0; i < 400; ++i) {
+  const int runs = repeats(400, 20);
+  std::vector<std::vector<uint8_t>> single(static_cast<size_t>(runs));
+  for (int i = 0; i < runs; ++i) {
     auto a = (*replayed)->run({{"x", host(input(i), "x")}});
     auto b = (*plain)->run({{"x", host(input(i), "x")}});
     REQUIRE(a.ok());
@@ -178,7 +192,7 @@ TEST_CASE("CUDA: graph replay equals plain launches, run after run; caller devic
   REQUIRE(!missing.ok());
   CHECK(missing.error().message == "run: no device pointer for input %x: f32[64,128]");
   // 8 threads, each run on its own session.
-  CHECK(kiln::testing::mismatches_across_threads(**replayed, "x", {64, 128}, 8, 50, single) == 0);
+  CHECK(kiln::testing::mismatches_across_threads(**replayed, "x", {64, 128}, 8, repeats(50, 2), single) == 0);
 }
 
 // Random graph 30 returns its state %s beside %s.next: the first GPU run (H100,
@@ -226,7 +240,7 @@ TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes 
     check_against_interpreter("split", g, args, cuda_options(true));
     auto artifact = compile_to_artifact(g, cuda_options(true));
     REQUIRE(artifact.ok());
-    CHECK(runs_differing(std::move(*artifact), args, 13) == 0);  // 104 runs in all
+    CHECK(runs_differing(std::move(*artifact), args, repeats(13)) == 0);  // 104 runs in all on a GPU
   }
 }
 
@@ -309,7 +323,7 @@ TEST_CASE(
   check_same(*got, want);
   check_against_interpreter("epilogues", g, args, cuda_options(true));
   // The same from 8 threads, each on its own session (its own descriptors and bias pointer).
-  CHECK(runs_differing(std::move(*artifact), args, 5) == 0);
+  CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
 }
 
 TEST_CASE("CUDA: f16 and bf16 matmuls (cublasLtMatmul, f32 compute) within one unit in the last place",
@@ -375,7 +389,7 @@ TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's
       if (!got.ok()) FAIL(got.error().message);
       const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
       check_same(*got, want, bound, bound);
-      CHECK(runs_differing(std::move(*artifact), args, 5) == 0);
+      CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
     }
   }
 }
