@@ -22,19 +22,6 @@ namespace {
 // warnings (generated code names values it may not use; the log then holds errors only).
 constexpr const char* kCommonOptions[] = {"-std=c++17", "--fmad=true", "--disable-warnings"};
 
-// A cache entry is the code and, after it, the xxh64 of the code (8 bytes). One that
-// cannot be read (missing, a directory, absurdly large) or whose hash does not match its
-// code (cut short, overwritten) is a miss, and the compile that follows replaces it.
-std::optional<std::vector<uint8_t>> read_cached(const std::string& path) {
-  auto text = read_file(path, uint64_t{1} << 30);
-  if (!text.ok() || text->size() <= 8) return std::nullopt;
-  const size_t size = text->size() - 8;
-  uint64_t hash = 0;
-  std::memcpy(&hash, text->data() + size, 8);
-  if (XXH64(text->data(), size, 0) != hash) return std::nullopt;
-  return std::vector<uint8_t>(text->begin(), text->begin() + static_cast<std::ptrdiff_t>(size));
-}
-
 // Written to a temporary name and renamed, so a concurrent reader never sees half a file.
 // Returns why it could not be stored, or "".
 std::string write_cached(const std::string& dir, const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -83,6 +70,16 @@ Result<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> nvrtc(const std::s
 }
 
 }  // namespace
+
+std::optional<std::vector<uint8_t>> read_cache_entry(const std::string& path) {
+  auto text = read_file(path, uint64_t{1} << 30);
+  if (!text.ok() || text->size() <= 8) return std::nullopt;
+  const size_t size = text->size() - 8;
+  uint64_t hash = 0;
+  std::memcpy(&hash, text->data() + size, 8);
+  if (XXH64(text->data(), size, 0) != hash) return std::nullopt;
+  return std::vector<uint8_t>(text->begin(), text->begin() + static_cast<std::ptrdiff_t>(size));
+}
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
@@ -152,7 +149,7 @@ Result<std::vector<CodeObject>> compile_program(const std::string& source, const
     if (options.use_cache && !std::filesystem::exists(source_path))
       write_cached(dir, source_path, std::vector<uint8_t>(source.begin(), source.end()));
     if (options.use_cache) {
-      auto cubin = read_cached(c.cubin_path), ptx = read_cached(ptx_path);
+      auto cubin = read_cache_entry(c.cubin_path), ptx = read_cache_entry(ptx_path);
       if (cubin && ptx) {
         c.code = std::pair{std::move(*cubin), std::move(*ptx)};
         c.hit = true;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,13 @@ std::string nvrtc_version();
 
 /// $KILN_CACHE_DIR/nvrtc if set, else $XDG_CACHE_HOME/kiln/nvrtc, else ~/.cache/kiln/nvrtc.
 std::string default_cache_dir();
+
+/// A cache entry's bytes: the code (or source) and, after it, the xxh64 of the code (8
+/// bytes). One that cannot be read (missing, a directory, absurdly large) or whose hash
+/// does not match its code (cut short, overwritten) is none: a miss, which the compile
+/// that follows replaces. Beside each entry's `KEY-ARCH.cubin` and `.ptx` is the source
+/// compiled, `KEY-ARCH.cu`, in the same form.
+std::optional<std::vector<uint8_t>> read_cache_entry(const std::string& path);
 
 /// Checks an architecture list: each "sm_NN" that this NVRTC can compile for.
 Status check_archs(const std::vector<std::string>& archs);

@@ -3,9 +3,7 @@
 // were compiled from beside them (codegen/cuda/nvrtc_compile.cc), and compiles that
 // source with the host compiler ($KILN_CUDA_EMULATOR_CXX, else c++) after
 // device_header().
-#include <dirent.h>
 #include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -15,17 +13,11 @@
 #include <regex>
 #include <sstream>
 
+#include "codegen/cuda/nvrtc_compile.h"
 #include "tests/cuda_emulator/emulator.h"
 
 namespace kiln::cuda_emulator {
 namespace {
-
-std::string cache_dir() {
-  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir && *dir) return std::string(dir) + "/nvrtc";
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) return std::string(dir) + "/kiln/nvrtc";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/kiln/nvrtc";
-  return "/tmp/kiln-cache/nvrtc";
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -72,36 +64,33 @@ std::string_view image_bytes(const void* image) {
 
 // The source beside the cache entry that holds these bytes, or why there is none.
 bool find_source(std::string_view image, std::string& source, std::string& error) {
-  const std::string dir = cache_dir();
-  DIR* d = opendir(dir.c_str());
-  if (!d) {
-    error = "the emulator found no NVRTC cache at " + dir;
-    return false;
-  }
-  std::string found;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
-    const size_t dot = name.rfind('.');
-    if (dot == std::string::npos || (name.substr(dot) != ".cubin" && name.substr(dot) != ".ptx")) continue;
-    struct stat st;
-    const std::string path = dir + "/" + name;
-    // An entry is the bytes and their xxh64 (8 bytes).
-    if (stat(path.c_str(), &st) != 0 || static_cast<size_t>(st.st_size) != image.size() + 8) continue;
-    if (std::string_view(read_file(path)).substr(0, image.size()) == image) {
-      found = dir + "/" + name.substr(0, dot) + ".cu";
+  const std::string dir = codegen::cuda::default_cache_dir();
+  std::error_code ec;
+  std::filesystem::path found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string extension = entry.path().extension().string();
+    if (extension != ".cubin" && extension != ".ptx") continue;
+    auto code = codegen::cuda::read_cache_entry(entry.path().string());
+    if (code && std::string_view(reinterpret_cast<const char*>(code->data()), code->size()) == image) {
+      found = std::filesystem::path(entry.path()).replace_extension(".cu");
       break;
     }
   }
-  closedir(d);
+  if (ec) {
+    error = "the emulator found no NVRTC cache at " + dir;
+    return false;
+  }
   if (found.empty()) {
     error = "the emulator found no entry of the NVRTC cache at " + dir + " with this image's bytes";
     return false;
   }
-  source = read_file(found);
-  if (source.size() > 8) source.resize(source.size() - 8);
-  else source.clear();
-  if (source.empty()) error = "the emulator found no source at " + found;
-  return !source.empty();
+  auto text = codegen::cuda::read_cache_entry(found.string());
+  if (!text || text->empty()) {
+    error = "the emulator found no source at " + found.string();
+    return false;
+  }
+  source.assign(text->begin(), text->end());
+  return true;
 }
 
 // The program as a host library: the header, the source, and per kernel an entry point

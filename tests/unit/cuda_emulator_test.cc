@@ -5,7 +5,6 @@
 // which points $KILN_LIBCUDA at the emulator.
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
 
 #include "codegen/cuda/kernel_emitter.h"
 #include "codegen/cuda/nvrtc_compile.h"
@@ -52,9 +51,8 @@ CUmodule load_kernels(const runtime::cuda::Driver& cu) {
   bool source_kept = false;
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.path().extension() == ".cu") {
-      std::ifstream in(entry.path(), std::ios::binary);
-      const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      source_kept |= kept.starts_with(source);
+      auto kept = codegen::cuda::read_cache_entry(entry.path().string());
+      source_kept |= kept && std::string(kept->begin(), kept->end()) == source;
     }
   CHECK(source_kept);
   CUmodule module;
