@@ -48,7 +48,10 @@ inline constexpr int kLoopThreads = 256;
 inline constexpr int kWarpRowMax = 1024;  // rows up to this long get one warp each
 inline constexpr int kWarpItems = 32;     // elements per lane kept in registers, warp rows
 inline constexpr int kBlockItems = 16;    // elements per thread kept in registers, block rows
-inline constexpr int kOnlineChunk = 8;    // elements per thread per step of a long row's online softmax
+// ... where the step reads one input of the row's shape (softmax, layer_norm): a row of
+// 32768 in a block of 1024, 63 registers a thread; more inputs would spill.
+inline constexpr int kBlockItemsOneInput = 32;
+inline constexpr int kOnlineChunk = 8;  // elements per thread per step of a long row's online softmax
 
 // Emits one kernel step (a loop, row or scatter kernel) as CUDA C++. Its values element
 // by element come from the element walker it derives from, over C++ expressions.
@@ -187,6 +190,14 @@ class KernelEmitter : public ElementWalker {
   void remember_row_value(const Node& n, const std::string& result, const Index& at);
   // Emits a loop over a row's elements (`body` gets the element's position j).
   Status row_loop(const std::function<Status(const std::string&)>& body);
+  // Rows in registers along contiguous rows: elements per vector a thread loads and stores
+  // (1: none), and the loop over a thread's vectors (`body` gets the first one's position).
+  int row_vector_lanes(const ir::RowClass& rc, const std::vector<ValueId>& vectors) const;
+  int row_items_limit(const ir::RowClass& rc) const;
+  Status row_vector_loop(const std::function<Status(const std::string&)>& body);
+  Status load_rows(const std::vector<ValueId>& loaded, const std::function<Index(const std::string&)>& full_index);
+  Status store_rows(const std::vector<ValueId>& outputs, const ir::RowClass& rc,
+                    const std::function<Index(const std::string&)>& full_index);
   Status scatter_kernel(Launch& launch);
   // A split step's first kernel: each part's sum into parts_scratch.
   Status partial_kernel(Launch& launch);
@@ -209,8 +220,9 @@ class KernelEmitter : public ElementWalker {
   std::map<ValueId, std::string> row_cache_;
   std::string item_;
   Index item_index_;
-  // Row kernels: threads per row, elements per thread in registers (0: not kept), row length.
-  int row_threads_ = 0, items_ = 0;
+  // Row kernels: threads per row, elements per thread in registers (0: not kept), elements
+  // per vector load (1: scalar loads), row length.
+  int row_threads_ = 0, items_ = 0, row_lanes_ = 1;
   int64_t row_length_ = 0;
 };
 

@@ -231,6 +231,63 @@ TEST_CASE("CUDA: state updates written by a reduction's epilogue, in place, give
   }
 }
 
+// Rows in registers load and store 16-byte vectors where every row is aligned, and the
+// same elements one at a time where a caller's buffer is not: rows of 32768 (32 elements
+// a thread), bf16 rows of 4096 (vectors of 8), rows of 1000 (a warp each, the last
+// vectors past the row's end).
+TEST_CASE("CUDA: row kernels give the interpreter's values, the same bytes from aligned and unaligned buffers",
+          "[gpu][cuda]") {
+  if (!have_gpu()) return;
+  const ir::Graph g = kiln::testing::parse_ok(R"(graph @rows(%x: f32[6,32768], %h: bf16[5,4096], %w: f32[9,1000]) {
+  %a: f32[6,32768] = softmax(%x) {axis=-1}
+  %hf: f32[5,4096] = cast(%h) {to=f32}
+  %hs: f32[5,4096] = softmax(%hf) {axis=-1}
+  %b: bf16[5,4096] = cast(%hs) {to=bf16}
+  %c: f32[9,1000] = log_softmax(%w) {axis=-1}
+  return %a, %b, %c
+})");
+  const auto args = seeded_arguments(g, 3, 4);
+  const std::vector<ir::Tensor> want = kiln::testing::eval_ok(g, args);
+  auto artifact = compile_to_artifact(g, cuda_options(true));
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto model = runtime::Model::load_bytes(*artifact);
+  if (!model.ok()) FAIL(model.error().message);
+  std::map<std::string, runtime::HostTensor> inputs;
+  for (const auto& [name, t] : args) inputs[name] = host(t, name);
+  auto aligned = (*model)->run(inputs);
+  if (!aligned.ok()) FAIL(aligned.error().message);
+  // Softmax's values over 32768 are near 3e-5: an absolute tolerance would pass anything.
+  check_same({kiln::testing::tensor_of((*aligned)[0])}, {want[0]}, 1e-4, 1e-9);
+  check_same({kiln::testing::tensor_of((*aligned)[1])}, {want[1]}, 1e-2, 1e-7);  // 2.5 bf16 units
+  check_same({kiln::testing::tensor_of((*aligned)[2])}, {want[2]}, 1e-5, 1e-6);
+  // Each buffer one element past an aligned address.
+  const runtime::cuda::Driver& cu = **runtime::cuda::driver();
+  std::vector<CUdeviceptr> allocations;
+  auto unaligned = [&](size_t bytes, size_t element) {
+    CUdeviceptr p = 0;
+    REQUIRE(cu.mem_alloc(&p, bytes + 16) == CUDA_SUCCESS);
+    allocations.push_back(p);
+    return p + element;
+  };
+  std::map<std::string, uint64_t> in, out;
+  for (const auto& [name, t] : inputs) {
+    in[name] = unaligned(t.data.size(), ir::dtype_size(static_cast<ir::DType>(t.info.type)));
+    REQUIRE(cu.memcpy_htod(in[name], t.data.data(), t.data.size()) == CUDA_SUCCESS);
+  }
+  const std::vector<std::string> names{"a", "b", "c"};
+  for (size_t o = 0; o < names.size(); ++o)
+    out[names[o]] = unaligned((*aligned)[o].data.size(), ir::dtype_size(want[o].type.dtype));
+  Status ran = (*model)->run_device(in, out);
+  if (!ran.ok()) FAIL(ran.error().message);
+  for (size_t o = 0; o < names.size(); ++o) {
+    INFO("output %" << names[o]);
+    std::vector<uint8_t> got((*aligned)[o].data.size());
+    REQUIRE(cu.memcpy_dtoh(got.data(), out[names[o]], got.size()) == CUDA_SUCCESS);
+    CHECK(got == (*aligned)[o].data);
+  }
+  for (CUdeviceptr p : allocations) cu.mem_free(p);
+}
+
 TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes over 100 runs from 8 threads",
           "[gpu][cuda][split]") {
   if (!have_gpu()) return;
