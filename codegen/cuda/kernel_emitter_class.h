@@ -49,7 +49,7 @@ inline constexpr int kWarpRowMax = 1024;  // rows up to this long get one warp e
 inline constexpr int kWarpItems = 32;     // elements per lane kept in registers, warp rows
 inline constexpr int kBlockItems = 16;    // elements per thread kept in registers, block rows
 // ... where the step reads one input of the row's shape (softmax, layer_norm): a row of
-// 32768 in a block of 1024, 63 registers a thread; more inputs would spill.
+// 32768 then fits a block of 1024 without spills (docs/cuda.md); more inputs would spill.
 inline constexpr int kBlockItemsOneInput = 32;
 inline constexpr int kOnlineChunk = 8;  // elements per thread per step of a long row's online softmax
 
