@@ -26,6 +26,9 @@ __device__ __forceinline__ unsigned short kiln_f32_to_bf16(float f) {
   if (f != f) return 0x7fc0;
   return (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
+// A bf16 value in registers is already rounded (every op with a bf16 result rounds, and
+// loads are exact): its storage is its top half, one shift where rounding takes six ops.
+__device__ __forceinline__ unsigned short kiln_bf16_bits(float f) { return (unsigned short)(__float_as_uint(f) >> 16); }
 __device__ __forceinline__ float kiln_round_f16(float f) { return kiln_f16_to_f32(kiln_f32_to_f16(f)); }
 __device__ __forceinline__ float kiln_round_bf16(float f) { return kiln_bf16_to_f32(kiln_f32_to_bf16(f)); }
 

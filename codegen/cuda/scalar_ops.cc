@@ -51,7 +51,7 @@ std::string from_storage(DType d, const std::string& s) {
 std::string to_storage(DType d, const std::string& v) {
   switch (d) {
     case DType::F16: return "kiln_f32_to_f16(" + v + ")";
-    case DType::BF16: return "kiln_f32_to_bf16(" + v + ")";
+    case DType::BF16: return "kiln_bf16_bits(" + v + ")";
     case DType::Bool:
     case DType::U8: return "(unsigned char)(" + v + ")";
     case DType::I8: return "(signed char)(" + v + ")";

@@ -19,7 +19,8 @@ std::string_view compute_type(ir::DType dtype);
 std::string_view storage_type(ir::DType dtype);
 /// A stored element (an expression of the storage type) as a compute-type expression.
 std::string from_storage(ir::DType dtype, const std::string& stored);
-/// A compute-type expression as the value to store.
+/// A compute-type expression as the value to store. A bf16 value is stored by its top
+/// half: it must be rounded already, as every op with a bf16 result rounds its result.
 std::string to_storage(ir::DType dtype, const std::string& value);
 /// A compute-type constant, exact (floats as hexadecimal literals).
 std::string constant(ir::DType dtype, double value, int64_t int_value);

@@ -8,6 +8,7 @@
 
 #include "codegen/cuda/kernel_emitter.h"
 #include "codegen/cuda/nvrtc_compile.h"
+#include "codegen/cuda/scalar_ops.h"
 #include "ir/reduction_split.h"
 #include "tests/unit/op_graphs.h"
 #include "tests/unit/random_graph.h"
@@ -93,6 +94,36 @@ TEST_CASE("every generated kernel compiles with NVRTC for sm_80 and sm_90", "[co
   int missing = 0;
   for (const std::string& s : symbols) missing += ptx.find(".entry " + s + "(") == std::string::npos;
   CHECK(missing == 0);
+}
+
+// Kernels store a bf16 value by its top half (kiln_bf16_bits), which is its rounding only
+// when the value is a bf16 already: every elementwise op with a bf16 result must round
+// it, or be one that picks an operand (or zero). A new op that does neither fails here.
+TEST_CASE("every elementwise op with a bf16 result rounds it, so stores move its bits", "[codegen][cuda]") {
+  using ir::DType;
+  using ir::Op;
+  for (Op op : ir::all_ops()) {
+    const ir::OperandTypes types = ir::op_operand_types(op);
+    if (ir::op_kind(op) != ir::OpKind::Elementwise || types == ir::OperandTypes::Compared ||
+        types == ir::OperandTypes::Bool)
+      continue;  // bool results
+    INFO(ir::op_name(op));
+    const size_t arity = ir::op_arity(op) < 0 ? 2 : static_cast<size_t>(ir::op_arity(op));
+    std::vector<std::string> operands{"x", "y", "z"};
+    operands.resize(arity);
+    std::vector<DType> dtypes(arity, DType::BF16);
+    ir::Attrs attrs;
+    if (op == Op::Select) dtypes[0] = DType::Bool;
+    if (op == Op::Cast) {
+      attrs.set("to", DType::BF16);
+      dtypes[0] = DType::F32;
+    }
+    auto e = codegen::cuda::elementwise(op, attrs, operands, dtypes, DType::BF16);
+    if (!e.ok()) FAIL(e.error().message);
+    const bool picks_operand = op == Op::Relu || op == Op::Select;
+    if (!picks_operand) CHECK(e->starts_with("kiln_round_bf16("));
+  }
+  CHECK(codegen::cuda::to_storage(DType::BF16, "v") == "kiln_bf16_bits(v)");
 }
 
 TEST_CASE("the NVRTC cache: a miss, then a hit with the same bytes; --no-cache bypasses it", "[codegen][cuda][cache]") {
