@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "codegen/cuda/scalar_ops.h"
@@ -115,6 +116,15 @@ class AttentionWriter {
         "}\n"
         "__device__ __forceinline__ float kiln_att_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : "
         "\"=f\"(y) : \"f\"(x)); return y; }\n"
+        // 16 bytes from global to shared memory without registers; zeros where !valid.
+        "__device__ __forceinline__ void kiln_att_copy16(void* shared, const void* global, bool valid) {\n"
+        "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(kiln_att_shared(shared)), "
+        "\"l\"(global), \"r\"(valid ? 16 : 0) : \"memory\");\n"
+        "}\n"
+        "__device__ __forceinline__ void kiln_att_copy_commit() { asm volatile(\"cp.async.commit_group;\" ::: "
+        "\"memory\"); }\n"
+        "__device__ __forceinline__ void kiln_att_copy_wait() { asm volatile(\"cp.async.wait_all;\" ::: "
+        "\"memory\"); }\n"
         "#endif\n";
     const std::string unpack = suffix_ == "bf16"
                                    ? "lo = __uint_as_float(d << 16); hi = __uint_as_float(d & 0xffff0000u);"
@@ -226,9 +236,42 @@ class AttentionWriter {
     line("  }");
   }
 
+  // Whether k's and v's tiles reach shared memory by cp.async: half-precision rows that
+  // load as 16-byte chunks (f32 operands are rounded on the way, through registers), at
+  // head dims up to 64. At 128 the copies cost the few registers that let an SM hold a
+  // third block of the kernel (docs/cuda.md), which only a GPU can weigh.
+  bool copies_async() const {
+    const DType half = m_.precision;
+    return dtype(m_.k) == half && dtype(m_.v) == half && rows_aligned(m_.k_view, 8) && rows_aligned(m_.v_view, 8) &&
+           std::max(head_dim_, value_dim_) <= 64;
+  }
+
+  // Tile `tile` of k or v into `smem` by cp.async, 16 bytes a thread at a time (zeros past
+  // the keys), as one commit group.
+  void copy_tile(const Operand& o, const std::string& smem, int64_t cols, const std::string& indent,
+                 const std::string& tile) {
+    const int64_t row_stride = o.view->strides[batch_.size()];
+    line(
+        fmt::format("{}for (int c = threadIdx.x; c < {}; c += {}) {{", indent, kAttentionKeyTile * cols / 8, kThreads));
+    line(fmt::format("{0}  const int r = c / {1}, c8 = (c % {1}) * 8, key = ({2}) * {3} + r;", indent, cols / 8, tile,
+                     kAttentionKeyTile));
+    if (keys_ % kAttentionKeyTile == 0)  // every tile is whole
+      line(fmt::format("{}  kiln_att_copy16(&{}[r][c8], {} + {}o + (long long)key * {}LL + c8, true);", indent, smem,
+                       o.name, o.name, row_stride));
+    else
+      line(fmt::format("{}  kiln_att_copy16(&{}[r][c8], {} + {}o + (long long)min(key, {}) * {}LL + c8, key < {});",
+                       indent, smem, o.name, o.name, keys_ - 1, row_stride, keys_));
+    line(indent + "}");
+    line(indent + "kiln_att_copy_commit();");
+  }
+
   // The loop over key tiles: k and v's tile to shared memory, scores, f, the online
-  // softmax and P·v.
+  // softmax and P·v. With cp.async (FlashAttention-2's order), v's tile is copied while
+  // the scores are computed and the next k tile while P·v is.
   void scores_loop() {
+    const bool async = copies_async();
+    const Operand k{"k", dtype(m_.k), &m_.k_view}, v{"v", dtype(m_.v), &m_.v_view};
+    if (async) copy_tile(k, "ks", head_dim_, "", "0");
     const bool causal_last = !m_.transforms.empty() && m_.transforms.back().kind == ir::ScoreTransform::Kind::Causal;
     const int64_t tiles = (keys_ + kAttentionKeyTile - 1) / kAttentionKeyTile;
     if (causal_last) {
@@ -247,10 +290,17 @@ class AttentionWriter {
       line("    if (!__syncthreads_or(needed)) break;");
       line("  }");
     }
-    line("  __syncthreads();");
-    store_tile({"k", dtype(m_.k), &m_.k_view}, "ks", head_dim_);
-    store_tile({"v", dtype(m_.v), &m_.v_view}, "vs", value_dim_);
-    line("  __syncthreads();");
+    if (async) {
+      // k's tile has landed, for every thread; all are done with v's last tile.
+      line("  kiln_att_copy_wait();");
+      line("  __syncthreads();");
+      copy_tile(v, "vs", value_dim_, "  ", "kb");
+    } else {
+      line("  __syncthreads();");
+      store_tile(k, "ks", head_dim_);
+      store_tile(v, "vs", value_dim_);
+      line("  __syncthreads();");
+    }
     const int n_tiles = kAttentionKeyTile / 8;
     line(fmt::format("  float s[{}][4];", n_tiles));
     line("  #pragma unroll");
@@ -324,6 +374,14 @@ class AttentionWriter {
         fmt::format("  for (int j = 0; j < {}; ++j) {{ o[j][0] *= alpha_a; o[j][1] *= alpha_a; o[j][2] *= alpha_b; "
                     "o[j][3] *= alpha_b; }}",
                     value_dim_ / 8));
+    if (async) {
+      // v's tile has landed, for every thread; all are done with k's tile.
+      line("  kiln_att_copy_wait();");
+      line("  __syncthreads();");
+      line(fmt::format("  if (kb + 1 < {}) {{", tiles));
+      copy_tile(k, "ks", head_dim_, "    ", "kb + 1");
+      line("  }");
+    }
     // P·v: a pair of score tiles is the A fragment of 16 keys, as the mma's C layout is.
     line("  #pragma unroll");
     line(fmt::format("  for (int kc = 0; kc < {}; ++kc) {{", kAttentionKeyTile / 16));
@@ -342,6 +400,9 @@ class AttentionWriter {
     line("    }");
     line("  }");
     line("}");
+    // A loop left early (a causal mask's last tiles) may have a copy of k in flight, and
+    // the next work item copies into the same tiles.
+    if (async) line("kiln_att_copy_wait(); __syncthreads();");
   }
 
   // f over the tile's scores; `checked`: rows and keys past the end take -inf instead,

@@ -16,6 +16,7 @@ std::string_view device_header() {
 #include <cstring>
 #include <climits>
 #include <utility>
+#include <vector>
 
 struct kiln_emu_dim3 { unsigned x, y, z; };
 struct kiln_emu_thread { kiln_emu_dim3 thread, block, block_dim, grid_dim; };
@@ -110,6 +111,27 @@ inline void kiln_emu_ldsm(unsigned* r, const void* p, bool trans) {
     }
     r[j] = (unsigned)lo | ((unsigned)hi << 16);
   }
+}
+// cp.async: each thread's copies land at its wait (cp.async.wait_all), not before, so a
+// kernel that reads a tile before waiting for it reads what was there.
+struct kiln_emu_copy { void* shared; const void* global; };
+static std::vector<std::pair<const void*, kiln_emu_copy>> kiln_emu_copies;
+inline void kiln_att_copy16(void* shared, const void* global, bool valid) {
+  kiln_emu_copies.push_back({*kiln_emu->current, {shared, valid ? global : nullptr}});
+}
+inline void kiln_att_copy_commit() {}
+inline void kiln_att_copy_wait() {
+  const void* me = *kiln_emu->current;
+  size_t kept = 0;
+  for (const auto& [thread, copy] : kiln_emu_copies) {
+    if (thread != me) {
+      kiln_emu_copies[kept++] = {thread, copy};
+      continue;
+    }
+    if (copy.global) std::memcpy(copy.shared, copy.global, 16);
+    else std::memset(copy.shared, 0, 16);
+  }
+  kiln_emu_copies.resize(kept);
 }
 inline void kiln_att_ldsm(unsigned* r, const void* p) { kiln_emu_ldsm(r, p, false); }
 inline void kiln_att_ldsm_trans(unsigned* r, const void* p) { kiln_emu_ldsm(r, p, true); }

@@ -2,8 +2,9 @@
 // f16: compiled by NVRTC in CI (cuda_attention_test.cc), run against the interpreter in
 // the GPU tier (cuda_gpu_test.cc). Between them they take each path of the kernel: query
 // rows and keys past a whole tile, q, k and v read from f32, as bf16 values and through
-// the heads of a projection, head dims 16 to 128, each mask kind, and a causal fill whose
-// exp is not 0 (the tiles past the diagonal are then taken).
+// the heads of a projection, head dims 16 to 128, each mask kind, a causal fill whose exp
+// is not 0 (the tiles past the diagonal are then taken), and bf16 k and v copied to shared
+// memory by cp.async, in whole tiles and past the keys.
 #pragma once
 
 #include <string>
@@ -47,6 +48,15 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
   %vf: f32[2,3,77,16] = cast(%v) {to=f32}
   %yf: f32[2,3,100,16] = attention(%qf, %kf, %vf) {causal=true, scale=0.17}
   %y: bf16[2,3,100,16] = cast(%yf) {to=bf16}
+  return %y
+})"},
+      {"bf16, causal, D=64, whole tiles of keys (cp.async without bounds; loops left early with a copy in flight)",
+       R"(graph @g(%q: bf16[1,2,256,64], %k: bf16[1,2,256,64], %v: bf16[1,2,256,64]) {
+  %qf: f32[1,2,256,64] = cast(%q) {to=f32}
+  %kf: f32[1,2,256,64] = cast(%k) {to=f32}
+  %vf: f32[1,2,256,64] = cast(%v) {to=f32}
+  %yf: f32[1,2,256,64] = attention(%qf, %kf, %vf) {causal=true, scale=0.125}
+  %y: bf16[1,2,256,64] = cast(%yf) {to=bf16}
   return %y
 })"},
       {"no mask, D=Dv=128, keys past a tile", R"(graph @g(%q: f32[3,100,128], %k: f32[3,200,128], %v: f32[3,200,128]) {
