@@ -15,6 +15,19 @@
 
 namespace kiln::testing {
 
+// Causal attention over bf16 q [batch, T, D], k [batch, S, D] and v [batch, S, Dv], the
+// casts around the op as autocast writes them (`batch`: "[B,H" for example).
+inline std::string causal_bf16_attention(const std::string& batch, int t, int s, int d, int dv, double scale) {
+  auto type = [&](const char* dtype, int rows, int cols) {
+    return std::string(dtype) + batch + "," + std::to_string(rows) + "," + std::to_string(cols) + "]";
+  };
+  return "graph @g(%q: " + type("bf16", t, d) + ", %k: " + type("bf16", s, d) + ", %v: " + type("bf16", s, dv) +
+         ") {\n  %qf: " + type("f32", t, d) + " = cast(%q) {to=f32}\n  %kf: " + type("f32", s, d) +
+         " = cast(%k) {to=f32}\n  %vf: " + type("f32", s, dv) + " = cast(%v) {to=f32}\n  %yf: " + type("f32", t, dv) +
+         " = attention(%qf, %kf, %vf) {causal=true, scale=" + std::to_string(scale) +
+         "}\n  %y: " + type("bf16", t, dv) + " = cast(%yf) {to=bf16}\n  return %y\n}";
+}
+
 inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() {
   return {
       {"the op, causal, 300 queries, D=64", R"(graph @g(%q: f32[1,2,300,64], %k: f32[1,2,300,64], %v: f32[1,2,300,64]) {
@@ -42,23 +55,9 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
   return %o
 })"},
       {"bf16 q, k and v read as they lie (the casts around the op fold in bf16), causal, S < T",
-       R"(graph @g(%q: bf16[2,3,100,32], %k: bf16[2,3,77,32], %v: bf16[2,3,77,16]) {
-  %qf: f32[2,3,100,32] = cast(%q) {to=f32}
-  %kf: f32[2,3,77,32] = cast(%k) {to=f32}
-  %vf: f32[2,3,77,16] = cast(%v) {to=f32}
-  %yf: f32[2,3,100,16] = attention(%qf, %kf, %vf) {causal=true, scale=0.17}
-  %y: bf16[2,3,100,16] = cast(%yf) {to=bf16}
-  return %y
-})"},
+       causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17)},
       {"bf16, causal, D=64, whole tiles of keys (cp.async without bounds; loops left early with a copy in flight)",
-       R"(graph @g(%q: bf16[1,2,256,64], %k: bf16[1,2,256,64], %v: bf16[1,2,256,64]) {
-  %qf: f32[1,2,256,64] = cast(%q) {to=f32}
-  %kf: f32[1,2,256,64] = cast(%k) {to=f32}
-  %vf: f32[1,2,256,64] = cast(%v) {to=f32}
-  %yf: f32[1,2,256,64] = attention(%qf, %kf, %vf) {causal=true, scale=0.125}
-  %y: bf16[1,2,256,64] = cast(%yf) {to=bf16}
-  return %y
-})"},
+       causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125)},
       {"no mask, D=Dv=128, keys past a tile", R"(graph @g(%q: f32[3,100,128], %k: f32[3,200,128], %v: f32[3,200,128]) {
   %y: f32[3,100,128] = attention(%q, %k, %v) {scale=0.088}
   return %y
