@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "codegen/cuda/attention_helpers.h"
 #include "codegen/cuda/scalar_ops.h"
 #include "ir/shape_inference.h"
 
@@ -47,7 +48,6 @@ class AttentionWriter {
     to_half_ = bf16 ? "kiln_f32_to_bf16" : "kiln_f32_to_f16";
     half_to_f32_ = bf16 ? "kiln_bf16_to_f32" : "kiln_f16_to_f32";
     round_ = bf16 ? "kiln_round_bf16" : "kiln_round_f16";
-    mma_types_ = bf16 ? "bf16.bf16" : "f16.f16";
     suffix_ = bf16 ? "bf16" : "f16";
   }
 
@@ -73,7 +73,7 @@ class AttentionWriter {
     int64_t indices = 1;
     for (int64_t b : batch_) indices *= b;
 
-    out += helpers();
+    out += attention_helpers(m_.precision);
     out += fmt::format(
         "#define kiln_att_pack kiln_att_pack_{0}\n#define kiln_att_round kiln_att_round_{0}\n#define kiln_att_mma "
         "kiln_att_mma_{0}\n",
@@ -97,55 +97,6 @@ class AttentionWriter {
  private:
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
-
-  // Per program (the guards): shared-memory fragment loads (ldmatrix) and exp2; per
-  // precision: two f32 values rounded to it and packed into a register, a pair rounded in
-  // place, and its mma.sync.
-  std::string helpers() const {
-    std::string common =
-        "#ifndef KILN_ATTENTION\n#define KILN_ATTENTION\n"
-        "__device__ __forceinline__ unsigned kiln_att_shared(const void* p) { return "
-        "(unsigned)__cvta_generic_to_shared(p); }\n"
-        "__device__ __forceinline__ void kiln_att_ldsm(unsigned* r, const void* p) {\n"
-        "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
-        "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(kiln_att_shared(p)) : \"memory\");\n"
-        "}\n"
-        "__device__ __forceinline__ void kiln_att_ldsm_trans(unsigned* r, const void* p) {\n"
-        "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
-        "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(kiln_att_shared(p)) : \"memory\");\n"
-        "}\n"
-        "__device__ __forceinline__ float kiln_att_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : "
-        "\"=f\"(y) : \"f\"(x)); return y; }\n"
-        // 16 bytes from global to shared memory without registers; zeros where !valid.
-        "__device__ __forceinline__ void kiln_att_copy16(void* shared, const void* global, bool valid) {\n"
-        "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(kiln_att_shared(shared)), "
-        "\"l\"(global), \"r\"(valid ? 16 : 0) : \"memory\");\n"
-        "}\n"
-        "__device__ __forceinline__ void kiln_att_copy_commit() { asm volatile(\"cp.async.commit_group;\" ::: "
-        "\"memory\"); }\n"
-        "__device__ __forceinline__ void kiln_att_copy_wait() { asm volatile(\"cp.async.wait_all;\" ::: "
-        "\"memory\"); }\n"
-        "#endif\n";
-    const std::string unpack = suffix_ == "bf16"
-                                   ? "lo = __uint_as_float(d << 16); hi = __uint_as_float(d & 0xffff0000u);"
-                                   : "lo = kiln_f16_to_f32((unsigned short)(d & 0xffffu)); hi = "
-                                     "kiln_f16_to_f32((unsigned short)(d >> 16));";
-    return common +
-           fmt::format(
-               "#ifndef KILN_ATTENTION_{0}\n#define KILN_ATTENTION_{0}\n"
-               "__device__ __forceinline__ unsigned kiln_att_pack_{0}(float lo, float hi) {{ unsigned d; "
-               "asm(\"cvt.rn.{0}x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo)); return d; }}\n"
-               "__device__ __forceinline__ void kiln_att_round_{0}(float& lo, float& hi) {{ const unsigned d = "
-               "kiln_att_pack_{0}(lo, hi); {2} }}\n"
-               "__device__ __forceinline__ void kiln_att_mma_{0}(float* c, const unsigned* a, unsigned b0, unsigned "
-               "b1) {{\n"
-               "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{1}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, "
-               "{{%8,%9}}, {{%0,%1,%2,%3}};\"\n"
-               "      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
-               "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
-               "}}\n#endif\n",
-               suffix_, mma_types_, unpack);
-  }
 
   // The work item's batch index p and first query row r0, and each operand's element
   // offset for batch index p.
@@ -476,7 +427,7 @@ class AttentionWriter {
   const ir::AttentionMatch& m_;
   std::vector<int64_t> batch_;
   int64_t queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0;
-  std::string to_half_, half_to_f32_, round_, mma_types_, suffix_;
+  std::string to_half_, half_to_f32_, round_, suffix_;
   std::string body_;
 };
 

@@ -1,0 +1,46 @@
+#include "codegen/cuda/attention_helpers.h"
+
+#include <fmt/format.h>
+
+namespace kiln::codegen::cuda {
+
+std::string attention_helpers(ir::DType precision) {
+  const char* common = R"(#ifndef KILN_ATTENTION
+#define KILN_ATTENTION
+__device__ __forceinline__ unsigned kiln_att_shared(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void kiln_att_ldsm(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(kiln_att_shared(p)) : "memory");
+}
+__device__ __forceinline__ void kiln_att_ldsm_trans(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(kiln_att_shared(p)) : "memory");
+}
+__device__ __forceinline__ float kiln_att_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+// 16 bytes from global to shared memory without registers; zeros where !valid.
+__device__ __forceinline__ void kiln_att_copy16(void* shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(kiln_att_shared(shared)), "l"(global), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void kiln_att_copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void kiln_att_copy_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+#endif
+)";
+  const bool bf16 = precision == ir::DType::BF16;
+  const char* unpack = bf16 ? "lo = __uint_as_float(d << 16); hi = __uint_as_float(d & 0xffff0000u);"
+                            : "lo = kiln_f16_to_f32((unsigned short)(d & 0xffffu)); hi = kiln_f16_to_f32((unsigned "
+                              "short)(d >> 16));";
+  // {0}: the precision's name in PTX, {1}: mma.sync's operand types, {2}: a pair unpacked.
+  const char* per_precision = R"(#ifndef KILN_ATTENTION_{0}
+#define KILN_ATTENTION_{0}
+__device__ __forceinline__ unsigned kiln_att_pack_{0}(float lo, float hi) {{ unsigned d; asm("cvt.rn.{0}x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }}
+__device__ __forceinline__ void kiln_att_round_{0}(float& lo, float& hi) {{ const unsigned d = kiln_att_pack_{0}(lo, hi); {2} }}
+__device__ __forceinline__ void kiln_att_mma_{0}(float* c, const unsigned* a, unsigned b0, unsigned b1) {{
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{1}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}}
+#endif
+)";
+  return common +
+         fmt::format(fmt::runtime(per_precision), bf16 ? "bf16" : "f16", bf16 ? "bf16.bf16" : "f16.f16", unpack);
+}
+
+}  // namespace kiln::codegen::cuda
