@@ -175,12 +175,19 @@ class AttentionWriter {
     line(indent + "}");
   }
 
+  // A loop over the 16-byte chunks of tile `tile` of k or v (`cols` halves a row), a
+  // thread's at a time: chunk c is row r's halves c8.., of key `key`.
+  void open_tile_chunks(int64_t cols, const std::string& indent, const std::string& tile) {
+    line(
+        fmt::format("{}for (int c = threadIdx.x; c < {}; c += {}) {{", indent, kAttentionKeyTile * cols / 8, kThreads));
+    line(fmt::format("{0}  const int r = c / {1}, c8 = (c % {1}) * 8, key = {2} * {3} + r;", indent, cols / 8, tile,
+                     kAttentionKeyTile));
+  }
+
   // The tile's rows of k or v (`cols` halves each) into shared array `smem` as they lie,
   // 16 bytes a thread at a time.
   void store_tile(const Operand& o, const std::string& smem, int64_t cols) {
-    line(fmt::format("  for (int c = threadIdx.x; c < {}; c += {}) {{", kAttentionKeyTile * cols / 8, kThreads));
-    line(
-        fmt::format("    const int r = c / {0}, c8 = (c % {0}) * 8, key = kb * {1} + r;", cols / 8, kAttentionKeyTile));
+    open_tile_chunks(cols, "  ", "kb");
     load_chunk(o, "    ");
     line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
     line(fmt::format("    *reinterpret_cast<kiln_vec4<unsigned>*>(&{}[r][c8]) = x;", smem));
@@ -202,10 +209,7 @@ class AttentionWriter {
   void copy_tile(const Operand& o, const std::string& smem, int64_t cols, const std::string& indent,
                  const std::string& tile) {
     const int64_t row_stride = o.view->strides[batch_.size()];
-    line(
-        fmt::format("{}for (int c = threadIdx.x; c < {}; c += {}) {{", indent, kAttentionKeyTile * cols / 8, kThreads));
-    line(fmt::format("{0}  const int r = c / {1}, c8 = (c % {1}) * 8, key = ({2}) * {3} + r;", indent, cols / 8, tile,
-                     kAttentionKeyTile));
+    open_tile_chunks(cols, indent, tile);
     if (keys_ % kAttentionKeyTile == 0)  // every tile is whole
       line(fmt::format("{}  kiln_att_copy16(&{}[r][c8], {} + {}o + (long long)key * {}LL + c8, true);", indent, smem,
                        o.name, o.name, row_stride));
@@ -330,7 +334,7 @@ class AttentionWriter {
       line("  kiln_att_copy_wait();");
       line("  __syncthreads();");
       line(fmt::format("  if (kb + 1 < {}) {{", tiles));
-      copy_tile(k, "ks", head_dim_, "    ", "kb + 1");
+      copy_tile(k, "ks", head_dim_, "    ", "(kb + 1)");
       line("  }");
     }
     // P·v: a pair of score tiles is the A fragment of 16 keys, as the mma's C layout is.

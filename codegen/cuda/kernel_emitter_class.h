@@ -191,9 +191,12 @@ class KernelEmitter : public ElementWalker {
   // Emits a loop over a row's elements (`body` gets the element's position j).
   Status row_loop(const std::function<Status(const std::string&)>& body);
   // Rows in registers along contiguous rows: elements per vector a thread loads and stores
-  // (1: none), and the loop over a thread's vectors (`body` gets the first one's position).
-  int row_vector_lanes(const ir::RowClass& rc, const std::vector<ValueId>& vectors) const;
-  int row_items_limit(const ir::RowClass& rc) const;
+  // (1: none; `limit`: the most elements a thread may keep), the elements a thread keeps
+  // taking `lanes` at a time, whether the last pass over a row is partial, and the loop
+  // over a thread's vectors (`body` gets the first one's position).
+  int row_vector_lanes(const ir::RowClass& rc, const std::vector<ValueId>& vectors, int limit) const;
+  int64_t row_items(int lanes) const;
+  bool row_has_tail() const;
   Status row_vector_loop(const std::function<Status(const std::string&)>& body);
   Status load_rows(const std::vector<ValueId>& loaded, const std::function<Index(const std::string&)>& full_index);
   Status store_rows(const std::vector<ValueId>& outputs, const ir::RowClass& rc,

@@ -15,7 +15,7 @@ Status KernelEmitter::row_loop(const std::function<Status(const std::string&)>& 
     if (row_lanes_ > 1)
       line(fmt::format("const long long j = (k / {0} * {1}LL + lane) * {0} + k % {0};", row_lanes_, row_threads_));
     else line(fmt::format("const long long j = lane + k * {}LL;", row_threads_));
-    bool guard = row_length_ % (int64_t{row_threads_} * row_lanes_) != 0;
+    const bool guard = row_has_tail();
     if (guard) open(fmt::format("if (j < {}LL)", row_length_));
     item_ = "k";
     Status s = body("j");
@@ -32,22 +32,22 @@ Status KernelEmitter::row_loop(const std::function<Status(const std::string&)>& 
   return Status::Ok();
 }
 
+// Elements a thread keeps of a row whose threads take `lanes` consecutive ones at a time.
+int64_t KernelEmitter::row_items(int lanes) const {
+  const int64_t per_pass = int64_t{row_threads_} * lanes;
+  return (row_length_ + per_pass - 1) / per_pass * lanes;
+}
+
+bool KernelEmitter::row_has_tail() const { return row_length_ % (int64_t{row_threads_} * row_lanes_) != 0; }
+
 // Each thread's elements of a row, in vectors of `lanes` consecutive ones: with 16-byte
 // loads and stores a bf16 row takes an eighth of the memory instructions of 2-byte ones.
-int KernelEmitter::row_vector_lanes(const ir::RowClass& rc, const std::vector<ValueId>& vectors) const {
+int KernelEmitter::row_vector_lanes(const ir::RowClass& rc, const std::vector<ValueId>& vectors, int limit) const {
   if (items_ == 0 || split_ || vectors.empty() || !rc.contiguous()) return 1;
   const bool halves =
       std::any_of(vectors.begin(), vectors.end(), [&](ValueId v) { return ir::dtype_size(type(v).dtype) == 2; });
   const int lanes = halves ? 8 : 4;
-  const int64_t groups = (row_length_ + int64_t{row_threads_} * lanes - 1) / (int64_t{row_threads_} * lanes);
-  return row_length_ % lanes == 0 && groups * lanes <= row_items_limit(rc) ? lanes : 1;
-}
-
-int KernelEmitter::row_items_limit(const ir::RowClass& rc) const {
-  if (row_threads_ == 32) return kWarpItems;
-  const auto full_inputs =
-      std::count_if(step_.inputs.begin(), step_.inputs.end(), [&](ValueId v) { return type(v).shape == rc.full; });
-  return full_inputs <= 1 ? kBlockItemsOneInput : kBlockItems;
+  return row_length_ % lanes == 0 && row_items(lanes) <= limit ? lanes : 1;
 }
 
 Status KernelEmitter::row_vector_loop(const std::function<Status(const std::string&)>& body) {
@@ -55,7 +55,7 @@ Status KernelEmitter::row_vector_loop(const std::function<Status(const std::stri
   line("#pragma unroll");
   open(fmt::format("for (int g = 0; g < {}; ++g)", items_ / row_lanes_));
   line(fmt::format("const long long j0 = (g * {}LL + lane) * {};", row_threads_, row_lanes_));
-  const bool guard = row_length_ % (int64_t{row_threads_} * row_lanes_) != 0;
+  const bool guard = row_has_tail();
   if (guard) open(fmt::format("if (j0 < {}LL)", row_length_));
   KILN_RETURN_IF_ERROR(body("j0"));
   if (guard) close();
@@ -141,34 +141,33 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
   // A split step's rows are its parts, already summed (split_sums.cc).
   row_length_ = split_ ? split_->parts : rc.row_length();
   const int64_t rows = rc.rows();
-  int rows_per_block;
+  std::vector<ValueId> full_inputs, full_outputs;  // full outputs: a split step's partial kernel wrote them
+  for (ValueId v : step_.inputs)
+    if (type(v).shape == rc.full) full_inputs.push_back(v);
+  for (ValueId o : step_.outputs)
+    if (type(o).shape == rc.full && !split_) full_outputs.push_back(o);
+  int rows_per_block, items_limit = kWarpItems;
   if (row_length_ <= kWarpRowMax) {
     row_threads_ = 32;
     launch.block_threads = 256;
     rows_per_block = 8;
-    items_ = static_cast<int>((row_length_ + 31) / 32);
+    items_ = static_cast<int>(row_items(1));
   } else {
     int64_t threads = std::clamp<int64_t>((row_length_ / 8 + 31) / 32 * 32, 128, 1024);
     row_threads_ = static_cast<int>(threads);
     launch.block_threads = row_threads_;
     rows_per_block = 1;
-    int64_t items = (row_length_ + threads - 1) / threads;
-    items_ = items <= row_items_limit(rc) ? static_cast<int>(items) : 0;
+    items_limit = full_inputs.size() <= 1 ? kBlockItemsOneInput : kBlockItems;
+    const int64_t items = row_items(1);
+    items_ = items <= items_limit ? static_cast<int>(items) : 0;
   }
   if (items_ > kWarpItems || split_) items_ = 0;
   launch.grid_blocks = (rows + rows_per_block - 1) / rows_per_block;
-  std::vector<ValueId> loaded, full_outputs;  // full outputs: a split step's partial kernel wrote them
-  if (items_ > 0)
-    for (ValueId v : step_.inputs)
-      if (type(v).shape == rc.full) loaded.push_back(v);
-  for (ValueId o : step_.outputs)
-    if (type(o).shape == rc.full && !split_) full_outputs.push_back(o);
+  const std::vector<ValueId> loaded = items_ > 0 ? full_inputs : std::vector<ValueId>{};
   std::vector<ValueId> vectors = loaded;
   vectors.insert(vectors.end(), full_outputs.begin(), full_outputs.end());
-  row_lanes_ = row_vector_lanes(rc, vectors);
-  if (row_lanes_ > 1)
-    items_ = static_cast<int>((row_length_ + int64_t{row_threads_} * row_lanes_ - 1) /
-                              (int64_t{row_threads_} * row_lanes_) * row_lanes_);
+  row_lanes_ = row_vector_lanes(rc, vectors, items_limit);
+  if (row_lanes_ > 1) items_ = static_cast<int>(row_items(row_lanes_));
   line("__shared__ kiln_u64 scratch[64];");
   line("(void)scratch;");
   if (row_lanes_ > 1) {
