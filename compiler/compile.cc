@@ -52,8 +52,9 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   passes::set_option_default(specs, "fusion", "matmul_views", "true");
   passes::set_option_default(specs, "fusion", "matmul_epilogues", options.target == "cuda" ? "cublaslt" : "onednn");
   if (options.target == "cuda") passes::set_option_default(specs, "fusion", "single_batch_views", "true");
-  // Attention is one step on the CPU; on CUDA where its kernel's tensor-core products
-  // (mma.sync in bf16 or f16) run on every architecture compiled for (sm_80 and later).
+  // Attention is one step on the CPU; on CUDA where the half-precision kernel's tensor-core
+  // products (mma.sync in bf16 or f16) run on every architecture compiled for (sm_80 and
+  // later), in f32 too (one rule for the step's kinds).
   if (options.target == "cpu") passes::set_option_default(specs, "fusion", "attention", "cpu");
   if (options.target == "cuda" && !options.cuda_archs.empty() &&
       format::cuda_arch_number(lowest_arch(options.cuda_archs)) >= 80)

@@ -390,9 +390,12 @@ std::vector<AttentionMatch> attention_matches(const Graph& g) {
 }
 
 bool cuda_runs_attention(const AttentionMatch& m) {
-  if (!is_half(m.precision)) return false;
+  const bool f32 = m.precision == DType::F32;
+  if (!f32 && !is_half(m.precision)) return false;
   const int64_t d = m.q_view.shape.back(), dv = m.v_view.shape.back();
-  auto fits = [](int64_t dim) { return dim % 16 == 0 && dim <= kCudaAttentionMaxHeadDim; };
+  auto fits = [&](int64_t dim) {
+    return f32 ? dim % 4 == 0 && dim <= kCudaF32AttentionMaxHeadDim : dim % 16 == 0 && dim <= kCudaAttentionMaxHeadDim;
+  };
   auto rows_contiguous = [](const StridedView& view) { return view.strides.back() == 1; };
   return fits(d) && fits(dv) && rows_contiguous(m.q_view) && rows_contiguous(m.k_view) && rows_contiguous(m.v_view) &&
          rows_contiguous(m.out_view);

@@ -65,11 +65,14 @@ enum class AttentionRunner {
   kCuda,  ///< a tensor-core kernel (codegen/cuda/attention_kernel.h): see cuda_runs_attention
 };
 
-/// Limits of CUDA's attention kernel: bf16 or f16 products (mma.sync, sm_80 and later),
-/// head dims D and Dv multiples of 16 up to 128 (the kernel keeps a block's q and output
-/// rows in registers), and q, k, v and the result read along contiguous rows. Other
-/// matches stay the matmuls and softmax kernels they were written as.
+/// Limits of CUDA's attention kernels: bf16 or f16 products (mma.sync, sm_80 and later)
+/// with head dims D and Dv multiples of 16 up to 128 (the kernel keeps a block's q and
+/// output rows in registers), or f32 products with head dims multiples of 4 up to 64 (the
+/// f32 kernel keeps a block's q rows, a tile of k, v and P in 48 KB of static shared
+/// memory); q, k, v and the result read along contiguous rows. Other matches stay the
+/// matmuls and softmax kernels they were written as.
 constexpr int64_t kCudaAttentionMaxHeadDim = 128;
+constexpr int64_t kCudaF32AttentionMaxHeadDim = 64;
 bool cuda_runs_attention(const AttentionMatch& m);
 
 /// The matches `runner` runs as one step, in graph order.

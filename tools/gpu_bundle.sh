@@ -114,6 +114,16 @@ if stage attention; then
     timeout 40 bin/kiln bench "$kir" --target=cuda --precision=bf16 --repeat=20 --profile > "$out/$row.txt" 2>&1
     note "$row: exit $? $(grep -E '^ +[0-9]+ +attention' "$out/$row.txt")"
   done
+  # f32 at GPT-2's shape: the f32 kernel, and the matmuls and softmax it replaces (an
+  # artifact whose lowest architecture is sm_75 has no attention step).
+  for arch in sm_90 sm_75,sm_90; do
+    timeout 60 bin/kiln compile cuda_checks/f32_attention_gpt2.kir --target=cuda --cuda-arch=$arch \
+      -o "$out/f32_attention_${arch%%,*}.kiln" > /dev/null 2>&1
+    timeout 40 bin/kiln bench "$out/f32_attention_${arch%%,*}.kiln" --target=cuda --repeat=20 --profile \
+      > "$out/f32_attention_gpt2_${arch%%,*}.txt" 2>&1
+    note "f32_attention_gpt2 $arch: exit $? $(grep -E '^ +[0-9]+ +' "$out/f32_attention_gpt2_${arch%%,*}.txt" | tr -s ' ' | tr '\n' ';')"
+    rm -f "$out/f32_attention_${arch%%,*}.kiln"
+  done
   [ $torch = yes ] && timeout 120 python3 attention_torch.py > "$out/attention_torch.txt" 2>&1
   cat "$out/attention_torch.txt" >> "$summary"
 fi

@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+#include <vector>
+
+#include "codegen/cuda/scalar_ops.h"
+
 namespace kiln::codegen::cuda {
 
 std::string attention_helpers(ir::DType precision) {
@@ -41,6 +46,46 @@ __device__ __forceinline__ void kiln_att_mma_{0}(float* c, const unsigned* a, un
 )";
   return common +
          fmt::format(fmt::runtime(per_precision), bf16 ? "bf16" : "f16", bf16 ? "bf16.bf16" : "f16.f16", unpack);
+}
+
+std::string attention_offsets(const ir::AttentionMatch& m, int64_t rows_per_block, const std::string& indent) {
+  const size_t nb = m.q_view.shape.size() - 2;
+  const int64_t queries = m.q_view.shape[nb];
+  const int64_t query_blocks = (queries + rows_per_block - 1) / rows_per_block;
+  std::string out;
+  auto line = [&](const std::string& s) { out += indent + s + "\n"; };
+  line(fmt::format("const long long p = w / {0}; const int r0 = (int)({0} - 1 - w % {0}) * {1};", query_blocks,
+                   rows_per_block));
+  std::vector<std::pair<std::string, const ir::StridedView*>> views = {
+      {"qo", &m.q_view}, {"ko", &m.k_view}, {"vo", &m.v_view}, {"oo", &m.out_view}};
+  for (size_t i = 0; i < m.transforms.size(); ++i)
+    if (m.transforms[i].operand != ir::kNoValue) views.push_back({fmt::format("mo{}", i), &m.transforms[i].view});
+  for (const auto& [name, view] : views) line(fmt::format("long long {} = {}LL;", name, view->offset));
+  line("long long rest = p;");
+  for (size_t d = nb; d-- > 0;) {
+    line(fmt::format("{{ const long long i = rest % {0}LL; rest /= {0}LL;", m.q_view.shape[d]));
+    for (const auto& [name, view] : views)
+      if (view->strides[d] != 0) line(fmt::format("  {} += i * {}LL;", name, view->strides[d]));
+    line("}");
+  }
+  return out;
+}
+
+std::string attention_score_transform(const ir::AttentionMatch& m, size_t i) {
+  const ir::ScoreTransform& t = m.transforms[i];
+  const size_t nb = m.q_view.shape.size() - 2;
+  const std::string value = constant(ir::DType::F32, t.value, 0);
+  auto element = [&] {
+    return fmt::format("mask{}[mo{} + (long long)row * {}LL + (long long)key * {}LL]", i, i, t.view.strides[nb],
+                       t.view.strides[nb + 1]);
+  };
+  switch (t.kind) {
+    case ir::ScoreTransform::Kind::Scale: return fmt::format("x *= {};", value);
+    case ir::ScoreTransform::Kind::Add: return fmt::format("x += {};", element());
+    case ir::ScoreTransform::Kind::Keep: return fmt::format("x = {} ? x : {};", element(), value);
+    case ir::ScoreTransform::Kind::Causal: return fmt::format("x = key <= row ? x : {};", value);
+  }
+  return "";
 }
 
 }  // namespace kiln::codegen::cuda

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "ir/attention_match.h"
 #include "ir/graph.h"
 
 namespace kiln::codegen::cuda {
@@ -14,5 +15,16 @@ namespace kiln::codegen::cuda {
 /// register, a pair rounded in place, and its mma.sync. The CUDA emulator defines the
 /// guards and its own versions (tests/cuda_emulator/device_header.cc).
 std::string attention_helpers(ir::DType precision);
+
+/// Lines (each after `indent`) that set, for work item w of an attention kernel whose
+/// blocks take `rows_per_block` query rows, its batch index p and first query row r0 (the
+/// last query blocks first: where a causal mask leaves out the tiles past the diagonal
+/// they have the most keys), and each operand's element offset for p: qo, ko, vo, oo and
+/// mo{i} for transform i's operand.
+std::string attention_offsets(const ir::AttentionMatch& m, int64_t rows_per_block, const std::string& indent);
+
+/// Score transform i of `m` on the f32 score x of query `row` and key `key`, as the
+/// decomposition applies it (transform i's operand is parameter mask{i}).
+std::string attention_score_transform(const ir::AttentionMatch& m, size_t i);
 
 }  // namespace kiln::codegen::cuda

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "codegen/cuda/attention_f32_kernel.h"
 #include "codegen/cuda/attention_helpers.h"
 #include "codegen/cuda/scalar_ops.h"
 #include "ir/shape_inference.h"
@@ -85,7 +86,7 @@ class AttentionWriter {
     line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;");
     line("const float kNegInf = __int_as_float(0xff800000);");
     line(fmt::format("for (long long w = blockIdx.x; w < {}LL; w += gridDim.x) {{", indices * query_blocks));
-    offsets(query_blocks);
+    body_ += attention_offsets(m_, kAttentionQueryRows, "  ");
     load_q();
     scores_loop();
     store();
@@ -97,27 +98,6 @@ class AttentionWriter {
  private:
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
-
-  // The work item's batch index p and first query row r0, and each operand's element
-  // offset for batch index p.
-  void offsets(int64_t query_blocks) {
-    // The last query blocks first: where a causal mask leaves out the tiles past the
-    // diagonal they have the most keys, and the grid's last blocks the fewest.
-    line(fmt::format("const long long p = w / {0}; const int r0 = (int)({0} - 1 - w % {0}) * {1};", query_blocks,
-                     kAttentionQueryRows));
-    std::vector<std::pair<std::string, const StridedView*>> views = {
-        {"qo", &m_.q_view}, {"ko", &m_.k_view}, {"vo", &m_.v_view}, {"oo", &m_.out_view}};
-    for (size_t i = 0; i < m_.transforms.size(); ++i)
-      if (m_.transforms[i].operand != ir::kNoValue) views.push_back({fmt::format("mo{}", i), &m_.transforms[i].view});
-    for (const auto& [name, view] : views) line(fmt::format("long long {} = {}LL;", name, view->offset));
-    line("long long rest = p;");
-    for (size_t d = batch_.size(); d-- > 0;) {
-      line(fmt::format("{{ const long long i = rest % {0}LL; rest /= {0}LL;", batch_[d]));
-      for (const auto& [name, view] : views)
-        if (view->strides[d] != 0) line(fmt::format("  {} += i * {}LL;", name, view->strides[d]));
-      line("}");
-    }
-  }
 
   // q's rows of the warp as A fragments: [D/16][4] registers of two halves each.
   void load_q() {
@@ -378,7 +358,7 @@ class AttentionWriter {
     if (checked) line(fmt::format("{}    if (row < {} && key < {}) {{", indent, queries_, keys_));
     for (size_t i = 0; i < m_.transforms.size(); ++i)
       if (checked || m_.transforms[i].kind != ir::ScoreTransform::Kind::Causal)
-        line(indent + (checked ? "      " : "    ") + transform(i));
+        line(indent + (checked ? "      " : "    ") + attention_score_transform(m_, i));
     if (checked) {
       line(indent + "    } else {");
       line(indent + "      x = kNegInf;");
@@ -387,24 +367,6 @@ class AttentionWriter {
     line(indent + "    s[j][e] = x;");
     line(indent + "  }");
     line(indent + "}");
-  }
-
-  // Score transform i on x (row, key), as the decomposition applies it.
-  std::string transform(size_t i) const {
-    const ir::ScoreTransform& t = m_.transforms[i];
-    const std::string value = constant(DType::F32, t.value, 0);
-    auto element = [&] {
-      const size_t nb = batch_.size();
-      return fmt::format("mask{}[mo{} + (long long)row * {}LL + (long long)key * {}LL]", i, i, t.view.strides[nb],
-                         t.view.strides[nb + 1]);
-    };
-    switch (t.kind) {
-      case ir::ScoreTransform::Kind::Scale: return fmt::format("x *= {};", value);
-      case ir::ScoreTransform::Kind::Add: return fmt::format("x += {};", element());
-      case ir::ScoreTransform::Kind::Keep: return fmt::format("x = {} ? x : {};", element(), value);
-      case ir::ScoreTransform::Kind::Causal: return fmt::format("x = key <= row ? x : {};", value);
-    }
-    return "";
   }
 
   // Each row's sum over its quad, then its outputs divided by it, rounded to the
@@ -441,9 +403,11 @@ Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, c
                                      const std::string& symbol, std::string& out) {
   if (!ir::cuda_runs_attention(m))
     return make_error(fmt::format(
-        "cuda codegen: step {} is an attention that CUDA's kernel does not run (it takes bf16 or f16 products, head "
-        "dims that are multiples of 16 up to {}, and rows read contiguously)",
-        step.name, ir::kCudaAttentionMaxHeadDim));
+        "cuda codegen: step {} is an attention that CUDA's kernels do not run (they take bf16 or f16 products with "
+        "head dims that are multiples of 16 up to {}, or f32 products with head dims that are multiples of 4 up to "
+        "{}, and rows read contiguously)",
+        step.name, ir::kCudaAttentionMaxHeadDim, ir::kCudaF32AttentionMaxHeadDim));
+  if (m.precision == ir::DType::F32) return emit_f32_attention_kernel(g, step, m, symbol, out);
   return AttentionWriter(g, m).write(step, symbol, out);
 }
 

@@ -615,8 +615,8 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     if (step->kind() != StepKind::Library) continue;
     if (const Attention* at = step->attention()) {
       std::string why = attention_problem(*at, *step, *a.values(), value_bytes);
-      // CUDA runs it with the kernel the compiler wrote for it (format 1.16), in bf16 or f16.
-      if (why.empty() && cuda && at->precision() == DType::F32) why = "computes in f32, which CUDA's kernel does not";
+      // CUDA runs it with the kernel the compiler wrote for it (format 1.16: bf16 or f16;
+      // 1.17: f32 too).
       if (why.empty() && cuda && (step->block_threads() <= 0 || step->grid_blocks() <= 0))
         why = "has no kernel launch for CUDA";
       if (!why.empty()) return fail(Kind::ShapeMismatch, "the attention of step " + n(s) + " " + why);

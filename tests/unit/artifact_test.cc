@@ -218,8 +218,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 17;  // minor version 17
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.17 (this runtime reads 1.0 to 1.16)");
+  newer[10] = 18;  // minor version 18
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.18 (this runtime reads 1.0 to 1.17)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -690,14 +690,15 @@ TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bo
     CHECK(refused(c) == prefix + "writes rows whose elements are not adjacent");
   }
   {
-    // Format 1.16: CUDA runs bf16 and f16 attentions with the kernel the compiler wrote.
+    // CUDA runs bf16 and f16 attentions (format 1.16) and f32 ones (1.17) with the kernel
+    // the compiler wrote.
     auto c = good;
     c.target = "cuda-sm_80";
-    CHECK(refused(c, "cuda-sm_80") == prefix + "computes in f32, which CUDA's kernel does not");
-    c.steps[0].attention->precision = format::DType::BF16;
     CHECK(refused(c, "cuda-sm_80") == prefix + "has no kernel launch for CUDA");
     c.steps[0].block_threads = 128;
     c.steps[0].grid_blocks = 6;
+    CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
+    c.steps[0].attention->precision = format::DType::BF16;
     CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
   }
 }

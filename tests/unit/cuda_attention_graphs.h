@@ -1,6 +1,6 @@
 // Attention graphs that CUDA's kernel (codegen/cuda/attention_kernel.h) runs in bf16 and
-// f16: compiled by NVRTC in CI (cuda_attention_test.cc), run against the interpreter in
-// the GPU tier (cuda_gpu_test.cc). Between them they take each path of the kernel: query
+// f16 (and its f32 kernel those of cuda_f32_attention_graphs below): compiled by NVRTC in CI (cuda_attention_test.cc),
+// run against the interpreter in the GPU tier (cuda_gpu_test.cc). Between them they take each path of the kernel: query
 // rows and keys past a whole tile, q, k and v read from f32, as bf16 values and through
 // the heads of a projection, head dims 16 to 128, each mask kind, a causal fill whose exp
 // is not 0 (the tiles past the diagonal are then taken), and bf16 k and v copied to shared
@@ -63,6 +63,22 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
   return %y
 })"},
   };
+}
+
+// Attention graphs that CUDA's f32 kernel (codegen/cuda/attention_f32_kernel.h) runs as
+// compiled without --precision: those above with head dims up to 64, and dims that are
+// multiples of 4 but not of 16 across two batch dims, with query rows and keys past a tile.
+inline std::vector<std::pair<std::string, std::string>> cuda_f32_attention_graphs() {
+  std::vector<std::pair<std::string, std::string>> graphs;
+  for (auto& [name, text] : cuda_attention_graphs())
+    if (text.find("bf16") == std::string::npos && text.find(",128]") == std::string::npos)
+      graphs.emplace_back(name, text);
+  graphs.emplace_back("no mask, D=20, Dv=12, keys past a tile",
+                      R"(graph @g(%q: f32[2,3,70,20], %k: f32[2,3,45,20], %v: f32[2,3,45,12]) {
+  %y: f32[2,3,70,12] = attention(%q, %k, %v) {scale=0.3}
+  return %y
+})");
+  return graphs;
 }
 
 }  // namespace kiln::testing

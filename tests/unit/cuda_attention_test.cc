@@ -1,10 +1,11 @@
-// CUDA's attention kernel without a GPU (the GPU tier runs it): which attentions become
-// one step on CUDA (bf16 and f16, on sm_80 and later) and which stay matmuls, and that
-// every kernel of tests/unit/cuda_attention_graphs.h compiles with NVRTC for sm_80 and
-// sm_90 with the launch the artifact records.
+// CUDA's attention kernels without a GPU (the GPU tier runs them): which attentions become
+// one step on CUDA (bf16, f16 and f32, on sm_80 and later) and which stay matmuls, and
+// that every kernel of tests/unit/cuda_attention_graphs.h compiles with NVRTC for sm_80
+// and sm_90 with the launch the artifact records.
 #include <fmt/format.h>
 
 #include <string>
+#include <tuple>
 
 #include "codegen/cuda/kernel_emitter.h"
 #include "compiler/compile.h"
@@ -63,7 +64,24 @@ TEST_CASE("CUDA attention kernels compile for sm_80 and sm_90 in bf16 and f16, e
   }
 }
 
-TEST_CASE("CUDA leaves f32 attention, head dims it does not take and pre-sm_80 targets to the matmuls",
+TEST_CASE("CUDA f32 attention kernels compile for sm_80 and sm_90, each one step with its launch",
+          "[codegen][cuda][attention]") {
+  for (const auto& [name, text] : kiln::testing::cuda_f32_attention_graphs()) {
+    INFO(name);
+    auto bytes = compile_to_artifact(kiln::testing::parse_ok(text), cuda_options("f32"));
+    if (!bytes.ok()) FAIL(bytes.error().message.substr(0, 4000));
+    auto view = format::read_artifact(*bytes, "cuda-sm_80");
+    if (!view.ok()) FAIL(view.error().message);
+    const auto steps = attention_steps(*view);
+    REQUIRE(steps.size() == 1);
+    CHECK(steps[0]->kind() == format::StepKind::Library);
+    CHECK(steps[0]->block_threads() == 128);
+    CHECK(steps[0]->attention()->precision() == format::DType::F32);
+    CHECK(view->metadata().code()->size() == 3);
+  }
+}
+
+TEST_CASE("CUDA leaves head dims its kernels do not take and pre-sm_80 targets to the matmuls",
           "[codegen][cuda][attention]") {
   const ir::Graph causal = kiln::testing::parse_ok(kiln::testing::cuda_attention_graphs()[0].second);
   auto count = [](const ir::Graph& g, const CompileOptions& options) {
@@ -74,10 +92,13 @@ TEST_CASE("CUDA leaves f32 attention, head dims it does not take and pre-sm_80 t
     return attention_steps(*view).size();
   };
   CHECK(count(causal, cuda_options("bf16", {"sm_90"})) == 1);
-  CHECK(count(causal, cuda_options("f32", {"sm_90"})) == 0);  // f32 products: cuBLAS's GEMMs
-  // An architecture before sm_80 has no bf16 mma.sync: the matmuls, also where sm_90 is given.
+  CHECK(count(causal, cuda_options("f32", {"sm_90"})) == 1);
+  // An architecture before sm_80 has no bf16 mma.sync: the matmuls, also where sm_90 is
+  // given, and in f32 too (one rule for both kernels).
   CHECK(count(causal, cuda_options("bf16", {"sm_75", "sm_90"})) == 0);
-  for (int d : {8, 24, 144}) {  // not a multiple of 16, or past 128
+  CHECK(count(causal, cuda_options("f32", {"sm_75", "sm_90"})) == 0);
+  // Head dims: bf16's multiples of 16 up to 128, f32's multiples of 4 up to 64.
+  for (auto [d, bf16_steps, f32_steps] : {std::tuple{8, 0, 1}, {24, 0, 1}, {6, 0, 0}, {96, 1, 0}, {144, 0, 0}}) {
     INFO("D=" << d);
     const ir::Graph g = kiln::testing::parse_ok(fmt::format(
         R"(graph @g(%q: f32[1,2,40,{0}], %k: f32[1,2,40,{0}], %v: f32[1,2,40,{0}]) {{
@@ -85,16 +106,17 @@ TEST_CASE("CUDA leaves f32 attention, head dims it does not take and pre-sm_80 t
   return %y
 }})",
         d));
-    CHECK(count(g, cuda_options("bf16", {"sm_90"})) == 0);
+    CHECK(count(g, cuda_options("bf16", {"sm_90"})) == static_cast<size_t>(bf16_steps));
+    CHECK(count(g, cuda_options("f32", {"sm_90"})) == static_cast<size_t>(f32_steps));
   }
 }
 
 TEST_CASE("CUDA code generation refuses an attention step its kernel does not run, as text",
           "[codegen][cuda][attention][errors]") {
-  // kiln opt's pipeline can make the CPU's steps (attention=cpu) of what CUDA's kernel
-  // does not take (a head dim of 8); CUDA's code generation says so rather than guess.
-  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%q: f32[1,2,40,8], %k: f32[1,2,40,8], %v: f32[1,2,40,8]) {
-  %y: f32[1,2,40,8] = attention(%q, %k, %v) {causal=true, scale=0.35}
+  // kiln opt's pipeline can make the CPU's steps (attention=cpu) of what CUDA's kernels
+  // do not take (a head dim of 6); CUDA's code generation says so rather than guess.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%q: f32[1,2,40,6], %k: f32[1,2,40,6], %v: f32[1,2,40,6]) {
+  %y: f32[1,2,40,6] = attention(%q, %k, %v) {causal=true, scale=0.35}
   return %y
 })");
   auto pipeline = passes::pipeline_from_text(
@@ -104,6 +126,7 @@ TEST_CASE("CUDA code generation refuses an attention step its kernel does not ru
   auto program = codegen::cuda::emit_kernels(g);
   REQUIRE(!program.ok());
   CHECK(program.error().message ==
-        "cuda codegen: step attention_0 is an attention that CUDA's kernel does not run (it takes bf16 or f16 "
-        "products, head dims that are multiples of 16 up to 128, and rows read contiguously)");
+        "cuda codegen: step attention_0 is an attention that CUDA's kernels do not run (they take bf16 or f16 "
+        "products with head dims that are multiples of 16 up to 128, or f32 products with head dims that are "
+        "multiples of 4 up to 64, and rows read contiguously)");
 }

@@ -13,7 +13,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/format/artifact.h"
 #include "tests/unit/autocast_graph.h"
-#include "tests/unit/cuda_attention_graphs.h"
+#include "tests/unit/gpu_tier.h"
 #include "tests/unit/half_precisions.h"
 #include "tests/unit/model_rows.h"
 #include "tests/unit/op_graphs.h"
@@ -27,68 +27,7 @@ using kiln::testing::check_against_interpreter;
 using kiln::testing::check_same;
 using kiln::testing::host;
 using kiln::testing::seeded_arguments;
-
-namespace {
-
-// Whether a GPU can run the cases; prints why not once.
-bool have_gpu() {
-  auto driver = runtime::cuda::driver();
-  if (driver.ok()) return true;
-  const char* require = std::getenv("KILN_REQUIRE_GPU");
-  if (require && std::string(require) == "1") FAIL("KILN_REQUIRE_GPU=1 but: " << driver.error().message);
-  WARN("skipped (no GPU): " << driver.error().message);
-  return false;
-}
-
-// Whether the driver is kiln's CUDA emulator (tests/cuda_emulator), which runs one CUDA
-// thread at a time on the host: repeating a run there checks nothing that the first run
-// does not (its launches are serialized and deterministic) and costs seconds each.
-bool on_emulator() {
-  auto driver = runtime::cuda::driver();
-  char name[64] = {};
-  return driver.ok() && (*driver)->device_get_name(name, sizeof name, 0) == CUDA_SUCCESS &&
-         std::string(name) == "kiln CUDA emulator";
-}
-
-// How many times to repeat a run: `on_gpu`, or `emulated` on the emulator.
-int repeats(int on_gpu, int emulated = 1) { return on_emulator() ? emulated : on_gpu; }
-
-// Loads the artifact, runs it once with `args`, then `runs` times on each of 8 threads:
-// how many of those failed or gave other bytes than the first run.
-int runs_differing(std::vector<uint8_t> artifact, const std::map<std::string, ir::Tensor>& args, int runs) {
-  auto loaded = runtime::Model::load_bytes(std::move(artifact));
-  REQUIRE(loaded.ok());
-  const runtime::Model& model = **loaded;
-  std::map<std::string, runtime::HostTensor> inputs;
-  for (const auto& [name, t] : args) inputs[name] = host(t, name);
-  auto run = model.run(inputs);
-  REQUIRE(run.ok());
-  const std::vector<runtime::HostTensor>& first = *run;
-  std::atomic<int> differing{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t)
-    threads.emplace_back([&] {
-      for (int r = 0; r < runs; ++r) {
-        auto out = model.run(inputs);
-        if (!out.ok() || out->size() != first.size()) {
-          ++differing;
-          continue;
-        }
-        for (size_t o = 0; o < out->size(); ++o) differing += (*out)[o].data != first[o].data;
-      }
-    });
-  for (auto& th : threads) th.join();
-  return differing;
-}
-
-CompileOptions cuda_options(bool fuse) {
-  CompileOptions options;
-  options.target = "cuda";
-  options.fuse = fuse;
-  return options;
-}
-
-}  // namespace
+using namespace kiln::testing::gpu_tier;
 
 TEST_CASE("CUDA: every op, element type and text-test model gives the interpreter's values", "[gpu][cuda]") {
   if (!have_gpu()) return;
@@ -415,39 +354,6 @@ TEST_CASE("CUDA: every op in f16 and bf16 against the interpreter's rounding of 
     if (!got.ok()) FAIL(got.error().message);
     const double ulps = 4 * std::ldexp(1.0, 1 - bits);
     check_same(*got, want, ulps, ulps);
-  }
-}
-
-TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's values; 8 threads agree",
-          "[gpu][cuda][attention]") {
-  if (!have_gpu()) return;
-  for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
-    INFO(name);
-    const ir::Graph g = kiln::testing::parse_ok(text);
-    // Inputs of scale 0.5 keep the scores near 1, where a unit of the precision moves a
-    // probability by a few of its own units.
-    const auto args = seeded_arguments(g, 7, 0.5);
-    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
-      INFO(p.name);
-      CompileOptions options = cuda_options(true);
-      options.precision = p.name;
-      auto artifact = compile_to_artifact(g, options);
-      if (!artifact.ok()) FAIL(artifact.error().message);
-      auto view = format::read_artifact(*artifact);
-      REQUIRE(view.ok());
-      int attention_steps = 0;
-      for (const format::Step* s : *view->metadata().steps()) attention_steps += s->attention() != nullptr;
-      CHECK(attention_steps == 1);
-      // The interpreter on the graph as kiln compile --precision casts it, every cast
-      // rounded exactly. The kernel rounds P before dividing by the row's sum (the
-      // decomposition after): a few more units than the CPU's step (attention_half_test).
-      const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
-      auto got = kiln::testing::compile_and_run(g, args, options);
-      if (!got.ok()) FAIL(got.error().message);
-      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
-      check_same(*got, want, bound, bound);
-      CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
-    }
   }
 }
 

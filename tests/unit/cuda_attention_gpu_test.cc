@@ -1,0 +1,77 @@
+// The GPU tier's attention cases (tag "gpu"; see cuda_gpu_test.cc): CUDA's attention
+// kernels, bf16, f16 and f32, against the interpreter on the graphs of
+// cuda_attention_graphs.h, and from 8 threads.
+#include <cmath>
+
+#include "runtime/format/artifact.h"
+#include "tests/unit/autocast_graph.h"
+#include "tests/unit/cuda_attention_graphs.h"
+#include "tests/unit/gpu_tier.h"
+#include "tests/unit/half_precisions.h"
+#include "tests/unit/run_util.h"
+
+using namespace kiln;
+using kiln::testing::check_same;
+using kiln::testing::seeded_arguments;
+using namespace kiln::testing::gpu_tier;
+
+namespace {
+
+// How many attention steps the artifact has.
+int attention_steps(const std::vector<uint8_t>& artifact) {
+  auto view = format::read_artifact(artifact);
+  REQUIRE(view.ok());
+  int steps = 0;
+  for (const format::Step* s : *view->metadata().steps()) steps += s->attention() != nullptr;
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's values; 8 threads agree",
+          "[gpu][cuda][attention]") {
+  if (!have_gpu()) return;
+  for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
+    INFO(name);
+    const ir::Graph g = kiln::testing::parse_ok(text);
+    // Inputs of scale 0.5 keep the scores near 1, where a unit of the precision moves a
+    // probability by a few of its own units.
+    const auto args = seeded_arguments(g, 7, 0.5);
+    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+      INFO(p.name);
+      CompileOptions options = cuda_options(true);
+      options.precision = p.name;
+      auto artifact = compile_to_artifact(g, options);
+      if (!artifact.ok()) FAIL(artifact.error().message);
+      CHECK(attention_steps(*artifact) == 1);
+      // The interpreter on the graph as kiln compile --precision casts it, every cast
+      // rounded exactly. The kernel rounds P before dividing by the row's sum (the
+      // decomposition after): a few more units than the CPU's step (attention_half_test).
+      const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
+      auto got = kiln::testing::compile_and_run(g, args, options);
+      if (!got.ok()) FAIL(got.error().message);
+      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+      check_same(*got, want, bound, bound);
+      CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+    }
+  }
+}
+
+TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 threads agree",
+          "[gpu][cuda][attention]") {
+  if (!have_gpu()) return;
+  for (const auto& [name, text] : kiln::testing::cuda_f32_attention_graphs()) {
+    INFO(name);
+    const ir::Graph g = kiln::testing::parse_ok(text);
+    const auto args = seeded_arguments(g, 11, 1.0);
+    auto artifact = compile_to_artifact(g, cuda_options(true));
+    if (!artifact.ok()) FAIL(artifact.error().message);
+    CHECK(attention_steps(*artifact) == 1);
+    // f32 sums in another order than the interpreter's and an online softmax: a few units
+    // of f32 on each output.
+    auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
+    if (!got.ok()) FAIL(got.error().message);
+    check_same(*got, kiln::testing::eval_ok(g, args), 2e-5, 2e-6);
+    CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+  }
+}
