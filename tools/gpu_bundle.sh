@@ -24,7 +24,7 @@
 # rows it runs in bf16 (a --filter, default '^gpt2_block'), KILN_PROFILE_PRECISION the
 # profiles' precision (default f32) and KILN_PROFILE_ROWS
 # the profiled rows. Output goes to OUTDIR (default: kiln-gpu/out), a
-# summary to OUTDIR/summary.txt.
+# summary to OUTDIR/summary.txt; KILN_PACK=FILE.tar.xz packs OUTDIR into one file at the end.
 set -euo pipefail
 out=$(realpath -m "${1:-kiln-gpu.tar.xz}")  # relative to where it is called from
 cd "$(dirname "$0")/.."
@@ -156,6 +156,12 @@ if stage onnx && [ -n "${KILN_ONNX_MODELS:-}" ] && [ $torch = yes ]; then
   note "onnx_models.py: exit $?"; cat "$out/onnx_models_cuda.txt" >> "$summary"
 fi
 note "== $(date -u +%T) done"
+# KILN_PACK=FILE.tar.xz packs everything written under the output folder into one file, for
+# a device call that brings back only a few files.
+if [ -n "${KILN_PACK:-}" ]; then
+  tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 > "$KILN_PACK"
+  echo "packed $out into $KILN_PACK"
+fi
 RUN
 chmod +x "$stage/kiln-gpu/run.sh"
 tar -C "$stage" -cf - kiln-gpu | xz -T0 -6 > "$out"

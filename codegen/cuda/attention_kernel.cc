@@ -79,11 +79,19 @@ class AttentionWriter {
         "#define kiln_att_pack kiln_att_pack_{0}\n#define kiln_att_round kiln_att_round_{0}\n#define kiln_att_mma "
         "kiln_att_mma_{0}\n",
         suffix_);
-    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, symbol,
+    // With cp.async (head dims up to 64) the kernel fits 4 blocks an SM (128 registers);
+    // ptxas, left to itself, took 133 for the causal kernel once the unaligned fallback
+    // joined it, which holds 3.
+    const std::string bounds = copies_async() ? fmt::format("{}, 4", kThreads) : std::to_string(kThreads);
+    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", bounds, symbol,
                        fmt::join(params, ", "));
     line(fmt::format("__shared__ __align__(16) unsigned short ks[{}][{}];", kAttentionKeyTile, head_dim_ + 8));
     line(fmt::format("__shared__ __align__(16) unsigned short vs[{}][{}];", kAttentionKeyTile, value_dim_ + 8));
     line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;");
+    line(
+        "const bool kv_aligned = ((reinterpret_cast<unsigned long long>(k) | reinterpret_cast<unsigned long long>(v)) "
+        "& "
+        "15ull) == 0;");
     line("const float kNegInf = __int_as_float(0xff800000);");
     line(fmt::format("for (long long w = blockIdx.x; w < {}LL; w += gridDim.x) {{", indices * query_blocks));
     body_ += attention_offsets(m_, kAttentionQueryRows, "  ");
@@ -132,26 +140,32 @@ class AttentionWriter {
     const std::string at = fmt::format("{}o + (long long)key * {}LL + c8", o.name, row_stride);
     line(indent + "unsigned e[4] = {0u, 0u, 0u, 0u};");
     line(fmt::format("{}if (key < {}) {{", indent, keys_));
-    if (o.dtype != DType::F32 && rows_aligned(*o.view, 8)) {
-      line(fmt::format("{}  const kiln_vec4<unsigned> x = *reinterpret_cast<const kiln_vec4<unsigned>*>({} + {});",
+    // 16-byte loads where the view's rows allow them and (checked as the kernel starts: a
+    // caller's device pointer may lie anywhere) k and v are 16-byte aligned.
+    const bool vectors = rows_aligned(*o.view, o.dtype == DType::F32 ? 4 : 8);
+    if (vectors) line(indent + "  if (kv_aligned) {");
+    if (vectors && o.dtype != DType::F32) {
+      line(fmt::format("{}    const kiln_vec4<unsigned> x = *reinterpret_cast<const kiln_vec4<unsigned>*>({} + {});",
                        indent, o.name, at));
-      line(indent + "  e[0] = x.v[0]; e[1] = x.v[1]; e[2] = x.v[2]; e[3] = x.v[3];");
-    } else if (o.dtype == DType::F32 && rows_aligned(*o.view, 4)) {
-      line(fmt::format("{}  const kiln_vec4<float> x0 = *reinterpret_cast<const kiln_vec4<float>*>({} + {});", indent,
+      line(indent + "    e[0] = x.v[0]; e[1] = x.v[1]; e[2] = x.v[2]; e[3] = x.v[3];");
+    } else if (vectors) {
+      line(fmt::format("{}    const kiln_vec4<float> x0 = *reinterpret_cast<const kiln_vec4<float>*>({} + {});", indent,
                        o.name, at));
-      line(fmt::format("{}  const kiln_vec4<float> x1 = *reinterpret_cast<const kiln_vec4<float>*>({} + {} + 4);",
+      line(fmt::format("{}    const kiln_vec4<float> x1 = *reinterpret_cast<const kiln_vec4<float>*>({} + {} + 4);",
                        indent, o.name, at));
-      line(indent + "  e[0] = kiln_att_pack(x0.v[0], x0.v[1]); e[1] = kiln_att_pack(x0.v[2], x0.v[3]);");
-      line(indent + "  e[2] = kiln_att_pack(x1.v[0], x1.v[1]); e[3] = kiln_att_pack(x1.v[2], x1.v[3]);");
-    } else {
-      auto element = [&](const std::string& plus) {
-        const std::string stored = fmt::format("{}[{} + i{}]", o.name, at, plus);
-        return o.dtype == DType::F32 ? stored : fmt::format("{}({})", half_to_f32_, stored);
-      };
-      line(indent + "  #pragma unroll");
-      line(fmt::format("{}  for (int i = 0; i < 8; i += 2) e[i / 2] = kiln_att_pack({}, {});", indent, element(""),
-                       element(" + 1")));
+      line(indent + "    e[0] = kiln_att_pack(x0.v[0], x0.v[1]); e[1] = kiln_att_pack(x0.v[2], x0.v[3]);");
+      line(indent + "    e[2] = kiln_att_pack(x1.v[0], x1.v[1]); e[3] = kiln_att_pack(x1.v[2], x1.v[3]);");
     }
+    if (vectors) line(indent + "  } else {");
+    auto element = [&](const std::string& plus) {
+      const std::string stored = fmt::format("{}[{} + i{}]", o.name, at, plus);
+      return o.dtype == DType::F32 ? stored : fmt::format("{}({})", half_to_f32_, stored);
+    };
+    const std::string inner = indent + (vectors ? "    " : "  ");
+    line(inner + "#pragma unroll");
+    line(fmt::format("{}for (int i = 0; i < 8; i += 2) e[i / 2] = kiln_att_pack({}, {});", inner, element(""),
+                     element(" + 1")));
+    if (vectors) line(indent + "  }");
     line(indent + "}");
   }
 
@@ -164,14 +178,35 @@ class AttentionWriter {
                      kAttentionKeyTile));
   }
 
-  // The tile's rows of k or v (`cols` halves each) into shared array `smem` as they lie,
-  // 16 bytes a thread at a time.
-  void store_tile(const Operand& o, const std::string& smem, int64_t cols) {
-    open_tile_chunks(cols, "  ", "kb");
-    load_chunk(o, "    ");
-    line("    kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
-    line(fmt::format("    *reinterpret_cast<kiln_vec4<unsigned>*>(&{}[r][c8]) = x;", smem));
-    line("  }");
+  // Tile `tile` of k or v (`cols` halves a row) into shared array `smem` as it lies, 16
+  // bytes a thread at a time, through registers.
+  void store_tile(const Operand& o, const std::string& smem, int64_t cols, const std::string& indent,
+                  const std::string& tile) {
+    open_tile_chunks(cols, indent, tile);
+    load_chunk(o, indent + "  ");
+    line(indent + "  kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
+    line(fmt::format("{}  *reinterpret_cast<kiln_vec4<unsigned>*>(&{}[r][c8]) = x;", indent, smem));
+    line(indent + "}");
+  }
+
+  // With cp.async: the tile by cp.async where k and v are 16-byte aligned (copy_tile),
+  // else an element at a time through registers at the same point of the loop (halves as
+  // they lie: cp.async takes half-precision rows only), each landing before the barrier
+  // that follows its wait either way.
+  void async_tile(const Operand& o, const std::string& smem, int64_t cols, const std::string& indent,
+                  const std::string& tile) {
+    line(indent + "if (kv_aligned) {");
+    copy_tile(o, smem, cols, indent + "  ", tile);
+    line(indent + "} else {");
+    const int64_t row_stride = o.view->strides[batch_.size()];
+    open_tile_chunks(cols, indent + "  ", tile);
+    line(indent + "    #pragma unroll");
+    line(fmt::format(
+        "{}    for (int i = 0; i < 8; ++i) {}[r][c8 + i] = key < {} ? {}[{}o + (long long)key * {}LL + c8 + "
+        "i] : (unsigned short)0;",
+        indent, smem, keys_, o.name, o.name, row_stride));
+    line(indent + "  }");
+    line(indent + "}");
   }
 
   // Whether k's and v's tiles reach shared memory by cp.async: half-precision rows that
@@ -206,7 +241,7 @@ class AttentionWriter {
   void scores_loop() {
     const bool async = copies_async();
     const Operand k{"k", dtype(m_.k), &m_.k_view}, v{"v", dtype(m_.v), &m_.v_view};
-    if (async) copy_tile(k, "ks", head_dim_, "", "0");
+    if (async) async_tile(k, "ks", head_dim_, "", "0");
     const bool causal_last = !m_.transforms.empty() && m_.transforms.back().kind == ir::ScoreTransform::Kind::Causal;
     const int64_t tiles = (keys_ + kAttentionKeyTile - 1) / kAttentionKeyTile;
     if (causal_last) {
@@ -229,11 +264,11 @@ class AttentionWriter {
       // k's tile has landed, for every thread; all are done with v's last tile.
       line("  kiln_att_copy_wait();");
       line("  __syncthreads();");
-      copy_tile(v, "vs", value_dim_, "  ", "kb");
+      async_tile(v, "vs", value_dim_, "  ", "kb");
     } else {
       line("  __syncthreads();");
-      store_tile(k, "ks", head_dim_);
-      store_tile(v, "vs", value_dim_);
+      store_tile(k, "ks", head_dim_, "  ", "kb");
+      store_tile(v, "vs", value_dim_, "  ", "kb");
       line("  __syncthreads();");
     }
     const int n_tiles = kAttentionKeyTile / 8;
@@ -314,7 +349,7 @@ class AttentionWriter {
       line("  kiln_att_copy_wait();");
       line("  __syncthreads();");
       line(fmt::format("  if (kb + 1 < {}) {{", tiles));
-      copy_tile(k, "ks", head_dim_, "    ", "(kb + 1)");
+      async_tile(k, "ks", head_dim_, "    ", "(kb + 1)");
       line("  }");
     }
     // P·v: a pair of score tiles is the A fragment of 16 keys, as the mma's C layout is.

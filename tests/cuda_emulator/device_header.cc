@@ -25,6 +25,7 @@ struct kiln_emu_api {
   void (*sync)();
   int (*sync_or)(int);
   void (*exchange)(const void* mine, void* all, unsigned bytes);
+  void (*fault)(const char* what);
 };
 static const kiln_emu_api* kiln_emu;
 extern "C" void kiln_emu_bind(const kiln_emu_api* api) { kiln_emu = api; }
@@ -117,6 +118,11 @@ inline void kiln_emu_ldsm(unsigned* r, const void* p, bool trans) {
 struct kiln_emu_copy { void* shared; const void* global; };
 static std::vector<std::pair<const void*, kiln_emu_copy>> kiln_emu_copies;
 inline void kiln_att_copy16(void* shared, const void* global, bool valid) {
+  // Both addresses of a 16-byte cp.async must be 16-byte aligned (a GPU faults).
+  if ((reinterpret_cast<unsigned long long>(shared) | reinterpret_cast<unsigned long long>(global)) & 15) {
+    kiln_emu->fault("misaligned address: a 16-byte cp.async at a global or shared address not 16-byte aligned");
+    return;
+  }
   kiln_emu_copies.push_back({*kiln_emu->current, {shared, valid ? global : nullptr}});
 }
 inline void kiln_att_copy_commit() {}

@@ -57,6 +57,7 @@ struct Api {  // the program's kiln_emu_api
   void (*sync)();
   int (*sync_or)(int);
   void (*exchange)(const void* mine, void* all, unsigned bytes);
+  void (*fault)(const char* what);
 };
 
 constexpr size_t kStackBytes = 256 << 10;
@@ -137,7 +138,13 @@ void exchange(const void* mine, void* all, unsigned bytes) {
   arrive_and_wait(b);
 }
 
-const Api kApi = {&g_current, sync, sync_or, exchange};
+// A fault a GPU would report (a misaligned address): the grid's launch fails with it.
+std::string g_fault;
+void fault(const char* what) {
+  if (g_fault.empty()) g_fault = what;
+}
+
+const Api kApi = {&g_current, sync, sync_or, exchange, fault};
 
 void fiber_main() {
   Block& block = *g_block;
@@ -247,9 +254,13 @@ std::string run_grid(const Kernel& kernel, const std::vector<std::vector<char>>&
   g_block = &block;
   const Dim3 grid_dim = {grid[0], grid[1], grid[2]}, block_dim = {block_dims[0], block_dims[1], block_dims[2]};
   std::string error;
+  g_fault.clear();
   for (unsigned z = 0; z < grid[2] && error.empty(); ++z)
     for (unsigned y = 0; y < grid[1] && error.empty(); ++y)
-      for (unsigned x = 0; x < grid[0] && error.empty(); ++x) error = run_block(block, {x, y, z}, block_dim, grid_dim);
+      for (unsigned x = 0; x < grid[0] && error.empty(); ++x) {
+        error = run_block(block, {x, y, z}, block_dim, grid_dim);
+        if (error.empty()) error = g_fault;
+      }
   g_block = nullptr;
   g_current = nullptr;
   if (!error.empty()) return "kernel " + kernel.name + ": " + error;

@@ -1,5 +1,6 @@
 // Writes the artifact fuzzer's seed corpus: small compiled artifacts (portable x86-64
-// code, and one CUDA artifact: sm_80 cubin and PTX, with launch shapes). The corpus keeps
+// code, and two CUDA artifacts: sm_80 cubin and PTX, with launch shapes, one of them an
+// attention step's kernel). The corpus keeps
 // the seeds of earlier formats too (seed-*-format-1.1), which readers must still accept.
 // `bazel run //tests/fuzz:make_artifact_seeds -- $PWD/tests/fuzz/corpus/artifact`
 #include <fmt/format.h>
@@ -47,7 +48,12 @@ int main(int argc, char** argv) {
   kiln::Tensor s = c.state("s", {4}, kiln::Init::ones());
   c.output(kiln::reduce_sum(s * c.param("w", {4}, kiln::Init::normal()), {0}), "loss");
   c.output(s * 0.5, "s.next");
+  // A causal attention in f32: on CUDA one step with a kernel of its own (format 1.17).
+  kiln::Model d("attention");
+  kiln::Tensor q = d.input("q", {1, 2, 8, 4}), k = d.input("k", {1, 2, 8, 4}), v = d.input("v", {1, 2, 8, 4});
+  d.output(kiln::attention(q, k, v, 0.5, true), "y");
   bool ok = write_seed(dir + "/seed-elementwise", a) && write_seed(dir + "/seed-mlp", b) &&
-            write_seed(dir + "/seed-state", c) && write_seed(dir + "/seed-mlp-cuda", b, "cuda");
+            write_seed(dir + "/seed-state", c) && write_seed(dir + "/seed-mlp-cuda", b, "cuda") &&
+            write_seed(dir + "/seed-attention-cuda", d, "cuda");
   return ok ? 0 : 1;
 }

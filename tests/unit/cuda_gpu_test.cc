@@ -200,31 +200,11 @@ TEST_CASE("CUDA: row kernels give the interpreter's values, the same bytes from 
   check_same({kiln::testing::tensor_of((*aligned)[1])}, {want[1]}, 1e-2, 1e-7);  // 2.5 bf16 units
   check_same({kiln::testing::tensor_of((*aligned)[2])}, {want[2]}, 1e-5, 1e-6);
   // Each buffer one element past an aligned address.
-  const runtime::cuda::Driver& cu = **runtime::cuda::driver();
-  std::vector<CUdeviceptr> allocations;
-  auto unaligned = [&](size_t bytes, size_t element) {
-    CUdeviceptr p = 0;
-    REQUIRE(cu.mem_alloc(&p, bytes + 16) == CUDA_SUCCESS);
-    allocations.push_back(p);
-    return p + element;
-  };
-  std::map<std::string, uint64_t> in, out;
-  for (const auto& [name, t] : inputs) {
-    in[name] = unaligned(t.data.size(), ir::dtype_size(static_cast<ir::DType>(t.info.type)));
-    REQUIRE(cu.memcpy_htod(in[name], t.data.data(), t.data.size()) == CUDA_SUCCESS);
+  const std::vector<std::vector<uint8_t>> got = run_unaligned(**model, inputs, {"a", "b", "c"}, *aligned);
+  for (size_t o = 0; o < got.size(); ++o) {
+    INFO("output " << o);
+    CHECK(got[o] == (*aligned)[o].data);
   }
-  const std::vector<std::string> names{"a", "b", "c"};
-  for (size_t o = 0; o < names.size(); ++o)
-    out[names[o]] = unaligned((*aligned)[o].data.size(), ir::dtype_size(want[o].type.dtype));
-  Status ran = (*model)->run_device(in, out);
-  if (!ran.ok()) FAIL(ran.error().message);
-  for (size_t o = 0; o < names.size(); ++o) {
-    INFO("output %" << names[o]);
-    std::vector<uint8_t> got((*aligned)[o].data.size());
-    REQUIRE(cu.memcpy_dtoh(got.data(), out[names[o]], got.size()) == CUDA_SUCCESS);
-    CHECK(got == (*aligned)[o].data);
-  }
-  for (CUdeviceptr p : allocations) cu.mem_free(p);
 }
 
 TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes over 100 runs from 8 threads",

@@ -74,4 +74,37 @@ inline CompileOptions cuda_options(bool fuse) {
   return options;
 }
 
+// Runs the model once on device buffers each one element past an aligned address (inputs
+// `inputs`, outputs `names` of the sizes `like` gives them): the outputs' bytes.
+inline std::vector<std::vector<uint8_t>> run_unaligned(const runtime::Model& model,
+                                                       const std::map<std::string, runtime::HostTensor>& inputs,
+                                                       const std::vector<std::string>& names,
+                                                       const std::vector<runtime::HostTensor>& like) {
+  const runtime::cuda::Driver& cu = **runtime::cuda::driver();
+  std::vector<CUdeviceptr> allocations;
+  auto unaligned = [&](size_t bytes, size_t element) {
+    CUdeviceptr p = 0;
+    REQUIRE(cu.mem_alloc(&p, bytes + 16) == CUDA_SUCCESS);
+    allocations.push_back(p);
+    return p + element;
+  };
+  std::map<std::string, uint64_t> in, out;
+  for (const auto& [name, t] : inputs) {
+    in[name] = unaligned(t.data.size(), ir::dtype_size(static_cast<ir::DType>(t.info.type)));
+    REQUIRE(cu.memcpy_htod(in[name], t.data.data(), t.data.size()) == CUDA_SUCCESS);
+  }
+  REQUIRE(names.size() == like.size());
+  for (size_t o = 0; o < names.size(); ++o)
+    out[names[o]] = unaligned(like[o].data.size(), ir::dtype_size(static_cast<ir::DType>(like[o].info.type)));
+  Status ran = model.run_device(in, out);
+  if (!ran.ok()) FAIL(ran.error().message);
+  std::vector<std::vector<uint8_t>> got;
+  for (size_t o = 0; o < names.size(); ++o) {
+    got.emplace_back(like[o].data.size());
+    REQUIRE(cu.memcpy_dtoh(got.back().data(), out[names[o]], got.back().size()) == CUDA_SUCCESS);
+  }
+  for (CUdeviceptr p : allocations) cu.mem_free(p);
+  return got;
+}
+
 }  // namespace kiln::testing::gpu_tier
