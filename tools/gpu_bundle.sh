@@ -124,6 +124,19 @@ if stage attention; then
     note "f32_attention_gpt2 $arch: exit $? $(grep -E '^ +[0-9]+ +' "$out/f32_attention_gpt2_${arch%%,*}.txt" | tr -s ' ' | tr '\n' ';')"
     rm -f "$out/f32_attention_${arch%%,*}.kiln"
   done
+  # The f32 models with and without their attention steps, in one run each.
+  bin/kiln bench --suite=models --export="$out/rows" > /dev/null
+  for row in gpt2_block bert_layer; do
+    for arch in sm_90 sm_75,sm_90; do
+      kiln_file="$out/rows/${row}_${arch%%,*}.kiln"
+      timeout 90 bin/kiln compile "$out/rows/$row.kir" --weights "$out/rows/$row.safetensors" --target=cuda \
+        --cuda-arch=$arch -o "$kiln_file" > /dev/null 2>&1
+      timeout 40 bin/kiln bench "$kiln_file" --target=cuda --repeat=20 --warmup=3 --profile \
+        > "$out/${row}_f32_${arch%%,*}.txt" 2>&1
+      note "$row f32 $arch: exit $? ($(grep '^steps:' "$out/${row}_f32_${arch%%,*}.txt" | cut -d: -f2 | cut -d, -f1))"
+    done
+  done
+  rm -rf "$out/rows"
   [ $torch = yes ] && timeout 120 python3 attention_torch.py > "$out/attention_torch.txt" 2>&1
   cat "$out/attention_torch.txt" >> "$summary"
 fi
