@@ -84,6 +84,7 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
   for (size_t s = 0; s < contents.steps.size(); ++s) {
     contents.steps[s].block_threads = program.launches[s].block_threads;
     contents.steps[s].grid_blocks = program.launches[s].grid_blocks;
+    contents.steps[s].shared_bytes = program.launches[s].shared_bytes;
     contents.steps[s].partial_block_threads = program.launches[s].partial_block_threads;
     contents.steps[s].partial_grid_blocks = program.launches[s].partial_grid_blocks;
     // The split the kernels were written for is the one the metadata records.

@@ -64,11 +64,19 @@ class F32AttentionWriter {
                        fmt::join(params, ", "));
     // q's rows and k's tile transposed ([d][row], [d][key]), so that a thread reads its 4
     // rows or keys at one d as 16 bytes; v's tile and P as they are read, [key][col] and
-    // [key][row].
-    line(fmt::format("__shared__ __align__(16) float qs[{}][{}];", head_dim_, kPaddedRows));
-    line(fmt::format("__shared__ __align__(16) float ks[{}][{}];", head_dim_, kPaddedKeys));
-    line(fmt::format("__shared__ __align__(16) float vs[{}][{}];", kKeys, chunks_ * 32));
-    line(fmt::format("__shared__ __align__(16) float ps[{}][{}];", kKeys, kPaddedRows));
+    // [key][row]: in dynamic shared memory (past the 48 KB of static shared memory at head
+    // dims over 64), each array at a multiple of 16 bytes.
+    const int64_t qs_floats = head_dim_ * kPaddedRows, ks_floats = head_dim_ * kPaddedKeys,
+                  vs_floats = kKeys * chunks_ * 32, ps_floats = kKeys * kPaddedRows;
+    line("KILN_DYNAMIC_SHARED(float, kiln_shared);");
+    line(fmt::format("float (*qs)[{}] = reinterpret_cast<float (*)[{}]>(kiln_shared);", kPaddedRows, kPaddedRows));
+    line(
+        fmt::format("float (*ks)[{0}] = reinterpret_cast<float (*)[{0}]>(kiln_shared + {1});", kPaddedKeys, qs_floats));
+    line(fmt::format("float (*vs)[{0}] = reinterpret_cast<float (*)[{0}]>(kiln_shared + {1});", chunks_ * 32,
+                     qs_floats + ks_floats));
+    line(fmt::format("float (*ps)[{0}] = reinterpret_cast<float (*)[{0}]>(kiln_shared + {1});", kPaddedRows,
+                     qs_floats + ks_floats + vs_floats));
+    const int shared_bytes = static_cast<int>((qs_floats + ks_floats + vs_floats + ps_floats) * 4);
     line("const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;");
     line("const float kNegInf = __int_as_float(0xff800000), kLog2e = 1.4426950408889634f;");
     line(fmt::format("for (long long w = blockIdx.x; w < {}LL; w += gridDim.x) {{", items));
@@ -90,7 +98,9 @@ class F32AttentionWriter {
     store();
     line("}");
     out += body_ + "}\n";
-    return Launch{kThreads, items};
+    Launch launch{kThreads, items};
+    launch.shared_bytes = shared_bytes;
+    return launch;
   }
 
  private:

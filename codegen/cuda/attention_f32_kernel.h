@@ -21,9 +21,10 @@ constexpr int kAttentionF32QueryRows = 64;
 /// (a grid-stride loop over them all), kept in shared memory; each tile of 32 keys of k and
 /// v goes through shared memory too; each thread computes a 4x4 block of the tile's scores
 /// (f32 FMAs in the order of d), f on them and the rows' running maximum and sum, and adds
-/// P·v into its 4 rows' outputs; P passes through shared memory between the two. Where f
-/// ends in a causal mask, the tiles past the block's last query are left out as the
-/// tensor-core kernel leaves them out.
+/// P·v into its 4 rows' outputs; P passes through shared memory between the two. The four
+/// arrays are the launch's dynamic shared memory (Launch::shared_bytes: 43.5 KB at head
+/// dims of 64, 76.5 KB at 128). Where f ends in a causal mask, the tiles past the block's
+/// last query are left out as the tensor-core kernel leaves them out.
 Result<Launch> emit_f32_attention_kernel(const ir::Graph& g, const ir::Step& step, const ir::AttentionMatch& m,
                                          const std::string& symbol, std::string& out);
 

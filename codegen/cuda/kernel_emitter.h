@@ -19,6 +19,8 @@ struct Launch {
   /// A split reduction step's first kernel (ir::kCudaSplit), or zeros.
   int partial_block_threads = 0;
   int64_t partial_grid_blocks = 0;
+  /// Dynamic shared memory per block, in bytes (the f32 attention kernel's arrays).
+  int shared_bytes = 0;
 };
 
 /// The kernels of a program, as CUDA C++ without the prelude.

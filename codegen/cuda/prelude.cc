@@ -8,13 +8,17 @@ namespace kiln::codegen::cuda {
 // casts (cvt.rzi saturates, NaN gives 0), NaN-propagating maximum and minimum, and f16 and
 // bf16 stored as bits and computed in float. No headers: NVRTC needs none of the toolkit's.
 // The helpers written in PTX sit behind guards (KILN_HALF_CONVERSIONS here,
-// KILN_ATTENTION* in attention_kernel.cc): tests/cuda_emulator defines its own host ones.
+// KILN_ATTENTION* in attention_kernel.cc), as does a kernel's dynamic shared memory
+// (KILN_DYNAMIC_SHARED): tests/cuda_emulator defines its own host ones.
 std::string_view prelude() {
   return R"(// kiln CUDA program (generated)
 typedef unsigned long long kiln_u64;
 template <class T> struct __align__(4 * sizeof(T)) kiln_vec4 { T v[4]; };
 template <class T> struct __align__(8 * sizeof(T)) kiln_vec8 { T v[8]; };
 
+#ifndef KILN_DYNAMIC_SHARED
+#define KILN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
+#endif
 #ifndef KILN_HALF_CONVERSIONS
 #define KILN_HALF_CONVERSIONS
 __device__ __forceinline__ float kiln_f16_to_f32(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }

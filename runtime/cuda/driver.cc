@@ -52,6 +52,7 @@ Result<const Driver*> open_driver() {
   KILN_BIND(graph_destroy, cuGraphDestroy);
   KILN_BIND(graph_exec_destroy, cuGraphExecDestroy);
   KILN_BIND(launch_kernel, cuLaunchKernel);
+  KILN_BIND(func_set_attribute, cuFuncSetAttribute);
   // Only profiled runs need events (cuEventElapsedTime_v2 is from CUDA 12.8's drivers on):
   // an older driver still runs models, and a profile says what it lacks.
   std::string no_events;

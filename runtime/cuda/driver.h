@@ -45,6 +45,7 @@ struct Driver {
   decltype(&::cuGraphDestroy) graph_destroy;
   decltype(&::cuGraphExecDestroy) graph_exec_destroy;
   decltype(&::cuLaunchKernel) launch_kernel;
+  decltype(&::cuFuncSetAttribute) func_set_attribute;
   decltype(&::cuEventCreate) event_create;
   decltype(&::cuEventDestroy) event_destroy;
   decltype(&::cuEventRecord) event_record;

@@ -26,6 +26,7 @@ struct Step {
   std::string name;
   CUfunction function = nullptr;
   unsigned grid = 1, block = 1;
+  unsigned shared = 0;  // dynamic shared memory per block, in bytes
   // A split reduction step's first kernel, and the arena offset of the parts both take.
   CUfunction partial = nullptr;
   unsigned partial_grid = 1, partial_block = 1;
@@ -181,9 +182,10 @@ struct Impl {
   // layernorm's kernel (40 registers a thread) fits 3 blocks of 512 on an SM, not the 4
   // that threads alone allow, and the grid sized for 4 ran its last quarter of blocks one
   // to an SM, well below softmax over the same rows (docs/cuda.md).
-  int64_t resident_blocks(CUfunction function, int64_t block_threads) const {
+  int64_t resident_blocks(CUfunction function, int64_t block_threads, size_t shared_bytes = 0) const {
     int per_sm = 0;
-    if (cu->occupancy_max_active_blocks(&per_sm, function, static_cast<int>(block_threads), 0) != CUDA_SUCCESS ||
+    if (cu->occupancy_max_active_blocks(&per_sm, function, static_cast<int>(block_threads), shared_bytes) !=
+            CUDA_SUCCESS ||
         per_sm < 1)
       per_sm = static_cast<int>(std::max<int64_t>(1, threads_per_sm / block_threads));
     return int64_t{sms} * per_sm;
@@ -194,8 +196,15 @@ struct Impl {
     KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.function, module, s.symbol()->c_str()),
                                "cuModuleGetFunction " + s.symbol()->str()));
     step.block = static_cast<unsigned>(s.block_threads());
-    step.grid =
-        static_cast<unsigned>(std::min<int64_t>(s.grid_blocks(), resident_blocks(step.function, s.block_threads())));
+    step.shared = static_cast<unsigned>(s.shared_bytes());
+    // Past 48 KB a function takes dynamic shared memory only once allowed it.
+    if (step.shared > 0)
+      KILN_RETURN_IF_ERROR(check(cu->func_set_attribute(step.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                        static_cast<int>(step.shared)),
+                                 "cuFuncSetAttribute " + s.symbol()->str() + " (" + std::to_string(step.shared) +
+                                     " bytes of dynamic shared memory)"));
+    step.grid = static_cast<unsigned>(
+        std::min<int64_t>(s.grid_blocks(), resident_blocks(step.function, s.block_threads(), step.shared)));
     if (s.partial_symbol() && s.partial_symbol()->size() > 0) {
       KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.partial, module, s.partial_symbol()->c_str()),
                                  "cuModuleGetFunction " + s.partial_symbol()->str()));
@@ -456,9 +465,9 @@ struct Impl {
           KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.partial, step.partial_grid, 1, 1, step.partial_block, 1, 1,
                                                        0, s.stream, params.data(), nullptr),
                                      "step " + step.name + "'s parts (cuLaunchKernel)"));
-        KILN_RETURN_IF_ERROR(check(
-            cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, 0, s.stream, params.data(), nullptr),
-            "step " + step.name + " (cuLaunchKernel)"));
+        KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, step.shared,
+                                                     s.stream, params.data(), nullptr),
+                                   "step " + step.name + " (cuLaunchKernel)"));
       }
       if (events) KILN_RETURN_IF_ERROR(check(cu->event_record(events[i + 1], s.stream), "cuEventRecord"));
     }

@@ -115,6 +115,7 @@ struct ArtifactContents {
     int64_t partial_grid_blocks = 0;
     std::vector<int32_t> channel_layouts;    ///< CPU steps' kernels in oneDNN's layouts (1.10)
     std::optional<AttentionInfo> attention;  ///< for library attention steps (format 1.12)
+    int32_t shared_bytes = 0;                ///< CUDA kernels' dynamic shared memory (format 1.17)
   };
   struct CodeInfo {
     std::string kind, arch;

@@ -26,6 +26,7 @@ struct kiln_emu_api {
   int (*sync_or)(int);
   void (*exchange)(const void* mine, void* all, unsigned bytes);
   void (*fault)(const char* what);
+  void* (*dynamic_shared)();
 };
 static const kiln_emu_api* kiln_emu;
 extern "C" void kiln_emu_bind(const kiln_emu_api* api) { kiln_emu = api; }
@@ -36,6 +37,8 @@ extern "C" void kiln_emu_bind(const kiln_emu_api* api) { kiln_emu = api; }
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static
+// The launch's dynamic shared memory: one buffer the blocks (run one at a time) share.
+#define KILN_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(kiln_emu->dynamic_shared())
 #define threadIdx ((*kiln_emu->current)->thread)
 #define blockIdx ((*kiln_emu->current)->block)
 #define blockDim ((*kiln_emu->current)->block_dim)

@@ -267,16 +267,16 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned int gy, u
                         unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream, void** params,
                         void** extra) {
   const Kernel* kernel = reinterpret_cast<const Kernel*>(function);
-  if (shared_bytes != 0 || extra != nullptr || bx * by * bz == 0 || bx * by * bz > 1024)
+  if (shared_bytes > kernel->max_dynamic_shared || extra != nullptr || bx * by * bz == 0 || bx * by * bz > 1024)
     return CUDA_ERROR_INVALID_VALUE;
   std::vector<std::vector<char>> values;
   for (size_t i = 0; i < kernel->param_sizes.size(); ++i) {
     const char* p = static_cast<const char*>(params[i]);
     values.emplace_back(p, p + kernel->param_sizes[i]);
   }
-  auto launch = [kernel, values, gx, gy, gz, bx, by, bz] {
+  auto launch = [kernel, values, gx, gy, gz, bx, by, bz, shared_bytes] {
     unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-    const std::string error = run_grid(*kernel, values, grid, block);
+    const std::string error = run_grid(*kernel, values, grid, block, shared_bytes);
     if (!error.empty()) {
       std::fprintf(stderr, "kiln CUDA emulator: %s\n", error.c_str());
       g_launch_failed = true;
@@ -306,8 +306,17 @@ CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
           .count();
   return CUDA_SUCCESS;
 }
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction, int, size_t) {
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction function, int, size_t shared_bytes) {
+  if (shared_bytes > reinterpret_cast<const Kernel*>(function)->max_dynamic_shared) return CUDA_ERROR_INVALID_VALUE;
   *blocks = 1;
+  return CUDA_SUCCESS;
+}
+// Only the dynamic shared memory a function may take (up to sm_90's 227 KB).
+CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute, int value) {
+  KILN_EMU_LOCK;
+  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return CUDA_ERROR_NOT_SUPPORTED;
+  if (value < 0 || value > 232448) return CUDA_ERROR_INVALID_VALUE;
+  reinterpret_cast<Kernel*>(function)->max_dynamic_shared = static_cast<unsigned>(value);
   return CUDA_SUCCESS;
 }
 

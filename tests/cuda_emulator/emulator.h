@@ -25,12 +25,16 @@ struct Kernel {
   void (*entry)(void** params) = nullptr;
   std::vector<unsigned> param_sizes;
   std::string name;
+  /// The dynamic shared memory a launch may take: 48 KB unless cuFuncSetAttribute allowed
+  /// more (as a GPU's).
+  unsigned max_dynamic_shared = 48 * 1024;
 };
 
 /// Runs a grid of the kernel with these parameter values (copied at launch, as CUDA
-/// does); the error says what went wrong (a deadlock at a barrier), or is empty.
+/// does) and `shared_bytes` of dynamic shared memory; the error says what went wrong (a
+/// deadlock at a barrier, a misaligned address), or is empty.
 std::string run_grid(const Kernel& kernel, const std::vector<std::vector<char>>& params, unsigned grid[3],
-                     unsigned block[3]);
+                     unsigned block[3], unsigned shared_bytes);
 
 /// The host library of the program that NVRTC compiled to `image`, compiled and bound
 /// to the scheduler (once per source); null, with the reason in `error`, where it fails.

@@ -58,6 +58,7 @@ struct Api {  // the program's kiln_emu_api
   int (*sync_or)(int);
   void (*exchange)(const void* mine, void* all, unsigned bytes);
   void (*fault)(const char* what);
+  void* (*dynamic_shared)();
 };
 
 constexpr size_t kStackBytes = 256 << 10;
@@ -144,7 +145,12 @@ void fault(const char* what) {
   if (g_fault.empty()) g_fault = what;
 }
 
-const Api kApi = {&g_current, sync, sync_or, exchange, fault};
+// The launch's dynamic shared memory (cuLaunchKernel's sharedMemBytes), filled with 0xff
+// bytes (NaN as floats) so that a kernel reading what it did not write sees it.
+std::vector<char> g_dynamic_shared;
+void* dynamic_shared() { return g_dynamic_shared.empty() ? nullptr : g_dynamic_shared.data(); }
+
+const Api kApi = {&g_current, sync, sync_or, exchange, fault, dynamic_shared};
 
 void fiber_main() {
   Block& block = *g_block;
@@ -244,7 +250,8 @@ std::string run_block(Block& block, Dim3 block_index, Dim3 block_dim, Dim3 grid_
 void bind_program(void (*bind)(const void* api)) { bind(&kApi); }
 
 std::string run_grid(const Kernel& kernel, const std::vector<std::vector<char>>& params, unsigned grid[3],
-                     unsigned block_dims[3]) {
+                     unsigned block_dims[3], unsigned shared_bytes) {
+  g_dynamic_shared.assign(shared_bytes, static_cast<char>(0xff));
   std::vector<std::vector<char>> values = params;
   std::vector<void*> pointers;
   for (auto& v : values) pointers.push_back(v.data());

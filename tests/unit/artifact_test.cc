@@ -700,6 +700,19 @@ TEST_CASE("an attention step (format 1.12) reads inside its operands, f32 and bo
     CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
     c.steps[0].attention->precision = format::DType::BF16;
     CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
+    // Dynamic shared memory (format 1.17): up to sm_90's 227 KB a block, none on the CPU.
+    c.steps[0].shared_bytes = 78336;
+    CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
+    c.steps[0].shared_bytes = 232449;
+    CHECK(refusal(format::write_artifact(c), "cuda-sm_80").message ==
+          "artifact: out of range: step 0 takes 232449 bytes of dynamic shared memory (at most 232448)");
+    c.steps[0].shared_bytes = -1;
+    CHECK(refusal(format::write_artifact(c), "cuda-sm_80").message ==
+          "artifact: out of range: step 0 takes -1 bytes of dynamic shared memory (at most 232448)");
+    auto cpu = good;
+    cpu.steps[0].shared_bytes = 16;
+    CHECK(refusal(format::write_artifact(cpu)).message ==
+          "artifact: out of range: step 0 takes 16 bytes of dynamic shared memory on the CPU");
   }
 }
 

@@ -77,6 +77,10 @@ TEST_CASE("CUDA f32 attention kernels compile for sm_80 and sm_90, each one step
     CHECK(steps[0]->kind() == format::StepKind::Library);
     CHECK(steps[0]->block_threads() == 128);
     CHECK(steps[0]->attention()->precision() == format::DType::F32);
+    // Its arrays in dynamic shared memory: q's 64 rows and k's 32 (padded to 68 and 36),
+    // v's 32 rows of Dv rounded up to 32, P's 32 rows of 64 (68), in floats.
+    const int64_t d = steps[0]->attention()->head_dim(), dv = steps[0]->attention()->value_dim();
+    CHECK(steps[0]->shared_bytes() == 4 * (d * 68 + d * 36 + 32 * ((dv + 31) / 32 * 32) + 32 * 68));
     CHECK(view->metadata().code()->size() == 3);
   }
 }
@@ -97,8 +101,9 @@ TEST_CASE("CUDA leaves head dims its kernels do not take and pre-sm_80 targets t
   // given, and in f32 too (one rule for both kernels).
   CHECK(count(causal, cuda_options("bf16", {"sm_75", "sm_90"})) == 0);
   CHECK(count(causal, cuda_options("f32", {"sm_75", "sm_90"})) == 0);
-  // Head dims: bf16's multiples of 16 up to 128, f32's multiples of 4 up to 64.
-  for (auto [d, bf16_steps, f32_steps] : {std::tuple{8, 0, 1}, {24, 0, 1}, {6, 0, 0}, {96, 1, 0}, {144, 0, 0}}) {
+  // Head dims: bf16's multiples of 16 up to 128, f32's multiples of 4 up to 128.
+  for (auto [d, bf16_steps, f32_steps] :
+       {std::tuple{8, 0, 1}, {24, 0, 1}, {6, 0, 0}, {96, 1, 1}, {100, 0, 1}, {132, 0, 0}, {144, 0, 0}}) {
     INFO("D=" << d);
     const ir::Graph g = kiln::testing::parse_ok(fmt::format(
         R"(graph @g(%q: f32[1,2,40,{0}], %k: f32[1,2,40,{0}], %v: f32[1,2,40,{0}]) {{
@@ -128,5 +133,5 @@ TEST_CASE("CUDA code generation refuses an attention step its kernel does not ru
   CHECK(program.error().message ==
         "cuda codegen: step attention_0 is an attention that CUDA's kernels do not run (they take bf16 or f16 "
         "products with head dims that are multiples of 16 up to 128, or f32 products with head dims that are "
-        "multiples of 4 up to 64, and rows read contiguously)");
+        "multiples of 4 up to 128, and rows read contiguously)");
 }

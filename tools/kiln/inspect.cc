@@ -127,9 +127,11 @@ int run_inspect(std::span<char* const> argv) {
   if (a.steps())
     for (uint32_t s = 0; s < a.steps()->size(); ++s) {
       const format::Step* step = a.steps()->Get(s);
-      std::string launch = step->block_threads() > 0
-                               ? fmt::format(" <<<{} blocks, {} threads>>>", step->grid_blocks(), step->block_threads())
-                               : "";
+      std::string launch =
+          step->block_threads() > 0
+              ? fmt::format(" <<<{} blocks, {} threads{}>>>", step->grid_blocks(), step->block_threads(),
+                            step->shared_bytes() > 0 ? fmt::format(", {} bytes shared", step->shared_bytes()) : "")
+              : "";
       fmt::print("  {:3} {} {} [{}] ({}) -> ({}){}\n", s, step_kinds[static_cast<int>(step->kind())],
                  step->name() ? step->name()->str() : "?", step->symbol()->str(), refs(a, step->inputs()),
                  refs(a, step->outputs()), launch);
