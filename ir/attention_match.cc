@@ -394,7 +394,7 @@ bool cuda_runs_attention(const AttentionMatch& m) {
   if (!f32 && !is_half(m.precision)) return false;
   const int64_t d = m.q_view.shape.back(), dv = m.v_view.shape.back();
   auto fits = [&](int64_t dim) {
-    return f32 ? dim % 4 == 0 && dim <= kCudaF32AttentionMaxHeadDim : dim % 16 == 0 && dim <= kCudaAttentionMaxHeadDim;
+    return f32 ? dim % 4 == 0 && dim <= kCudaF32AttentionMaxHeadDim : dim % 8 == 0 && dim <= kCudaAttentionMaxHeadDim;
   };
   auto rows_contiguous = [](const StridedView& view) { return view.strides.back() == 1; };
   return fits(d) && fits(dv) && rows_contiguous(m.q_view) && rows_contiguous(m.k_view) && rows_contiguous(m.v_view) &&

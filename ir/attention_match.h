@@ -66,8 +66,8 @@ enum class AttentionRunner {
 };
 
 /// Limits of CUDA's attention kernels: bf16 or f16 products (mma.sync, sm_80 and later)
-/// with head dims D and Dv multiples of 16 up to 128 (the kernel keeps a block's q and
-/// output rows in registers), or f32 products with head dims multiples of 4 up to 128 (the
+/// with head dims D and Dv multiples of 8 up to 128 (the kernel keeps a block's q and
+/// output rows in registers, padded with zeros to the mma's 16), or f32 products with head dims multiples of 4 up to 128 (the
 /// f32 kernel keeps a block's q rows, a tile of k, v and P in up to 77 KB of dynamic
 /// shared memory, and its 4 rows of output, Dv/2 floats, in registers); q, k, v and the result read along contiguous
 /// rows. Other matches stay the matmuls and softmax kernels they were written as.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "codegen/cuda/attention_f32_kernel.h"
@@ -45,6 +46,9 @@ class AttentionWriter {
     head_dim_ = m.q_view.shape[nb + 1];
     keys_ = m.k_view.shape[nb];
     value_dim_ = m.v_view.shape[nb + 1];
+    // Head dims that are multiples of 8 but not 16 are padded with zeros to the mma's 16.
+    head16_ = (head_dim_ + 15) / 16 * 16;
+    value16_ = (value_dim_ + 15) / 16 * 16;
     const bool bf16 = m.precision == DType::BF16;
     to_half_ = bf16 ? "kiln_f32_to_bf16" : "kiln_f32_to_f16";
     half_to_f32_ = bf16 ? "kiln_bf16_to_f32" : "kiln_f16_to_f32";
@@ -85,8 +89,13 @@ class AttentionWriter {
     const std::string bounds = copies_async() ? fmt::format("{}, 4", kThreads) : std::to_string(kThreads);
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", bounds, symbol,
                        fmt::join(params, ", "));
-    line(fmt::format("__shared__ __align__(16) unsigned short ks[{}][{}];", kAttentionKeyTile, head_dim_ + 8));
-    line(fmt::format("__shared__ __align__(16) unsigned short vs[{}][{}];", kAttentionKeyTile, value_dim_ + 8));
+    line(fmt::format("__shared__ __align__(16) unsigned short ks[{}][{}];", kAttentionKeyTile, head16_ + 8));
+    line(fmt::format("__shared__ __align__(16) unsigned short vs[{}][{}];", kAttentionKeyTile, value16_ + 8));
+    // A head dim padded to 16: the columns past it, which no tile writes, are zeros.
+    for (auto [smem, dim, padded] : {std::tuple{"ks", head_dim_, head16_}, {"vs", value_dim_, value16_}})
+      if (padded != dim)
+        line(fmt::format("for (int i = threadIdx.x; i < {0}; i += {1}) {2}[i / {3}][{4} + i % {3}] = 0;",
+                         kAttentionKeyTile * (padded - dim), kThreads, smem, padded - dim, dim));
     line("const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;");
     line(
         "const bool kv_aligned = ((reinterpret_cast<unsigned long long>(k) | reinterpret_cast<unsigned long long>(v)) "
@@ -107,13 +116,14 @@ class AttentionWriter {
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
 
-  // q's rows of the warp as A fragments: [D/16][4] registers of two halves each.
+  // q's rows of the warp as A fragments: [D/16][4] registers of two halves each (zeros
+  // past a head dim padded to 16).
   void load_q() {
     const int64_t row_stride = m_.q_view.strides[batch_.size()];
     line("const int row_a = r0 + warp * 16 + g, row_b = row_a + 8;");
-    line(fmt::format("unsigned qf[{}][4];", head_dim_ / 16));
+    line(fmt::format("unsigned qf[{}][4];", head16_ / 16));
     line("#pragma unroll");
-    line(fmt::format("for (int kd = 0; kd < {}; ++kd) {{", head_dim_ / 16));
+    line(fmt::format("for (int kd = 0; kd < {}; ++kd) {{", head16_ / 16));
     line("  const int c = kd * 16 + 2 * t;");
     line(
         fmt::format("  const long long qa = qo + (long long)row_a * {0}LL + c, qb = qo + (long long)row_b * {0}LL + c;",
@@ -122,14 +132,16 @@ class AttentionWriter {
       return dtype(m_.q) != DType::F32 ? fmt::format("((unsigned)q[{0}] | ((unsigned)q[{0} + 1] << 16))", at)
                                        : fmt::format("kiln_att_pack(q[{0}], q[{0} + 1])", at);
     };
-    line(fmt::format("  qf[kd][0] = row_a < {0} ? {1} : 0u; qf[kd][1] = row_b < {0} ? {2} : 0u;", queries_, pair("qa"),
-                     pair("qb")));
-    line(fmt::format("  qf[kd][2] = row_a < {0} ? {1} : 0u; qf[kd][3] = row_b < {0} ? {2} : 0u;", queries_,
-                     pair("qa + 8"), pair("qb + 8")));
+    const std::string low = head16_ == head_dim_ ? "" : fmt::format(" && c < {}", head_dim_);
+    const std::string high = head16_ == head_dim_ ? "" : fmt::format(" && c + 8 < {}", head_dim_);
+    line(fmt::format("  qf[kd][0] = row_a < {0}{3} ? {1} : 0u; qf[kd][1] = row_b < {0}{3} ? {2} : 0u;", queries_,
+                     pair("qa"), pair("qb"), low));
+    line(fmt::format("  qf[kd][2] = row_a < {0}{3} ? {1} : 0u; qf[kd][3] = row_b < {0}{3} ? {2} : 0u;", queries_,
+                     pair("qa + 8"), pair("qb + 8"), high));
     line("}");
-    line(fmt::format("float o[{}][4];", value_dim_ / 8));
+    line(fmt::format("float o[{}][4];", value16_ / 8));
     line("#pragma unroll");
-    line(fmt::format("for (int j = 0; j < {}; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;", value_dim_ / 8));
+    line(fmt::format("for (int j = 0; j < {}; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;", value16_ / 8));
     line("float m_a = kNegInf, m_b = kNegInf, l_a = 0.f, l_b = 0.f;");
   }
 
@@ -216,7 +228,7 @@ class AttentionWriter {
   bool copies_async() const {
     const DType half = m_.precision;
     return dtype(m_.k) == half && dtype(m_.v) == half && rows_aligned(m_.k_view, 8) && rows_aligned(m_.v_view, 8) &&
-           std::max(head_dim_, value_dim_) <= 64;
+           std::max(head16_, value16_) <= 64;
   }
 
   // Tile `tile` of k or v into `smem` by cp.async, 16 bytes a thread at a time (zeros past
@@ -276,7 +288,7 @@ class AttentionWriter {
     line("  #pragma unroll");
     line(fmt::format("  for (int j = 0; j < {}; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;", n_tiles));
     line("  #pragma unroll");
-    line(fmt::format("  for (int kd = 0; kd < {}; ++kd) {{", head_dim_ / 16));
+    line(fmt::format("  for (int kd = 0; kd < {}; ++kd) {{", head16_ / 16));
     // Two key tiles' B fragments per ldmatrix: lanes 8i..8i+7 give the rows of matrix i,
     // (tile j, d low), (tile j, d high), (tile j+1, d low), (tile j+1, d high).
     line("    #pragma unroll");
@@ -343,7 +355,7 @@ class AttentionWriter {
     line(
         fmt::format("  for (int j = 0; j < {}; ++j) {{ o[j][0] *= alpha_a; o[j][1] *= alpha_a; o[j][2] *= alpha_b; "
                     "o[j][3] *= alpha_b; }}",
-                    value_dim_ / 8));
+                    value16_ / 8));
     if (async) {
       // v's tile has landed, for every thread; all are done with k's tile.
       line("  kiln_att_copy_wait();");
@@ -362,7 +374,7 @@ class AttentionWriter {
     // v's rows are keys: transposed, each 8x8 block is a B fragment; matrices (keys low,
     // tile j), (keys high, tile j), (keys low, tile j+1), (keys high, tile j+1).
     line("    #pragma unroll");
-    line(fmt::format("    for (int j = 0; j < {}; j += 2) {{", value_dim_ / 8));
+    line(fmt::format("    for (int j = 0; j < {}; j += 2) {{", value16_ / 8));
     line("      unsigned b[4];");
     line("      kiln_att_ldsm_trans(b, &vs[kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][j * 8 + (lane >> 4) * 8]);");
     line("      kiln_att_mma(o[j], pa, b[0], b[1]);");
@@ -414,12 +426,14 @@ class AttentionWriter {
     const std::string stored = out_type == DType::F32 ? round_ + "(x)" : to_half_ + "(x)";
     const int64_t row_stride = m_.out_view.strides[batch_.size()];
     line("#pragma unroll");
-    line(fmt::format("for (int j = 0; j < {}; ++j) {{", value_dim_ / 8));
+    line(fmt::format("for (int j = 0; j < {}; ++j) {{", value16_ / 8));
     line("  #pragma unroll");
     line("  for (int e = 0; e < 4; ++e) {");
     line("    const int row = e < 2 ? row_a : row_b, col = j * 8 + 2 * t + (e & 1);");
     line("    const float x = o[j][e] * (e < 2 ? inv_a : inv_b);");
-    line(fmt::format("    if (row < {}) out[oo + (long long)row * {}LL + col] = {};", queries_, row_stride, stored));
+    const std::string in_row = value16_ == value_dim_ ? "" : fmt::format(" && col < {}", value_dim_);
+    line(fmt::format("    if (row < {}{}) out[oo + (long long)row * {}LL + col] = {};", queries_, in_row, row_stride,
+                     stored));
     line("  }");
     line("}");
   }
@@ -427,7 +441,7 @@ class AttentionWriter {
   const ir::Graph& g_;
   const ir::AttentionMatch& m_;
   std::vector<int64_t> batch_;
-  int64_t queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0;
+  int64_t queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0, head16_ = 0, value16_ = 0;
   std::string to_half_, half_to_f32_, round_, suffix_;
   std::string body_;
 };
@@ -439,7 +453,7 @@ Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, c
   if (!ir::cuda_runs_attention(m))
     return make_error(fmt::format(
         "cuda codegen: step {} is an attention that CUDA's kernels do not run (they take bf16 or f16 products with "
-        "head dims that are multiples of 16 up to {}, or f32 products with head dims that are multiples of 4 up to "
+        "head dims that are multiples of 8 up to {}, or f32 products with head dims that are multiples of 4 up to "
         "{}, and rows read contiguously)",
         step.name, ir::kCudaAttentionMaxHeadDim, ir::kCudaF32AttentionMaxHeadDim));
   if (m.precision == ir::DType::F32) return emit_f32_attention_kernel(g, step, m, symbol, out);

@@ -1,8 +1,10 @@
 // Attention graphs that CUDA's kernel (codegen/cuda/attention_kernel.h) runs in bf16 and
-// f16 (and its f32 kernel those of cuda_f32_attention_graphs below): compiled by NVRTC in CI (cuda_attention_test.cc),
-// run against the interpreter in the GPU tier (cuda_gpu_test.cc). Between them they take each path of the kernel: query
+// f16 (and its f32 kernel those of cuda_f32_attention_graphs below): compiled by NVRTC in
+// CI (cuda_attention_test.cc), run against the interpreter in the GPU tier
+// (cuda_attention_gpu_test.cc). Between them they take each path of the kernel: query
 // rows and keys past a whole tile, q, k and v read from f32, as bf16 values and through
-// the heads of a projection, head dims 16 to 128, each mask kind, a causal fill whose exp
+// the heads of a projection, head dims 16 to 128 and 40 and 24 (padded to the mma's 16),
+// each mask kind, a causal fill whose exp
 // is not 0 (the tiles past the diagonal are then taken), and bf16 k and v copied to shared
 // memory by cp.async, in whole tiles and past the keys.
 #pragma once
@@ -58,6 +60,11 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
        causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17)},
       {"bf16, causal, D=64, whole tiles of keys (cp.async without bounds; loops left early with a copy in flight)",
        causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125)},
+      {"heads of 40 and values of 24 (padded to the mma's 16), causal, keys past a tile",
+       R"(graph @g(%q: f32[1,2,90,40], %k: f32[1,2,90,40], %v: f32[1,2,90,24]) {
+  %y: f32[1,2,90,24] = attention(%q, %k, %v) {causal=true, scale=0.158}
+  return %y
+})"},
       {"no mask, D=Dv=128, keys past a tile", R"(graph @g(%q: f32[3,100,128], %k: f32[3,200,128], %v: f32[3,200,128]) {
   %y: f32[3,100,128] = attention(%q, %k, %v) {scale=0.088}
   return %y
