@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include "codegen/cuda/attention_f32_kernel.h"
 #include "codegen/cuda/attention_helpers.h"
+#include "codegen/cuda/attention_tiles.h"
 #include "codegen/cuda/scalar_ops.h"
 #include "ir/shape_inference.h"
 
@@ -21,21 +23,7 @@ using ir::ValueId;
 constexpr int kWarps = kAttentionQueryRows / 16;
 constexpr int kThreads = kWarps * 32;
 
-// An operand of the kernel: its parameter name, element type and view.
-struct Operand {
-  std::string name;
-  DType dtype;
-  const StridedView* view;
-};
-
-// Whether every element offset of the view's rows is a multiple of `elements` (its
-// offset and every stride but the last), so a row's chunks of that many load as vectors.
-bool rows_aligned(const StridedView& view, int64_t elements) {
-  if (view.offset % elements != 0) return false;
-  for (size_t d = 0; d + 1 < view.strides.size(); ++d)
-    if (view.strides[d] % elements != 0) return false;
-  return true;
-}
+using Operand = AttentionOperand;
 
 class AttentionWriter {
  public:
@@ -54,6 +42,7 @@ class AttentionWriter {
     half_to_f32_ = bf16 ? "kiln_bf16_to_f32" : "kiln_f16_to_f32";
     round_ = bf16 ? "kiln_round_bf16" : "kiln_round_f16";
     suffix_ = bf16 ? "bf16" : "f16";
+    tiles_.emplace(body_, batch_.size(), keys_, half_to_f32_, kThreads);
   }
 
   Result<Launch> write(const ir::Step& step, const std::string& symbol, std::string& out) {
@@ -145,82 +134,6 @@ class AttentionWriter {
     line("float m_a = kNegInf, m_b = kNegInf, l_a = 0.f, l_b = 0.f;");
   }
 
-  // Eight elements of row `key` of k or v from `at` (their first) into `e` as halves'
-  // bits, zero past the keys.
-  void load_chunk(const Operand& o, const std::string& indent) {
-    const int64_t row_stride = o.view->strides[batch_.size()];
-    const std::string at = fmt::format("{}o + (long long)key * {}LL + c8", o.name, row_stride);
-    line(indent + "unsigned e[4] = {0u, 0u, 0u, 0u};");
-    line(fmt::format("{}if (key < {}) {{", indent, keys_));
-    // 16-byte loads where the view's rows allow them and (checked as the kernel starts: a
-    // caller's device pointer may lie anywhere) k and v are 16-byte aligned.
-    const bool vectors = rows_aligned(*o.view, o.dtype == DType::F32 ? 4 : 8);
-    if (vectors) line(indent + "  if (kv_aligned) {");
-    if (vectors && o.dtype != DType::F32) {
-      line(fmt::format("{}    const kiln_vec4<unsigned> x = *reinterpret_cast<const kiln_vec4<unsigned>*>({} + {});",
-                       indent, o.name, at));
-      line(indent + "    e[0] = x.v[0]; e[1] = x.v[1]; e[2] = x.v[2]; e[3] = x.v[3];");
-    } else if (vectors) {
-      line(fmt::format("{}    const kiln_vec4<float> x0 = *reinterpret_cast<const kiln_vec4<float>*>({} + {});", indent,
-                       o.name, at));
-      line(fmt::format("{}    const kiln_vec4<float> x1 = *reinterpret_cast<const kiln_vec4<float>*>({} + {} + 4);",
-                       indent, o.name, at));
-      line(indent + "    e[0] = kiln_att_pack(x0.v[0], x0.v[1]); e[1] = kiln_att_pack(x0.v[2], x0.v[3]);");
-      line(indent + "    e[2] = kiln_att_pack(x1.v[0], x1.v[1]); e[3] = kiln_att_pack(x1.v[2], x1.v[3]);");
-    }
-    if (vectors) line(indent + "  } else {");
-    auto element = [&](const std::string& plus) {
-      const std::string stored = fmt::format("{}[{} + i{}]", o.name, at, plus);
-      return o.dtype == DType::F32 ? stored : fmt::format("{}({})", half_to_f32_, stored);
-    };
-    const std::string inner = indent + (vectors ? "    " : "  ");
-    line(inner + "#pragma unroll");
-    line(fmt::format("{}for (int i = 0; i < 8; i += 2) e[i / 2] = kiln_att_pack({}, {});", inner, element(""),
-                     element(" + 1")));
-    if (vectors) line(indent + "  }");
-    line(indent + "}");
-  }
-
-  // A loop over the 16-byte chunks of tile `tile` of k or v (`cols` halves a row), a
-  // thread's at a time: chunk c is row r's halves c8.., of key `key`.
-  void open_tile_chunks(int64_t cols, const std::string& indent, const std::string& tile) {
-    line(
-        fmt::format("{}for (int c = threadIdx.x; c < {}; c += {}) {{", indent, kAttentionKeyTile * cols / 8, kThreads));
-    line(fmt::format("{0}  const int r = c / {1}, c8 = (c % {1}) * 8, key = {2} * {3} + r;", indent, cols / 8, tile,
-                     kAttentionKeyTile));
-  }
-
-  // Tile `tile` of k or v (`cols` halves a row) into shared array `smem` as it lies, 16
-  // bytes a thread at a time, through registers.
-  void store_tile(const Operand& o, const std::string& smem, int64_t cols, const std::string& indent,
-                  const std::string& tile) {
-    open_tile_chunks(cols, indent, tile);
-    load_chunk(o, indent + "  ");
-    line(indent + "  kiln_vec4<unsigned> x; x.v[0] = e[0]; x.v[1] = e[1]; x.v[2] = e[2]; x.v[3] = e[3];");
-    line(fmt::format("{}  *reinterpret_cast<kiln_vec4<unsigned>*>(&{}[r][c8]) = x;", indent, smem));
-    line(indent + "}");
-  }
-
-  // With cp.async: the tile by cp.async where k and v are 16-byte aligned (copy_tile),
-  // else an element at a time through registers at the same point of the loop (halves as
-  // they lie: cp.async takes half-precision rows only), each landing before the barrier
-  // that follows its wait either way.
-  void async_tile(const Operand& o, const std::string& smem, int64_t cols, const std::string& indent,
-                  const std::string& tile) {
-    line(indent + "if (kv_aligned) {");
-    copy_tile(o, smem, cols, indent + "  ", tile);
-    line(indent + "} else {");
-    const int64_t row_stride = o.view->strides[batch_.size()];
-    open_tile_chunks(cols, indent + "  ", tile);
-    line(indent + "    #pragma unroll");
-    line(fmt::format(
-        "{}    for (int i = 0; i < 8; ++i) {}[r][c8 + i] = key < {} ? {}[{}o + (long long)key * {}LL + c8 + "
-        "i] : (unsigned short)0;",
-        indent, smem, keys_, o.name, o.name, row_stride));
-    line(indent + "  }");
-    line(indent + "}");
-  }
-
   // Whether k's and v's tiles reach shared memory by cp.async: half-precision rows that
   // load as 16-byte chunks (f32 operands are rounded on the way, through registers), at
   // head dims up to 64. At 128 the copies cost the few registers that let an SM hold a
@@ -231,29 +144,13 @@ class AttentionWriter {
            std::max(head16_, value16_) <= 64;
   }
 
-  // Tile `tile` of k or v into `smem` by cp.async, 16 bytes a thread at a time (zeros past
-  // the keys), as one commit group.
-  void copy_tile(const Operand& o, const std::string& smem, int64_t cols, const std::string& indent,
-                 const std::string& tile) {
-    const int64_t row_stride = o.view->strides[batch_.size()];
-    open_tile_chunks(cols, indent, tile);
-    if (keys_ % kAttentionKeyTile == 0)  // every tile is whole
-      line(fmt::format("{}  kiln_att_copy16(&{}[r][c8], {} + {}o + (long long)key * {}LL + c8, true);", indent, smem,
-                       o.name, o.name, row_stride));
-    else
-      line(fmt::format("{}  kiln_att_copy16(&{}[r][c8], {} + {}o + (long long)min(key, {}) * {}LL + c8, key < {});",
-                       indent, smem, o.name, o.name, keys_ - 1, row_stride, keys_));
-    line(indent + "}");
-    line(indent + "kiln_att_copy_commit();");
-  }
-
   // The loop over key tiles: k and v's tile to shared memory, scores, f, the online
   // softmax and P·v. With cp.async (FlashAttention-2's order), v's tile is copied while
   // the scores are computed and the next k tile while P·v is.
   void scores_loop() {
     const bool async = copies_async();
     const Operand k{"k", dtype(m_.k), &m_.k_view}, v{"v", dtype(m_.v), &m_.v_view};
-    if (async) async_tile(k, "ks", head_dim_, "", "0");
+    if (async) tiles_->async_tile(k, "ks", head_dim_, "", "0");
     const bool causal_last = !m_.transforms.empty() && m_.transforms.back().kind == ir::ScoreTransform::Kind::Causal;
     const int64_t tiles = (keys_ + kAttentionKeyTile - 1) / kAttentionKeyTile;
     if (causal_last) {
@@ -276,11 +173,11 @@ class AttentionWriter {
       // k's tile has landed, for every thread; all are done with v's last tile.
       line("  kiln_att_copy_wait();");
       line("  __syncthreads();");
-      async_tile(v, "vs", value_dim_, "  ", "kb");
+      tiles_->async_tile(v, "vs", value_dim_, "  ", "kb");
     } else {
       line("  __syncthreads();");
-      store_tile(k, "ks", head_dim_, "  ", "kb");
-      store_tile(v, "vs", value_dim_, "  ", "kb");
+      tiles_->store_tile(k, "ks", head_dim_, "  ", "kb");
+      tiles_->store_tile(v, "vs", value_dim_, "  ", "kb");
       line("  __syncthreads();");
     }
     const int n_tiles = kAttentionKeyTile / 8;
@@ -361,7 +258,7 @@ class AttentionWriter {
       line("  kiln_att_copy_wait();");
       line("  __syncthreads();");
       line(fmt::format("  if (kb + 1 < {}) {{", tiles));
-      async_tile(k, "ks", head_dim_, "    ", "(kb + 1)");
+      tiles_->async_tile(k, "ks", head_dim_, "    ", "(kb + 1)");
       line("  }");
     }
     // P·v: a pair of score tiles is the A fragment of 16 keys, as the mma's C layout is.
@@ -444,6 +341,7 @@ class AttentionWriter {
   int64_t queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0, head16_ = 0, value16_ = 0;
   std::string to_half_, half_to_f32_, round_, suffix_;
   std::string body_;
+  std::optional<AttentionTiles> tiles_;
 };
 
 }  // namespace
