@@ -40,24 +40,11 @@ class F32AttentionWriter {
   }
 
   Result<Launch> write(const ir::Step& step, const std::string& symbol, std::string& out) {
-    if (step.outputs.size() != 1 || step.outputs[0] != m_.result)
-      return make_error(fmt::format("cuda codegen: attention step {} must write its result alone", step.name));
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> params, attention_kernel_params(g_, step, m_));
     for (ValueId v : {m_.q, m_.k, m_.v, m_.result})
       if (g_.type(v).dtype != DType::F32)
         return make_error(fmt::format("cuda codegen: f32 attention step {} reads or writes a {} value", step.name,
                                       ir::dtype_name(g_.type(v).dtype)));
-    std::vector<std::string> params = {"const float* __restrict__ q", "const float* __restrict__ k",
-                                       "const float* __restrict__ v"};
-    for (size_t i = 0; i < m_.transforms.size(); ++i) {
-      const ir::ScoreTransform& t = m_.transforms[i];
-      if (t.operand == ir::kNoValue) continue;
-      const DType mask_type = g_.type(t.operand).dtype;
-      if (mask_type != (t.kind == ir::ScoreTransform::Kind::Add ? DType::F32 : DType::Bool))
-        return make_error(
-            fmt::format("cuda codegen: attention step {}: a mask of type {}", step.name, ir::dtype_name(mask_type)));
-      params.push_back(fmt::format("const {}* __restrict__ mask{}", storage_type(mask_type), i));
-    }
-    params.push_back("float* __restrict__ out");
     const int64_t items = indices_ * ((queries_ + kRows - 1) / kRows);
 
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, symbol,

@@ -71,6 +71,26 @@ std::string attention_offsets(const ir::AttentionMatch& m, int64_t rows_per_bloc
   return out;
 }
 
+Result<std::vector<std::string>> attention_kernel_params(const ir::Graph& g, const ir::Step& step,
+                                                         const ir::AttentionMatch& m) {
+  if (step.outputs.size() != 1 || step.outputs[0] != m.result)
+    return make_error(fmt::format("cuda codegen: attention step {} must write its result alone", step.name));
+  std::vector<std::string> params;
+  for (auto [name, v] : {std::pair{"q", m.q}, {"k", m.k}, {"v", m.v}})
+    params.push_back(fmt::format("const {}* __restrict__ {}", storage_type(g.type(v).dtype), name));
+  for (size_t i = 0; i < m.transforms.size(); ++i) {
+    const ir::ScoreTransform& t = m.transforms[i];
+    if (t.operand == ir::kNoValue) continue;
+    const ir::DType mask_type = g.type(t.operand).dtype;
+    if (mask_type != (t.kind == ir::ScoreTransform::Kind::Add ? ir::DType::F32 : ir::DType::Bool))
+      return make_error(
+          fmt::format("cuda codegen: attention step {}: a mask of type {}", step.name, ir::dtype_name(mask_type)));
+    params.push_back(fmt::format("const {}* __restrict__ mask{}", storage_type(mask_type), i));
+  }
+  params.push_back(fmt::format("{}* __restrict__ out", storage_type(g.type(m.result).dtype)));
+  return params;
+}
+
 std::string attention_score_transform(const ir::AttentionMatch& m, size_t i) {
   const ir::ScoreTransform& t = m.transforms[i];
   const size_t nb = m.q_view.shape.size() - 2;

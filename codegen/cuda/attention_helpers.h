@@ -3,9 +3,12 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "base/result.h"
 #include "ir/attention_match.h"
 #include "ir/graph.h"
+#include "ir/program.h"
 
 namespace kiln::codegen::cuda {
 
@@ -22,6 +25,13 @@ std::string attention_helpers(ir::DType precision);
 /// they have the most keys), and each operand's element offset for p: qo, ko, vo, oo and
 /// mo{i} for transform i's operand.
 std::string attention_offsets(const ir::AttentionMatch& m, int64_t rows_per_block, const std::string& indent);
+
+/// An attention kernel's parameters as the artifact lists the step's inputs and output:
+/// q, k and v (each of its stored type), then each mask's operand in f's order (an f32
+/// mask for Add, a bool one for Keep) as mask{i}, then out. An error names the step where
+/// it writes more than its result or a mask has another type.
+Result<std::vector<std::string>> attention_kernel_params(const ir::Graph& g, const ir::Step& step,
+                                                         const ir::AttentionMatch& m);
 
 /// Score transform i of `m` on the f32 score x of query `row` and key `key`, as the
 /// decomposition applies it (transform i's operand is parameter mask{i}).

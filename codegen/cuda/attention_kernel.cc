@@ -46,23 +46,7 @@ class AttentionWriter {
   }
 
   Result<Launch> write(const ir::Step& step, const std::string& symbol, std::string& out) {
-    if (step.outputs.size() != 1 || step.outputs[0] != m_.result)
-      return make_error(fmt::format("cuda codegen: attention step {} must write its result alone", step.name));
-    std::vector<Operand> operands = {
-        {"q", dtype(m_.q), &m_.q_view}, {"k", dtype(m_.k), &m_.k_view}, {"v", dtype(m_.v), &m_.v_view}};
-    std::vector<std::string> params;
-    for (const Operand& o : operands)
-      params.push_back(fmt::format("const {}* __restrict__ {}", storage_type(o.dtype), o.name));
-    for (size_t i = 0; i < m_.transforms.size(); ++i) {
-      const ir::ScoreTransform& t = m_.transforms[i];
-      if (t.operand == ir::kNoValue) continue;
-      const DType mask_type = dtype(t.operand);
-      if (mask_type != (t.kind == ir::ScoreTransform::Kind::Add ? DType::F32 : DType::Bool))
-        return make_error(
-            fmt::format("cuda codegen: attention step {}: a mask of type {}", step.name, ir::dtype_name(mask_type)));
-      params.push_back(fmt::format("const {}* __restrict__ mask{}", storage_type(mask_type), i));
-    }
-    params.push_back(fmt::format("{}* __restrict__ out", storage_type(dtype(m_.result))));
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> params, attention_kernel_params(g_, step, m_));
     const int64_t query_blocks = (queries_ + kAttentionQueryRows - 1) / kAttentionQueryRows;
     int64_t indices = 1;
     for (int64_t b : batch_) indices *= b;

@@ -48,7 +48,7 @@ TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's
       // rounded exactly. The kernel rounds P before dividing by the row's sum (the
       // decomposition after): a few more units than the CPU's step (attention_half_test).
       const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
-      auto got = kiln::testing::compile_and_run(g, args, options);
+      auto got = kiln::testing::run_artifact(*artifact, g, args);
       if (!got.ok()) FAIL(got.error().message);
       const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
       check_same(*got, want, bound, bound);
@@ -70,7 +70,7 @@ TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 t
     // f32 sums in another order than the interpreter's and an online softmax: a few units
     // of f32 on each score, which exp carries into P relative to the score's size (scores
     // in the hundreds: about 1e-5).
-    auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
+    auto got = kiln::testing::run_artifact(*artifact, g, args);
     if (!got.ok()) FAIL(got.error().message);
     check_same(*got, kiln::testing::eval_ok(g, args), 1e-4, 1e-5);
     CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);

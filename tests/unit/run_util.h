@@ -20,26 +20,35 @@ inline ir::Tensor tensor_of(const runtime::HostTensor& h) {
   return ir::tensor_from_bytes({static_cast<ir::DType>(h.info.type), h.info.shape}, h.data.data());
 }
 
-/// Compiles (with `options`, whose weights are filled from `args`), loads and runs a
-/// graph with the given arguments (state written into the model), returning the outputs.
-inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g,
-                                                       const std::map<std::string, ir::Tensor>& args,
-                                                       CompileOptions options, const runtime::Options& load = {}) {
+/// Loads and runs `artifact`, compiled from `g` with its params from `args` as weights,
+/// with the other arguments (state written into the model), returning the outputs.
+inline Result<std::vector<ir::Tensor>> run_artifact(std::vector<uint8_t> artifact, const ir::Graph& g,
+                                                    const std::map<std::string, ir::Tensor>& args,
+                                                    const runtime::Options& load = {}) {
   std::map<std::string, runtime::HostTensor> inputs;
   std::map<std::string, ir::Tensor> state;
   for (const ir::Arg& a : g.args) {
     const std::string& name = g.value_name(a.value);
-    if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
-    else if (a.kind == ir::ArgKind::State) state[name] = args.at(name);
-    else inputs[name] = host(args.at(name), name);
+    if (a.kind == ir::ArgKind::State) state[name] = args.at(name);
+    else if (a.kind != ir::ArgKind::Param) inputs[name] = host(args.at(name), name);
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(g, options));
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Model> model, runtime::Model::load_bytes(std::move(artifact), load));
   for (auto& [name, t] : state) KILN_RETURN_IF_ERROR(model->write_state(name, host(t, name)));
   KILN_ASSIGN_OR_RETURN(std::vector<runtime::HostTensor> outputs, model->run(inputs));
   std::vector<ir::Tensor> out;
   for (const auto& h : outputs) out.push_back(tensor_of(h));
   return out;
+}
+
+/// Compiles (with `options`, whose weights are filled from `args`), loads and runs a
+/// graph with the given arguments (state written into the model), returning the outputs.
+inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g,
+                                                       const std::map<std::string, ir::Tensor>& args,
+                                                       CompileOptions options, const runtime::Options& load = {}) {
+  for (const ir::Arg& a : g.args)
+    if (a.kind == ir::ArgKind::Param) options.weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(g, options));
+  return run_artifact(std::move(artifact), g, args, load);
 }
 
 /// A built model (Model::build) compiled for this CPU with `weights` (its initial values):
