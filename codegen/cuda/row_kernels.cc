@@ -153,11 +153,16 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
     rows_per_block = 8;
     items_ = static_cast<int>(row_items(1));
   } else {
-    int64_t threads = std::clamp<int64_t>((row_length_ / 8 + 31) / 32 * 32, 128, 1024);
+    items_limit = full_inputs.size() <= 1 ? kBlockItemsOneInput : kBlockItems;
+    // A block's row is loaded once, at its start, so the bytes an SM has in flight are its
+    // resident rows' bytes: fewer threads with more elements each keep more rows resident.
+    int element_bytes = full_inputs.empty() ? 4 : 8;
+    for (ValueId v : full_inputs) element_bytes = std::min(element_bytes, ir::dtype_size(type(v).dtype));
+    const int64_t per_thread = std::min<int64_t>(items_limit, kBlockRowBytesPerThread / element_bytes);
+    int64_t threads = std::clamp<int64_t>((row_length_ / per_thread + 31) / 32 * 32, 128, 1024);
     row_threads_ = static_cast<int>(threads);
     launch.block_threads = row_threads_;
     rows_per_block = 1;
-    items_limit = full_inputs.size() <= 1 ? kBlockItemsOneInput : kBlockItems;
     const int64_t items = row_items(1);
     items_ = items <= items_limit ? static_cast<int>(items) : 0;
   }
