@@ -13,7 +13,8 @@
 # and torch.matmul, torch.matmul at the suite's GEMM shapes, and each of those shapes
 # through an artifact against a direct cublasLtMatmul (bench/lt_compare.cc, f32 and
 # bf16); attention in bf16 at
-# S=4096 beside PyTorch's flash attention; the fusion suite beside PyTorch (its bf16 rows
+# S=4096 beside PyTorch's flash attention (the kernel with 16 and 32 query rows a warp,
+# and GPT-2's bf16 block with each); the fusion suite beside PyTorch (its bf16 rows
 # too); and, if
 # KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln and PyTorch
 # (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
@@ -109,10 +110,18 @@ done
 fi
 if stage attention; then
   note "== $(date -u +%T) attention in bf16 against PyTorch's flash attention"
-  for kir in cuda_checks/attention_*.kir; do
-    row=$(basename "$kir" .kir)
-    timeout 40 bin/kiln bench "$kir" --target=cuda --precision=bf16 --repeat=20 --profile > "$out/$row.txt" 2>&1
-    note "$row: exit $? $(grep -E '^ +[0-9]+ +attention' "$out/$row.txt")"
+  # The bf16 kernel with 16 and with 32 query rows a warp (KILN_CUDA_ATTENTION_WARP_ROWS;
+  # 32 applies to head dims up to 64), in alternating rounds.
+  for round in 1 2; do
+    for kir in cuda_checks/attention_*.kir; do
+      row=$(basename "$kir" .kir)
+      for rows in 16 32; do
+        [[ $row == *d128* && $rows == 32 ]] && continue
+        KILN_CUDA_ATTENTION_WARP_ROWS=$rows timeout 40 bin/kiln bench "$kir" --target=cuda --precision=bf16 --repeat=20 \
+          --profile > "$out/${row}_rows${rows}_$round.txt" 2>&1
+        note "$row, $rows rows a warp, round $round: exit $? $(grep -E '^ +[0-9]+ +attention' "$out/${row}_rows${rows}_$round.txt")"
+      done
+    done
   done
   # f32 at GPT-2's shape: the f32 kernel, and the matmuls and softmax it replaces (an
   # artifact whose lowest architecture is sm_75 has no attention step).
@@ -126,6 +135,13 @@ if stage attention; then
   done
   # The f32 models with and without their attention steps, in one run each.
   bin/kiln bench --suite=models --export="$out/rows" > /dev/null
+  # GPT-2's bf16 block (heads of 64) with 16 and 32 rows a warp.
+  for rows in 16 32 16 32; do
+    KILN_CUDA_ATTENTION_WARP_ROWS=$rows timeout 60 bin/kiln bench "$out/rows/gpt2_block.kir" \
+      --weights "$out/rows/gpt2_block.safetensors" --target=cuda --precision=bf16 --repeat=20 --warmup=3 --profile \
+      > "$out/gpt2_block_bf16_rows$rows.txt" 2>&1
+    note "gpt2_block bf16, $rows rows a warp: exit $? $(grep -E '^latency|^ +[0-9]+ +attention' "$out/gpt2_block_bf16_rows$rows.txt" | tr -s ' ' | tr '\n' ';')"
+  done
   for row in gpt2_block bert_layer; do
     for arch in sm_90 sm_75,sm_90; do
       kiln_file="$out/rows/${row}_${arch%%,*}.kiln"

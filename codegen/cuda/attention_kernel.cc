@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -20,14 +21,14 @@ using ir::DType;
 using ir::StridedView;
 using ir::ValueId;
 
-constexpr int kWarps = kAttentionQueryRows / 16;
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 
 using Operand = AttentionOperand;
 
 class AttentionWriter {
  public:
-  AttentionWriter(const ir::Graph& g, const ir::AttentionMatch& m) : g_(g), m_(m) {
+  AttentionWriter(const ir::Graph& g, const ir::AttentionMatch& m, int warp_rows) : g_(g), m_(m) {
     batch_.assign(m.q_view.shape.begin(), m.q_view.shape.end() - 2);
     const size_t nb = batch_.size();
     queries_ = m.q_view.shape[nb];
@@ -42,12 +43,16 @@ class AttentionWriter {
     half_to_f32_ = bf16 ? "kiln_bf16_to_f32" : "kiln_f16_to_f32";
     round_ = bf16 ? "kiln_round_bf16" : "kiln_round_f16";
     suffix_ = bf16 ? "bf16" : "f16";
+    // 32 rows a warp (two mma row blocks, FlashAttention-2's split) need q's and the
+    // outputs' fragments twice: head dims up to 64 only.
+    atoms_ = warp_rows == 32 && std::max(head16_, value16_) <= 64 ? 2 : 1;
+    block_rows_ = kWarps * 16 * atoms_;
     tiles_.emplace(body_, batch_.size(), keys_, half_to_f32_, kThreads);
   }
 
   Result<Launch> write(const ir::Step& step, const std::string& symbol, std::string& out) {
     KILN_ASSIGN_OR_RETURN(std::vector<std::string> params, attention_kernel_params(g_, step, m_));
-    const int64_t query_blocks = (queries_ + kAttentionQueryRows - 1) / kAttentionQueryRows;
+    const int64_t query_blocks = (queries_ + block_rows_ - 1) / block_rows_;
     int64_t indices = 1;
     for (int64_t b : batch_) indices *= b;
 
@@ -58,8 +63,10 @@ class AttentionWriter {
         suffix_);
     // With cp.async (head dims up to 64) the kernel fits 4 blocks an SM (128 registers);
     // ptxas, left to itself, took 133 for the causal kernel once the unaligned fallback
-    // joined it, which holds 3.
-    const std::string bounds = copies_async() ? fmt::format("{}, 4", kThreads) : std::to_string(kThreads);
+    // joined it, which holds 3. With 32 rows a warp, 2 blocks (up to 255 registers).
+    const std::string bounds = atoms_ == 2      ? fmt::format("{}, 2", kThreads)
+                               : copies_async() ? fmt::format("{}, 4", kThreads)
+                                                : std::to_string(kThreads);
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", bounds, symbol,
                        fmt::join(params, ", "));
     line(fmt::format("__shared__ __align__(16) unsigned short ks[{}][{}];", kAttentionKeyTile, head16_ + 8));
@@ -76,7 +83,7 @@ class AttentionWriter {
         "15ull) == 0;");
     line("const float kNegInf = __int_as_float(0xff800000);");
     line(fmt::format("for (long long w = blockIdx.x; w < {}LL; w += gridDim.x) {{", indices * query_blocks));
-    body_ += attention_offsets(m_, kAttentionQueryRows, "  ");
+    body_ += attention_offsets(m_, block_rows_, "  ");
     load_q();
     scores_loop();
     store();
@@ -88,34 +95,56 @@ class AttentionWriter {
  private:
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
+  // `text` for row block i of a warp: each ` names that block's copy of a value (none for
+  // block 0, so a kernel of one block a warp reads as it did before there were two).
+  static std::string at(const std::string& text, int i) {
+    std::string out;
+    for (char c : text)
+      if (c == '`') out += i == 0 ? "" : std::to_string(i);
+      else out += c;
+    return out;
+  }
+  void lines(const std::string& text) {
+    for (int i = 0; i < atoms_; ++i) line(at(text, i));
+  }
 
   // q's rows of the warp as A fragments: [D/16][4] registers of two halves each (zeros
-  // past a head dim padded to 16).
+  // past a head dim padded to 16), for each of the warp's row blocks: rows row_a and
+  // row_b (the mma's g and g + 8), and row_a1 and row_b1 16 rows further.
   void load_q() {
     const int64_t row_stride = m_.q_view.strides[batch_.size()];
-    line("const int row_a = r0 + warp * 16 + g, row_b = row_a + 8;");
-    line(fmt::format("unsigned qf[{}][4];", head16_ / 16));
+    line(fmt::format("const int row_a = r0 + warp * {} + g, row_b = row_a + 8;", 16 * atoms_));
+    if (atoms_ == 2) line("const int row_a1 = row_a + 16, row_b1 = row_a + 24;");
+    lines(fmt::format("unsigned qf`[{}][4];", head16_ / 16));
     line("#pragma unroll");
     line(fmt::format("for (int kd = 0; kd < {}; ++kd) {{", head16_ / 16));
     line("  const int c = kd * 16 + 2 * t;");
-    line(
-        fmt::format("  const long long qa = qo + (long long)row_a * {0}LL + c, qb = qo + (long long)row_b * {0}LL + c;",
-                    row_stride));
+    lines(fmt::format(
+        "  const long long qa` = qo + (long long)row_a` * {0}LL + c, qb` = qo + (long long)row_b` * {0}LL + c;",
+        row_stride));
     auto pair = [&](const std::string& at) {
       return dtype(m_.q) != DType::F32 ? fmt::format("((unsigned)q[{0}] | ((unsigned)q[{0} + 1] << 16))", at)
                                        : fmt::format("kiln_att_pack(q[{0}], q[{0} + 1])", at);
     };
     const std::string low = head16_ == head_dim_ ? "" : fmt::format(" && c < {}", head_dim_);
     const std::string high = head16_ == head_dim_ ? "" : fmt::format(" && c + 8 < {}", head_dim_);
-    line(fmt::format("  qf[kd][0] = row_a < {0}{3} ? {1} : 0u; qf[kd][1] = row_b < {0}{3} ? {2} : 0u;", queries_,
-                     pair("qa"), pair("qb"), low));
-    line(fmt::format("  qf[kd][2] = row_a < {0}{3} ? {1} : 0u; qf[kd][3] = row_b < {0}{3} ? {2} : 0u;", queries_,
-                     pair("qa + 8"), pair("qb + 8"), high));
+    for (int i = 0; i < atoms_; ++i) {
+      line(at(fmt::format("  qf`[kd][0] = row_a` < {0}{3} ? {1} : 0u; qf`[kd][1] = row_b` < {0}{3} ? {2} : 0u;",
+                          queries_, pair("qa`"), pair("qb`"), low),
+              i));
+      line(at(fmt::format("  qf`[kd][2] = row_a` < {0}{3} ? {1} : 0u; qf`[kd][3] = row_b` < {0}{3} ? {2} : 0u;",
+                          queries_, pair("qa` + 8"), pair("qb` + 8"), high),
+              i));
+    }
     line("}");
-    line(fmt::format("float o[{}][4];", value16_ / 8));
-    line("#pragma unroll");
-    line(fmt::format("for (int j = 0; j < {}; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;", value16_ / 8));
-    line("float m_a = kNegInf, m_b = kNegInf, l_a = 0.f, l_b = 0.f;");
+    for (int i = 0; i < atoms_; ++i) {
+      line(at(fmt::format("float o`[{}][4];", value16_ / 8), i));
+      line("#pragma unroll");
+      line(
+          at(fmt::format("for (int j = 0; j < {}; ++j) o`[j][0] = o`[j][1] = o`[j][2] = o`[j][3] = 0.f;", value16_ / 8),
+             i));
+      line(at("float m_a` = kNegInf, m_b` = kNegInf, l_a` = 0.f, l_b` = 0.f;", i));
+    }
   }
 
   // Whether k's and v's tiles reach shared memory by cp.async: half-precision rows that
@@ -139,17 +168,20 @@ class AttentionWriter {
     const int64_t tiles = (keys_ + kAttentionKeyTile - 1) / kAttentionKeyTile;
     if (causal_last) {
       // Tiles past the block's last query hold only the mask's fill.
-      line(fmt::format("const int tiles_needed = min({}, (min(r0 + {}, {}) - 1) / {} + 1);", tiles, kAttentionQueryRows,
+      line(fmt::format("const int tiles_needed = min({}, (min(r0 + {}, {}) - 1) / {} + 1);", tiles, block_rows_,
                        queries_, kAttentionKeyTile));
     }
     line(fmt::format("for (int kb = 0; kb < {}; ++kb) {{", tiles));
     if (causal_last) {
       const std::string fill = constant(DType::F32, m_.transforms.back().value, 0);
+      std::vector<std::string> needed;
+      for (int i = 0; i < atoms_; ++i)
+        needed.push_back(at(fmt::format("(row_a` < {0} && !({1} - m_a` < -104.f)) || (row_b` < {0} && !({1} - m_b` "
+                                        "< -104.f))",
+                                        queries_, fill),
+                            i));
       line("  if (kb == tiles_needed) {");
-      line(
-          fmt::format("    const bool needed = (row_a < {0} && !({1} - m_a < -104.f)) || (row_b < {0} && !({1} - m_b "
-                      "< -104.f));",
-                      queries_, fill));
+      line(fmt::format("    const bool needed = {};", fmt::join(needed, " || ")));
       line("    if (!__syncthreads_or(needed)) break;");
       line("  }");
     }
@@ -165,78 +197,50 @@ class AttentionWriter {
       line("  __syncthreads();");
     }
     const int n_tiles = kAttentionKeyTile / 8;
-    line(fmt::format("  float s[{}][4];", n_tiles));
-    line("  #pragma unroll");
-    line(fmt::format("  for (int j = 0; j < {}; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;", n_tiles));
+    for (int i = 0; i < atoms_; ++i) {
+      line(at(fmt::format("  float s`[{}][4];", n_tiles), i));
+      line("  #pragma unroll");
+      line(at(fmt::format("  for (int j = 0; j < {}; ++j) s`[j][0] = s`[j][1] = s`[j][2] = s`[j][3] = 0.f;", n_tiles),
+              i));
+    }
     line("  #pragma unroll");
     line(fmt::format("  for (int kd = 0; kd < {}; ++kd) {{", head16_ / 16));
     // Two key tiles' B fragments per ldmatrix: lanes 8i..8i+7 give the rows of matrix i,
-    // (tile j, d low), (tile j, d high), (tile j+1, d low), (tile j+1, d high).
+    // (tile j, d low), (tile j, d high), (tile j+1, d low), (tile j+1, d high). Each serves
+    // every row block of the warp.
     line("    #pragma unroll");
     line(fmt::format("    for (int j = 0; j < {}; j += 2) {{", n_tiles));
     line("      unsigned b[4];");
     line("      kiln_att_ldsm(b, &ks[j * 8 + (lane >> 4) * 8 + (lane & 7)][kd * 16 + ((lane >> 3) & 1) * 8]);");
-    line("      kiln_att_mma(s[j], qf[kd], b[0], b[1]);");
-    line("      kiln_att_mma(s[j + 1], qf[kd], b[2], b[3]);");
+    for (int i = 0; i < atoms_; ++i) {
+      line(at("      kiln_att_mma(s`[j], qf`[kd], b[0], b[1]);", i));
+      line(at("      kiln_att_mma(s`[j + 1], qf`[kd], b[2], b[3]);", i));
+    }
     line("    }");
     line("  }");
     // f on each score, rounded to the precision first (a pair at a time). A tile whose rows
     // and keys all exist, and whose keys all precede its rows where f has a causal mask,
     // skips those checks; elsewhere keys past the end and rows past the queries take no
     // part.
-    line("  #pragma unroll");
-    line(
-        fmt::format("  for (int j = 0; j < {}; ++j) {{ kiln_att_round(s[j][0], s[j][1]); kiln_att_round(s[j][2], "
-                    "s[j][3]); }}",
-                    n_tiles));
+    for (int i = 0; i < atoms_; ++i) {
+      line("  #pragma unroll");
+      line(at(
+          fmt::format("  for (int j = 0; j < {}; ++j) {{ kiln_att_round(s`[j][0], s`[j][1]); kiln_att_round(s`[j][2], "
+                      "s`[j][3]); }}",
+                      n_tiles),
+          i));
+    }
     bool causal = false;
     for (const ir::ScoreTransform& t : m_.transforms) causal = causal || t.kind == ir::ScoreTransform::Kind::Causal;
     std::string full =
-        fmt::format("(kb + 1) * {} <= {} && r0 + {} <= {}", kAttentionKeyTile, keys_, kAttentionQueryRows, queries_);
+        fmt::format("(kb + 1) * {} <= {} && r0 + {} <= {}", kAttentionKeyTile, keys_, block_rows_, queries_);
     if (causal) full += fmt::format(" && kb * {} + {} <= r0", kAttentionKeyTile, kAttentionKeyTile - 1);
     line(fmt::format("  if ({}) {{", full));
-    score_transforms("    ", false);
+    for (int i = 0; i < atoms_; ++i) score_transforms("    ", false, i);
     line("  } else {");
-    score_transforms("    ", true);
+    for (int i = 0; i < atoms_; ++i) score_transforms("    ", true, i);
     line("  }");
-    // The online softmax: each row's maximum over the quad of threads that hold it.
-    line("  float mx_a = kNegInf, mx_b = kNegInf;");
-    line("  #pragma unroll");
-    line(
-        fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1])); mx_b = "
-                    "fmaxf(mx_b, fmaxf(s[j][2], s[j][3])); }}",
-                    n_tiles));
-    line(
-        "  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1)); mx_a = fmaxf(mx_a, "
-        "__shfl_xor_sync(0xffffffffu, mx_a, 2));");
-    line(
-        "  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1)); mx_b = fmaxf(mx_b, "
-        "__shfl_xor_sync(0xffffffffu, mx_b, 2));");
-    line("  const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);");
-    line("  const float shift_a = new_a == kNegInf ? 0.f : new_a, shift_b = new_b == kNegInf ? 0.f : new_b;");
-    line("  const float kLog2e = 1.4426950408889634f;");
-    line(
-        "  const float alpha_a = kiln_att_exp2((m_a - shift_a) * kLog2e), alpha_b = kiln_att_exp2((m_b - shift_b) * "
-        "kLog2e);");
-    line("  const float sl_a = shift_a * kLog2e, sl_b = shift_b * kLog2e;");
-    line("  m_a = new_a; m_b = new_b;");
-    line("  float sum_a = 0.f, sum_b = 0.f;");
-    line("  #pragma unroll");
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
-    line(
-        "    s[j][0] = kiln_att_exp2(fmaf(s[j][0], kLog2e, -sl_a)); s[j][1] = kiln_att_exp2(fmaf(s[j][1], kLog2e, "
-        "-sl_a));");
-    line(
-        "    s[j][2] = kiln_att_exp2(fmaf(s[j][2], kLog2e, -sl_b)); s[j][3] = kiln_att_exp2(fmaf(s[j][3], kLog2e, "
-        "-sl_b));");
-    line("    sum_a += s[j][0] + s[j][1]; sum_b += s[j][2] + s[j][3];");
-    line("  }");
-    line("  l_a = l_a * alpha_a + sum_a; l_b = l_b * alpha_b + sum_b;");
-    line("  #pragma unroll");
-    line(
-        fmt::format("  for (int j = 0; j < {}; ++j) {{ o[j][0] *= alpha_a; o[j][1] *= alpha_a; o[j][2] *= alpha_b; "
-                    "o[j][3] *= alpha_b; }}",
-                    value16_ / 8));
+    for (int i = 0; i < atoms_; ++i) online_softmax(i);
     if (async) {
       // v's tile has landed, for every thread; all are done with k's tile.
       line("  kiln_att_copy_wait();");
@@ -248,9 +252,9 @@ class AttentionWriter {
     // P·v: a pair of score tiles is the A fragment of 16 keys, as the mma's C layout is.
     line("  #pragma unroll");
     line(fmt::format("  for (int kc = 0; kc < {}; ++kc) {{", kAttentionKeyTile / 16));
-    line(
-        "    const unsigned pa[4] = {kiln_att_pack(s[2 * kc][0], s[2 * kc][1]), kiln_att_pack(s[2 * kc][2], s[2 * "
-        "kc][3]), kiln_att_pack(s[2 * kc + 1][0], s[2 * kc + 1][1]), kiln_att_pack(s[2 * kc + 1][2], s[2 * kc + "
+    lines(
+        "    const unsigned pa`[4] = {kiln_att_pack(s`[2 * kc][0], s`[2 * kc][1]), kiln_att_pack(s`[2 * kc][2], s`[2 * "
+        "kc][3]), kiln_att_pack(s`[2 * kc + 1][0], s`[2 * kc + 1][1]), kiln_att_pack(s`[2 * kc + 1][2], s`[2 * kc + "
         "1][3])};");
     // v's rows are keys: transposed, each 8x8 block is a B fragment; matrices (keys low,
     // tile j), (keys high, tile j), (keys low, tile j+1), (keys high, tile j+1).
@@ -258,8 +262,10 @@ class AttentionWriter {
     line(fmt::format("    for (int j = 0; j < {}; j += 2) {{", value16_ / 8));
     line("      unsigned b[4];");
     line("      kiln_att_ldsm_trans(b, &vs[kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][j * 8 + (lane >> 4) * 8]);");
-    line("      kiln_att_mma(o[j], pa, b[0], b[1]);");
-    line("      kiln_att_mma(o[j + 1], pa, b[2], b[3]);");
+    for (int i = 0; i < atoms_; ++i) {
+      line(at("      kiln_att_mma(o`[j], pa`, b[0], b[1]);", i));
+      line(at("      kiln_att_mma(o`[j + 1], pa`, b[2], b[3]);", i));
+    }
     line("    }");
     line("  }");
     line("}");
@@ -268,9 +274,53 @@ class AttentionWriter {
     if (async) line("kiln_att_copy_wait(); __syncthreads();");
   }
 
-  // f over the tile's scores; `checked`: rows and keys past the end take -inf instead,
-  // and a causal mask applies (else it passes every score of the tile).
-  void score_transforms(const std::string& indent, bool checked) {
+  // The online softmax of row block i's scores: each row's maximum over the quad of
+  // threads that hold it, the sums and outputs so far rescaled to it, exp2 of the scores.
+  void online_softmax(int i) {
+    const int n_tiles = kAttentionKeyTile / 8;
+    auto emit = [&](const std::string& text) { line(at(text, i)); };
+    emit("  float mx_a` = kNegInf, mx_b` = kNegInf;");
+    emit("  #pragma unroll");
+    emit(
+        fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a` = fmaxf(mx_a`, fmaxf(s`[j][0], s`[j][1])); mx_b` = "
+                    "fmaxf(mx_b`, fmaxf(s`[j][2], s`[j][3])); }}",
+                    n_tiles));
+    emit(
+        "  mx_a` = fmaxf(mx_a`, __shfl_xor_sync(0xffffffffu, mx_a`, 1)); mx_a` = fmaxf(mx_a`, "
+        "__shfl_xor_sync(0xffffffffu, mx_a`, 2));");
+    emit(
+        "  mx_b` = fmaxf(mx_b`, __shfl_xor_sync(0xffffffffu, mx_b`, 1)); mx_b` = fmaxf(mx_b`, "
+        "__shfl_xor_sync(0xffffffffu, mx_b`, 2));");
+    emit("  const float new_a` = fmaxf(m_a`, mx_a`), new_b` = fmaxf(m_b`, mx_b`);");
+    emit("  const float shift_a` = new_a` == kNegInf ? 0.f : new_a`, shift_b` = new_b` == kNegInf ? 0.f : new_b`;");
+    if (i == 0) line("  const float kLog2e = 1.4426950408889634f;");
+    emit(
+        "  const float alpha_a` = kiln_att_exp2((m_a` - shift_a`) * kLog2e), alpha_b` = kiln_att_exp2((m_b` - "
+        "shift_b`) * kLog2e);");
+    emit("  const float sl_a` = shift_a` * kLog2e, sl_b` = shift_b` * kLog2e;");
+    emit("  m_a` = new_a`; m_b` = new_b`;");
+    emit("  float sum_a` = 0.f, sum_b` = 0.f;");
+    emit("  #pragma unroll");
+    emit(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
+    emit(
+        "    s`[j][0] = kiln_att_exp2(fmaf(s`[j][0], kLog2e, -sl_a`)); s`[j][1] = kiln_att_exp2(fmaf(s`[j][1], kLog2e, "
+        "-sl_a`));");
+    emit(
+        "    s`[j][2] = kiln_att_exp2(fmaf(s`[j][2], kLog2e, -sl_b`)); s`[j][3] = kiln_att_exp2(fmaf(s`[j][3], kLog2e, "
+        "-sl_b`));");
+    emit("    sum_a` += s`[j][0] + s`[j][1]; sum_b` += s`[j][2] + s`[j][3];");
+    emit("  }");
+    emit("  l_a` = l_a` * alpha_a` + sum_a`; l_b` = l_b` * alpha_b` + sum_b`;");
+    emit("  #pragma unroll");
+    emit(
+        fmt::format("  for (int j = 0; j < {}; ++j) {{ o`[j][0] *= alpha_a`; o`[j][1] *= alpha_a`; o`[j][2] *= "
+                    "alpha_b`; o`[j][3] *= alpha_b`; }}",
+                    value16_ / 8));
+  }
+
+  // f over row block i's scores of the tile; `checked`: rows and keys past the end take
+  // -inf instead, and a causal mask applies (else it passes every score of the tile).
+  void score_transforms(const std::string& indent, bool checked, int i) {
     bool reads_position = checked;
     for (const ir::ScoreTransform& t : m_.transforms)
       reads_position =
@@ -280,19 +330,20 @@ class AttentionWriter {
     line(indent + "  #pragma unroll");
     line(indent + "  for (int e = 0; e < 4; ++e) {");
     if (reads_position)
-      line(fmt::format("{}    const int row = e < 2 ? row_a : row_b, key = kb * {} + j * 8 + 2 * t + (e & 1);", indent,
-                       kAttentionKeyTile));
-    line(indent + "    float x = s[j][e];");
+      line(at(fmt::format("{}    const int row = e < 2 ? row_a` : row_b`, key = kb * {} + j * 8 + 2 * t + (e & 1);",
+                          indent, kAttentionKeyTile),
+              i));
+    line(at(indent + "    float x = s`[j][e];", i));
     if (checked) line(fmt::format("{}    if (row < {} && key < {}) {{", indent, queries_, keys_));
-    for (size_t i = 0; i < m_.transforms.size(); ++i)
-      if (checked || m_.transforms[i].kind != ir::ScoreTransform::Kind::Causal)
-        line(indent + (checked ? "      " : "    ") + attention_score_transform(m_, i));
+    for (size_t t = 0; t < m_.transforms.size(); ++t)
+      if (checked || m_.transforms[t].kind != ir::ScoreTransform::Kind::Causal)
+        line(indent + (checked ? "      " : "    ") + attention_score_transform(m_, t));
     if (checked) {
       line(indent + "    } else {");
       line(indent + "      x = kNegInf;");
       line(indent + "    }");
     }
-    line(indent + "    s[j][e] = x;");
+    line(at(indent + "    s`[j][e] = x;", i));
     line(indent + "  }");
     line(indent + "}");
   }
@@ -300,35 +351,48 @@ class AttentionWriter {
   // Each row's sum over its quad, then its outputs divided by it, rounded to the
   // precision and stored in the result's type.
   void store() {
-    line("l_a += __shfl_xor_sync(0xffffffffu, l_a, 1); l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);");
-    line("l_b += __shfl_xor_sync(0xffffffffu, l_b, 1); l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);");
-    line("const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;");
     const DType out_type = dtype(m_.result);
     const std::string stored = out_type == DType::F32 ? round_ + "(x)" : to_half_ + "(x)";
     const int64_t row_stride = m_.out_view.strides[batch_.size()];
-    line("#pragma unroll");
-    line(fmt::format("for (int j = 0; j < {}; ++j) {{", value16_ / 8));
-    line("  #pragma unroll");
-    line("  for (int e = 0; e < 4; ++e) {");
-    line("    const int row = e < 2 ? row_a : row_b, col = j * 8 + 2 * t + (e & 1);");
-    line("    const float x = o[j][e] * (e < 2 ? inv_a : inv_b);");
     const std::string in_row = value16_ == value_dim_ ? "" : fmt::format(" && col < {}", value_dim_);
-    line(fmt::format("    if (row < {}{}) out[oo + (long long)row * {}LL + col] = {};", queries_, in_row, row_stride,
-                     stored));
-    line("  }");
-    line("}");
+    for (int i = 0; i < atoms_; ++i) {
+      auto emit = [&](const std::string& text) { line(at(text, i)); };
+      if (i > 0) emit("{");
+      emit("l_a` += __shfl_xor_sync(0xffffffffu, l_a`, 1); l_a` += __shfl_xor_sync(0xffffffffu, l_a`, 2);");
+      emit("l_b` += __shfl_xor_sync(0xffffffffu, l_b`, 1); l_b` += __shfl_xor_sync(0xffffffffu, l_b`, 2);");
+      emit("const float inv_a = 1.f / l_a`, inv_b = 1.f / l_b`;");
+      emit("#pragma unroll");
+      emit(fmt::format("for (int j = 0; j < {}; ++j) {{", value16_ / 8));
+      emit("  #pragma unroll");
+      emit("  for (int e = 0; e < 4; ++e) {");
+      emit("    const int row = e < 2 ? row_a` : row_b`, col = j * 8 + 2 * t + (e & 1);");
+      emit("    const float x = o`[j][e] * (e < 2 ? inv_a : inv_b);");
+      emit(fmt::format("    if (row < {}{}) out[oo + (long long)row * {}LL + col] = {};", queries_, in_row, row_stride,
+                       stored));
+      emit("  }");
+      emit("}");
+      if (i > 0) emit("}");
+    }
   }
 
   const ir::Graph& g_;
   const ir::AttentionMatch& m_;
   std::vector<int64_t> batch_;
   int64_t queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0, head16_ = 0, value16_ = 0;
+  int atoms_ = 1, block_rows_ = 0;  // mma row blocks of 16 a warp; query rows a block
   std::string to_half_, half_to_f32_, round_, suffix_;
   std::string body_;
   std::optional<AttentionTiles> tiles_;
 };
 
 }  // namespace
+
+Result<int> attention_warp_rows() {
+  const char* setting = std::getenv("KILN_CUDA_ATTENTION_WARP_ROWS");
+  if (setting == nullptr || *setting == '\0' || std::string(setting) == "16") return 16;
+  if (std::string(setting) == "32") return 32;
+  return make_error(fmt::format("cuda codegen: KILN_CUDA_ATTENTION_WARP_ROWS is '{}'; it takes 16 or 32", setting));
+}
 
 Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, const ir::AttentionMatch& m,
                                      const std::string& symbol, std::string& out) {
@@ -339,7 +403,8 @@ Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, c
         "{}, and rows read contiguously)",
         step.name, ir::kCudaAttentionMaxHeadDim, ir::kCudaF32AttentionMaxHeadDim));
   if (m.precision == ir::DType::F32) return emit_f32_attention_kernel(g, step, m, symbol, out);
-  return AttentionWriter(g, m).write(step, symbol, out);
+  KILN_ASSIGN_OR_RETURN(int warp_rows, attention_warp_rows());
+  return AttentionWriter(g, m, warp_rows).write(step, symbol, out);
 }
 
 }  // namespace kiln::codegen::cuda

@@ -12,16 +12,22 @@
 
 namespace kiln::codegen::cuda {
 
-/// Query rows per block of the attention kernel (a warp's 16 each) and keys per tile.
-constexpr int kAttentionQueryRows = 64;
+/// Keys per tile of the attention kernel.
 constexpr int kAttentionKeyTile = 64;
+
+/// Query rows a warp of the bf16/f16 kernel takes, from KILN_CUDA_ATTENTION_WARP_ROWS: 16
+/// (unset) or 32, which applies at head dims up to 64 (two mma row blocks a warp, so each
+/// k and v fragment read from shared memory serves both, as in FlashAttention-2); another
+/// value is an error. For comparisons on a GPU until one has weighed the two.
+Result<int> attention_warp_rows();
 
 /// Appends to `out` the kernel `symbol` of attention step `step` (the one fusion made of
 /// `m`; ir::cuda_runs_attention(m) holds): its parameters are the step's inputs as the
 /// artifact lists them (q, k, v, then each mask's operand in f's order) and then its
-/// output. A block of 4 warps takes 64 query rows of one batch index (a grid-stride loop
-/// over them all): q's rows stay in registers as mma.sync fragments, each tile of 64 keys
-/// of k and v goes through shared memory (k as it lies, v transposed), the scores are
+/// output. A block of 4 warps takes 64 query rows of one batch index (128 with 32 rows a
+/// warp; a grid-stride loop over them all): q's rows stay in registers as mma.sync
+/// fragments, each tile of 64 keys of k and v goes through shared memory (k as it lies, v
+/// transposed), the scores are
 /// rounded to the precision, f runs on them in f32 and the softmax merges them into the
 /// rows' running maximum and sum; P, rounded to the precision, multiplies v's tile into
 /// f32 sums that are divided by the sum at the end and rounded to the precision. Where f

@@ -2,6 +2,8 @@
 // kernels, bf16, f16 and f32, against the interpreter on the graphs of
 // cuda_attention_graphs.h, and from 8 threads.
 #include <cmath>
+#include <cstdlib>
+#include <tuple>
 
 #include "runtime/format/artifact.h"
 #include "tests/unit/autocast_graph.h"
@@ -26,35 +28,48 @@ int attention_steps(const std::vector<uint8_t>& artifact) {
   return steps;
 }
 
+// Sets KILN_CUDA_ATTENTION_WARP_ROWS (the bf16/f16 kernel's rows a warp) while it lives.
+class WarpRows {
+ public:
+  explicit WarpRows(const char* rows) { setenv("KILN_CUDA_ATTENTION_WARP_ROWS", rows, 1); }
+  ~WarpRows() { unsetenv("KILN_CUDA_ATTENTION_WARP_ROWS"); }
+  WarpRows(const WarpRows&) = delete;
+  WarpRows& operator=(const WarpRows&) = delete;
+};
+
 }  // namespace
 
-TEST_CASE("CUDA: bf16 and f16 attention as one kernel gives the autocast graph's values; 8 threads agree",
-          "[gpu][cuda][attention]") {
+TEST_CASE(
+    "CUDA: bf16 and f16 attention as one kernel gives the autocast graph's values, 16 and 32 rows a warp; 8 threads "
+    "agree",
+    "[gpu][cuda][attention]") {
   if (!have_gpu()) return;
-  for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
-    INFO(name);
-    const ir::Graph g = kiln::testing::parse_ok(text);
-    // Inputs of scale 0.5 keep the scores near 1, where a unit of the precision moves a
-    // probability by a few of its own units.
-    const auto args = seeded_arguments(g, 7, 0.5);
-    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
-      INFO(p.name);
-      CompileOptions options = cuda_options(true);
-      options.precision = p.name;
-      auto artifact = compile_to_artifact(g, options);
-      if (!artifact.ok()) FAIL(artifact.error().message);
-      CHECK(attention_steps(*artifact) == 1);
-      // The interpreter on the graph as kiln compile --precision casts it, every cast
-      // rounded exactly. The kernel rounds P before dividing by the row's sum (the
-      // decomposition after): a few more units than the CPU's step (attention_half_test).
-      const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
-      auto got = kiln::testing::run_artifact(*artifact, g, args);
-      if (!got.ok()) FAIL(got.error().message);
-      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
-      check_same(*got, want, bound, bound);
-      CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+  for (const char* rows : {"16", "32"})
+    for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
+      INFO(name << ", " << rows << " rows a warp");
+      const WarpRows warp_rows(rows);
+      const ir::Graph g = kiln::testing::parse_ok(text);
+      // Inputs of scale 0.5 keep the scores near 1, where a unit of the precision moves a
+      // probability by a few of its own units.
+      const auto args = seeded_arguments(g, 7, 0.5);
+      for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+        INFO(p.name);
+        CompileOptions options = cuda_options(true);
+        options.precision = p.name;
+        auto artifact = compile_to_artifact(g, options);
+        if (!artifact.ok()) FAIL(artifact.error().message);
+        CHECK(attention_steps(*artifact) == 1);
+        // The interpreter on the graph as kiln compile --precision casts it, every cast
+        // rounded exactly. The kernel rounds P before dividing by the row's sum (the
+        // decomposition after): a few more units than the CPU's step (attention_half_test).
+        const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
+        auto got = kiln::testing::run_artifact(*artifact, g, args);
+        if (!got.ok()) FAIL(got.error().message);
+        const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+        check_same(*got, want, bound, bound);
+        CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+      }
     }
-  }
 }
 
 TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 threads agree",
@@ -80,16 +95,18 @@ TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 t
 TEST_CASE("CUDA: attention kernels give the same bytes from aligned and unaligned device buffers",
           "[gpu][cuda][attention]") {
   if (!have_gpu()) return;
-  // bf16 k and v by cp.async (D=64) and by 16-byte loads (D=32), f32 operands of a bf16
-  // product by 16-byte loads, and the f32 kernel.
-  const std::vector<std::pair<std::string, const char*>> cases = {
-      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16"},
-      {kiln::testing::causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17), "bf16"},
-      {kiln::testing::cuda_attention_graphs()[0].second, "bf16"},
-      {kiln::testing::cuda_attention_graphs()[0].second, "f32"},
+  // bf16 k and v by cp.async (D=64; 16 and 32 rows a warp) and by 16-byte loads (D=32),
+  // f32 operands of a bf16 product by 16-byte loads, and the f32 kernel.
+  const std::vector<std::tuple<std::string, const char*, const char*>> cases = {
+      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", "16"},
+      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", "32"},
+      {kiln::testing::causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17), "bf16", "16"},
+      {kiln::testing::cuda_attention_graphs()[0].second, "bf16", "16"},
+      {kiln::testing::cuda_attention_graphs()[0].second, "f32", "16"},
   };
-  for (const auto& [text, precision] : cases) {
-    INFO(precision << ": " << text);
+  for (const auto& [text, precision, rows] : cases) {
+    INFO(precision << ", " << rows << " rows a warp: " << text);
+    const WarpRows warp_rows(rows);
     const ir::Graph g = kiln::testing::parse_ok(text);
     CompileOptions options = cuda_options(true);
     options.precision = precision;
