@@ -12,12 +12,11 @@
 # torch.compile's top kernels; a column sum, a full sum and a 4096^3 matmul against a copy
 # and torch.matmul, torch.matmul at the suite's GEMM shapes, and each of those shapes
 # through an artifact against a direct cublasLtMatmul (bench/lt_compare.cc, f32 and
-# bf16); attention in bf16 at
-# S=4096 beside PyTorch's flash attention (the kernel with 16 and 32 query rows a warp,
-# and GPT-2's bf16 block with each); the fusion suite beside PyTorch (its bf16 rows
-# too); and, if
-# KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln and PyTorch
-# (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
+# bf16); attention in bf16 at S=4096 beside PyTorch's flash attention (the kernel with 16
+# and 32 query rows a warp, and GPT-2's bf16 block with each; forward and backward,
+# bench/cuda_checks/train_attention_*); the fusion suite beside PyTorch (its bf16 rows
+# too); and, if KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln
+# and PyTorch (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
 # bench/export_models.py's files, those models (KILN_ONNX_LIST, default the six of
 # docs/onnx.md) compiled for CUDA and checked against ONNX Runtime (bench/onnx_models.py).
 # KILN_STAGES picks stages (default: "tier models profiles checks attention fusion fashion onnx"),
@@ -132,6 +131,16 @@ if stage attention; then
       > "$out/f32_attention_gpt2_${arch%%,*}.txt" 2>&1
     note "f32_attention_gpt2 $arch: exit $? $(grep -E '^ +[0-9]+ +' "$out/f32_attention_gpt2_${arch%%,*}.txt" | tr -s ' ' | tr '\n' ';')"
     rm -f "$out/f32_attention_${arch%%,*}.kiln"
+  done
+  # Forward and backward (the backward is the decomposition's) beside flash attention's
+  # fwd+bwd column.
+  for kir in cuda_checks/train_attention_*.kir; do
+    row=$(basename "$kir" .kir)
+    bin/kiln opt "$kir" --passes='autodiff{wrt=q,k,v}' > "$out/$row.grad.kir"
+    timeout 90 bin/kiln bench "$out/$row.grad.kir" --target=cuda --precision=bf16 --repeat=10 --warmup=2 --profile \
+      > "$out/$row.txt" 2>&1
+    note "$row (forward and backward): exit $? $(grep -E '^latency|^steps' "$out/$row.txt" | tr -s ' ' | tr '\n' ';')"
+    rm -f "$out/$row.grad.kir"
   done
   # The f32 models with and without their attention steps, in one run each.
   bin/kiln bench --suite=models --export="$out/rows" > /dev/null
