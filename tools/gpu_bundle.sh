@@ -12,8 +12,8 @@
 # torch.compile's top kernels; a column sum, a full sum and a 4096^3 matmul against a copy
 # and torch.matmul, torch.matmul at the suite's GEMM shapes, and each of those shapes
 # through an artifact against a direct cublasLtMatmul (bench/lt_compare.cc, f32 and
-# bf16); attention in bf16 at S=4096 beside PyTorch's flash attention (the kernel with 16
-# and 32 query rows a warp, and GPT-2's bf16 block with each; forward and backward,
+# bf16); attention in bf16 at S=4096 beside PyTorch's flash attention (the kernel's
+# variants, and GPT-2's bf16 block with 16 and 32 query rows a warp; forward and backward,
 # bench/cuda_checks/train_attention_*); the fusion suite beside PyTorch (its bf16 rows
 # too); and, if KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln
 # and PyTorch (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
@@ -109,16 +109,20 @@ done
 fi
 if stage attention; then
   note "== $(date -u +%T) attention in bf16 against PyTorch's flash attention"
-  # The bf16 kernel with 16 and with 32 query rows a warp (KILN_CUDA_ATTENTION_WARP_ROWS;
-  # 32 applies to head dims up to 64), in alternating rounds.
+  # The bf16 kernel's variants (codegen/cuda/attention_kernel.h), in alternating rounds:
+  # the default (16 query rows a warp, cp.async up to heads of 64), 32 rows a warp (heads
+  # up to 64) and cp.async at heads of 128.
   for round in 1 2; do
     for kir in cuda_checks/attention_*.kir; do
       row=$(basename "$kir" .kir)
-      for rows in 16 32; do
+      for variant in 16:64 32:64 16:128; do
+        rows=${variant%:*} async=${variant#*:}
         [[ $row == *d128* && $rows == 32 ]] && continue
-        KILN_CUDA_ATTENTION_WARP_ROWS=$rows timeout 40 bin/kiln bench "$kir" --target=cuda --precision=bf16 --repeat=20 \
-          --profile > "$out/${row}_rows${rows}_$round.txt" 2>&1
-        note "$row, $rows rows a warp, round $round: exit $? $(grep -E '^ +[0-9]+ +attention' "$out/${row}_rows${rows}_$round.txt")"
+        [[ $row != *d128* && $async == 128 ]] && continue
+        KILN_CUDA_ATTENTION_WARP_ROWS=$rows KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM=$async timeout 40 bin/kiln bench "$kir" \
+          --target=cuda --precision=bf16 --repeat=20 --profile > "$out/${row}_rows${rows}_async${async}_$round.txt" 2>&1
+        note "$row, $rows rows a warp, cp.async up to $async, round $round: exit $? $(grep -E '^ +[0-9]+ +attention' \
+          "$out/${row}_rows${rows}_async${async}_$round.txt")"
       done
     done
   done

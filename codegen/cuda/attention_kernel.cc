@@ -28,7 +28,8 @@ using Operand = AttentionOperand;
 
 class AttentionWriter {
  public:
-  AttentionWriter(const ir::Graph& g, const ir::AttentionMatch& m, int warp_rows) : g_(g), m_(m) {
+  AttentionWriter(const ir::Graph& g, const ir::AttentionMatch& m, const AttentionVariant& variant)
+      : g_(g), m_(m), async_head_dim_(variant.async_head_dim) {
     batch_.assign(m.q_view.shape.begin(), m.q_view.shape.end() - 2);
     const size_t nb = batch_.size();
     queries_ = m.q_view.shape[nb];
@@ -45,7 +46,7 @@ class AttentionWriter {
     suffix_ = bf16 ? "bf16" : "f16";
     // 32 rows a warp (two mma row blocks, FlashAttention-2's split) need q's and the
     // outputs' fragments twice: head dims up to 64 only.
-    atoms_ = warp_rows == 32 && std::max(head16_, value16_) <= 64 ? 2 : 1;
+    atoms_ = variant.warp_rows == 32 && std::max(head16_, value16_) <= 64 ? 2 : 1;
     block_rows_ = kWarps * 16 * atoms_;
     tiles_.emplace(body_, batch_.size(), keys_, half_to_f32_, kThreads);
   }
@@ -61,12 +62,13 @@ class AttentionWriter {
         "#define kiln_att_pack kiln_att_pack_{0}\n#define kiln_att_round kiln_att_round_{0}\n#define kiln_att_mma "
         "kiln_att_mma_{0}\n",
         suffix_);
-    // With cp.async (head dims up to 64) the kernel fits 4 blocks an SM (128 registers);
+    // With cp.async at head dims up to 64 the kernel fits 4 blocks an SM (128 registers);
     // ptxas, left to itself, took 133 for the causal kernel once the unaligned fallback
-    // joined it, which holds 3. With 32 rows a warp, 2 blocks (up to 255 registers).
-    const std::string bounds = atoms_ == 2      ? fmt::format("{}, 2", kThreads)
-                               : copies_async() ? fmt::format("{}, 4", kThreads)
-                                                : std::to_string(kThreads);
+    // joined it, which holds 3. At 128, 3 blocks (168 registers, where ptxas took 194-197
+    // and 2 blocks); with 32 rows a warp, 2 blocks (up to 255 registers).
+    std::string bounds = std::to_string(kThreads);
+    if (atoms_ == 2) bounds = fmt::format("{}, 2", kThreads);
+    else if (copies_async()) bounds = fmt::format("{}, {}", kThreads, std::max(head16_, value16_) <= 64 ? 4 : 3);
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", bounds, symbol,
                        fmt::join(params, ", "));
     line(fmt::format("__shared__ __align__(16) unsigned short ks[{}][{}];", kAttentionKeyTile, head16_ + 8));
@@ -149,12 +151,13 @@ class AttentionWriter {
 
   // Whether k's and v's tiles reach shared memory by cp.async: half-precision rows that
   // load as 16-byte chunks (f32 operands are rounded on the way, through registers), at
-  // head dims up to 64. At 128 the copies cost the few registers that let an SM hold a
-  // third block of the kernel (docs/cuda.md), which only a GPU can weigh.
+  // head dims up to the variant's bound (64 unless KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM
+  // says 128). At 128 the copies cost registers that let an SM hold a third block of the
+  // kernel unless the launch bounds cap them (docs/cuda.md), which only a GPU can weigh.
   bool copies_async() const {
     const DType half = m_.precision;
     return dtype(m_.k) == half && dtype(m_.v) == half && rows_aligned(m_.k_view, 8) && rows_aligned(m_.v_view, 8) &&
-           std::max(head16_, value16_) <= 64;
+           std::max(head16_, value16_) <= async_head_dim_;
   }
 
   // The loop over key tiles: k and v's tile to shared memory, scores, f, the online
@@ -380,6 +383,7 @@ class AttentionWriter {
   std::vector<int64_t> batch_;
   int64_t queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0, head16_ = 0, value16_ = 0;
   int atoms_ = 1, block_rows_ = 0;  // mma row blocks of 16 a warp; query rows a block
+  int async_head_dim_ = 64;
   std::string to_half_, half_to_f32_, round_, suffix_;
   std::string body_;
   std::optional<AttentionTiles> tiles_;
@@ -387,11 +391,19 @@ class AttentionWriter {
 
 }  // namespace
 
-Result<int> attention_warp_rows() {
-  const char* setting = std::getenv("KILN_CUDA_ATTENTION_WARP_ROWS");
-  if (setting == nullptr || *setting == '\0' || std::string(setting) == "16") return 16;
-  if (std::string(setting) == "32") return 32;
-  return make_error(fmt::format("cuda codegen: KILN_CUDA_ATTENTION_WARP_ROWS is '{}'; it takes 16 or 32", setting));
+Result<AttentionVariant> attention_variant() {
+  AttentionVariant variant;
+  // Each setting: unset or empty for the default, else one of two values.
+  auto read = [](const char* name, int fallback, int other) -> Result<int> {
+    const char* setting = std::getenv(name);
+    if (setting == nullptr || *setting == '\0' || std::string(setting) == std::to_string(fallback)) return fallback;
+    if (std::string(setting) == std::to_string(other)) return other;
+    return make_error(
+        fmt::format("cuda codegen: {} is '{}'; it takes {} (the default) or {}", name, setting, fallback, other));
+  };
+  KILN_ASSIGN_OR_RETURN(variant.warp_rows, read("KILN_CUDA_ATTENTION_WARP_ROWS", 16, 32));
+  KILN_ASSIGN_OR_RETURN(variant.async_head_dim, read("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", 64, 128));
+  return variant;
 }
 
 Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, const ir::AttentionMatch& m,
@@ -403,8 +415,8 @@ Result<Launch> emit_attention_kernel(const ir::Graph& g, const ir::Step& step, c
         "{}, and rows read contiguously)",
         step.name, ir::kCudaAttentionMaxHeadDim, ir::kCudaF32AttentionMaxHeadDim));
   if (m.precision == ir::DType::F32) return emit_f32_attention_kernel(g, step, m, symbol, out);
-  KILN_ASSIGN_OR_RETURN(int warp_rows, attention_warp_rows());
-  return AttentionWriter(g, m, warp_rows).write(step, symbol, out);
+  KILN_ASSIGN_OR_RETURN(AttentionVariant variant, attention_variant());
+  return AttentionWriter(g, m, variant).write(step, symbol, out);
 }
 
 }  // namespace kiln::codegen::cuda

@@ -15,11 +15,18 @@ namespace kiln::codegen::cuda {
 /// Keys per tile of the attention kernel.
 constexpr int kAttentionKeyTile = 64;
 
-/// Query rows a warp of the bf16/f16 kernel takes, from KILN_CUDA_ATTENTION_WARP_ROWS: 16
-/// (unset) or 32, which applies at head dims up to 64 (two mma row blocks a warp, so each
-/// k and v fragment read from shared memory serves both, as in FlashAttention-2); another
-/// value is an error. For comparisons on a GPU until one has weighed the two.
-Result<int> attention_warp_rows();
+/// Variants of the bf16/f16 kernel, for comparisons on a GPU until one has weighed them,
+/// read from the environment at compile time (another value than these is an error):
+/// - KILN_CUDA_ATTENTION_WARP_ROWS: query rows a warp, 16 (unset) or 32, which applies at
+///   head dims up to 64 (two mma row blocks a warp, so each k and v fragment read from
+///   shared memory serves both, as in FlashAttention-2);
+/// - KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM: the largest head dim whose k and v tiles are
+///   copied by cp.async, 64 (unset) or 128.
+struct AttentionVariant {
+  int warp_rows = 16;
+  int async_head_dim = 64;
+};
+Result<AttentionVariant> attention_variant();
 
 /// Appends to `out` the kernel `symbol` of attention step `step` (the one fusion made of
 /// `m`; ir::cuda_runs_attention(m) holds): its parameters are the step's inputs as the

@@ -28,48 +28,79 @@ int attention_steps(const std::vector<uint8_t>& artifact) {
   return steps;
 }
 
-// Sets KILN_CUDA_ATTENTION_WARP_ROWS (the bf16/f16 kernel's rows a warp) while it lives.
-class WarpRows {
+// The text of the graph of cuda_attention_graphs() whose name starts with `prefix`.
+std::string graph_named(const std::string& prefix) {
+  for (const auto& [name, text] : kiln::testing::cuda_attention_graphs())
+    if (name.rfind(prefix, 0) == 0) return text;
+  FAIL("no attention graph named " << prefix);
+  return "";
+}
+
+// The bf16/f16 kernel's variants (codegen/cuda/attention_kernel.h): query rows a warp and
+// the largest head dim copied by cp.async.
+struct Variant {
+  const char* warp_rows;
+  const char* async_head_dim;
+};
+constexpr Variant kVariants[] = {{"16", "64"}, {"32", "64"}, {"16", "128"}};
+
+// Sets the variant's environment while it lives.
+class VariantSet {
  public:
-  explicit WarpRows(const char* rows) { setenv("KILN_CUDA_ATTENTION_WARP_ROWS", rows, 1); }
-  ~WarpRows() { unsetenv("KILN_CUDA_ATTENTION_WARP_ROWS"); }
-  WarpRows(const WarpRows&) = delete;
-  WarpRows& operator=(const WarpRows&) = delete;
+  explicit VariantSet(const Variant& v) {
+    setenv("KILN_CUDA_ATTENTION_WARP_ROWS", v.warp_rows, 1);
+    setenv("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", v.async_head_dim, 1);
+  }
+  ~VariantSet() {
+    unsetenv("KILN_CUDA_ATTENTION_WARP_ROWS");
+    unsetenv("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM");
+  }
+  VariantSet(const VariantSet&) = delete;
+  VariantSet& operator=(const VariantSet&) = delete;
 };
 
 }  // namespace
 
 TEST_CASE(
-    "CUDA: bf16 and f16 attention as one kernel gives the autocast graph's values, 16 and 32 rows a warp; 8 threads "
-    "agree",
+    "CUDA: bf16 and f16 attention as one kernel gives the autocast graph's values, the same bytes in each variant; 8 "
+    "threads agree",
     "[gpu][cuda][attention]") {
   if (!have_gpu()) return;
-  for (const char* rows : {"16", "32"})
-    for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
-      INFO(name << ", " << rows << " rows a warp");
-      const WarpRows warp_rows(rows);
-      const ir::Graph g = kiln::testing::parse_ok(text);
-      // Inputs of scale 0.5 keep the scores near 1, where a unit of the precision moves a
-      // probability by a few of its own units.
-      const auto args = seeded_arguments(g, 7, 0.5);
-      for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
-        INFO(p.name);
+  for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
+    INFO(name);
+    const ir::Graph g = kiln::testing::parse_ok(text);
+    // Inputs of scale 0.5 keep the scores near 1, where a unit of the precision moves a
+    // probability by a few of its own units.
+    const auto args = seeded_arguments(g, 7, 0.5);
+    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+      INFO(p.name);
+      // The interpreter on the graph as kiln compile --precision casts it, every cast
+      // rounded exactly. The kernel rounds P before dividing by the row's sum (the
+      // decomposition after): a few more units than the CPU's step (attention_half_test).
+      const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
+      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+      std::vector<ir::Tensor> first;
+      for (const Variant& variant : kVariants) {
+        INFO(variant.warp_rows << " rows a warp, cp.async up to D=" << variant.async_head_dim);
+        const VariantSet set(variant);
         CompileOptions options = cuda_options(true);
         options.precision = p.name;
         auto artifact = compile_to_artifact(g, options);
         if (!artifact.ok()) FAIL(artifact.error().message);
         CHECK(attention_steps(*artifact) == 1);
-        // The interpreter on the graph as kiln compile --precision casts it, every cast
-        // rounded exactly. The kernel rounds P before dividing by the row's sum (the
-        // decomposition after): a few more units than the CPU's step (attention_half_test).
-        const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
         auto got = kiln::testing::run_artifact(*artifact, g, args);
         if (!got.ok()) FAIL(got.error().message);
-        const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
         check_same(*got, want, bound, bound);
+        // Every variant does each row's sums in the same order: the default's bytes. A
+        // tile of the wrong keys stays within the bound above (averages of small values)
+        // but not within this.
+        if (first.empty()) first = *got;
+        else
+          for (size_t i = 0; i < first.size(); ++i) CHECK(got->at(i).floats == first[i].floats);
         CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
       }
     }
+  }
 }
 
 TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 threads agree",
@@ -95,18 +126,21 @@ TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 t
 TEST_CASE("CUDA: attention kernels give the same bytes from aligned and unaligned device buffers",
           "[gpu][cuda][attention]") {
   if (!have_gpu()) return;
-  // bf16 k and v by cp.async (D=64; 16 and 32 rows a warp) and by 16-byte loads (D=32),
-  // f32 operands of a bf16 product by 16-byte loads, and the f32 kernel.
-  const std::vector<std::tuple<std::string, const char*, const char*>> cases = {
-      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", "16"},
-      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", "32"},
-      {kiln::testing::causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17), "bf16", "16"},
-      {kiln::testing::cuda_attention_graphs()[0].second, "bf16", "16"},
-      {kiln::testing::cuda_attention_graphs()[0].second, "f32", "16"},
+  // bf16 k and v by cp.async (D=64, and 128 in that variant; 16 and 32 rows a warp) and
+  // by 16-byte loads (D=32), f32 operands of a bf16 product by 16-byte loads, and the f32
+  // kernel.
+  const std::vector<std::tuple<std::string, const char*, Variant>> cases = {
+      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", kVariants[0]},
+      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", kVariants[1]},
+      {graph_named("bf16, causal, D=128"), "bf16", kVariants[2]},
+      {kiln::testing::causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17), "bf16", kVariants[0]},
+      {kiln::testing::cuda_attention_graphs()[0].second, "bf16", kVariants[0]},
+      {kiln::testing::cuda_attention_graphs()[0].second, "f32", kVariants[0]},
   };
-  for (const auto& [text, precision, rows] : cases) {
-    INFO(precision << ", " << rows << " rows a warp: " << text);
-    const WarpRows warp_rows(rows);
+  for (const auto& [text, precision, variant] : cases) {
+    INFO(precision << ", " << variant.warp_rows << " rows a warp, cp.async up to D=" << variant.async_head_dim << ": "
+                   << text);
+    const VariantSet set(variant);
     const ir::Graph g = kiln::testing::parse_ok(text);
     CompileOptions options = cuda_options(true);
     options.precision = precision;
