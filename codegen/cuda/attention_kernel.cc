@@ -65,7 +65,8 @@ class AttentionWriter {
     // With cp.async at head dims up to 64 the kernel fits 4 blocks an SM (128 registers);
     // ptxas, left to itself, took 133 for the causal kernel once the unaligned fallback
     // joined it, which holds 3. At 128, 3 blocks (168 registers, where ptxas took 194-197
-    // and 2 blocks); with 32 rows a warp, 2 blocks (up to 255 registers).
+    // and 2 blocks since the fallback, 170-171 before it); with 32 rows a warp, 2 blocks
+    // (up to 255 registers).
     std::string bounds = std::to_string(kThreads);
     if (atoms_ == 2) bounds = fmt::format("{}, 2", kThreads);
     else if (copies_async()) bounds = fmt::format("{}, {}", kThreads, std::max(head16_, value16_) <= 64 ? 4 : 3);

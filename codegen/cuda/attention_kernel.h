@@ -16,7 +16,8 @@ namespace kiln::codegen::cuda {
 constexpr int kAttentionKeyTile = 64;
 
 /// Variants of the bf16/f16 kernel, for comparisons on a GPU until one has weighed them,
-/// read from the environment at compile time (another value than these is an error):
+/// read from the environment when such a kernel is compiled (another value than these is
+/// then an error):
 /// - KILN_CUDA_ATTENTION_WARP_ROWS: query rows a warp, 16 (unset) or 32, which applies at
 ///   head dims up to 64 (two mma row blocks a warp, so each k and v fragment read from
 ///   shared memory serves both, as in FlashAttention-2);

@@ -51,8 +51,9 @@ inline constexpr int kBlockItems = 16;    // elements per thread kept in registe
 // ... where the step reads one input of the row's shape (softmax, layer_norm): a row of
 // 32768 then fits a block of 1024 without spills (docs/cuda.md); more inputs would spill.
 inline constexpr int kBlockItemsOneInput = 32;
-// Bytes of each row a thread of a block row loads (16 f32 or 32 bf16 elements): measured
-// against 8 elements and against 32 f32 ones on an H200 (docs/benchmarks.md).
+// Bytes of each row a thread of a block row loads, at its narrowest full-shape input (16
+// f32 or 32 bf16 elements, within the items limits above): measured against 8 elements and
+// against 32 f32 ones on an H200 (docs/benchmarks.md).
 inline constexpr int kBlockRowBytesPerThread = 64;
 inline constexpr int kOnlineChunk = 8;  // elements per thread per step of a long row's online softmax
 

@@ -159,7 +159,8 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
     int element_bytes = full_inputs.empty() ? 4 : 8;
     for (ValueId v : full_inputs) element_bytes = std::min(element_bytes, ir::dtype_size(type(v).dtype));
     const int64_t per_thread = std::min<int64_t>(items_limit, kBlockRowBytesPerThread / element_bytes);
-    int64_t threads = std::clamp<int64_t>((row_length_ / per_thread + 31) / 32 * 32, 128, 1024);
+    const int64_t needed = (row_length_ + per_thread - 1) / per_thread;  // so no thread needs more
+    int64_t threads = std::clamp<int64_t>((needed + 31) / 32 * 32, 128, 1024);
     row_threads_ = static_cast<int>(threads);
     launch.block_threads = row_threads_;
     rows_per_block = 1;

@@ -1,6 +1,6 @@
 // The GPU tier's attention cases (tag "gpu"; see cuda_gpu_test.cc): CUDA's attention
-// kernels, bf16, f16 and f32, against the interpreter on the graphs of
-// cuda_attention_graphs.h, and from 8 threads.
+// kernels, bf16, f16 (each variant) and f32, against the interpreter on the graphs of
+// cuda_attention_graphs.h, from 8 threads and from unaligned device buffers.
 #include <cmath>
 #include <cstdlib>
 #include <tuple>
@@ -13,7 +13,10 @@
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
+using kiln::testing::AttentionVariantSet;
+using kiln::testing::AttentionVariantSpec;
 using kiln::testing::check_same;
+using kiln::testing::kAttentionVariants;
 using kiln::testing::seeded_arguments;
 using namespace kiln::testing::gpu_tier;
 
@@ -35,29 +38,6 @@ std::string graph_named(const std::string& prefix) {
   FAIL("no attention graph named " << prefix);
   return "";
 }
-
-// The bf16/f16 kernel's variants (codegen/cuda/attention_kernel.h): query rows a warp and
-// the largest head dim copied by cp.async.
-struct Variant {
-  const char* warp_rows;
-  const char* async_head_dim;
-};
-constexpr Variant kVariants[] = {{"16", "64"}, {"32", "64"}, {"16", "128"}};
-
-// Sets the variant's environment while it lives.
-class VariantSet {
- public:
-  explicit VariantSet(const Variant& v) {
-    setenv("KILN_CUDA_ATTENTION_WARP_ROWS", v.warp_rows, 1);
-    setenv("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", v.async_head_dim, 1);
-  }
-  ~VariantSet() {
-    unsetenv("KILN_CUDA_ATTENTION_WARP_ROWS");
-    unsetenv("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM");
-  }
-  VariantSet(const VariantSet&) = delete;
-  VariantSet& operator=(const VariantSet&) = delete;
-};
 
 }  // namespace
 
@@ -87,9 +67,9 @@ TEST_CASE(
       const auto want = kiln::testing::eval_ok(kiln::testing::autocast_graph(g, p.name), args);
       const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
       std::vector<ir::Tensor> first;
-      for (const Variant& variant : kVariants) {
+      for (const AttentionVariantSpec& variant : kAttentionVariants) {
         INFO(variant.warp_rows << " rows a warp, cp.async up to D=" << variant.async_head_dim);
-        const VariantSet set(variant);
+        const AttentionVariantSet set(variant);
         CompileOptions options = cuda_options(true);
         options.precision = p.name;
         auto artifact = compile_to_artifact(g, options);
@@ -136,18 +116,18 @@ TEST_CASE("CUDA: attention kernels give the same bytes from aligned and unaligne
   // bf16 k and v by cp.async (D=64, and 128 in that variant; 16 and 32 rows a warp) and
   // by 16-byte loads (D=32), f32 operands of a bf16 product by 16-byte loads, and the f32
   // kernel.
-  const std::vector<std::tuple<std::string, const char*, Variant>> cases = {
-      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", kVariants[0]},
-      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", kVariants[1]},
-      {graph_named("bf16, causal, D=128"), "bf16", kVariants[2]},
-      {kiln::testing::causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17), "bf16", kVariants[0]},
-      {kiln::testing::cuda_attention_graphs()[0].second, "bf16", kVariants[0]},
-      {kiln::testing::cuda_attention_graphs()[0].second, "f32", kVariants[0]},
+  const std::vector<std::tuple<std::string, const char*, AttentionVariantSpec>> cases = {
+      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", kAttentionVariants[0]},
+      {kiln::testing::causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125), "bf16", kAttentionVariants[1]},
+      {graph_named("bf16, causal, D=128"), "bf16", kAttentionVariants[2]},
+      {kiln::testing::causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17), "bf16", kAttentionVariants[0]},
+      {kiln::testing::cuda_attention_graphs()[0].second, "bf16", kAttentionVariants[0]},
+      {kiln::testing::cuda_attention_graphs()[0].second, "f32", kAttentionVariants[0]},
   };
   for (const auto& [text, precision, variant] : cases) {
     INFO(precision << ", " << variant.warp_rows << " rows a warp, cp.async up to D=" << variant.async_head_dim << ": "
                    << text);
-    const VariantSet set(variant);
+    const AttentionVariantSet set(variant);
     const ir::Graph g = kiln::testing::parse_ok(text);
     CompileOptions options = cuda_options(true);
     options.precision = precision;

@@ -6,9 +6,12 @@
 // the heads of a projection, head dims 16 to 128 and 40 and 24 (padded to the mma's 16),
 // each mask kind, a causal fill whose exp
 // is not 0 (the tiles past the diagonal are then taken), and bf16 k and v copied to shared
-// memory by cp.async, in whole tiles and past the keys.
+// memory by cp.async, in whole tiles and past the keys. Both tests also take the bf16/f16
+// kernel's variants (AttentionVariantSet below).
 #pragma once
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +19,40 @@
 #include "tests/unit/attention_graphs.h"
 
 namespace kiln::testing {
+
+// The bf16/f16 kernel's variants (codegen/cuda/attention_kernel.h): query rows a warp and
+// the largest head dim copied by cp.async; the first is the default.
+struct AttentionVariantSpec {
+  const char* warp_rows;
+  const char* async_head_dim;
+};
+inline constexpr AttentionVariantSpec kAttentionVariants[] = {{"16", "64"}, {"32", "64"}, {"16", "128"}};
+
+// Sets a variant's environment while it lives, then restores what was there.
+class AttentionVariantSet {
+ public:
+  explicit AttentionVariantSet(const AttentionVariantSpec& v) {
+    set("KILN_CUDA_ATTENTION_WARP_ROWS", v.warp_rows, saved_[0]);
+    set("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", v.async_head_dim, saved_[1]);
+  }
+  ~AttentionVariantSet() {
+    restore("KILN_CUDA_ATTENTION_WARP_ROWS", saved_[0]);
+    restore("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", saved_[1]);
+  }
+  AttentionVariantSet(const AttentionVariantSet&) = delete;
+  AttentionVariantSet& operator=(const AttentionVariantSet&) = delete;
+
+ private:
+  static void set(const char* name, const char* value, std::optional<std::string>& saved) {
+    if (const char* old = std::getenv(name)) saved = old;
+    setenv(name, value, 1);
+  }
+  static void restore(const char* name, const std::optional<std::string>& saved) {
+    if (saved) setenv(name, saved->c_str(), 1);
+    else unsetenv(name);
+  }
+  std::optional<std::string> saved_[2];
+};
 
 // Causal attention over bf16 q [batch, T, D], k [batch, S, D] and v [batch, S, Dv], the
 // casts around the op as autocast writes them (`batch`: "[B,H" for example).

@@ -1,7 +1,8 @@
 // CUDA's attention kernels without a GPU (the GPU tier runs them): which attentions become
 // one step on CUDA (bf16, f16 and f32, on sm_80 and later) and which stay matmuls, and
 // that every kernel of tests/unit/cuda_attention_graphs.h compiles with NVRTC for sm_80
-// and sm_90 with the launch the artifact records.
+// and sm_90 (each variant of the bf16 kernel for sm_90) with the launch the artifact
+// records.
 #include <fmt/format.h>
 
 #include <string>
@@ -60,6 +61,33 @@ TEST_CASE("CUDA attention kernels compile for sm_80 and sm_90 in bf16 and f16, e
       CHECK(step.attention()->precision() == p.stored);
       // Each code object holds the kernel.
       CHECK(view->metadata().code()->size() == 3);
+    }
+  }
+}
+
+TEST_CASE("CUDA bf16 attention kernels compile for sm_90 in each variant, with the variant's launch",
+          "[codegen][cuda][attention]") {
+  for (const kiln::testing::AttentionVariantSpec& variant : kiln::testing::kAttentionVariants) {
+    INFO(variant.warp_rows << " rows a warp, cp.async up to D=" << variant.async_head_dim);
+    const kiln::testing::AttentionVariantSet set(variant);
+    for (const auto& [name, text] : kiln::testing::cuda_attention_graphs()) {
+      INFO(name);
+      const ir::Graph g = kiln::testing::parse_ok(text);
+      auto bytes = compile_to_artifact(g, cuda_options("bf16", {"sm_90"}));
+      if (!bytes.ok()) FAIL(bytes.error().message.substr(0, 4000));
+      auto view = format::read_artifact(*bytes, "cuda-sm_90");
+      if (!view.ok()) FAIL(view.error().message);
+      const auto steps = attention_steps(*view);
+      REQUIRE(steps.size() == 1);
+      // 32 rows a warp, where it applies (head dims up to 64), halves the query blocks.
+      const int64_t rows = std::string(variant.warp_rows) == "32" && steps[0]->attention()->head_dim() <= 64 &&
+                                   steps[0]->attention()->value_dim() <= 64
+                               ? 128
+                               : 64;
+      int64_t batch = 1;
+      for (int64_t b : *steps[0]->attention()->batch()) batch *= b;
+      CHECK(steps[0]->block_threads() == 128);
+      CHECK(steps[0]->grid_blocks() == batch * ((steps[0]->attention()->queries() + rows - 1) / rows));
     }
   }
 }
