@@ -99,6 +99,8 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
        causal_bf16_attention("[1,2", 256, 256, 64, 64, 0.125)},
       {"bf16, causal, D=128, keys past a tile (cp.async where the variant copies D=128 so)",
        causal_bf16_attention("[1,2", 200, 200, 128, 128, 0.09)},
+      {"bf16, causal, D=96 and Dv=80 (12 and 10 chunks of 16 bytes a row where cp.async copies them)",
+       causal_bf16_attention("[2", 130, 150, 96, 80, 0.1)},
       {"heads of 40 and values of 24 (padded to the mma's 16), causal, keys past a tile",
        R"(graph @g(%q: f32[1,2,90,40], %k: f32[1,2,90,40], %v: f32[1,2,90,24]) {
   %y: f32[1,2,90,24] = attention(%q, %k, %v) {causal=true, scale=0.158}
