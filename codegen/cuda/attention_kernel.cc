@@ -107,8 +107,11 @@ class AttentionWriter {
       else out += c;
     return out;
   }
+  // `text` as row block i's line.
+  void line(const std::string& text, int i) { line(at(text, i)); }
+  // `text` as a line for each row block.
   void lines(const std::string& text) {
-    for (int i = 0; i < atoms_; ++i) line(at(text, i));
+    for (int i = 0; i < atoms_; ++i) line(text, i);
   }
 
   // q's rows of the warp as A fragments: [D/16][4] registers of two halves each (zeros
@@ -132,21 +135,21 @@ class AttentionWriter {
     const std::string low = head16_ == head_dim_ ? "" : fmt::format(" && c < {}", head_dim_);
     const std::string high = head16_ == head_dim_ ? "" : fmt::format(" && c + 8 < {}", head_dim_);
     for (int i = 0; i < atoms_; ++i) {
-      line(at(fmt::format("  qf`[kd][0] = row_a` < {0}{3} ? {1} : 0u; qf`[kd][1] = row_b` < {0}{3} ? {2} : 0u;",
-                          queries_, pair("qa`"), pair("qb`"), low),
-              i));
-      line(at(fmt::format("  qf`[kd][2] = row_a` < {0}{3} ? {1} : 0u; qf`[kd][3] = row_b` < {0}{3} ? {2} : 0u;",
-                          queries_, pair("qa` + 8"), pair("qb` + 8"), high),
-              i));
+      line(fmt::format("  qf`[kd][0] = row_a` < {0}{3} ? {1} : 0u; qf`[kd][1] = row_b` < {0}{3} ? {2} : 0u;", queries_,
+                       pair("qa`"), pair("qb`"), low),
+           i);
+      line(fmt::format("  qf`[kd][2] = row_a` < {0}{3} ? {1} : 0u; qf`[kd][3] = row_b` < {0}{3} ? {2} : 0u;", queries_,
+                       pair("qa` + 8"), pair("qb` + 8"), high),
+           i);
     }
     line("}");
     for (int i = 0; i < atoms_; ++i) {
-      line(at(fmt::format("float o`[{}][4];", value16_ / 8), i));
+      line(fmt::format("float o`[{}][4];", value16_ / 8), i);
       line("#pragma unroll");
       line(
           at(fmt::format("for (int j = 0; j < {}; ++j) o`[j][0] = o`[j][1] = o`[j][2] = o`[j][3] = 0.f;", value16_ / 8),
              i));
-      line(at("float m_a` = kNegInf, m_b` = kNegInf, l_a` = 0.f, l_b` = 0.f;", i));
+      line("float m_a` = kNegInf, m_b` = kNegInf, l_a` = 0.f, l_b` = 0.f;", i);
     }
   }
 
@@ -202,10 +205,9 @@ class AttentionWriter {
     }
     const int n_tiles = kAttentionKeyTile / 8;
     for (int i = 0; i < atoms_; ++i) {
-      line(at(fmt::format("  float s`[{}][4];", n_tiles), i));
+      line(fmt::format("  float s`[{}][4];", n_tiles), i);
       line("  #pragma unroll");
-      line(at(fmt::format("  for (int j = 0; j < {}; ++j) s`[j][0] = s`[j][1] = s`[j][2] = s`[j][3] = 0.f;", n_tiles),
-              i));
+      line(fmt::format("  for (int j = 0; j < {}; ++j) s`[j][0] = s`[j][1] = s`[j][2] = s`[j][3] = 0.f;", n_tiles), i);
     }
     line("  #pragma unroll");
     line(fmt::format("  for (int kd = 0; kd < {}; ++kd) {{", head16_ / 16));
@@ -217,8 +219,8 @@ class AttentionWriter {
     line("      unsigned b[4];");
     line("      kiln_att_ldsm(b, &ks[j * 8 + (lane >> 4) * 8 + (lane & 7)][kd * 16 + ((lane >> 3) & 1) * 8]);");
     for (int i = 0; i < atoms_; ++i) {
-      line(at("      kiln_att_mma(s`[j], qf`[kd], b[0], b[1]);", i));
-      line(at("      kiln_att_mma(s`[j + 1], qf`[kd], b[2], b[3]);", i));
+      line("      kiln_att_mma(s`[j], qf`[kd], b[0], b[1]);", i);
+      line("      kiln_att_mma(s`[j + 1], qf`[kd], b[2], b[3]);", i);
     }
     line("    }");
     line("  }");
@@ -228,11 +230,10 @@ class AttentionWriter {
     // part.
     for (int i = 0; i < atoms_; ++i) {
       line("  #pragma unroll");
-      line(at(
-          fmt::format("  for (int j = 0; j < {}; ++j) {{ kiln_att_round(s`[j][0], s`[j][1]); kiln_att_round(s`[j][2], "
-                      "s`[j][3]); }}",
-                      n_tiles),
-          i));
+      line(fmt::format("  for (int j = 0; j < {}; ++j) {{ kiln_att_round(s`[j][0], s`[j][1]); kiln_att_round(s`[j][2], "
+                       "s`[j][3]); }}",
+                       n_tiles),
+           i);
     }
     bool causal = false;
     for (const ir::ScoreTransform& t : m_.transforms) causal = causal || t.kind == ir::ScoreTransform::Kind::Causal;
@@ -267,8 +268,8 @@ class AttentionWriter {
     line("      unsigned b[4];");
     line("      kiln_att_ldsm_trans(b, &vs[kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][j * 8 + (lane >> 4) * 8]);");
     for (int i = 0; i < atoms_; ++i) {
-      line(at("      kiln_att_mma(o`[j], pa`, b[0], b[1]);", i));
-      line(at("      kiln_att_mma(o`[j + 1], pa`, b[2], b[3]);", i));
+      line("      kiln_att_mma(o`[j], pa`, b[0], b[1]);", i);
+      line("      kiln_att_mma(o`[j + 1], pa`, b[2], b[3]);", i);
     }
     line("    }");
     line("  }");
@@ -282,44 +283,48 @@ class AttentionWriter {
   // threads that hold it, the sums and outputs so far rescaled to it, exp2 of the scores.
   void online_softmax(int i) {
     const int n_tiles = kAttentionKeyTile / 8;
-    auto emit = [&](const std::string& text) { line(at(text, i)); };
-    emit("  float mx_a` = kNegInf, mx_b` = kNegInf;");
-    emit("  #pragma unroll");
-    emit(
-        fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a` = fmaxf(mx_a`, fmaxf(s`[j][0], s`[j][1])); mx_b` = "
-                    "fmaxf(mx_b`, fmaxf(s`[j][2], s`[j][3])); }}",
-                    n_tiles));
-    emit(
+    line("  float mx_a` = kNegInf, mx_b` = kNegInf;", i);
+    line("  #pragma unroll", i);
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a` = fmaxf(mx_a`, fmaxf(s`[j][0], s`[j][1])); mx_b` = "
+                     "fmaxf(mx_b`, fmaxf(s`[j][2], s`[j][3])); }}",
+                     n_tiles),
+         i);
+    line(
         "  mx_a` = fmaxf(mx_a`, __shfl_xor_sync(0xffffffffu, mx_a`, 1)); mx_a` = fmaxf(mx_a`, "
-        "__shfl_xor_sync(0xffffffffu, mx_a`, 2));");
-    emit(
+        "__shfl_xor_sync(0xffffffffu, mx_a`, 2));",
+        i);
+    line(
         "  mx_b` = fmaxf(mx_b`, __shfl_xor_sync(0xffffffffu, mx_b`, 1)); mx_b` = fmaxf(mx_b`, "
-        "__shfl_xor_sync(0xffffffffu, mx_b`, 2));");
-    emit("  const float new_a` = fmaxf(m_a`, mx_a`), new_b` = fmaxf(m_b`, mx_b`);");
-    emit("  const float shift_a` = new_a` == kNegInf ? 0.f : new_a`, shift_b` = new_b` == kNegInf ? 0.f : new_b`;");
+        "__shfl_xor_sync(0xffffffffu, mx_b`, 2));",
+        i);
+    line("  const float new_a` = fmaxf(m_a`, mx_a`), new_b` = fmaxf(m_b`, mx_b`);", i);
+    line("  const float shift_a` = new_a` == kNegInf ? 0.f : new_a`, shift_b` = new_b` == kNegInf ? 0.f : new_b`;", i);
     if (i == 0) line("  const float kLog2e = 1.4426950408889634f;");
-    emit(
+    line(
         "  const float alpha_a` = kiln_att_exp2((m_a` - shift_a`) * kLog2e), alpha_b` = kiln_att_exp2((m_b` - "
-        "shift_b`) * kLog2e);");
-    emit("  const float sl_a` = shift_a` * kLog2e, sl_b` = shift_b` * kLog2e;");
-    emit("  m_a` = new_a`; m_b` = new_b`;");
-    emit("  float sum_a` = 0.f, sum_b` = 0.f;");
-    emit("  #pragma unroll");
-    emit(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles));
-    emit(
+        "shift_b`) * kLog2e);",
+        i);
+    line("  const float sl_a` = shift_a` * kLog2e, sl_b` = shift_b` * kLog2e;", i);
+    line("  m_a` = new_a`; m_b` = new_b`;", i);
+    line("  float sum_a` = 0.f, sum_b` = 0.f;", i);
+    line("  #pragma unroll", i);
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles), i);
+    line(
         "    s`[j][0] = kiln_att_exp2(fmaf(s`[j][0], kLog2e, -sl_a`)); s`[j][1] = kiln_att_exp2(fmaf(s`[j][1], kLog2e, "
-        "-sl_a`));");
-    emit(
+        "-sl_a`));",
+        i);
+    line(
         "    s`[j][2] = kiln_att_exp2(fmaf(s`[j][2], kLog2e, -sl_b`)); s`[j][3] = kiln_att_exp2(fmaf(s`[j][3], kLog2e, "
-        "-sl_b`));");
-    emit("    sum_a` += s`[j][0] + s`[j][1]; sum_b` += s`[j][2] + s`[j][3];");
-    emit("  }");
-    emit("  l_a` = l_a` * alpha_a` + sum_a`; l_b` = l_b` * alpha_b` + sum_b`;");
-    emit("  #pragma unroll");
-    emit(
-        fmt::format("  for (int j = 0; j < {}; ++j) {{ o`[j][0] *= alpha_a`; o`[j][1] *= alpha_a`; o`[j][2] *= "
-                    "alpha_b`; o`[j][3] *= alpha_b`; }}",
-                    value16_ / 8));
+        "-sl_b`));",
+        i);
+    line("    sum_a` += s`[j][0] + s`[j][1]; sum_b` += s`[j][2] + s`[j][3];", i);
+    line("  }", i);
+    line("  l_a` = l_a` * alpha_a` + sum_a`; l_b` = l_b` * alpha_b` + sum_b`;", i);
+    line("  #pragma unroll", i);
+    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ o`[j][0] *= alpha_a`; o`[j][1] *= alpha_a`; o`[j][2] *= "
+                     "alpha_b`; o`[j][3] *= alpha_b`; }}",
+                     value16_ / 8),
+         i);
   }
 
   // f over row block i's scores of the tile; `checked`: rows and keys past the end take
@@ -334,10 +339,10 @@ class AttentionWriter {
     line(indent + "  #pragma unroll");
     line(indent + "  for (int e = 0; e < 4; ++e) {");
     if (reads_position)
-      line(at(fmt::format("{}    const int row = e < 2 ? row_a` : row_b`, key = kb * {} + j * 8 + 2 * t + (e & 1);",
-                          indent, kAttentionKeyTile),
-              i));
-    line(at(indent + "    float x = s`[j][e];", i));
+      line(fmt::format("{}    const int row = e < 2 ? row_a` : row_b`, key = kb * {} + j * 8 + 2 * t + (e & 1);",
+                       indent, kAttentionKeyTile),
+           i);
+    line(indent + "    float x = s`[j][e];", i);
     if (checked) line(fmt::format("{}    if (row < {} && key < {}) {{", indent, queries_, keys_));
     for (size_t t = 0; t < m_.transforms.size(); ++t)
       if (checked || m_.transforms[t].kind != ir::ScoreTransform::Kind::Causal)
@@ -347,7 +352,7 @@ class AttentionWriter {
       line(indent + "      x = kNegInf;");
       line(indent + "    }");
     }
-    line(at(indent + "    s`[j][e] = x;", i));
+    line(indent + "    s`[j][e] = x;", i);
     line(indent + "  }");
     line(indent + "}");
   }
@@ -360,22 +365,22 @@ class AttentionWriter {
     const int64_t row_stride = m_.out_view.strides[batch_.size()];
     const std::string in_row = value16_ == value_dim_ ? "" : fmt::format(" && col < {}", value_dim_);
     for (int i = 0; i < atoms_; ++i) {
-      auto emit = [&](const std::string& text) { line(at(text, i)); };
-      if (i > 0) emit("{");
-      emit("l_a` += __shfl_xor_sync(0xffffffffu, l_a`, 1); l_a` += __shfl_xor_sync(0xffffffffu, l_a`, 2);");
-      emit("l_b` += __shfl_xor_sync(0xffffffffu, l_b`, 1); l_b` += __shfl_xor_sync(0xffffffffu, l_b`, 2);");
-      emit("const float inv_a = 1.f / l_a`, inv_b = 1.f / l_b`;");
-      emit("#pragma unroll");
-      emit(fmt::format("for (int j = 0; j < {}; ++j) {{", value16_ / 8));
-      emit("  #pragma unroll");
-      emit("  for (int e = 0; e < 4; ++e) {");
-      emit("    const int row = e < 2 ? row_a` : row_b`, col = j * 8 + 2 * t + (e & 1);");
-      emit("    const float x = o`[j][e] * (e < 2 ? inv_a : inv_b);");
-      emit(fmt::format("    if (row < {}{}) out[oo + (long long)row * {}LL + col] = {};", queries_, in_row, row_stride,
-                       stored));
-      emit("  }");
-      emit("}");
-      if (i > 0) emit("}");
+      if (i > 0) line("{", i);
+      line("l_a` += __shfl_xor_sync(0xffffffffu, l_a`, 1); l_a` += __shfl_xor_sync(0xffffffffu, l_a`, 2);", i);
+      line("l_b` += __shfl_xor_sync(0xffffffffu, l_b`, 1); l_b` += __shfl_xor_sync(0xffffffffu, l_b`, 2);", i);
+      line("const float inv_a = 1.f / l_a`, inv_b = 1.f / l_b`;", i);
+      line("#pragma unroll", i);
+      line(fmt::format("for (int j = 0; j < {}; ++j) {{", value16_ / 8), i);
+      line("  #pragma unroll", i);
+      line("  for (int e = 0; e < 4; ++e) {", i);
+      line("    const int row = e < 2 ? row_a` : row_b`, col = j * 8 + 2 * t + (e & 1);", i);
+      line("    const float x = o`[j][e] * (e < 2 ? inv_a : inv_b);", i);
+      line(fmt::format("    if (row < {}{}) out[oo + (long long)row * {}LL + col] = {};", queries_, in_row, row_stride,
+                       stored),
+           i);
+      line("  }", i);
+      line("}", i);
+      if (i > 0) line("}", i);
     }
   }
 

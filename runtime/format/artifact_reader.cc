@@ -585,10 +585,11 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       return fail(Kind::OutOfRange, "step " + n(s) + " does " + std::to_string(step->flops()) + " flops");
     // The most dynamic shared memory a block of any GPU kiln compiles for takes (sm_90's
     // 227 KB).
-    if (step->shared_bytes() < 0 || step->shared_bytes() > 232448 || (!cuda && step->shared_bytes() != 0))
+    constexpr int32_t kMaxSharedBytes = 232448;
+    if (step->shared_bytes() < 0 || step->shared_bytes() > kMaxSharedBytes || (!cuda && step->shared_bytes() != 0))
       return fail(Kind::OutOfRange, "step " + n(s) + " takes " + std::to_string(step->shared_bytes()) +
                                         " bytes of dynamic shared memory" +
-                                        (cuda ? " (at most 232448)" : " on the CPU"));
+                                        (cuda ? " (at most " + std::to_string(kMaxSharedBytes) + ")" : " on the CPU"));
     if (cuda && step->kind() != StepKind::Library &&
         (step->block_threads() < 32 || step->block_threads() > 1024 || step->block_threads() % 32 != 0 ||
          step->grid_blocks() < 1 || step->grid_blocks() > INT32_MAX))
