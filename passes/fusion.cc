@@ -10,6 +10,7 @@
 #include "ir/matmul_views.h"
 #include "ir/shape_inference.h"
 #include "ir/window.h"
+#include "passes/recompute.h"
 #include "passes/shared_reads.h"
 
 namespace kiln::passes {
@@ -514,6 +515,44 @@ std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
   return fmt::format("fused_{}", index);
 }
 
+// Fusion's second look (passes/recompute.h): kernels take copies of what they can
+// recompute, and the graph is partitioned again. Where a kernel's copies did not all land
+// in its kernel (the partition went another way), the graph goes back and tries once more
+// without them; then, failing that, as it was.
+template <class Partition>
+std::vector<Group> recompute_reads(ir::Graph& g, std::vector<Group> groups, const Partition& partition) {
+  std::vector<char> exclude;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<KernelGroup> kernels;
+    for (const Group& grp : groups)
+      kernels.push_back({grp.members, grp.kind == StepKind::Loop || grp.kind == StepKind::Reduction, grp.ops});
+    const ir::Graph before = g;
+    const std::vector<KernelCopies> copies =
+        recompute_kernel_reads(g, kernels, FusionPass::kMaxNodes, FusionPass::kMaxInputs, exclude);
+    if (copies.empty()) return groups;
+    std::vector<Group> again = partition();
+    std::vector<int> group_of(g.nodes.size(), -1);
+    for (size_t k = 0; k < again.size(); ++k)
+      for (int m : again[k].members)
+        if (!is_source(g.nodes[m].op)) group_of[m] = static_cast<int>(k);
+    std::vector<std::vector<int>> users(g.values.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (ValueId v : g.nodes[i].operands) users[v].push_back(static_cast<int>(i));
+    bool landed = true;
+    for (const KernelCopies& c : copies)
+      for (int node : c.nodes)
+        for (int u : users[g.nodes[node].result])
+          if (group_of[u] != group_of[node]) {
+            landed = false;
+            exclude.resize(before.values.size(), 0);
+            for (ValueId v : c.values) exclude[v] = 1;
+          }
+    if (landed) return again;
+    g = before;
+  }
+  return groups;
+}
+
 }  // namespace
 
 Result<bool> FusionPass::run(ir::Graph& g) {
@@ -526,8 +565,11 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
-  Partitioner partitioner(g, fuse_, matmul_epilogues_, matmul_views_, attention_, single_batch_views_);
-  std::vector<Group> groups = partitioner.run();
+  auto partition = [&] {
+    return Partitioner(g, fuse_, matmul_epilogues_, matmul_views_, attention_, single_batch_views_).run();
+  };
+  std::vector<Group> groups = partition();
+  if (fuse_) groups = recompute_reads(g, std::move(groups), partition);
 
   std::vector<int> producer = g.producers();
   std::vector<char> is_result(g.values.size(), 0);

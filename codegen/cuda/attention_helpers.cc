@@ -108,4 +108,49 @@ std::string attention_score_transform(const ir::AttentionMatch& m, size_t i) {
   return "";
 }
 
+std::string attention_row_block(const std::string& text, int i) {
+  std::string out;
+  for (char c : text)
+    if (c == '`') out += i == 0 ? "" : std::to_string(i);
+    else out += c;
+  return out;
+}
+
+std::vector<std::string> attention_online_softmax(int key_tiles, int value_tiles, bool declare_log2e) {
+  std::vector<std::string> lines = {
+      "  float mx_a` = kNegInf, mx_b` = kNegInf;",
+      "  #pragma unroll",
+      fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a` = fmaxf(mx_a`, fmaxf(s`[j][0], s`[j][1])); mx_b` = "
+                  "fmaxf(mx_b`, fmaxf(s`[j][2], s`[j][3])); }}",
+                  key_tiles),
+      "  mx_a` = fmaxf(mx_a`, __shfl_xor_sync(0xffffffffu, mx_a`, 1)); mx_a` = fmaxf(mx_a`, "
+      "__shfl_xor_sync(0xffffffffu, mx_a`, 2));",
+      "  mx_b` = fmaxf(mx_b`, __shfl_xor_sync(0xffffffffu, mx_b`, 1)); mx_b` = fmaxf(mx_b`, "
+      "__shfl_xor_sync(0xffffffffu, mx_b`, 2));",
+      "  const float new_a` = fmaxf(m_a`, mx_a`), new_b` = fmaxf(m_b`, mx_b`);",
+      "  const float shift_a` = new_a` == kNegInf ? 0.f : new_a`, shift_b` = new_b` == kNegInf ? 0.f : new_b`;"};
+  if (declare_log2e) lines.push_back("  const float kLog2e = 1.4426950408889634f;");
+  const std::vector<std::string> rest = {
+      "  const float alpha_a` = kiln_att_exp2((m_a` - shift_a`) * kLog2e), alpha_b` = kiln_att_exp2((m_b` - "
+      "shift_b`) * kLog2e);",
+      "  const float sl_a` = shift_a` * kLog2e, sl_b` = shift_b` * kLog2e;",
+      "  m_a` = new_a`; m_b` = new_b`;",
+      "  float sum_a` = 0.f, sum_b` = 0.f;",
+      "  #pragma unroll",
+      fmt::format("  for (int j = 0; j < {}; ++j) {{", key_tiles),
+      "    s`[j][0] = kiln_att_exp2(fmaf(s`[j][0], kLog2e, -sl_a`)); s`[j][1] = kiln_att_exp2(fmaf(s`[j][1], kLog2e, "
+      "-sl_a`));",
+      "    s`[j][2] = kiln_att_exp2(fmaf(s`[j][2], kLog2e, -sl_b`)); s`[j][3] = kiln_att_exp2(fmaf(s`[j][3], kLog2e, "
+      "-sl_b`));",
+      "    sum_a` += s`[j][0] + s`[j][1]; sum_b` += s`[j][2] + s`[j][3];",
+      "  }",
+      "  l_a` = l_a` * alpha_a` + sum_a`; l_b` = l_b` * alpha_b` + sum_b`;",
+      "  #pragma unroll",
+      fmt::format("  for (int j = 0; j < {}; ++j) {{ o`[j][0] *= alpha_a`; o`[j][1] *= alpha_a`; o`[j][2] *= "
+                  "alpha_b`; o`[j][3] *= alpha_b`; }}",
+                  value_tiles)};
+  lines.insert(lines.end(), rest.begin(), rest.end());
+  return lines;
+}
+
 }  // namespace kiln::codegen::cuda

@@ -33,6 +33,17 @@ std::string attention_offsets(const ir::AttentionMatch& m, int64_t rows_per_bloc
 Result<std::vector<std::string>> attention_kernel_params(const ir::Graph& g, const ir::Step& step,
                                                          const ir::AttentionMatch& m);
 
+/// `text` for row block i of a warp: each ` names that block's copy of a value (none for
+/// block 0, so a kernel of one block a warp reads as it did before there were two).
+std::string attention_row_block(const std::string& text, int i);
+
+/// The lines (with ` for the row block, attention_row_block) of the online softmax over a
+/// tile's scores s`[key_tiles][4] of one row block: each row's maximum over the quad of
+/// threads that hold it, the sums l_a`/l_b` and outputs o`[value_tiles][4] so far rescaled
+/// to it, exp2 of the scores. `declare_log2e`: the first row block's lines also declare
+/// kLog2e.
+std::vector<std::string> attention_online_softmax(int key_tiles, int value_tiles, bool declare_log2e);
+
 /// Score transform i of `m` on the f32 score x of query `row` and key `key`, as the
 /// decomposition applies it (transform i's operand is parameter mask{i}).
 std::string attention_score_transform(const ir::AttentionMatch& m, size_t i);

@@ -98,15 +98,7 @@ class AttentionWriter {
  private:
   DType dtype(ValueId v) const { return g_.type(v).dtype; }
   void line(const std::string& s) { body_ += "  " + s + "\n"; }
-  // `text` for row block i of a warp: each ` names that block's copy of a value (none for
-  // block 0, so a kernel of one block a warp reads as it did before there were two).
-  static std::string at(const std::string& text, int i) {
-    std::string out;
-    for (char c : text)
-      if (c == '`') out += i == 0 ? "" : std::to_string(i);
-      else out += c;
-    return out;
-  }
+  static std::string at(const std::string& text, int i) { return attention_row_block(text, i); }
   // `text` as row block i's line.
   void line(const std::string& text, int i) { line(at(text, i)); }
   // `text` as a line for each row block.
@@ -279,52 +271,9 @@ class AttentionWriter {
     if (async) line("kiln_att_copy_wait(); __syncthreads();");
   }
 
-  // The online softmax of row block i's scores: each row's maximum over the quad of
-  // threads that hold it, the sums and outputs so far rescaled to it, exp2 of the scores.
+  // The online softmax of row block i (attention_online_softmax).
   void online_softmax(int i) {
-    const int n_tiles = kAttentionKeyTile / 8;
-    line("  float mx_a` = kNegInf, mx_b` = kNegInf;", i);
-    line("  #pragma unroll", i);
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ mx_a` = fmaxf(mx_a`, fmaxf(s`[j][0], s`[j][1])); mx_b` = "
-                     "fmaxf(mx_b`, fmaxf(s`[j][2], s`[j][3])); }}",
-                     n_tiles),
-         i);
-    line(
-        "  mx_a` = fmaxf(mx_a`, __shfl_xor_sync(0xffffffffu, mx_a`, 1)); mx_a` = fmaxf(mx_a`, "
-        "__shfl_xor_sync(0xffffffffu, mx_a`, 2));",
-        i);
-    line(
-        "  mx_b` = fmaxf(mx_b`, __shfl_xor_sync(0xffffffffu, mx_b`, 1)); mx_b` = fmaxf(mx_b`, "
-        "__shfl_xor_sync(0xffffffffu, mx_b`, 2));",
-        i);
-    line("  const float new_a` = fmaxf(m_a`, mx_a`), new_b` = fmaxf(m_b`, mx_b`);", i);
-    line("  const float shift_a` = new_a` == kNegInf ? 0.f : new_a`, shift_b` = new_b` == kNegInf ? 0.f : new_b`;", i);
-    if (i == 0) line("  const float kLog2e = 1.4426950408889634f;");
-    line(
-        "  const float alpha_a` = kiln_att_exp2((m_a` - shift_a`) * kLog2e), alpha_b` = kiln_att_exp2((m_b` - "
-        "shift_b`) * kLog2e);",
-        i);
-    line("  const float sl_a` = shift_a` * kLog2e, sl_b` = shift_b` * kLog2e;", i);
-    line("  m_a` = new_a`; m_b` = new_b`;", i);
-    line("  float sum_a` = 0.f, sum_b` = 0.f;", i);
-    line("  #pragma unroll", i);
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{", n_tiles), i);
-    line(
-        "    s`[j][0] = kiln_att_exp2(fmaf(s`[j][0], kLog2e, -sl_a`)); s`[j][1] = kiln_att_exp2(fmaf(s`[j][1], kLog2e, "
-        "-sl_a`));",
-        i);
-    line(
-        "    s`[j][2] = kiln_att_exp2(fmaf(s`[j][2], kLog2e, -sl_b`)); s`[j][3] = kiln_att_exp2(fmaf(s`[j][3], kLog2e, "
-        "-sl_b`));",
-        i);
-    line("    sum_a` += s`[j][0] + s`[j][1]; sum_b` += s`[j][2] + s`[j][3];", i);
-    line("  }", i);
-    line("  l_a` = l_a` * alpha_a` + sum_a`; l_b` = l_b` * alpha_b` + sum_b`;", i);
-    line("  #pragma unroll", i);
-    line(fmt::format("  for (int j = 0; j < {}; ++j) {{ o`[j][0] *= alpha_a`; o`[j][1] *= alpha_a`; o`[j][2] *= "
-                     "alpha_b`; o`[j][3] *= alpha_b`; }}",
-                     value16_ / 8),
-         i);
+    for (const std::string& text : attention_online_softmax(kAttentionKeyTile / 8, value16_ / 8, i == 0)) line(text, i);
   }
 
   // f over row block i's scores of the tile; `checked`: rows and keys past the end take

@@ -1,6 +1,7 @@
 // Fusion and memory planning: random graphs run through their planned arena give the
 // plain interpreter's values; the plan checker catches bad plans; the arena goals hold.
 #include <random>
+#include <tuple>
 
 #include "base/memory_check.h"
 #include "compiler/nn.h"
@@ -123,6 +124,62 @@ TEST_CASE("state updates are written in place when nothing reads the old state a
   REQUIRE(got.ok());
   kiln::testing::check_close((*got)[1], "f32[8]", {2, 3, 4, 5, 6, 7, 8, 9});
   kiln::testing::check_close((*got)[3], "f32[8]", {2, 4, 6, 8, 10, 12, 14, 16});
+}
+
+TEST_CASE("a gradient's kernel recomputes GELU's factors and a mask's broadcast instead of reading them back",
+          "[program][recompute]") {
+  const char* gelu = R"(graph @gelu_train(%x: f32[64,32], param %w: f32[32,48], param %b: f32[48]) {
+  %h: f32[64,48] = linear(%x, %w, %b)
+  %a: f32[64,48] = gelu(%h) {approximate="tanh"}
+  %s: f32[] = reduce_sum(%a) {axes=[0,1]}
+  return %s
+}
+)";
+  const char* causal = R"(graph @causal_softmax_train(%q: f32[1,2,128,8], %k: f32[1,2,128,8]) {
+  %kt: f32[1,2,8,128] = transpose(%k) {perm=[0,1,3,2]}
+  %s: f32[1,2,128,128] = matmul(%q, %kt)
+  %i: i64[128,128] = iota {shape=[128,128], axis=0}
+  %j: i64[128,128] = iota {shape=[128,128], axis=1}
+  %keep: bool[128,128] = le(%j, %i)
+  %mb: bool[1,2,128,128] = broadcast(%keep) {shape=[1,2,128,128], dims=[2,3]}
+  %ninf: f32[] = constant {value=-1e9}
+  %sm: f32[1,2,128,128] = select(%mb, %s, %ninf)
+  %p: f32[1,2,128,128] = softmax(%sm) {axis=-1}
+  %sq: f32[1,2,128,128] = mul(%p, %p)
+  %l: f32[] = reduce_sum(%sq) {axes=[0,1,2,3]}
+  return %l
+}
+)";
+  for (auto [text, wrt, full] :
+       {std::tuple{gelu, "x,w,b", ir::Shape{64, 48}}, {causal, "q,k", ir::Shape{1, 2, 128, 128}}}) {
+    ir::Graph g = kiln::testing::parse_ok(text);
+    auto differentiate = passes::pipeline_from_text(std::string("autodiff{wrt=") + wrt + "}");
+    REQUIRE(differentiate.ok());
+    REQUIRE(differentiate->run(g).ok());
+    const std::map<std::string, ir::Tensor> args = kiln::testing::seeded_arguments(g, 7);
+    const std::vector<ir::Tensor> expected = kiln::testing::eval_ok(g, args);
+    ir::Graph fused = planned(g, true);
+    INFO(ir::print(fused));
+    // GELU's gradient kernel reads one value of the layer's size (the pre-activation) where
+    // it read four (with tanh and its factors); no kernel reads the mask's broadcast.
+    const std::vector<int> producer = fused.producers();
+    for (const ir::Step& step : fused.program->steps) {
+      int full_inputs = 0, full_masks = 0;
+      for (ValueId v : step.inputs) {
+        full_inputs += fused.type(v).shape == full;
+        full_masks += fused.type(v).shape == full && fused.type(v).dtype == DType::Bool;
+      }
+      CHECK(full_masks == 0);
+      for (ValueId v : fused.results)
+        if (fused.value_name(v) == "grad_b" &&
+            std::find(step.nodes.begin(), step.nodes.end(), producer[v]) != step.nodes.end())
+          CHECK(full_inputs == 1);
+    }
+    auto got = ir::evaluate_program(fused, args);
+    if (!got.ok()) FAIL(got.error().message);
+    REQUIRE(got->size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) CHECK(same_bits((*got)[i], expected[i]));
+  }
 }
 
 TEST_CASE("arena goals: within 10% of the live lower bound; a training step under half of naive", "[program][goals]") {

@@ -1,0 +1,39 @@
+// Fusion's second look: values a kernel can recompute from what it reads anyway.
+#pragma once
+
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::passes {
+
+/// A kernel step as fusion's first partition formed it: its nodes (constants and iota
+/// may be in several) and whether it is a kernel (a loop or reduction step).
+struct KernelGroup {
+  std::vector<int> members;
+  bool kernel = false;
+  int ops = 0;  ///< members that are not sources
+};
+
+/// The copies one kernel took: their nodes in the changed graph, and the values of the
+/// other kernels it now computes itself.
+struct KernelCopies {
+  std::vector<int> nodes;
+  std::vector<ir::ValueId> values;
+};
+
+/// Where kernel G reads a value v that another kernel P computes by elementwise ops of
+/// v's shape and broadcasts, from values in memory and constants, gives G copies of those
+/// ops, inserted before G's first reader of v, and has G read the copies: P then writes v
+/// only if something else reads it. G may read a value in memory it did not read before
+/// only where that is fewer bytes than v (a mask of [T, S] for its broadcast over every
+/// batch and head), within `max_inputs` values in all. A training step's kernels read back
+/// what the forward kernels computed on the way (GELU's tanh and its factors, from the
+/// pre-activation the gradient reads too), where one value and a few flops an element
+/// give them all. Ops that no longer have users are removed. A kernel takes copies only
+/// while it stays within `max_ops` ops. `exclude` (values, indexed by ValueId, or empty)
+/// are never copied. Returns each kernel's copies; none when nothing changed.
+std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
+                                                 int max_inputs, const std::vector<char>& exclude);
+
+}  // namespace kiln::passes
