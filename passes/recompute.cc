@@ -35,11 +35,20 @@ class Planner {
     in_memory_.assign(g.values.size(), 0);
     for (const ir::Arg& a : g.args) in_memory_[a.value] = 1;
     for (ValueId v : g.results) in_memory_[v] = 1;
+    std::vector<char> result(g.values.size(), 0);
+    for (ValueId v : g.results) result[v] = 1;
+    std::vector<std::set<int>> reading_groups(g.values.size());
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) {
         const int p = producer_[v];
-        if (p >= 0 && !is_source(g.nodes[p]) && owner_[p] != owner_[i]) in_memory_[v] = 1;
+        if (p >= 0 && !is_source(g.nodes[p]) && owner_[p] != owner_[i]) {
+          in_memory_[v] = 1;
+          reading_groups[v].insert(owner_[i]);
+        }
       }
+    only_reader_.assign(g.values.size(), -1);
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (reading_groups[v].size() == 1 && !result[v]) only_reader_[v] = *reading_groups[v].begin();
   }
 
   std::optional<Plan> plan(int group, int max_ops, int max_inputs) const {
@@ -70,13 +79,15 @@ class Planner {
       std::set<int> with = taken;
       with.insert(c->nodes.begin(), c->nodes.end());
       if (kernel.ops + static_cast<int>(with.size()) > max_ops) continue;
-      // New reads only where they are fewer bytes than the value (a mask's [T, S] for its
-      // broadcast over every batch and head), and within the kernel's inputs.
+      // New reads only where they are fewer bytes than the kernel saves: its read of the
+      // value, and the value's write where no other kernel reads it (a mask's [T, S] for
+      // its broadcast over every batch and head, a matmul's result for its sum with a
+      // bias); and within the kernel's inputs.
       int64_t added = 0;
       std::set<ValueId> reads_with = new_reads;
       for (ValueId w : c->leaves)
         if (reads_with.insert(w).second) added += bytes(w);
-      if (added >= bytes(v)) continue;
+      if (added >= bytes(v) * (only_reader_[v] == group ? 2 : 1)) continue;
       if (static_cast<int>(reads.size() + reads_with.size()) > max_inputs) continue;
       taken = std::move(with);
       new_reads = std::move(reads_with);
@@ -146,8 +157,9 @@ class Planner {
   const std::vector<KernelGroup>& groups_;
   const std::vector<char>& exclude_;
   std::vector<int> producer_;
-  std::vector<int> owner_;       // per node: its group, or -1 for sources
-  std::vector<char> in_memory_;  // per value: an argument, a result, or read by another step
+  std::vector<int> owner_;        // per node: its group, or -1 for sources
+  std::vector<char> in_memory_;   // per value: an argument, a result, or read by another step
+  std::vector<int> only_reader_;  // per value that is no result: the one other group reading it, or -1
 };
 
 // Removes the `candidates` (node indices) whose values nothing reads any more, and then

@@ -25,9 +25,10 @@ struct KernelCopies {
 /// Where kernel G reads a value v that another kernel P computes by elementwise ops of
 /// v's shape and broadcasts, from values in memory and constants, gives G copies of those
 /// ops, inserted before G's first reader of v, and has G read the copies: P then writes v
-/// only if something else reads it. G may read a value in memory it did not read before
-/// only where that is fewer bytes than v (a mask of [T, S] for its broadcast over every
-/// batch and head), within `max_inputs` values in all. A training step's kernels read back
+/// only if something else reads it. G may read values in memory it did not read before
+/// only where they are fewer bytes than G saves: its read of v, and v's write where G is
+/// v's only other reader (a mask of [T, S] for its broadcast over every batch and head, a
+/// matmul's result for its sum with a bias), within `max_inputs` values in all. A training step's kernels read back
 /// what the forward kernels computed on the way (GELU's tanh and its factors, from the
 /// pre-activation the gradient reads too), where one value and a few flops an element
 /// give them all. Ops that no longer have users are removed. A kernel takes copies only

@@ -133,19 +133,17 @@ std::vector<std::string> attention_online_softmax(int key_tiles, int value_tiles
   const std::vector<std::string> rest = {
       "  const float alpha_a` = kiln_att_exp2((m_a` - shift_a`) * kLog2e), alpha_b` = kiln_att_exp2((m_b` - "
       "shift_b`) * kLog2e);",
-      "  const float sl_a` = shift_a` * kLog2e, sl_b` = shift_b` * kLog2e;",
-      "  m_a` = new_a`; m_b` = new_b`;",
-      "  float sum_a` = 0.f, sum_b` = 0.f;",
-      "  #pragma unroll",
+      "  m_a` = new_a`; m_b` = new_b`;", "  float sum_a` = 0.f, sum_b` = 0.f;", "  #pragma unroll",
       fmt::format("  for (int j = 0; j < {}; ++j) {{", key_tiles),
-      "    s`[j][0] = kiln_att_exp2(fmaf(s`[j][0], kLog2e, -sl_a`)); s`[j][1] = kiln_att_exp2(fmaf(s`[j][1], kLog2e, "
-      "-sl_a`));",
-      "    s`[j][2] = kiln_att_exp2(fmaf(s`[j][2], kLog2e, -sl_b`)); s`[j][3] = kiln_att_exp2(fmaf(s`[j][3], kLog2e, "
-      "-sl_b`));",
-      "    sum_a` += s`[j][0] + s`[j][1]; sum_b` += s`[j][2] + s`[j][3];",
-      "  }",
-      "  l_a` = l_a` * alpha_a` + sum_a`; l_b` = l_b` * alpha_b` + sum_b`;",
-      "  #pragma unroll",
+      // The difference first, as the decomposition's softmax takes it: exact where a score
+      // is the maximum, where fmaf(s, log2 e, -shift·log2 e) is off by up to half an ulp of
+      // shift·log2 e (2^6 at a mask's fill of -1e9, so exp2 overflowed; -inf at -3.4e38).
+      "    s`[j][0] = kiln_att_exp2((s`[j][0] - shift_a`) * kLog2e); s`[j][1] = kiln_att_exp2((s`[j][1] - shift_a`) * "
+      "kLog2e);",
+      "    s`[j][2] = kiln_att_exp2((s`[j][2] - shift_b`) * kLog2e); s`[j][3] = kiln_att_exp2((s`[j][3] - shift_b`) * "
+      "kLog2e);",
+      "    sum_a` += s`[j][0] + s`[j][1]; sum_b` += s`[j][2] + s`[j][3];", "  }",
+      "  l_a` = l_a` * alpha_a` + sum_a`; l_b` = l_b` * alpha_b` + sum_b`;", "  #pragma unroll",
       fmt::format("  for (int j = 0; j < {}; ++j) {{ o`[j][0] *= alpha_a`; o`[j][1] *= alpha_a`; o`[j][2] *= "
                   "alpha_b`; o`[j][3] *= alpha_b`; }}",
                   value_tiles)};

@@ -8,9 +8,21 @@
 namespace kiln::codegen::cuda::detail {
 
 std::string KernelEmitter::unflatten_dim(const std::string& flat, int64_t stride, int64_t extent, bool outermost) {
-  if (extent == 1) return "0";
-  std::string q = stride == 1 ? flat : fmt::format("{} / {}LL", flat, stride);
-  return index_let(outermost ? q : fmt::format("({}) % {}LL", q, extent));
+  if (extent == 1) {
+    outer_quotient_ = {};
+    return "0";
+  }
+  const std::string q = index_let(stride == 1 ? flat : fmt::format("{} / {}LL", flat, stride));
+  std::string index = q;
+  // A dim inside another takes the outer dim's quotient, just computed in the same block:
+  // a product and a difference where a remainder was a second 64-bit division. NVRTC 13.0
+  // crashed on a remainder beside the same quotient (a [2, 6, 48] sum over its first two
+  // axes: tests/lit/cli/cuda_index_remainders.test).
+  if (!outermost && outer_quotient_.flat == flat && outer_quotient_.stride == stride * extent)
+    index = index_let(fmt::format("{} - {} * {}LL", q, outer_quotient_.name, extent));
+  else if (!outermost) index = index_let(fmt::format("({}) % {}LL", q, extent));
+  outer_quotient_ = {flat, stride, q};
+  return index;
 }
 
 std::string KernelEmitter::affine(const std::string& i, int64_t start, int64_t step) {

@@ -139,6 +139,14 @@ class KernelEmitter : public ElementWalker {
   std::string index_mul(const std::string& a, int64_t c) const { return mul(a, c); }
   std::string index_finish(const std::string& flat) { return index_let(flat); }
   std::string unflatten_dim(const std::string& flat, int64_t stride, int64_t extent, bool outermost);
+  // The quotient flat / stride the last unflatten_dim computed (the walker unflattens a
+  // shape's dims outermost first, each right after the one outside it).
+  struct Quotient {
+    std::string flat;
+    int64_t stride = 0;
+    std::string name;
+  };
+  Quotient outer_quotient_;
   std::string affine(const std::string& i, int64_t start, int64_t step);
   std::string clamp_index(const std::string& j, int64_t extent);
   // Row kernels keep some values in per-thread arrays; vector loop kernels load each input

@@ -5,7 +5,8 @@
 // rows and keys past a whole tile, q, k and v read from f32, as bf16 values and through
 // the heads of a projection, head dims 16 to 128 and 40 and 24 (padded to the mma's 16),
 // each mask kind, a causal fill whose exp
-// is not 0 (the tiles past the diagonal are then taken), and bf16 k and v copied to shared
+// is not 0 (the tiles past the diagonal are then taken), rows whose every key takes a
+// mask's fill (-1e9, or float's lowest), and bf16 k and v copied to shared
 // memory by cp.async, in whole tiles and past the keys. Both tests also take the bf16/f16
 // kernel's variants (AttentionVariantSet below).
 #pragma once
@@ -67,6 +68,25 @@ inline std::string causal_bf16_attention(const std::string& batch, int t, int s,
          "}\n  %y: " + type("bf16", t, dv) + " = cast(%yf) {to=bf16}\n  return %y\n}";
 }
 
+// Written-out attention whose mask keeps keys strictly before the query (a select from
+// iotas, with `fill` elsewhere): the first query's row takes the fill at every key.
+inline std::string strict_causal_attention(const std::string& fill) {
+  return R"(graph @g(%q: f32[1,2,70,32], %k: f32[1,2,70,32], %v: f32[1,2,70,32]) {
+  %kt: f32[1,2,32,70] = transpose(%k) {perm=[0,1,3,2]}
+  %s: f32[1,2,70,70] = matmul(%q, %kt)
+  %i: i64[70,70] = iota {shape=[70,70], axis=0}
+  %j: i64[70,70] = iota {shape=[70,70], axis=1}
+  %keep: bool[70,70] = lt(%j, %i)
+  %kb: bool[1,2,70,70] = broadcast(%keep) {shape=[1,2,70,70], dims=[2,3]}
+  %fill: f32[] = constant {value=)" +
+         fill + R"(}
+  %sk: f32[1,2,70,70] = select(%kb, %s, %fill)
+  %p: f32[1,2,70,70] = softmax(%sk) {axis=-1}
+  %o: f32[1,2,70,32] = matmul(%p, %v)
+  return %o
+})";
+}
+
 inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() {
   return {
       {"the op, causal, 300 queries, D=64", R"(graph @g(%q: f32[1,2,300,64], %k: f32[1,2,300,64], %v: f32[1,2,300,64]) {
@@ -93,6 +113,10 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
   %o: f32[1,3,150,32] = matmul(%p, %v)
   return %o
 })"},
+      {"a strictly causal select with a fill of -1e9: the first row masked whole, the average of v's rows",
+       strict_causal_attention("-1000000000.0")},
+      {"the same with float's lowest as the fill (what Hugging Face's models use)",
+       strict_causal_attention("-3.4028235e38")},
       {"bf16 q, k and v read as they lie (the casts around the op fold in bf16), causal, S < T",
        causal_bf16_attention("[2,3", 100, 77, 32, 16, 0.17)},
       {"bf16, causal, D=64, whole tiles of keys (cp.async without bounds; loops left early with a copy in flight)",

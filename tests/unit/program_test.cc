@@ -160,8 +160,9 @@ TEST_CASE("a gradient's kernel recomputes GELU's factors and a mask's broadcast 
     const std::vector<ir::Tensor> expected = kiln::testing::eval_ok(g, args);
     ir::Graph fused = planned(g, true);
     INFO(ir::print(fused));
-    // GELU's gradient kernel reads one value of the layer's size (the pre-activation) where
-    // it read four (with tanh and its factors); no kernel reads the mask's broadcast.
+    // GELU's gradient kernel reads one value of the layer's size (the matmul's result) where
+    // it read four (the pre-activation, tanh and two factors); no kernel reads the mask's
+    // broadcast.
     const std::vector<int> producer = fused.producers();
     for (const ir::Step& step : fused.program->steps) {
       int full_inputs = 0, full_masks = 0;
