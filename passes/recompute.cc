@@ -86,7 +86,7 @@ class Planner {
       int64_t added = 0;
       std::set<ValueId> reads_with = new_reads;
       for (ValueId w : c->leaves)
-        if (reads_with.insert(w).second) added += bytes(w);
+        if (reads_with.insert(w).second) added += bytes(w) * (c->written.count(w) ? 2 : 1);
       if (added >= bytes(v) * (only_reader_[v] == group ? 2 : 1)) continue;
       if (static_cast<int>(reads.size() + reads_with.size()) > max_inputs) continue;
       taken = std::move(with);
@@ -102,7 +102,8 @@ class Planner {
  private:
   struct Closure {
     std::vector<int> nodes;       // sorted
-    std::vector<ValueId> leaves;  // values in memory that the kernel does not read yet
+    std::vector<ValueId> leaves;  // values the kernel does not read yet
+    std::set<ValueId> written;    // those of them v's kernel is to write
   };
 
   int64_t bytes(ValueId v) const { return g_.type(v).num_elements() * ir::dtype_size(g_.type(v).dtype); }
@@ -123,7 +124,7 @@ class Planner {
     };
     if (!copyable(root)) return std::nullopt;
     std::set<int> nodes;
-    std::set<ValueId> leaves;
+    std::set<ValueId> leaves, written;
     // Takes what computing w needs: nothing where the kernel reads it anyway or it is a
     // source's; else the ops of v's kernel that compute it where they can be copied (a
     // value in memory is read instead where they cannot).
@@ -135,22 +136,29 @@ class Planner {
       if (q >= 0 && owner_[q] == from && copyable(q)) {
         if (nodes.count(q)) return true;
         const std::set<int> nodes_before = nodes;
-        const std::set<ValueId> leaves_before = leaves;
+        const std::set<ValueId> leaves_before = leaves, written_before = written;
         nodes.insert(q);
         bool ok = nodes.size() <= kMaxCopiesPerValue;
         for (ValueId o : g_.nodes[q].operands) ok = ok && self(self, o);
         if (ok) return true;
         nodes = nodes_before;
         leaves = leaves_before;
+        written = written_before;
       }
-      if (!in_memory_[w]) return false;
+      if (!in_memory_[w]) {
+        // A reduction's result that v's kernel keeps to itself (a softmax's row maximum
+        // and sum) is a leaf that kernel then writes too: a row's values for a row's.
+        if (q < 0 || owner_[q] != from || ir::op_kind(g_.nodes[q].op) != ir::OpKind::Reduction) return false;
+        written.insert(w);
+      }
       leaves.insert(w);
       return true;
     };
     nodes.insert(root);
     for (ValueId o : g_.nodes[root].operands)
       if (!need(need, o)) return std::nullopt;
-    return Closure{std::vector<int>(nodes.begin(), nodes.end()), std::vector<ValueId>(leaves.begin(), leaves.end())};
+    return Closure{std::vector<int>(nodes.begin(), nodes.end()), std::vector<ValueId>(leaves.begin(), leaves.end()),
+                   written};
   }
 
   const ir::Graph& g_;

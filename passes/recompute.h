@@ -23,17 +23,19 @@ struct KernelCopies {
 };
 
 /// Where kernel G reads a value v that another kernel P computes by elementwise ops of
-/// v's shape and broadcasts, from values in memory and constants, gives G copies of those
-/// ops, inserted before G's first reader of v, and has G read the copies: P then writes v
-/// only if something else reads it. G may read values in memory it did not read before
-/// only where they are fewer bytes than G saves: its read of v, and v's write where G is
-/// v's only other reader (a mask of [T, S] for its broadcast over every batch and head, a
-/// matmul's result for its sum with a bias), within `max_inputs` values in all. A training step's kernels read back
-/// what the forward kernels computed on the way (GELU's tanh and its factors, from the
-/// pre-activation the gradient reads too), where one value and a few flops an element
-/// give them all. Ops that no longer have users are removed. A kernel takes copies only
-/// while it stays within `max_ops` ops. `exclude` (values, indexed by ValueId, or empty)
-/// are never copied. Returns each kernel's copies; none when nothing changed.
+/// v's shape and broadcasts, from values in memory, constants and P's reductions (which P
+/// then writes too: a softmax's row maximum and sum), gives G copies of those ops,
+/// inserted before G's first reader of v, and has G read the copies: P then writes v only
+/// if something else reads it. G may read values it did not read before (those P is to
+/// write counted twice) only where they are fewer bytes than G saves: its read of v, and
+/// v's write where G is v's only other reader (a mask of [T, S] for its broadcast over
+/// every batch and head, a matmul's result and a bias for their sum), within
+/// `max_inputs` values in all. A training step's kernels read back what the forward
+/// kernels computed on the way (GELU's tanh and its factors, a softmax's P), where a few
+/// values and a few flops an element give them all. Ops that no longer have users are
+/// removed. A kernel takes copies only while it stays within `max_ops` ops. `exclude`
+/// (values, indexed by ValueId, or empty) are never copied. Returns each kernel's copies;
+/// none when nothing changed.
 std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
                                                  int max_inputs, const std::vector<char>& exclude);
 
