@@ -518,9 +518,12 @@ std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
 // Fusion's second look (passes/recompute.h): kernels take copies of what they can
 // recompute, and the graph is partitioned again. Where a kernel's copies did not all land
 // in its kernel (the partition went another way), the graph goes back and tries once more
-// without them; then, failing that, as it was.
+// without them; then, failing that, as it was. A round's kernels may recompute more
+// (a value whose other reader recomputed it now has only one): rounds go on until none
+// copies anything, so that fusing a program's dump again gives the same program.
 template <class Partition>
-std::vector<Group> recompute_reads(ir::Graph& g, std::vector<Group> groups, const Partition& partition) {
+std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vector<Group>& groups,
+                                                  const Partition& partition) {
   std::vector<char> exclude;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::vector<KernelGroup> kernels;
@@ -529,7 +532,7 @@ std::vector<Group> recompute_reads(ir::Graph& g, std::vector<Group> groups, cons
     const ir::Graph before = g;
     const std::vector<KernelCopies> copies =
         recompute_kernel_reads(g, kernels, FusionPass::kMaxNodes, FusionPass::kMaxInputs, exclude);
-    if (copies.empty()) return groups;
+    if (copies.empty()) return std::nullopt;
     std::vector<Group> again = partition();
     std::vector<int> group_of(g.nodes.size(), -1);
     for (size_t k = 0; k < again.size(); ++k)
@@ -549,6 +552,17 @@ std::vector<Group> recompute_reads(ir::Graph& g, std::vector<Group> groups, cons
           }
     if (landed) return again;
     g = before;
+  }
+  return std::nullopt;
+}
+
+template <class Partition>
+std::vector<Group> recompute_reads(ir::Graph& g, std::vector<Group> groups, const Partition& partition) {
+  // Each round removes reads between kernels; a graph has only so many.
+  for (size_t round = 0; round < g.nodes.size(); ++round) {
+    std::optional<std::vector<Group>> again = recompute_round(g, groups, partition);
+    if (!again) break;
+    groups = std::move(*again);
   }
   return groups;
 }
