@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <set>
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/cpu_target.h"
@@ -26,6 +27,30 @@ std::string lowest_arch(const std::vector<std::string>& archs) {
   return *std::min_element(archs.begin(), archs.end(), [](const auto& a, const auto& b) {
     return format::cuda_arch_number(a) < format::cuda_arch_number(b);
   });
+}
+
+// Gives back each result its name where the passes before fusion merged it into a value
+// of another name (canonicalize made `add(x, 0)` the argument x; cse made two equal
+// results one): a copy of the value (a reshape to its own shape, a loop kernel) carries
+// the result's name, since runtimes name their outputs after the results' values (`kiln
+// run --output` files, `kiln serve`'s outputs). Results that had no name keep whatever
+// they have.
+void keep_result_names(ir::Graph& g, const std::vector<std::string>& names) {
+  std::set<std::string> taken;  // names of the values still there (merged ones are not)
+  for (const ir::Arg& a : g.args) taken.insert(g.value_name(a.value));
+  for (const ir::Node& n : g.nodes) taken.insert(g.value_name(n.result));
+  for (size_t i = 0; i < g.results.size(); ++i) {
+    const ir::ValueId r = g.results[i];
+    if (names[i].empty() || g.value_name(r) == names[i] || taken.count(names[i])) continue;
+    ir::Node copy;
+    copy.op = ir::Op::Reshape;
+    copy.operands = {r};
+    copy.attrs.set("shape", g.type(r).shape);
+    copy.result = g.add_value(g.type(r), names[i]);
+    taken.insert(names[i]);
+    g.results[i] = copy.result;
+    g.nodes.push_back(std::move(copy));
+  }
 }
 
 // The graph through the default pipeline: fused (unless not asked) and planned.
@@ -59,9 +84,16 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   if (options.target == "cuda" && !options.cuda_archs.empty() &&
       format::cuda_arch_number(lowest_arch(options.cuda_archs)) >= 80)
     passes::set_option_default(specs, "fusion", "attention", "cuda");
-  KILN_ASSIGN_OR_RETURN(passes::Pipeline pipeline, passes::pipeline_from_specs(specs));
-  auto ran = pipeline.run(g);
-  if (!ran.ok()) return ran.error();
+  std::vector<std::string> result_names;
+  for (ir::ValueId r : g.results) result_names.push_back(g.value_name(r));
+  const auto fusion = std::find_if(specs.begin(), specs.end(), [](const auto& spec) { return spec.name == "fusion"; });
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline before_fusion,
+                        passes::pipeline_from_specs(std::vector<passes::PassSpec>(specs.begin(), fusion)));
+  KILN_ASSIGN_OR_RETURN(passes::Pipeline from_fusion,
+                        passes::pipeline_from_specs(std::vector<passes::PassSpec>(fusion, specs.end())));
+  if (auto ran = before_fusion.run(g); !ran.ok()) return ran.error();
+  keep_result_names(g, result_names);
+  if (auto ran = from_fusion.run(g); !ran.ok()) return ran.error();
   return g;
 }
 
