@@ -541,15 +541,26 @@ std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vecto
     std::vector<std::vector<int>> users(g.values.size());
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (ValueId v : g.nodes[i].operands) users[v].push_back(static_cast<int>(i));
+    // Each kernel's copies must land in one kernel with their readers, of the kind and
+    // class the kernel had: a loop kernel that a copy turned into a row kernel (a value
+    // it spreads over a batch dim computed once a row) is a partition the code generators
+    // were never given (a [4, 8] softmax's product spread to [2, 4, 8] crashed them).
+    auto same_kernel = [&](const Group& was, const Group& is) {
+      return was.kind == is.kind && was.full == is.full && was.reduced == is.reduced &&
+             g.type(g.nodes[is.members[0]].result).shape == before.type(before.nodes[was.members[0]].result).shape;
+    };
     bool landed = true;
-    for (const KernelCopies& c : copies)
-      for (int node : c.nodes)
-        for (int u : users[g.nodes[node].result])
-          if (group_of[u] != group_of[node]) {
-            landed = false;
-            exclude.resize(before.values.size(), 0);
-            for (ValueId v : c.values) exclude[v] = 1;
-          }
+    for (const KernelCopies& c : copies) {
+      bool ok = true;
+      for (int node : c.nodes) {
+        for (int u : users[g.nodes[node].result]) ok = ok && group_of[u] == group_of[node];
+        ok = ok && group_of[node] >= 0 && same_kernel(groups[c.group], again[group_of[node]]);
+      }
+      if (ok) continue;
+      landed = false;
+      exclude.resize(before.values.size(), 0);
+      for (ValueId v : c.values) exclude[v] = 1;
+    }
     if (landed) return again;
     g = before;
   }

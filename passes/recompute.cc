@@ -245,7 +245,10 @@ std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector
   remove_unread(g, candidates);
 
   std::vector<KernelCopies> result(plans.size());
-  for (size_t p = 0; p < plans.size(); ++p) result[p].values = plans[p].values;
+  for (size_t p = 0; p < plans.size(); ++p) {
+    result[p].group = plans[p].group;
+    result[p].values = plans[p].values;
+  }
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (size_t p = 0; p < plans.size(); ++p)
       if (copies[p].count(g.nodes[i].result)) result[p].nodes.push_back(static_cast<int>(i));

@@ -15,9 +15,10 @@ struct KernelGroup {
   int ops = 0;  ///< members that are not sources
 };
 
-/// The copies one kernel took: their nodes in the changed graph, and the values of the
-/// other kernels it now computes itself.
+/// The copies one kernel took: the kernel (an index of the groups given), the copies'
+/// nodes in the changed graph, and the values of the other kernels it now computes itself.
 struct KernelCopies {
+  int group = -1;
   std::vector<int> nodes;
   std::vector<ir::ValueId> values;
 };
