@@ -77,6 +77,10 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   passes::set_option_default(specs, "fusion", "matmul_views", "true");
   passes::set_option_default(specs, "fusion", "matmul_epilogues", options.target == "cuda" ? "cublaslt" : "onednn");
   if (options.target == "cuda") passes::set_option_default(specs, "fusion", "single_batch_views", "true");
+  // Kernels recompute what they would read back; on the CPU only arithmetic, where an exp
+  // or tanh again cost more than the read (GPT-2's bf16 softmax gradient took 14.0 ms
+  // recomputing P against 5.4 reading it on the 2-core VM: docs/benchmarks.md).
+  passes::set_option_default(specs, "fusion", "recompute", options.target == "cpu" ? "inline" : "all");
   // Attention is one step on the CPU; on CUDA where the half-precision kernel's tensor-core
   // products (mma.sync in bf16 or f16) run on every architecture compiled for (sm_80 and
   // later), in f32 too (one rule for the step's kinds).

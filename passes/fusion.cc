@@ -523,7 +523,7 @@ std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
 // copies anything, so that fusing a program's dump again gives the same program.
 template <class Partition>
 std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vector<Group>& groups,
-                                                  const Partition& partition) {
+                                                  const Partition& partition, RecomputeOps ops) {
   std::vector<char> exclude;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::vector<KernelGroup> kernels;
@@ -531,7 +531,7 @@ std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vecto
       kernels.push_back({grp.members, grp.kind == StepKind::Loop || grp.kind == StepKind::Reduction, grp.ops});
     const ir::Graph before = g;
     const std::vector<KernelCopies> copies =
-        recompute_kernel_reads(g, kernels, FusionPass::kMaxNodes, FusionPass::kMaxInputs, exclude);
+        recompute_kernel_reads(g, kernels, FusionPass::kMaxNodes, FusionPass::kMaxInputs, ops, exclude);
     if (copies.empty()) return std::nullopt;
     std::vector<Group> again = partition();
     std::vector<int> group_of(g.nodes.size(), -1);
@@ -568,10 +568,11 @@ std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vecto
 }
 
 template <class Partition>
-std::vector<Group> recompute_reads(ir::Graph& g, std::vector<Group> groups, const Partition& partition) {
+std::vector<Group> recompute_reads(ir::Graph& g, std::vector<Group> groups, const Partition& partition,
+                                   RecomputeOps ops) {
   // Each round removes reads between kernels; a graph has only so many.
   for (size_t round = 0; round < g.nodes.size(); ++round) {
-    std::optional<std::vector<Group>> again = recompute_round(g, groups, partition);
+    std::optional<std::vector<Group>> again = recompute_round(g, groups, partition, ops);
     if (!again) break;
     groups = std::move(*again);
   }
@@ -594,7 +595,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     return Partitioner(g, fuse_, matmul_epilogues_, matmul_views_, attention_, single_batch_views_).run();
   };
   std::vector<Group> groups = partition();
-  if (fuse_) groups = recompute_reads(g, std::move(groups), partition);
+  if (fuse_) groups = recompute_reads(g, std::move(groups), partition, recompute_);
 
   std::vector<int> producer = g.producers();
   std::vector<char> is_result(g.values.size(), 0);

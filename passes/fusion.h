@@ -4,6 +4,7 @@
 #include "ir/attention_match.h"
 #include "ir/epilogue.h"
 #include "passes/pass.h"
+#include "passes/recompute.h"
 
 namespace kiln::passes {
 
@@ -32,7 +33,9 @@ namespace kiln::passes {
 /// and reshapes before it by strides (ir/matmul_views.h; both targets'), with
 /// `single_batch_views` only where the batch dims still fold into one strided-batched call
 /// (CUDA's); `attention` names the runtime that runs softmax(f(q·kᵀ))·v as one step, and
-/// so which matches become steps (ir/attention_match.h: the CPU's, or CUDA's kernel).
+/// so which matches become steps (ir/attention_match.h: the CPU's, or CUDA's kernel);
+/// `recompute` which ops a kernel recomputes rather than read another kernel's value
+/// back (passes/recompute.h: none, inline ones, all).
 class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)
@@ -41,12 +44,13 @@ class FusionPass : public Pass {
 
   explicit FusionPass(bool fuse = true, ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone,
                       bool matmul_views = false, ir::AttentionRunner attention = ir::AttentionRunner::kNone,
-                      bool single_batch_views = false)
+                      bool single_batch_views = false, RecomputeOps recompute = RecomputeOps::kAll)
       : fuse_(fuse),
         matmul_epilogues_(matmul_epilogues),
         matmul_views_(matmul_views),
         attention_(attention),
-        single_batch_views_(single_batch_views) {}
+        single_batch_views_(single_batch_views),
+        recompute_(recompute) {}
   std::string_view name() const override { return "fusion"; }
   Result<bool> run(ir::Graph& graph) override;
   bool preserves_program() const override { return true; }
@@ -57,6 +61,7 @@ class FusionPass : public Pass {
   bool matmul_views_;
   ir::AttentionRunner attention_;
   bool single_batch_views_;
+  RecomputeOps recompute_;
 };
 
 }  // namespace kiln::passes

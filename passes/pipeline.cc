@@ -47,8 +47,12 @@ Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
                                         : attention_runner == "cuda" ? ir::AttentionRunner::kCuda
                                                                      : ir::AttentionRunner::kNone;
   KILN_ASSIGN_OR_RETURN(bool single_batch_views, reader.flag("single_batch_views", false));
+  KILN_ASSIGN_OR_RETURN(std::string recompute, reader.choice("recompute", {"none", "inline", "all"}, "all"));
+  const RecomputeOps ops = recompute == "none"     ? RecomputeOps::kNone
+                           : recompute == "inline" ? RecomputeOps::kInline
+                                                   : RecomputeOps::kAll;
   return std::unique_ptr<Pass>(
-      std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views, attention, single_batch_views));
+      std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views, attention, single_batch_views, ops));
 }
 
 Result<std::unique_ptr<Pass>> make_lower_conv(PassOptionReader& reader) {
@@ -83,7 +87,7 @@ constexpr Registration kPasses[] = {
     {"dce", "", make<DcePass>},
     {"fusion",
      "{fuse=true|false matmul_epilogues=none|onednn|cublaslt matmul_views=true|false attention=none|cpu|cuda "
-     "single_batch_views=true|false}",
+     "single_batch_views=true|false recompute=none|inline|all}",
      make_fusion},
     {"lower-conv", "{keep_library=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},

@@ -27,8 +27,9 @@ struct Plan {
 
 class Planner {
  public:
-  Planner(const ir::Graph& g, const std::vector<KernelGroup>& groups, const std::vector<char>& exclude)
-      : g_(g), groups_(groups), exclude_(exclude), producer_(g.producers()), owner_(g.nodes.size(), -1) {
+  Planner(const ir::Graph& g, const std::vector<KernelGroup>& groups, RecomputeOps ops,
+          const std::vector<char>& exclude)
+      : g_(g), groups_(groups), ops_(ops), exclude_(exclude), producer_(g.producers()), owner_(g.nodes.size(), -1) {
     for (size_t k = 0; k < groups.size(); ++k)
       for (int m : groups[k].members)
         if (!is_source(g.nodes[m])) owner_[m] = static_cast<int>(k);
@@ -120,7 +121,8 @@ class Planner {
     auto copyable = [&](int node) {
       const Node& n = g_.nodes[node];
       return n.op == ir::Op::Broadcast ||
-             (ir::op_kind(n.op) == ir::OpKind::Elementwise && g_.type(n.result).shape == shape);
+             (ir::op_kind(n.op) == ir::OpKind::Elementwise && g_.type(n.result).shape == shape &&
+              (ops_ == RecomputeOps::kAll || ir::op_cpu_math(n.op) == ir::CpuMath::Inline));
     };
     if (!copyable(root)) return std::nullopt;
     std::set<int> nodes;
@@ -163,6 +165,7 @@ class Planner {
 
   const ir::Graph& g_;
   const std::vector<KernelGroup>& groups_;
+  RecomputeOps ops_;
   const std::vector<char>& exclude_;
   std::vector<int> producer_;
   std::vector<int> owner_;        // per node: its group, or -1 for sources
@@ -195,10 +198,11 @@ void remove_unread(ir::Graph& g, const std::set<int>& candidates) {
 }  // namespace
 
 std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
-                                                 int max_inputs, const std::vector<char>& exclude) {
+                                                 int max_inputs, RecomputeOps ops, const std::vector<char>& exclude) {
+  if (ops == RecomputeOps::kNone) return {};
   std::vector<Plan> plans;
   {
-    const Planner planner(g, groups, exclude);
+    const Planner planner(g, groups, ops, exclude);
     for (size_t k = 0; k < groups.size(); ++k)
       if (std::optional<Plan> p = planner.plan(static_cast<int>(k), max_ops, max_inputs))
         plans.push_back(std::move(*p));

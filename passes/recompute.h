@@ -7,6 +7,11 @@
 
 namespace kiln::passes {
 
+/// Which ops a kernel recomputes: none, only those the CPU computes inline (arithmetic,
+/// compares, selects, casts: a CPU core's exp or tanh costs more than reading the value
+/// back), or every elementwise op (CUDA's, where memory is the cost).
+enum class RecomputeOps { kNone, kInline, kAll };
+
 /// A kernel step as fusion's first partition formed it: its nodes (constants and iota
 /// may be in several) and whether it is a kernel (a loop or reduction step).
 struct KernelGroup {
@@ -38,6 +43,6 @@ struct KernelCopies {
 /// (values, indexed by ValueId, or empty) are never copied. Returns each kernel's copies;
 /// none when nothing changed.
 std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
-                                                 int max_inputs, const std::vector<char>& exclude);
+                                                 int max_inputs, RecomputeOps ops, const std::vector<char>& exclude);
 
 }  // namespace kiln::passes
