@@ -109,9 +109,10 @@ class Planner {
 
   int64_t bytes(ValueId v) const { return g_.type(v).num_elements() * ir::dtype_size(g_.type(v).dtype); }
 
-  // The nodes of v's kernel that compute v from values in memory and sources: elementwise
-  // ops of v's shape and broadcasts; nullopt where v needs anything else (a reduction, a
-  // value that kernel keeps to itself, one of the reading kernel's own values).
+  // The nodes of v's kernel that compute v from values in memory, sources and that
+  // kernel's reductions: elementwise ops of v's shape (inline ones only, for kInline) and
+  // broadcasts; nullopt where v needs anything else (another value that kernel keeps to
+  // itself, one of the reading kernel's own values).
   std::optional<Closure> closure(ValueId v, int group, const std::map<ValueId, int>& reads) const {
     if (!exclude_.empty() && exclude_[v]) return std::nullopt;
     const int root = producer_[v];
