@@ -529,10 +529,9 @@ std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vecto
     std::vector<KernelGroup> kernels;
     for (const Group& grp : groups)
       kernels.push_back({grp.members, grp.kind == StepKind::Loop || grp.kind == StepKind::Reduction, grp.ops});
-    const ir::Graph before = g;
-    const std::vector<KernelCopies> copies =
+    RecomputedReads copies =
         recompute_kernel_reads(g, kernels, FusionPass::kMaxNodes, FusionPass::kMaxInputs, ops, exclude);
-    if (copies.empty()) return std::nullopt;
+    if (copies.kernels.empty()) return std::nullopt;
     std::vector<Group> again = partition();
     std::vector<int> group_of(g.nodes.size(), -1);
     for (size_t k = 0; k < again.size(); ++k)
@@ -547,10 +546,10 @@ std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vecto
     // were never given (a [4, 8] softmax's product spread to [2, 4, 8] crashed them).
     auto same_kernel = [&](const Group& was, const Group& is) {
       return was.kind == is.kind && was.full == is.full && was.reduced == is.reduced &&
-             g.type(g.nodes[is.members[0]].result).shape == before.type(before.nodes[was.members[0]].result).shape;
+             g.type(g.nodes[is.members[0]].result).shape == g.type(copies.nodes_before[was.members[0]].result).shape;
     };
     bool landed = true;
-    for (const KernelCopies& c : copies) {
+    for (const KernelCopies& c : copies.kernels) {
       bool ok = true;
       for (int node : c.nodes) {
         for (int u : users[g.nodes[node].result]) ok = ok && group_of[u] == group_of[node];
@@ -558,11 +557,11 @@ std::optional<std::vector<Group>> recompute_round(ir::Graph& g, const std::vecto
       }
       if (ok) continue;
       landed = false;
-      exclude.resize(before.values.size(), 0);
+      exclude.resize(copies.values_before, 0);
       for (ValueId v : c.values) exclude[v] = 1;
     }
     if (landed) return again;
-    g = before;
+    undo_recompute(g, copies);
   }
   return std::nullopt;
 }

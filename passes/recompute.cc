@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 namespace kiln::passes {
 namespace {
@@ -198,8 +199,8 @@ void remove_unread(ir::Graph& g, const std::set<int>& candidates) {
 
 }  // namespace
 
-std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
-                                                 int max_inputs, RecomputeOps ops, const std::vector<char>& exclude) {
+RecomputedReads recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
+                                       int max_inputs, RecomputeOps ops, const std::vector<char>& exclude) {
   if (ops == RecomputeOps::kNone) return {};
   std::vector<Plan> plans;
   {
@@ -209,6 +210,8 @@ std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector
         plans.push_back(std::move(*p));
   }
   if (plans.empty()) return {};
+  RecomputedReads result;
+  result.values_before = g.values.size();
   std::vector<int> plan_at(g.nodes.size(), -1), plan_of(g.nodes.size(), -1);
   for (size_t p = 0; p < plans.size(); ++p) {
     plan_at[plans[p].insert_at] = static_cast<int>(p);
@@ -217,7 +220,7 @@ std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector
   }
   // Each plan's copies, before its first reader, and its kernel's reads of them.
   std::vector<std::map<ValueId, ValueId>> copy_of(plans.size());
-  std::vector<std::set<ValueId>> copies(plans.size());
+  std::map<ValueId, int> copy_plan;  // each copy's plan
   std::set<int> originals;
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
@@ -229,7 +232,7 @@ std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector
           if (auto it = copy_of[p].find(v); it != copy_of[p].end()) v = it->second;
         copy.result = g.add_value(g.type(g.nodes[o].result));
         copy_of[p][g.nodes[o].result] = copy.result;
-        copies[p].insert(copy.result);
+        copy_plan[copy.result] = p;
         originals.insert(o);
         nodes.push_back(std::move(copy));
       }
@@ -243,21 +246,26 @@ std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector
   // The originals' indices in the new order.
   std::set<ValueId> original_values;
   for (int o : originals) original_values.insert(g.nodes[o].result);
-  g.nodes = std::move(nodes);
+  result.nodes_before = std::exchange(g.nodes, std::move(nodes));
   std::set<int> candidates;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (original_values.count(g.nodes[i].result)) candidates.insert(static_cast<int>(i));
   remove_unread(g, candidates);
 
-  std::vector<KernelCopies> result(plans.size());
+  result.kernels.resize(plans.size());
   for (size_t p = 0; p < plans.size(); ++p) {
-    result[p].group = plans[p].group;
-    result[p].values = plans[p].values;
+    result.kernels[p].group = plans[p].group;
+    result.kernels[p].values = plans[p].values;
   }
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (size_t p = 0; p < plans.size(); ++p)
-      if (copies[p].count(g.nodes[i].result)) result[p].nodes.push_back(static_cast<int>(i));
+    if (auto it = copy_plan.find(g.nodes[i].result); it != copy_plan.end())
+      result.kernels[it->second].nodes.push_back(static_cast<int>(i));
   return result;
+}
+
+void undo_recompute(ir::Graph& g, RecomputedReads& r) {
+  g.nodes = std::move(r.nodes_before);
+  g.values.resize(r.values_before);
 }
 
 }  // namespace kiln::passes

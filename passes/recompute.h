@@ -40,9 +40,17 @@ struct KernelCopies {
 /// kernels computed on the way (GELU's tanh and its factors, a softmax's P), where a few
 /// values and a few flops an element give them all. Ops that no longer have users are
 /// removed. A kernel takes copies only while it stays within `max_ops` ops. `exclude`
-/// (values, indexed by ValueId, or empty) are never copied. Returns each kernel's copies;
-/// none when nothing changed.
-std::vector<KernelCopies> recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
-                                                 int max_inputs, RecomputeOps ops, const std::vector<char>& exclude);
+/// (values, indexed by ValueId, or empty) are never copied. Returns each kernel's copies
+/// (none when nothing changed) and what undo_recompute takes to put the graph back.
+struct RecomputedReads {
+  std::vector<KernelCopies> kernels;
+  std::vector<ir::Node> nodes_before;  ///< the graph's nodes before the copies
+  size_t values_before = 0;            ///< and how many values it had (copies only add)
+};
+RecomputedReads recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
+                                       int max_inputs, RecomputeOps ops, const std::vector<char>& exclude);
+
+/// Puts `g` back as it was before recompute_kernel_reads returned `r`.
+void undo_recompute(ir::Graph& g, RecomputedReads& r);
 
 }  // namespace kiln::passes
