@@ -201,7 +201,7 @@ class Partitioner {
       if (grp.ops + 1 > FusionPass::kMaxNodes) continue;
       std::optional<Group> converted;
       if (!fits(n, target, converted)) continue;
-      if (extra_output && !extra_output_fits(n, converted ? *converted : grp, target, user_groups, node)) continue;
+      if (extra_output && !extra_output_fits(n, converted ? *converted : grp, target, user_groups)) continue;
       if (inputs_after_join(grp, node) > FusionPass::kMaxInputs) continue;
       if (converted) {  // the loop kernel becomes a reduction kernel
         grp.kind = converted->kind;
@@ -217,8 +217,7 @@ class Partitioner {
   // An extra output is written once per element of the kernel's iteration space (or once
   // per row), so its shape must be that space's; and no other group reading it may lead
   // back into the kernel.
-  bool extra_output_fits(const Node& n, const Group& grp, int target, const std::vector<int>& user_groups,
-                         int node) const {
+  bool extra_output_fits(const Node& n, const Group& grp, int target, const std::vector<int>& user_groups) const {
     if (grp.outputs + 1 > FusionPass::kMaxOutputs) return false;
     const Shape& s = type(n.result).shape;
     if (grp.kind == StepKind::Loop && s != type(g_.nodes[grp.members[0]].result).shape) return false;
@@ -226,26 +225,30 @@ class Partitioner {
         !(row_valued(grp, s) && (!s.empty() || kept_shape(grp, false).empty())))
       return false;
     for (int h : user_groups)
-      if (h != target && reaches(h, target, node)) return false;
+      if (h != target && reaches(h, target)) return false;
     return true;
   }
 
-  // Whether some node of group `from` has a path to a node of group `to`. Grouped nodes
-  // come after `after`, and a path into `to` enters at or before its root (its last
-  // node), so the search walks only that window.
-  bool reaches(int from, int to, int after) const {
-    int limit = groups_[to].members[0];
+  // Whether group `from`'s step must run before group `to`'s: a path of values from some
+  // member of `from` into `to`, where a path that enters a group may leave it from any of
+  // its members, since a step's outputs are all written when it ends. (Walking nodes
+  // only, a path through a kernel's other output was missed: its steps then depended on
+  // each other in a cycle.)
+  bool reaches(int from, int to) const {
     ++stamp_;
-    std::vector<int> stack(groups_[from].members.begin(), groups_[from].members.end());
+    seen_[from] = stamp_;
+    std::vector<int> stack{from};
     while (!stack.empty()) {
-      int m = stack.back();
+      int grp = stack.back();
       stack.pop_back();
-      for (int u : users_[g_.nodes[m].result]) {
-        if (u <= after || u > limit || seen_[u] == stamp_) continue;
-        seen_[u] = stamp_;
-        if (group_of_[u] == to) return true;
-        stack.push_back(u);
-      }
+      for (int m : groups_[grp].members)
+        for (int u : users_[g_.nodes[m].result]) {
+          int next = group_of_[u];
+          if (next < 0 || seen_[next] == stamp_) continue;
+          if (next == to) return true;
+          seen_[next] = stamp_;
+          stack.push_back(next);
+        }
     }
     return false;
   }
@@ -493,7 +496,7 @@ class Partitioner {
   std::vector<ir::AttentionMatch> attentions_;
   std::vector<int> attention_claim_;  // per node: the attention it belongs to, or -1
   std::vector<int> attention_group_;  // per attention: its group, once started
-  // Visit marks for reaches(): a node is visited in the current search when its mark
+  // Visit marks for reaches(): a group is visited in the current search when its mark
   // equals stamp_.
   mutable std::vector<int> seen_;
   mutable int stamp_ = 0;
