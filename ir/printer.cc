@@ -1,6 +1,7 @@
 #include "ir/printer.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -102,13 +103,20 @@ std::string refs(const std::vector<std::string>& names, const std::vector<ValueI
 
 // Steps print as blocks: `loop @fused_1(%a, %b) -> (%c) { ... }`. A constant that
 // several steps recompute is defined in the first and shown as a comment in the others,
-// so the dump still parses.
+// so the dump still parses. Such constants come first in each of their steps: parsed back,
+// the first step that defines one may be another, and its place among a step's nodes
+// another, where a dump fused again must print the same.
 void print_steps(std::string& out, const Graph& g, const std::vector<std::string>& names) {
   std::vector<char> printed(g.nodes.size(), 0);
+  std::vector<int> steps_of(g.nodes.size(), 0);
+  for (const Step& step : g.program->steps)
+    for (int n : step.nodes) ++steps_of[n];
   for (const Step& step : g.program->steps) {
     out += fmt::format("  {} @{}({}) -> ({}) {{\n", step_kind_name(step.kind), step.name, refs(names, step.inputs),
                        refs(names, step.outputs));
-    for (int n : step.nodes) {
+    std::vector<int> nodes = step.nodes;
+    std::stable_partition(nodes.begin(), nodes.end(), [&](int n) { return steps_of[n] > 1; });
+    for (int n : nodes) {
       std::string line = node_line(g, names, g.nodes[n]);
       out += printed[n] ? fmt::format("    # recomputed: {}\n", line) : fmt::format("    {}\n", line);
       printed[n] = 1;

@@ -12,6 +12,7 @@
 #include "ir/window.h"
 #include "passes/recompute.h"
 #include "passes/shared_reads.h"
+#include "passes/step_order.h"
 
 namespace kiln::passes {
 namespace {
@@ -589,61 +590,31 @@ Result<bool> FusionPass::run(ir::Graph& g) {
       return make_error(fmt::format("fusion: %{} = {} is a composite op; run decompose first",
                                     ir::display_names(g)[n.result], ir::op_name(n.op)));
   g.memory.reset();
-  if (fuse_) {
+  const FusionOptions& o = options_;
+  if (o.fuse) {
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
   auto partition = [&] {
-    return Partitioner(g, fuse_, matmul_epilogues_, matmul_views_, attention_, single_batch_views_).run();
+    return Partitioner(g, o.fuse, o.matmul_epilogues, o.matmul_views, o.attention, o.single_batch_views).run();
   };
   std::vector<Group> groups = partition();
-  if (fuse_) groups = recompute_reads(g, std::move(groups), partition, recompute_);
+  if (o.fuse) groups = recompute_reads(g, std::move(groups), partition, o.recompute);
+
+  for (Group& grp : groups) std::sort(grp.members.begin(), grp.members.end());
+  std::vector<StepNodes> step_nodes;
+  for (const Group& grp : groups) step_nodes.push_back({grp.members});
+  KILN_ASSIGN_OR_RETURN(std::vector<int> order, order_steps(g, step_nodes, o.order));
+  std::vector<Group> ordered;
+  for (int s : order) ordered.push_back(std::move(groups[s]));
+  groups = std::move(ordered);
 
   std::vector<int> producer = g.producers();
   std::vector<char> is_result(g.values.size(), 0);
   for (ValueId v : g.results) is_result[v] = 1;
-  // Order steps topologically over the values they pass each other (with extra outputs
-  // a step can end later than one that reads it); among ready steps, the one whose ops
-  // come first in the graph goes first.
-  for (Group& grp : groups) std::sort(grp.members.begin(), grp.members.end());
-  auto last_op = [&](const Group& grp) {
-    int last = -1;
-    for (int m : grp.members)
-      if (!is_source(g.nodes[m].op) || grp.members.size() == 1) last = std::max(last, m);
-    return last;
-  };
   auto contains = [&](size_t i, int node) {
     return std::binary_search(groups[i].members.begin(), groups[i].members.end(), node);
   };
-  std::vector<int> owner(g.nodes.size(), -1);  // the step that writes a node's value
-  for (size_t i = 0; i < groups.size(); ++i)
-    for (int m : groups[i].members)
-      if (!is_source(g.nodes[m].op) || groups[i].members.size() == 1) owner[m] = static_cast<int>(i);
-  std::vector<std::set<int>> successors(groups.size());
-  std::vector<int> indegree(groups.size(), 0);
-  for (size_t i = 0; i < groups.size(); ++i)
-    for (int m : groups[i].members)
-      for (ValueId v : g.nodes[m].operands) {
-        int p = producer[v];
-        if (p < 0 || contains(i, p)) continue;
-        int from = owner[p];
-        if (from >= 0 && from != static_cast<int>(i) && successors[from].insert(static_cast<int>(i)).second)
-          ++indegree[i];
-      }
-  std::set<std::pair<int, int>> ready;  // (last op, group)
-  for (size_t i = 0; i < groups.size(); ++i)
-    if (indegree[i] == 0) ready.insert({last_op(groups[i]), static_cast<int>(i)});
-  std::vector<Group> ordered;
-  while (!ready.empty()) {
-    int i = ready.begin()->second;
-    ready.erase(ready.begin());
-    ordered.push_back(groups[i]);
-    for (int next : successors[i])
-      if (--indegree[next] == 0) ready.insert({last_op(groups[next]), next});
-  }
-  if (ordered.size() != groups.size())
-    return make_error("fusion: internal error: the steps depend on each other in a cycle");
-  groups = std::move(ordered);
 
   ir::Program program;
   std::vector<std::vector<int>> readers(g.values.size());  // steps reading each value

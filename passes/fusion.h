@@ -5,6 +5,7 @@
 #include "ir/epilogue.h"
 #include "passes/pass.h"
 #include "passes/recompute.h"
+#include "passes/step_order.h"
 
 namespace kiln::passes {
 
@@ -35,33 +36,33 @@ namespace kiln::passes {
 /// (CUDA's); `attention` names the runtime that runs softmax(f(q·kᵀ))·v as one step, and
 /// so which matches become steps (ir/attention_match.h: the CPU's, or CUDA's kernel);
 /// `recompute` which ops a kernel recomputes rather than read another kernel's value
-/// back (passes/recompute.h: none, inline ones, all).
+/// back (passes/recompute.h: none, inline ones, all); `order` which ready step runs first
+/// (passes/step_order.h: the one that frees the most memory, or the graph's order).
+/// The fusion pass's options (`fusion{...}`), as above; `order` is how steps whose inputs
+/// are ready are ordered (passes/step_order.h).
+struct FusionOptions {
+  bool fuse = true;
+  ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone;
+  bool matmul_views = false;
+  ir::AttentionRunner attention = ir::AttentionRunner::kNone;
+  bool single_batch_views = false;
+  RecomputeOps recompute = RecomputeOps::kAll;
+  StepOrder order = StepOrder::kMemory;
+};
+
 class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)
   static constexpr int kMaxInputs = 16;  ///< distinct values a kernel reads
   static constexpr int kMaxOutputs = 8;  ///< values a kernel writes
 
-  explicit FusionPass(bool fuse = true, ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone,
-                      bool matmul_views = false, ir::AttentionRunner attention = ir::AttentionRunner::kNone,
-                      bool single_batch_views = false, RecomputeOps recompute = RecomputeOps::kAll)
-      : fuse_(fuse),
-        matmul_epilogues_(matmul_epilogues),
-        matmul_views_(matmul_views),
-        attention_(attention),
-        single_batch_views_(single_batch_views),
-        recompute_(recompute) {}
+  explicit FusionPass(FusionOptions options = {}) : options_(options) {}
   std::string_view name() const override { return "fusion"; }
   Result<bool> run(ir::Graph& graph) override;
   bool preserves_program() const override { return true; }
 
  private:
-  bool fuse_;
-  ir::MatmulEpilogues matmul_epilogues_;
-  bool matmul_views_;
-  ir::AttentionRunner attention_;
-  bool single_batch_views_;
-  RecomputeOps recompute_;
+  FusionOptions options_;
 };
 
 }  // namespace kiln::passes

@@ -35,24 +35,26 @@ Result<std::unique_ptr<Pass>> make(PassOptionReader&) {
 }
 
 Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
-  KILN_ASSIGN_OR_RETURN(bool fuse, reader.flag("fuse", true));
+  FusionOptions o;
+  KILN_ASSIGN_OR_RETURN(o.fuse, reader.flag("fuse", true));
   KILN_ASSIGN_OR_RETURN(std::string epilogues,
                         reader.choice("matmul_epilogues", {"none", "onednn", "cublaslt"}, "none"));
-  const ir::MatmulEpilogues matmul_epilogues = epilogues == "onednn"     ? ir::MatmulEpilogues::kOneDnn
-                                               : epilogues == "cublaslt" ? ir::MatmulEpilogues::kCublasLt
-                                                                         : ir::MatmulEpilogues::kNone;
-  KILN_ASSIGN_OR_RETURN(bool matmul_views, reader.flag("matmul_views", false));
+  o.matmul_epilogues = epilogues == "onednn"     ? ir::MatmulEpilogues::kOneDnn
+                       : epilogues == "cublaslt" ? ir::MatmulEpilogues::kCublasLt
+                                                 : ir::MatmulEpilogues::kNone;
+  KILN_ASSIGN_OR_RETURN(o.matmul_views, reader.flag("matmul_views", false));
   KILN_ASSIGN_OR_RETURN(std::string attention_runner, reader.choice("attention", {"none", "cpu", "cuda"}, "none"));
-  const ir::AttentionRunner attention = attention_runner == "cpu"    ? ir::AttentionRunner::kCpu
-                                        : attention_runner == "cuda" ? ir::AttentionRunner::kCuda
-                                                                     : ir::AttentionRunner::kNone;
-  KILN_ASSIGN_OR_RETURN(bool single_batch_views, reader.flag("single_batch_views", false));
+  o.attention = attention_runner == "cpu"    ? ir::AttentionRunner::kCpu
+                : attention_runner == "cuda" ? ir::AttentionRunner::kCuda
+                                             : ir::AttentionRunner::kNone;
+  KILN_ASSIGN_OR_RETURN(o.single_batch_views, reader.flag("single_batch_views", false));
   KILN_ASSIGN_OR_RETURN(std::string recompute, reader.choice("recompute", {"none", "inline", "all"}, "all"));
-  const RecomputeOps ops = recompute == "none"     ? RecomputeOps::kNone
-                           : recompute == "inline" ? RecomputeOps::kInline
-                                                   : RecomputeOps::kAll;
-  return std::unique_ptr<Pass>(
-      std::make_unique<FusionPass>(fuse, matmul_epilogues, matmul_views, attention, single_batch_views, ops));
+  o.recompute = recompute == "none"     ? RecomputeOps::kNone
+                : recompute == "inline" ? RecomputeOps::kInline
+                                        : RecomputeOps::kAll;
+  KILN_ASSIGN_OR_RETURN(std::string order, reader.choice("order", {"graph", "memory"}, "memory"));
+  o.order = order == "graph" ? StepOrder::kGraph : StepOrder::kMemory;
+  return std::unique_ptr<Pass>(std::make_unique<FusionPass>(o));
 }
 
 Result<std::unique_ptr<Pass>> make_lower_conv(PassOptionReader& reader) {
@@ -87,7 +89,7 @@ constexpr Registration kPasses[] = {
     {"dce", "", make<DcePass>},
     {"fusion",
      "{fuse=true|false matmul_epilogues=none|onednn|cublaslt matmul_views=true|false attention=none|cpu|cuda "
-     "single_batch_views=true|false recompute=none|inline|all}",
+     "single_batch_views=true|false recompute=none|inline|all order=memory|graph}",
      make_fusion},
     {"lower-conv", "{keep_library=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},
