@@ -151,8 +151,13 @@ TEST_CASE("half-precision convolution gradients are library steps, near the inte
       CHECK(s.in == p.stored);
       CHECK(s.out == p.stored);
     }
-    CHECK(steps[0].kind == format::ConvKind::BackwardData);
-    CHECK(steps[1].kind == format::ConvKind::BackwardWeights);
+    int data = 0, weights = 0;
+    for (const ConvStep& s : steps) {
+      data += s.kind == format::ConvKind::BackwardData;
+      weights += s.kind == format::ConvKind::BackwardWeights;
+    }
+    CHECK(data == 2);
+    CHECK(weights == 2);
     // The weight gradients sum 2·12 and 2·16 products: their scale is a few units.
     const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
     for (int threads : {1, 4}) {
