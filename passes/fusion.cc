@@ -461,8 +461,9 @@ class Partitioner {
         StepKind k = groups_[grp].kind;
         // An epilogue's ops read their constants as the library call's post-ops, not
         // from memory.
-        const bool in_epilogue = (claim_[u] >= 0 && epilogues_[claim_[u]].call != u) ||
-                                 (attention_claim_[u] >= 0 && !attention_reads(attention_claim_[u], n.result));
+        const bool in_epilogue =
+            (claim_[u] >= 0 && epilogues_[claim_[u]].call != u && !post_op_reads(claim_[u], n.result)) ||
+            (attention_claim_[u] >= 0 && !attention_reads(attention_claim_[u], n.result));
         if (!in_epilogue && (k == StepKind::Library || k == StepKind::Scatter)) own = true;
         else user_groups.insert(grp);
       }
@@ -474,6 +475,13 @@ class Partitioner {
         add(static_cast<int>(groups_.size()) - 1, static_cast<int>(i));
       }
     }
+  }
+
+  // Whether the epilogue's call reads v from memory as a post-op's operand: a constant
+  // bias spread over a convolution's single channel is a bias tensor of one element.
+  bool post_op_reads(int e, ValueId v) const {
+    const auto& ops = epilogues_[e].post_ops;
+    return std::any_of(ops.begin(), ops.end(), [&](const ir::PostOp& op) { return op.operand == v; });
   }
 
   // Whether the attention's call reads v from memory: its q, k, v or a mask.
