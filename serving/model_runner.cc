@@ -113,6 +113,15 @@ Result<InferResult> ModelRunner::infer(const InferRequest& request) {
   for (int64_t row_bytes : output_row_bytes_) result.outputs.emplace_back(static_cast<size_t>(rows * row_bytes));
   Status ran = batch_ > 0 ? run_batched(inputs, result) : run_whole(inputs, result);
   if (!ran.ok()) return ran.error();
+  // A value returned twice is two outputs of one name; the runtime, given buffers by
+  // name, filled the first.
+  const auto& outputs = model_->outputs();
+  for (size_t o = 0; o < outputs.size(); ++o)
+    for (size_t first = 0; first < o; ++first)
+      if (outputs[first].name == outputs[o].name) {
+        result.outputs[o] = result.outputs[first];
+        break;
+      }
   return result;
 }
 

@@ -20,6 +20,7 @@ enum HttpStatus : int {
   kOk = 200,
   kBadRequest = 400,
   kNotFound = 404,
+  kLengthRequired = 411,
   kPayloadTooLarge = 413,
   kInternalError = 500,
   kUnavailable = 503,

@@ -89,7 +89,11 @@ Status append_element(const json& j, ElementType type, const std::string& where,
     case ElementType::F16:
     case ElementType::BF16: {
       KILN_ASSIGN_OR_RETURN(double v, float_element(j, where));
-      const double most = type == ElementType::F16 ? 65504.0 : std::numeric_limits<float>::max();
+      // Each type's largest finite value (bf16's: 0x1.fep127, where f32's would round to
+      // bf16's infinity).
+      const double most = type == ElementType::F16    ? 65504.0
+                          : type == ElementType::BF16 ? 0x1.fep127
+                                                      : std::numeric_limits<float>::max();
       KILN_RETURN_IF_ERROR(in_range(v, most));
       const float f = static_cast<float>(v);
       if (type == ElementType::F32) put(f);
@@ -233,6 +237,11 @@ Result<RequestInput> parse_input(const json& input, size_t index, std::string_vi
 }
 
 Result<InferRequest> parse_json_request(std::string_view text, std::string_view binary) {
+  // The JSON parser ends its input at a NUL byte, which JSON text never holds: binary data
+  // sent without its Inference-Header-Content-Length, or bytes after the document.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    return bad("the request's JSON has a NUL byte at offset " + std::to_string(nul) +
+               " (binary tensor data needs an Inference-Header-Content-Length header)");
   KILN_RETURN_IF_ERROR(check_nesting(text));
   json body;
   try {

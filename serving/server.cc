@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include <httplib.h>
@@ -187,10 +188,45 @@ void configure(ServerImpl& s) {
   // httplib listens with a backlog of 5: more clients than that connecting at once would
   // have their SYNs dropped and retried a second later. Its socket hook sees the listening
   // socket before it binds, so bind() can listen again on it with the system's backlog.
+  // SO_REUSEADDR only, where httplib's default also sets SO_REUSEPORT: a second server on
+  // a port in use would start and take half the connections.
   http.set_socket_options([&s](int socket) {
-    httplib::default_socket_options(socket);
+    int yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     s.listening_socket = socket;
   });
+}
+
+// Whether the text is a count of bytes: digits only, at most 18 of them.
+bool byte_count(const std::string& text) {
+  return !text.empty() && text.size() <= 18 &&
+         std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+// A request whose body's framing the server refuses before reading it: httplib reads a
+// chunked body whole whatever --max-body-bytes says, waits for the connection to close
+// for a body of no stated length, reads '-1' or 'abc' as a length, and takes the first of
+// two Content-Length headers that disagree (a proxy in front may take the other).
+std::optional<Error> refused_framing(const httplib::Request& req, uint64_t max_body_bytes) {
+  if (req.has_header("Transfer-Encoding"))
+    return http_error(kLengthRequired, "the body must come with a Content-Length; Transfer-Encoding '" +
+                                           req.get_header_value("Transfer-Encoding") + "' is not accepted");
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  if (lengths == 0)
+    return req.method == "POST" || req.method == "PUT"
+               ? std::optional(http_error(kLengthRequired, "a " + req.method + " request needs a Content-Length"))
+               : std::nullopt;
+  const std::string length = req.get_header_value("Content-Length");
+  for (size_t i = 1; i < lengths; ++i)
+    if (req.get_header_value("Content-Length", i) != length)
+      return http_error(kBadRequest, "the request has Content-Lengths that disagree ('" + length + "' and '" +
+                                         req.get_header_value("Content-Length", i) + "')");
+  if (!byte_count(length))
+    return http_error(kBadRequest, "the Content-Length '" + length.substr(0, 40) + "' is not a count of bytes");
+  if (std::stoull(length) > max_body_bytes)
+    return http_error(kPayloadTooLarge, "the body of " + length + " bytes is over the server's limit of " +
+                                            std::to_string(max_body_bytes) + " bytes (--max-body-bytes)");
+  return std::nullopt;
 }
 
 void json_answer(httplib::Response& res, int status, std::string body) {
@@ -232,6 +268,14 @@ void add_routes(ServerImpl& s) {
 // read) get a JSON body too; ones a handler answered keep theirs. An exception a handler
 // throws (an allocation that fails) is a 500 with its message.
 void add_error_handlers(ServerImpl& s) {
+  // The connection closes after such an answer: the body it did not read is not a request.
+  s.http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    std::optional<Error> refused = refused_framing(req, s.options.max_body_bytes);
+    if (!refused) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");
+    s.answer_error(res, *refused, s.metrics.of(""));
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.http.set_error_handler(
       httplib::Server::HandlerWithResponse([&s](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -240,6 +284,8 @@ void add_error_handlers(ServerImpl& s) {
         else if (res.status == kPayloadTooLarge)
           message = "the body is over the server's limit of " + std::to_string(s.options.max_body_bytes) +
                     " bytes (--max-body-bytes)";
+        else if (res.status == 414)
+          message = "the request's URL is over " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) + " bytes";
         else if (res.status == kBadRequest)
           message =
               "the server could not read an HTTP request here: a malformed request line or header, or a body "

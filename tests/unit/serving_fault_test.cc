@@ -2,6 +2,7 @@
 // gets a 4xx with a JSON error, every valid one the right answer, and the server neither
 // crashes nor grows (its resident memory after the run within 10% of before; leaks are
 // LeakSanitizer's to find under --config=asan).
+#include <fmt/format.h>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -65,6 +66,24 @@ std::vector<Fault> faults() {
        400},
       {"content-length not a number",
        [=](int) { return "POST /v2/models/mlp/infer HTTP/1.1\r\nContent-Length: 1x\r\n\r\n" + good; }, 400},
+      {"negative content-length",
+       [=](int) { return "POST /v2/models/mlp/infer HTTP/1.1\r\nContent-Length: -1\r\n\r\n" + good; }, 400},
+      {"content-lengths that disagree",
+       [=](int i) {
+         return "POST /v2/models/mlp/infer HTTP/1.1\r\nContent-Length: " + std::to_string(good.size()) +
+                "\r\nContent-Length: " + std::to_string(i % 7) + "\r\n\r\n" + good;
+       },
+       400},
+      {"no content-length", [=](int) { return "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: kiln\r\n\r\n" + good; },
+       411},
+      {"chunked body",
+       [=](int i) {
+         std::string chunk = good.substr(0, 10 + static_cast<size_t>(i % 20));
+         return "POST /v2/models/mlp/infer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                fmt::format("{:x}\r\n", chunk.size()) + chunk + "\r\n0\r\n\r\n";
+       },
+       411},
+      {"NUL after the JSON", [=](int) { return http("", good + std::string(1, '\0') + "{{"); }, 400},
       {"huge content-length",
        [=](int) { return "POST /v2/models/mlp/infer HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n" + good; }, 413},
       {"huge shape",

@@ -131,6 +131,12 @@ TEST_CASE("every malformed request is refused with what is wrong", "[serving]") 
        "element 0 of input 'x' is 1e+39, outside FP32's range"},
       {R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[70000]}]})",
        "element 0 of input 'x' is 70000.0, outside FP16's range"},
+      {R"({"inputs":[{"name":"x","shape":[1],"datatype":"BF16","data":[3.4e38]}]})",
+       "element 0 of input 'x' is 3.4e+38, outside BF16's range"},
+      {std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})") + std::string(1, '\0') +
+           "{{",
+       "the request's JSON has a NUL byte at offset 66 (binary tensor data needs an Inference-Header-Content-Length "
+       "header)"},
       {R"({"inputs":[{"name":"k","shape":[1],"datatype":"INT32","data":[1.5]}]})",
        "element 0 of input 'k' is number, not an integer"},
       {R"({"inputs":[{"name":"k","shape":[1],"datatype":"INT32","data":[2147483648]}]})",

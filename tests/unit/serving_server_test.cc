@@ -114,6 +114,26 @@ TEST_CASE("inference in JSON and in binary, every element type", "[serving]") {
   CHECK(y == direct(*mlp, 3, x));
 }
 
+TEST_CASE("a value returned twice is answered twice, whole and batched", "[serving]") {
+  const char* text = R"(graph @dup(%x: f32[2,2]) {
+  %y: f32[2,2] = neg(%x)
+  return %y, %y
+}
+)";
+  RunningServer s({{"dup", compile_text(text, {}, false)}, {"dupb", compile_text(text, {}, true)}});
+  serving::HttpConnection c = s.connect();
+  for (const char* model : {"dup", "dupb"}) {
+    INFO(model);
+    HttpResponse r = post(c, std::string("/v2/models/") + model + "/infer",
+                          R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4]}]})");
+    REQUIRE(r.status == 200);
+    json answer = json::parse(r.body);
+    REQUIRE(answer["outputs"].size() == 2);
+    for (int o : {0, 1})
+      CHECK(answer["outputs"][o]["data"].get<std::vector<float>>() == std::vector<float>{-1, -2, -3, -4});
+  }
+}
+
 TEST_CASE("bad requests get 4xx with what is wrong, and the server goes on", "[serving]") {
   serving::ServerOptions options;
   options.max_body_bytes = 4096;
@@ -139,7 +159,8 @@ TEST_CASE("bad requests get 4xx with what is wrong, and the server goes on", "[s
        R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4]},{"name":"k","shape":[1,3],"datatype":"INT32","data":[1,2,3]}]})",
        400, "input 'k' has shape [1,3], but model 'typed' takes INT32 [3]"},
       {"nope", "{}", 404, "model 'nope' is not served here (models: mlp, typed)"},
-      {"mlp", std::string(5000, ' '), 413, "the body is over the server's limit of 4096 bytes (--max-body-bytes)"},
+      {"mlp", std::string(5000, ' '), 413,
+       "the body of 5000 bytes is over the server's limit of 4096 bytes (--max-body-bytes)"},
   };
   for (const auto& [model, body, status, message] : cases) {
     INFO(body);
@@ -163,6 +184,35 @@ TEST_CASE("bad requests get 4xx with what is wrong, and the server goes on", "[s
   CHECK_THAT(metrics, Catch::Contains("kiln_request_failures_total{model=\"\",cause=\"too_large\"} 1\n"));
   CHECK_THAT(metrics, Catch::Contains("kiln_batch_rows_count{model=\"mlp\"} 1\n"));
   CHECK_THAT(metrics, Catch::Contains("# TYPE kiln_request_duration_seconds histogram\n"));
+}
+
+TEST_CASE("bodies are framed by one Content-Length within the limit, or refused before they are read", "[serving]") {
+  serving::ServerOptions options;
+  options.max_body_bytes = 4096;
+  RunningServer s({{"mlp", mlp_model(8, true)}}, options);
+  const std::string head = "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: kiln\r\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {head + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+       "411 the body must come with a Content-Length; Transfer-Encoding 'chunked' is not accepted"},
+      {head + "\r\n{}", "411 a POST request needs a Content-Length"},
+      {head + "Content-Length: 2\r\nContent-Length: 0\r\n\r\n{}",
+       "400 the request has Content-Lengths that disagree ('2' and '0')"},
+      {head + "Content-Length: -1\r\n\r\n{}", "400 the Content-Length '-1' is not a count of bytes"},
+      {head + "Content-Length: 0x10\r\n\r\n{}", "400 the Content-Length '0x10' is not a count of bytes"},
+      {head + "Content-Length: 99999999999\r\n\r\n{}",
+       "413 the body of 99999999999 bytes is over the server's limit of 4096 bytes (--max-body-bytes)"},
+  };
+  for (const auto& [request, answer] : cases) {
+    INFO(request);
+    serving::HttpConnection c = s.connect();
+    REQUIRE(c.send_raw(request).ok());
+    auto r = c.read_response();
+    REQUIRE(r.ok());
+    CHECK(std::to_string(r->status) + " " + error_of(*r) == answer);
+    CHECK(r->headers["connection"] == "close");
+  }
+  serving::HttpConnection c = s.connect();
+  CHECK(post(c, "/v2/models/mlp/infer", infer_body(1, rows_of(1, 0))).status == 200);
 }
 
 TEST_CASE("concurrent requests are packed into batches and each gets its own rows", "[serving]") {
