@@ -11,10 +11,10 @@ namespace kiln::onnx_import {
 
 namespace {
 
-std::string_view onnx_type_name(int32_t type) {
+std::string onnx_type_name(int32_t type) {
   return onnx::TensorProto_DataType_IsValid(type)
-             ? std::string_view(onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(type)))
-             : std::string_view("an unknown type");
+             ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(type))
+             : fmt::format("{} (no TensorProto data type)", type);
 }
 
 template <class T>

@@ -6,8 +6,10 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/file.h"
+#include "base/shape_limit.h"
 #include "frontends/onnx/external_data.h"
 #include "frontends/onnx/ops.h"
 #include "ir/verifier.h"
@@ -35,6 +37,16 @@ Result<ir::TensorType> input_type(const onnx::ValueInfoProto& input, const Impor
         fmt::format("onnx: input '{}' is not a tensor (sequences, maps and optionals are not supported)", name));
   const onnx::TypeProto::Tensor& t = input.type().tensor_type();
   KILN_ASSIGN_OR_RETURN(ir::DType dtype, dtype_of(t.elem_type(), "input '" + name + "'"));
+  for (int i = 0; t.has_shape() && i < t.shape().dim_size(); ++i)
+    if (t.shape().dim(i).has_dim_value() && t.shape().dim(i).dim_value() < 0)
+      return make_error(
+          fmt::format("onnx: input '{}' has the negative dim {} at {}", name, t.shape().dim(i).dim_value(), i));
+  auto within_limit = [&](ir::Shape shape) -> Result<ir::TensorType> {
+    if (!dims_within_limit(shape))
+      return make_error(
+          fmt::format("onnx: input '{}' of shape [{}] {}", name, fmt::join(shape, ","), dims_limit_error(shape)));
+    return ir::TensorType{dtype, std::move(shape)};
+  };
   auto given = options.shapes.find(name);
   if (given != options.shapes.end()) {
     if (t.has_shape() && t.shape().dim_size() != static_cast<int>(given->second.size()))
@@ -46,19 +58,19 @@ Result<ir::TensorType> input_type(const onnx::ValueInfoProto& input, const Impor
         return make_error(fmt::format("onnx: --shape {} gives dim {} as {}, but the model fixes it at {}", name, i,
                                       given->second[static_cast<size_t>(i)], d.dim_value()));
     }
-    return ir::TensorType{dtype, given->second};
+    return within_limit(given->second);
   }
   if (!t.has_shape())
     return make_error(fmt::format("onnx: input '{}' has no shape; give one with --shape {}=D0,D1,...", name, name));
   ir::Shape shape;
   for (int i = 0; i < t.shape().dim_size(); ++i) {
     const onnx::TensorShapeProto::Dimension& d = t.shape().dim(i);
-    if (!d.has_dim_value() || d.dim_value() < 0)
+    if (!d.has_dim_value())
       return make_error(fmt::format("onnx: input '{}' has the symbolic dim {} ('{}'); fix it with --shape {}=D0,D1,...",
                                     name, i, d.dim_param(), name));
     shape.push_back(d.dim_value());
   }
-  return ir::TensorType{dtype, shape};
+  return within_limit(std::move(shape));
 }
 
 Status convert_node(Context& ctx, const onnx::NodeProto& node) {
@@ -133,6 +145,14 @@ Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportO
     if (!ctx.defined(output.name()))
       return make_error(fmt::format("onnx: output '{}' is defined by no node, input or initializer", output.name()));
     KILN_ASSIGN_OR_RETURN(ir::ValueId v, ctx.operand(output.name()));
+    // An output that is an input's value or another output's (Identity, a reshape to the
+    // same shape) is a copy with its own name: results are named, and found, by name.
+    const std::string& had = imported.graph.values[static_cast<size_t>(v)].name;
+    if (!had.empty() && had != output.name()) {
+      ir::Attrs same_shape;
+      same_shape.set("shape", imported.graph.type(v).shape);
+      v = ctx.builder().emit(ir::Op::Reshape, {v}, std::move(same_shape));
+    }
     std::string& name = imported.graph.values[static_cast<size_t>(v)].name;
     if (name.empty()) name = ctx.unique_name(output.name());
     imported.graph.results.push_back(v);

@@ -285,7 +285,7 @@ Status convert_slice(Context& ctx, const onnx::NodeProto& node) {
   for (size_t i = 0; i < starts.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node, axes[i], t.rank()));
     const int64_t n = walked.shape[static_cast<size_t>(axis)];
-    if (steps[i] == 0) return node_error(node, "step 0");
+    if (steps[i] == 0) return node_error(node, fmt::format("the step along axis {} is 0; a step is never 0", axis));
     auto clamp = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
     begin[static_cast<size_t>(axis)] = clamp(starts[i]);
     end[static_cast<size_t>(axis)] = std::max(clamp(ends[i]), clamp(starts[i]));

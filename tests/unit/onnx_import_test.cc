@@ -101,6 +101,30 @@ TEST_CASE("a model imports: initializers become params, names become kiln's", "[
   CHECK((*out)[0].floats == std::vector<double>{4.5, 0, 10.5, 1});
 }
 
+TEST_CASE("an output that is an input or another output is a copy under its own name", "[onnx]") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("aliases");
+  add_value(g->mutable_input(), "x", {2});
+  for (const char* out : {"y", "r", "r2"}) add_value(g->mutable_output(), out, {2});
+  add_node(g, "Identity", {"x"}, {"y"}, "id_x");
+  add_node(g, "Relu", {"x"}, {"r"});
+  add_node(g, "Identity", {"r"}, {"r2"}, "id_r");
+  auto r = import_model(bytes_of(m));
+  if (!r.ok()) FAIL(r.error().message);
+  CHECK(ir::print(r->graph) == R"(graph @aliases(%x: f32[2]) {
+  %r: f32[2] = relu(%x)
+  %y: f32[2] = reshape(%x) {shape=[2]}
+  %r2: f32[2] = reshape(%r) {shape=[2]}
+  return %y, %r, %r2
+}
+)");
+  CHECK(r->outputs[0].kiln == "y");
+  CHECK(r->outputs[2].kiln == "r2");
+}
+
 TEST_CASE("a float initializer of one element is a constant, not a weight", "[onnx]") {
   // Exporters put GELU's 0.5 and 3.0 in initializers: as params they were loaded at run
   // time, kept pow a libm call, and their broadcasts were shared by every layer.
@@ -188,8 +212,8 @@ TEST_CASE("PRelu's slope of one per channel applies along dim 1 before opset 7, 
     args["x"] = ir::Tensor::from_doubles({ir::DType::F32, {1, 2, 3}}, {-1, -1, -1, -1, -1, 4});
     auto y = ir::evaluate(r->graph, args);
     if (!y.ok()) FAIL(y.error().message);
-    const std::vector<double> want = opset < 7 ? std::vector<double>{-0.5, -0.5, -0.5, -2, -2, 4}
-                                               : std::vector<double>{-0.5, -2, -3, -0.5, -2, 4};
+    const std::vector<double> want =
+        opset < 7 ? std::vector<double>{-0.5, -0.5, -0.5, -2, -2, 4} : std::vector<double>{-0.5, -2, -3, -0.5, -2, 4};
     for (int64_t i = 0; i < 6; ++i) CHECK((*y)[0].get(i) == want[static_cast<size_t>(i)]);
   }
 }
@@ -351,6 +375,15 @@ TEST_CASE("symbolic dims need --shape, which must fit", "[onnx]") {
   CHECK(import_error(m, with_shape("nope", {2})) == "onnx: --shape names 'nope', which is no input of the model");
   CHECK(import_error(m, with_shape("input:0", {2, 4})) ==
         "onnx: node 'MatMul_0' (MatMul): matmul: contracting dims differ: f32[2,4] x f32[3,2]");
+  CHECK(import_error(m, with_shape("input:0", {int64_t{1} << 31, int64_t{1} << 31})) ==
+        "onnx: input 'input:0' of shape [2147483648,2147483648] has more than 2^40 elements");
+  m.mutable_graph()->mutable_input()->Clear();
+  add_value(m.mutable_graph()->mutable_input(), "input:0", {2, -3});
+  CHECK(import_error(m) == "onnx: input 'input:0' has the negative dim -3 at 1");
+  CHECK(import_error(m, with_shape("input:0", {2, 3})) == "onnx: input 'input:0' has the negative dim -3 at 1");
+  m.mutable_graph()->mutable_input()->Clear();
+  add_value(m.mutable_graph()->mutable_input(), "input:0", {int64_t{1} << 31, int64_t{1} << 31});
+  CHECK(import_error(m) == "onnx: input 'input:0' of shape [2147483648,2147483648] has more than 2^40 elements");
 }
 
 TEST_CASE("what kiln does not import is an error naming the node, op and attribute", "[onnx]") {
@@ -366,6 +399,27 @@ TEST_CASE("what kiln does not import is an error naming the node, op and attribu
   onnx::AttributeProto* a = m.mutable_graph()->mutable_node(2)->add_attribute();
   a->set_name("fast"), a->set_type(onnx::AttributeProto::INT), a->set_i(1);
   CHECK(import_error(m) == "onnx: node 'Relu_0' (Relu): attribute 'fast' is not supported");
+  m = linear_model();
+  m.mutable_graph()->mutable_node(2)->set_op_type("Cast");
+  a = m.mutable_graph()->mutable_node(2)->add_attribute();
+  a->set_name("to"), a->set_type(onnx::AttributeProto::INT), a->set_i(999);
+  CHECK(import_error(m) ==
+        "onnx: node 'Relu_0' (Cast): attribute 'to' has element type 999 (no TensorProto data type), which kiln "
+        "does not have (it has FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, INT64, INT8, UINT8 and BOOL)");
+}
+
+TEST_CASE("a Slice step of 0 is an error naming its axis", "[onnx]") {
+  onnx::ModelProto m;
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", {2, 3});
+  add_value(g->mutable_output(), "y", {2, 3});
+  for (auto [name, value] : {std::pair{"starts", 0}, {"ends", 3}, {"axes", -1}, {"steps", 0}}) {
+    onnx::AttributeProto* a = add_node(g, "Constant", {}, {name}, name)->add_attribute();
+    a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS), a->add_ints(value);
+  }
+  add_node(g, "Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"}, "cut");
+  CHECK(import_error(m) == "onnx: node 'cut' (Slice): the step along axis 1 is 0; a step is never 0");
 }
 
 TEST_CASE("broken graphs and files are errors, never crashes", "[onnx]") {

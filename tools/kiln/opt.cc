@@ -30,10 +30,10 @@ bool optimize(const std::string& text, const std::string& name, const Args& args
 }  // namespace
 
 constexpr std::string_view kOptHelp =
-    R"(usage: kiln opt FILE.kir [--passes=a,b,c] [--pipeline=default] [--wrt=NAMES] [--no-fusion] [--stats]
+    R"(usage: kiln opt FILE.kir|M.onnx [--passes=a,b,c] [--pipeline=default] [--wrt=NAMES] [--no-fusion] [--stats]
                 [--dump-after=NAME|all] [--dump-dir=DIR] [--split-input-file]
 
-Parses and verifies FILE.kir ('-' for stdin), runs the passes in order (verifying the
+Parses and verifies FILE.kir ('-' for stdin), or imports M.onnx, runs the passes in order (verifying the
 IR after each) and prints the resulting IR to stdout: after fusion, as a program of
 steps; after memory-plan, with the plan as comments.
 
@@ -73,6 +73,15 @@ int run_opt(std::span<char* const> argv) {
   }
   if (args->positional.size() != 1) return fail("kiln opt", "expected one input file; see 'kiln opt --help'");
   const std::string& path = args->positional[0];
+  if (path.ends_with(".onnx")) {  // imported, its initializers as params
+    if (args->has("split-input-file")) return fail("kiln opt", "--split-input-file is for .kir files");
+    auto graph = load_graph("kiln opt", path);
+    if (!graph.ok()) return fail_located(graph.error());
+    Status ok = run_passes(*graph, *args);
+    if (!ok.ok()) return fail("kiln opt", ok.error().message);
+    fmt::print("{}", ir::print(*graph));
+    return 0;
+  }
   auto text = read_file(path, ir::ParseLimits{}.max_bytes);
   if (!text.ok()) return fail("kiln opt", text.error().message);
   std::string name = path == "-" ? "<stdin>" : path;
