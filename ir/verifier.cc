@@ -37,8 +37,28 @@ Status verify(const Graph& g) {
 
 namespace {
 
+// A gather's or scatter's indices that are a constant must lie on the axis (numpy's
+// negative ones too): the interpreter refuses the others, and compiled kernels, which
+// cannot stop halfway, would clamp them.
+Status check_constant_indices(const Graph& g, const Node& n, const std::vector<const Node*>& producer) {
+  if ((n.op != Op::Gather && n.op != Op::ScatterAdd) || n.operands.size() < 2) return Status::Ok();
+  const Node* index = producer[static_cast<size_t>(n.operands[1])];
+  if (!index || index->op != Op::Constant || !index->attrs.has("value")) return Status::Ok();
+  const Shape& table = g.type(n.operands[0]).shape;
+  const std::optional<int64_t> axis = normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(table.size()));
+  if (!axis) return Status::Ok();  // check_attrs' and infer_type's to report
+  const int64_t extent = table[static_cast<size_t>(*axis)];
+  for (int64_t j : index->attrs.get_literal("value").ints)
+    if (j < -extent || j >= extent)
+      return located_error(
+          g, n.loc,
+          fmt::format("{}: index {} is out of range for axis {} of size {}", op_name(n.op), j, *axis, extent));
+  return Status::Ok();
+}
+
 Status verify_body(const Graph& g, std::span<const Graph> functions) {
   const size_t n_values = g.values.size();
+  std::vector<const Node*> producer(n_values, nullptr);
   std::vector<char> defined(n_values, 0);
   std::unordered_map<std::string_view, Location> names;
   auto define = [&](ValueId v, Location loc) -> Status {
@@ -84,6 +104,8 @@ Status verify_body(const Graph& g, std::span<const Graph> functions) {
           g, n.loc,
           fmt::format("declared type {} of %{} does not match {} inferred for {}", declared.to_string(),
                       g.value_name(n.result), inferred->to_string(), op_name(n.op)));
+    producer[static_cast<size_t>(n.result)] = &n;
+    KILN_RETURN_IF_ERROR(check_constant_indices(g, n, producer));
   }
   if (g.results.empty()) return located_error(g, {}, "graph returns nothing");
   for (ValueId v : g.results)
