@@ -44,6 +44,8 @@ class ServerImpl {
   void infer(const httplib::Request& req, httplib::Response& res);
   ModelRunner* runner(const std::string& name) const;
   Error unknown_model(const std::string& name) const;
+  // The error for a path naming a version other than a model's one ("1"), or nullptr.
+  std::optional<Error> unknown_version(const httplib::Request& req) const;
 
   ServerOptions options;
   std::vector<std::string> names;
@@ -94,6 +96,12 @@ Error ServerImpl::unknown_model(const std::string& name) const {
   return http_error(kNotFound, "model '" + name + "' is not served here (models: " + list + ")");
 }
 
+std::optional<Error> ServerImpl::unknown_version(const httplib::Request& req) const {
+  if (req.matches.size() < 3 || req.matches[2].length() == 0 || req.matches[2] == "1") return std::nullopt;
+  return http_error(kNotFound, "model '" + std::string(req.matches[1]) + "' has no version '" +
+                                   std::string(req.matches[2]) + "' (its versions: 1)");
+}
+
 void ServerImpl::answer_error(httplib::Response& res, const Error& error, ModelMetrics& m) const {
   const int status = error.code >= 400 && error.code < 600 ? error.code : kInternalError;
   res.status = status;
@@ -109,6 +117,7 @@ void ServerImpl::infer(const httplib::Request& req, httplib::Response& res) {
   m.requests.fetch_add(1, std::memory_order_relaxed);
   auto answer = [&]() -> Status {
     if (!r) return unknown_model(name);
+    if (auto e = unknown_version(req)) return *e;
     std::optional<uint64_t> json_bytes;
     if (req.has_header("Inference-Header-Content-Length")) {
       KILN_ASSIGN_OR_RETURN(json_bytes, parse_json_header_length(
@@ -244,20 +253,23 @@ void add_routes(ServerImpl& s) {
   });
   http.Get("/v2",
            [](const httplib::Request&, httplib::Response& res) { json_answer(res, kOk, server_metadata_json()); });
-  http.Get(R"(/v2/models/([^/]+))", [&s](const httplib::Request& req, httplib::Response& res) {
+  http.Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)", [&s](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
+    if (auto e = s.unknown_version(req)) return s.answer_error(res, *e, s.metrics.of(""));
     if (ModelRunner* r = s.runner(name)) return json_answer(res, kOk, model_metadata_json(name, r->model()));
     s.answer_error(res, s.unknown_model(name), s.metrics.of(""));
   });
   // A served model's name is only letters, digits, '_', '.' and '-': no JSON escapes.
-  http.Get(R"(/v2/models/([^/]+)/ready)", [&s](const httplib::Request& req, httplib::Response& res) {
-    const std::string name = req.matches[1];
-    if (!s.runner(name)) return s.answer_error(res, s.unknown_model(name), s.metrics.of(""));
-    const bool ready = !s.stop_requested.load();
-    json_answer(res, ready ? kOk : kUnavailable,
-                "{\"name\":\"" + name + "\",\"ready\":" + (ready ? "true" : "false") + "}");
-  });
-  http.Post(R"(/v2/models/([^/]+)/infer)",
+  http.Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/ready)",
+           [&s](const httplib::Request& req, httplib::Response& res) {
+             const std::string name = req.matches[1];
+             if (!s.runner(name)) return s.answer_error(res, s.unknown_model(name), s.metrics.of(""));
+             if (auto e = s.unknown_version(req)) return s.answer_error(res, *e, s.metrics.of(""));
+             const bool ready = !s.stop_requested.load();
+             json_answer(res, ready ? kOk : kUnavailable,
+                         "{\"name\":\"" + name + "\",\"ready\":" + (ready ? "true" : "false") + "}");
+           });
+  http.Post(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/infer)",
             [&s](const httplib::Request& req, httplib::Response& res) { s.infer(req, res); });
   http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
     res.set_content(s.metrics.text(), "text/plain; version=0.0.4");

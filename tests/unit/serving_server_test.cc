@@ -64,6 +64,12 @@ TEST_CASE("health, metadata and unknown routes", "[serving]") {
   CHECK(json::parse(get(c, "/v2/models/typed").body)["outputs"][2] ==
         json{{"name", "p"}, {"datatype", "BOOL"}, {"shape", {2, 2}}});
   CHECK(get(c, "/v2/models/typed/ready").body == R"({"name":"typed","ready":true})");
+  // Every model is version 1 (its metadata's "versions"): paths may name it.
+  CHECK(get(c, "/v2/models/typed/versions/1/ready").body == R"({"name":"typed","ready":true})");
+  CHECK(get(c, "/v2/models/mlp/versions/1").body == get(c, "/v2/models/mlp").body);
+  HttpResponse version = get(c, "/v2/models/mlp/versions/2");
+  CHECK(version.status == 404);
+  CHECK(error_of(version) == "model 'mlp' has no version '2' (its versions: 1)");
   HttpResponse missing = get(c, "/v2/models/nope");
   CHECK(missing.status == 404);
   CHECK(error_of(missing) == "model 'nope' is not served here (models: mlp, typed)");
@@ -80,6 +86,7 @@ TEST_CASE("inference in JSON and in binary, every element type", "[serving]") {
   const std::vector<float> x = rows_of(3, 1);
   HttpResponse r = post(c, "/v2/models/mlp/infer", infer_body(3, x));
   REQUIRE(r.status == 200);
+  CHECK(post(c, "/v2/models/mlp/versions/1/infer", infer_body(3, x)).body == r.body);
   json answer = json::parse(r.body);
   CHECK(answer["model_name"] == "mlp");
   CHECK(answer["outputs"][0]["shape"] == json{3, 4});
