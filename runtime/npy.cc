@@ -61,6 +61,7 @@ class HeaderReader {
         } else return false;
         has_fortran = true;
       } else if (key == "shape") {
+        shape.clear();  // a key named again replaces its value, as numpy's dict reads it
         if (!tuple(shape)) return false;
         has_shape = true;
       } else {

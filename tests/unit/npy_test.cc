@@ -62,6 +62,13 @@ TEST_CASE("numpy-written headers parse, including version 2", "[npy]") {
   auto b = runtime::parse_npy(v2 + dict + std::string(8, '\0'), "b.npy");
   REQUIRE(b.ok());
   CHECK(b->dtype == "f64");
+  // A key given twice: the last, as numpy's dict reads it (the shapes were joined).
+  auto c =
+      runtime::parse_npy(header_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), 'shape': (2, 3), }",
+                                     std::string(24, '\0')),
+                         "c.npy");
+  REQUIRE(c.ok());
+  CHECK(c->shape == std::vector<int64_t>{2, 3});
 }
 
 TEST_CASE("unusable .npy files are refused with the reason", "[npy][errors]") {
