@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -44,7 +45,7 @@ class ServerImpl {
   void infer(const httplib::Request& req, httplib::Response& res);
   ModelRunner* runner(const std::string& name) const;
   Error unknown_model(const std::string& name) const;
-  // The error for a path naming a version other than a model's one ("1"), or nullptr.
+  // The error for a path naming a version other than a model's one ("1"), if it does.
   std::optional<Error> unknown_version(const httplib::Request& req) const;
 
   ServerOptions options;
@@ -255,9 +256,10 @@ void add_routes(ServerImpl& s) {
            [](const httplib::Request&, httplib::Response& res) { json_answer(res, kOk, server_metadata_json()); });
   http.Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)", [&s](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
+    ModelRunner* r = s.runner(name);
+    if (!r) return s.answer_error(res, s.unknown_model(name), s.metrics.of(""));
     if (auto e = s.unknown_version(req)) return s.answer_error(res, *e, s.metrics.of(""));
-    if (ModelRunner* r = s.runner(name)) return json_answer(res, kOk, model_metadata_json(name, r->model()));
-    s.answer_error(res, s.unknown_model(name), s.metrics.of(""));
+    json_answer(res, kOk, model_metadata_json(name, r->model()));
   });
   // A served model's name is only letters, digits, '_', '.' and '-': no JSON escapes.
   http.Get(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?/ready)",
@@ -281,16 +283,28 @@ void add_routes(ServerImpl& s) {
 // throws (an allocation that fails) is a 500 with its message.
 void add_error_handlers(ServerImpl& s) {
   // The connection closes after such an answer: the body it did not read is not a request.
+  // The connection closes after such an answer: the body it did not read is no request.
+  // httplib keeps a connection open whatever the response's Connection header says, and
+  // closes it where writing a response fails: the answer's provider writes it all, then
+  // reports a failure.
   s.http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     std::optional<Error> refused = refused_framing(req, s.options.max_body_bytes);
     if (!refused) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("Connection", "close");
     s.answer_error(res, *refused, s.metrics.of(""));
+    res.set_header("Connection", "close");
+    auto answer = std::make_shared<std::string>(std::move(res.body));
+    res.body.clear();
+    res.set_content_provider(answer->size(), kJson, [answer](size_t offset, size_t length, httplib::DataSink& sink) {
+      sink.write(answer->data() + offset, length);
+      return false;
+    });
     return httplib::Server::HandlerResponse::Handled;
   });
   s.http.set_error_handler(
       httplib::Server::HandlerWithResponse([&s](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        // An answer of a handler's own: in its body, or (a refused body's framing) written
+        // by a provider, with the connection to close.
+        if (!res.body.empty() || res.has_header("Connection")) return httplib::Server::HandlerResponse::Unhandled;
         std::string message;
         if (res.status == kNotFound) message = "no such endpoint: " + req.method + " " + req.path;
         else if (res.status == kPayloadTooLarge)

@@ -217,6 +217,10 @@ TEST_CASE("bodies are framed by one Content-Length within the limit, or refused 
     REQUIRE(r.ok());
     CHECK(std::to_string(r->status) + " " + error_of(*r) == answer);
     CHECK(r->headers["connection"] == "close");
+    // The connection is closed: a request written after the answer is not answered (the
+    // body the server did not read would have been read as one).
+    (void)c.send_raw("GET /v2/health/live HTTP/1.1\r\nHost: kiln\r\n\r\n");
+    CHECK(!c.read_response().ok());
   }
   serving::HttpConnection c = s.connect();
   CHECK(post(c, "/v2/models/mlp/infer", infer_body(1, rows_of(1, 0))).status == 200);
