@@ -24,9 +24,7 @@
 namespace kiln::bench {
 namespace {
 
-int64_t bytes_of(const ir::Graph& g, ir::ValueId v) {
-  return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype);
-}
+int64_t bytes_of(const ir::Graph& g, ir::ValueId v) { return g.type(v).bytes(); }
 
 // Every argument read once and every result written once.
 int64_t minimal_traffic(const ir::Graph& g) {

@@ -92,7 +92,7 @@ Status verify_memory_plan(const Graph& g) {
     for (ValueId v : step.outputs) {
       const Buffer* b = plan.find(v);
       if (!b) return program_error(g, fmt::format("memory: %{} (output of {}) has no buffer", names[v], step.name));
-      int64_t bytes = g.type(v).num_elements() * dtype_size(g.type(v).dtype);
+      int64_t bytes = g.type(v).bytes();
       if (b->bytes != bytes)
         return program_error(g,
                              fmt::format("memory: %{} needs {} bytes, its buffer has {}", names[v], bytes, b->bytes));

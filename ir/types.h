@@ -58,6 +58,7 @@ struct TensorType {
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t num_elements() const { return ir::num_elements(shape); }
+  int64_t bytes() const { return num_elements() * dtype_size(dtype); }
   std::string to_string() const;
   friend bool operator==(const TensorType&, const TensorType&) = default;
 };

@@ -628,30 +628,33 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
-  // Partitioned with the windowed walk of Partitioner::reaches, then, where its steps
-  // depend on each other in a cycle, again from the same graph with the exact walk.
-  const ir::Graph unpartitioned = g;
-  std::vector<Group> groups;
-  for (bool exact : {false, true}) {
-    auto partition = [&] {
-      return Partitioner(g, o.fuse, o.matmul_epilogues, o.matmul_views, o.attention, o.single_batch_views, exact).run();
-    };
-    groups = partition();
-    if (o.fuse) groups = recompute_reads(g, std::move(groups), partition, o.recompute);
-    for (Group& grp : groups) std::sort(grp.members.begin(), grp.members.end());
-    std::vector<StepNodes> step_nodes;
-    for (const Group& grp : groups) step_nodes.push_back({grp.members});
-    Result<std::vector<int>> order = order_steps(g, step_nodes, o.order);
-    if (!order.ok() && !exact) {
-      g = unpartitioned;
-      continue;
+  // A partition by the windowed walk of Partitioner::reaches, or, where its steps depend
+  // on each other in a cycle, by the exact walk.
+  auto step_nodes = [](const std::vector<Group>& groups) {
+    std::vector<StepNodes> steps;
+    for (const Group& grp : groups) {
+      steps.push_back({grp.members});
+      std::sort(steps.back().members.begin(), steps.back().members.end());
     }
-    if (!order.ok()) return order.error();
-    std::vector<Group> ordered;
-    for (int s : *order) ordered.push_back(std::move(groups[s]));
-    groups = std::move(ordered);
-    break;
+    return steps;
+  };
+  auto partition = [&] {
+    auto partitioner = [&](bool exact) {
+      return Partitioner(g, o.fuse, o.matmul_epilogues, o.matmul_views, o.attention, o.single_batch_views, exact);
+    };
+    std::vector<Group> groups = partitioner(false).run();
+    if (!o.fuse || order_steps(g, step_nodes(groups), StepOrder::kGraph).ok()) return groups;
+    return partitioner(true).run();
+  };
+  std::vector<Group> groups = partition();
+  if (o.fuse) groups = recompute_reads(g, std::move(groups), partition, o.recompute);
+  KILN_ASSIGN_OR_RETURN(std::vector<int> order, order_steps(g, step_nodes(groups), o.order));
+  std::vector<Group> ordered;
+  for (int s : order) {
+    ordered.push_back(std::move(groups[s]));
+    std::sort(ordered.back().members.begin(), ordered.back().members.end());
   }
+  groups = std::move(ordered);
 
   std::vector<int> producer = g.producers();
   std::vector<char> is_result(g.values.size(), 0);

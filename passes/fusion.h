@@ -9,6 +9,28 @@
 
 namespace kiln::passes {
 
+/// The fusion pass's options (`fusion{...}`). With `fuse` false every node is a step of
+/// its own (the unfused baseline). `matmul_epilogues` names the library that applies a
+/// matmul's post-ops where the runtime has one: oneDNN's (the CPU's), or cublasLt's
+/// (CUDA's, a bias and relu or tanh GELU); `matmul_views` for those that read a matmul's
+/// operands through the transposes, slices and reshapes before it by strides
+/// (ir/matmul_views.h; both targets'), with `single_batch_views` only where the batch dims
+/// still fold into one strided-batched call (CUDA's); `attention` names the runtime that
+/// runs softmax(f(q·kᵀ))·v as one step, and so which matches become steps
+/// (ir/attention_match.h: the CPU's, or CUDA's kernel); `recompute` which ops a kernel
+/// recomputes rather than read another kernel's value back (passes/recompute.h: none,
+/// inline ones, all); `order` which ready step runs first (passes/step_order.h: the one
+/// that frees the most memory, or the graph's order).
+struct FusionOptions {
+  bool fuse = true;
+  ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone;
+  bool matmul_views = false;
+  ir::AttentionRunner attention = ir::AttentionRunner::kNone;
+  bool single_batch_views = false;
+  RecomputeOps recompute = RecomputeOps::kAll;
+  StepOrder order = StepOrder::kMemory;
+};
+
 /// Groups nodes into steps, visiting them from the results backwards. A node joins the
 /// group of its users when its shape fits the group and the group stays within its
 /// budget. When the node is a result, or has users in other groups too, it joins as an
@@ -27,29 +49,6 @@ namespace kiln::passes {
 ///     (BLAS takes transposed operands, so they are never copied); a forward f32
 ///     convolution, and an f32 matmul whose library applies its bias and activations
 ///     (`matmul_epilogues`), with those (ir/epilogue.h); scatter_add, alone.
-/// With `fuse` false every node is a step of its own (the unfused baseline).
-/// `matmul_epilogues` names the library that applies a matmul's post-ops where the runtime
-/// has one: oneDNN's (the CPU's), or cublasLt's (CUDA's, a bias and relu or tanh GELU);
-/// `matmul_views` for those that read a matmul's operands through the transposes, slices
-/// and reshapes before it by strides (ir/matmul_views.h; both targets'), with
-/// `single_batch_views` only where the batch dims still fold into one strided-batched call
-/// (CUDA's); `attention` names the runtime that runs softmax(f(q·kᵀ))·v as one step, and
-/// so which matches become steps (ir/attention_match.h: the CPU's, or CUDA's kernel);
-/// `recompute` which ops a kernel recomputes rather than read another kernel's value
-/// back (passes/recompute.h: none, inline ones, all); `order` which ready step runs first
-/// (passes/step_order.h: the one that frees the most memory, or the graph's order).
-/// The fusion pass's options (`fusion{...}`), as above; `order` is how steps whose inputs
-/// are ready are ordered (passes/step_order.h).
-struct FusionOptions {
-  bool fuse = true;
-  ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone;
-  bool matmul_views = false;
-  ir::AttentionRunner attention = ir::AttentionRunner::kNone;
-  bool single_batch_views = false;
-  RecomputeOps recompute = RecomputeOps::kAll;
-  StepOrder order = StepOrder::kMemory;
-};
-
 class FusionPass : public Pass {
  public:
   static constexpr int kMaxNodes = 64;   ///< ops per kernel (constants not counted)

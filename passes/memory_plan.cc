@@ -18,7 +18,7 @@ int64_t align(int64_t bytes) {
   return (bytes + MemoryPlanPass::kAlignment - 1) / MemoryPlanPass::kAlignment * MemoryPlanPass::kAlignment;
 }
 
-int64_t bytes_of(const ir::Graph& g, ValueId v) { return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype); }
+int64_t bytes_of(const ir::Graph& g, ValueId v) { return g.type(v).bytes(); }
 
 // Whether, in step s, output element k depends on v only at element k: every value the
 // step derives from v comes through elementwise ops of the output's shape (no movement

@@ -108,7 +108,7 @@ class Planner {
     std::set<ValueId> written;    // those of them v's kernel is to write
   };
 
-  int64_t bytes(ValueId v) const { return g_.type(v).num_elements() * ir::dtype_size(g_.type(v).dtype); }
+  int64_t bytes(ValueId v) const { return g_.type(v).bytes(); }
 
   // The nodes of v's kernel that compute v from values in memory, sources and that
   // kernel's reductions: elementwise ops of v's shape (inline ones only, for kInline) and

@@ -1,5 +1,7 @@
 #include "passes/step_order.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -8,8 +10,6 @@ namespace kiln::passes {
 namespace {
 
 using ir::ValueId;
-
-int64_t bytes_of(const ir::Graph& g, ValueId v) { return g.type(v).num_elements() * ir::dtype_size(g.type(v).dtype); }
 
 // The values each step reads from other steps and writes for them, and who reads what.
 struct StepValues {
@@ -48,7 +48,7 @@ void order_state_updates(const ir::Graph& g, const std::vector<int>& owner, Step
     const std::string& name = g.value_name(v);
     if (name.size() <= 5 || !name.ends_with(".next") || producer[v] < 0 || owner[producer[v]] < 0) continue;
     const ir::Arg* state = g.find_arg(name.substr(0, name.size() - 5));
-    if (!state || state->kind != ir::ArgKind::State) continue;
+    if (!state || state->kind != ir::ArgKind::State || g.type(state->value) != g.type(v)) continue;
     const int update = owner[producer[v]];
     for (size_t r = 0; r < sv.inputs.size(); ++r) {
       const auto& in = sv.inputs[r];
@@ -60,7 +60,7 @@ void order_state_updates(const ir::Graph& g, const std::vector<int>& owner, Step
   }
 }
 
-StepValues step_values(const ir::Graph& g, const std::vector<StepNodes>& steps) {
+Result<StepValues> step_values(const ir::Graph& g, const std::vector<StepNodes>& steps) {
   const size_t n = steps.size();
   const std::vector<int> producer = g.producers();
   std::vector<char> is_result(g.values.size(), 0);
@@ -72,12 +72,15 @@ StepValues step_values(const ir::Graph& g, const std::vector<StepNodes>& steps) 
                 std::vector<std::set<int>>(n),
                 std::vector<int>(n, 0)};
   std::vector<int> owner(g.nodes.size(), -1);  // the step that writes a node's value
-  for (size_t s = 0; s < n; ++s)
+  for (size_t s = 0; s < n; ++s) {
+    if (!std::is_sorted(steps[s].members.begin(), steps[s].members.end()))
+      return make_error(fmt::format("fusion: internal error: step {}'s nodes are not sorted", s));
     for (int m : steps[s].members)
       if (ir::op_kind(g.nodes[m].op) != ir::OpKind::Source || steps[s].members.size() == 1) {
         owner[m] = static_cast<int>(s);
         sv.last_op[s] = std::max(sv.last_op[s], m);
       }
+  }
   for (size_t s = 0; s < n; ++s) {
     const std::vector<int>& members = steps[s].members;
     for (int m : members)
@@ -86,7 +89,10 @@ StepValues step_values(const ir::Graph& g, const std::vector<StepNodes>& steps) 
         if (p >= 0 && std::binary_search(members.begin(), members.end(), p)) continue;
         if (std::find(sv.inputs[s].begin(), sv.inputs[s].end(), v) != sv.inputs[s].end()) continue;
         sv.inputs[s].push_back(v);
-        if (p < 0 || owner[p] < 0 || owner[p] == static_cast<int>(s)) continue;
+        if (p >= 0 && owner[p] < 0)
+          return make_error(fmt::format("fusion: internal error: step {} reads %{}, which no step writes", s,
+                                        ir::display_names(g)[v]));
+        if (p < 0 || owner[p] == static_cast<int>(s)) continue;
         sv.readers[v].push_back(static_cast<int>(s));
         if (sv.successors[owner[p]].insert(static_cast<int>(s)).second) ++sv.indegree[s];
       }
@@ -103,7 +109,7 @@ StepValues step_values(const ir::Graph& g, const std::vector<StepNodes>& steps) 
 }  // namespace
 
 Result<std::vector<int>> order_steps(const ir::Graph& g, const std::vector<StepNodes>& steps, StepOrder rule) {
-  StepValues sv = step_values(g, steps);
+  KILN_ASSIGN_OR_RETURN(StepValues sv, step_values(g, steps));
   const size_t n = steps.size();
   std::vector<char> is_result(g.values.size(), 0);
   for (ValueId v : g.results) is_result[v] = 1;
@@ -116,17 +122,18 @@ Result<std::vector<int>> order_steps(const ir::Graph& g, const std::vector<StepN
     if (rule == StepOrder::kGraph) return 0;
     int64_t freed = 0, written = 0;
     for (ValueId v : sv.inputs[s])
-      if (!is_result[v] && remaining[v] == 1 && !sv.readers[v].empty()) freed += bytes_of(g, v);
-    for (ValueId v : sv.outputs[s]) written += bytes_of(g, v);
+      if (!is_result[v] && remaining[v] == 1 && !sv.readers[v].empty()) freed += g.type(v).bytes();
+    for (ValueId v : sv.outputs[s]) written += g.type(v).bytes();
     return freed - written;
   };
   using Key = std::tuple<int64_t, int, int>;  // (-score, last op, step)
   std::set<Key> ready;
-  std::vector<Key> key(n);
-  std::vector<char> done(n, 0);
+  std::vector<Key> key(n);  // of the steps in `ready`
+  std::vector<char> in_ready(n, 0);
   auto make_ready = [&](int s) {
     key[s] = {-score(s), sv.last_op[s], s};
     ready.insert(key[s]);
+    in_ready[s] = 1;
   };
   for (size_t s = 0; s < n; ++s)
     if (sv.indegree[s] == 0) make_ready(static_cast<int>(s));
@@ -134,13 +141,16 @@ Result<std::vector<int>> order_steps(const ir::Graph& g, const std::vector<StepN
   while (!ready.empty()) {
     const int s = std::get<2>(*ready.begin());
     ready.erase(ready.begin());
-    done[s] = 1;
+    in_ready[s] = 0;
     order.push_back(s);
     for (ValueId v : sv.inputs[s]) {
       if (sv.readers[v].empty() || --remaining[v] != 1 || rule == StepOrder::kGraph) continue;
       // The value's last reader now frees it.
       for (int r : sv.readers[v])
-        if (!done[r] && ready.erase(key[r])) make_ready(r);
+        if (in_ready[r]) {
+          ready.erase(key[r]);
+          make_ready(r);
+        }
     }
     for (int next : sv.successors[s])
       if (--sv.indegree[next] == 0) make_ready(next);

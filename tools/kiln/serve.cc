@@ -27,8 +27,8 @@ binary tensor extension) until SIGTERM or SIGINT; then stops accepting connectio
 finishes the requests in flight and exits 0. A model's name is its file's stem unless
 given as NAME=FILE.kiln. Models compiled with --batch pack the rows of concurrent
 requests into one run. Endpoints: GET /v2/health/live, /v2/health/ready, /v2,
-/v2/models/NAME, /v2/models/NAME/ready, /metrics; POST /v2/models/NAME/infer.
-See docs/serving.md.
+/v2/models/NAME, /v2/models/NAME/ready, /metrics; POST /v2/models/NAME/infer (each
+model path also as /v2/models/NAME/versions/1/...). See docs/serving.md.
 
   --host=ADDRESS          the address to listen on (default: 127.0.0.1)
   --port=N                the port, or 0 for any free one (default: 8000); the line
@@ -39,7 +39,8 @@ See docs/serving.md.
                           hardware thread)
   --max-batch-delay-us=N  how long the first request of a batch waits for more rows
                           (default: 0: a batch takes what queued while the last one ran)
-  --max-body-bytes=N      larger request bodies are refused with 413 (default: 67108864)
+  --max-body-bytes=N      larger request bodies are refused with 413, before they are
+                          read; a body needs a Content-Length (default: 67108864)
   --idle-timeout-s=N      close connections idle or stalled this long (default: 5)
   -h, --help              this help
 )";
