@@ -90,6 +90,8 @@ Result<TensorType> conv_type(Op op, const TensorType& x, const TensorType& w, co
   if (w.dtype != x.dtype || w.rank() != x.rank() || x.rank() < 3)
     return op_error(op, fmt::format("expected x: [N, C, D1..Dk] and w: [O, C/groups, K1..Kk] of one type, got {}, {}",
                                     x.to_string(), w.to_string()));
+  if (x.shape[1] == 0)
+    return op_error(op, fmt::format("x {} has no input channels (a convolution needs C >= 1)", x.to_string()));
   if (groups < 1 || groups > x.shape[1] || x.shape[1] % groups != 0 || w.shape[0] % groups != 0)
     return op_error(op, fmt::format("groups={} must divide the input channels C and the output channels O of "
                                     "x {} and w {}",

@@ -320,10 +320,36 @@ class Canonicalizer {
   std::vector<int> uses_;
 };
 
+// Ops with no elements to compute (a batch of 0 rows), and matmuls that sum nothing (a
+// contracted dim of 0), become a broadcast of a zero: a library called on such shapes
+// fails (oneDNN divided by zero packing a [0, K] product's weights at load).
+bool zeros_for_empty_ops(ir::Graph& g) {
+  bool changed = false;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (ir::op_kind(n.op) == ir::OpKind::Source || ir::op_kind(n.op) == ir::OpKind::Composite ||
+        (n.op == Op::Broadcast && g.type(n.operands[0]).rank() == 0))
+      continue;
+    const ir::TensorType type = g.type(n.result);
+    const bool sums_nothing = n.op == Op::Matmul && g.type(n.operands[0]).shape.back() == 0;
+    if (type.num_elements() != 0 && !sums_nothing) continue;
+    Node zero{Op::Constant, {}, {}, g.add_value({type.dtype, {}}), n.loc};
+    zero.attrs.set("value", ir::is_float(type.dtype) ? ir::Literal::scalar(0) : ir::Literal::scalar_int(0));
+    Node spread{Op::Broadcast, {zero.result}, {}, n.result, n.loc};
+    spread.attrs.set("shape", type.shape);
+    spread.attrs.set("dims", std::vector<int64_t>{});
+    g.nodes[i] = std::move(spread);
+    g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(i), std::move(zero));
+    ++i;
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 Result<bool> CanonicalizePass::run(ir::Graph& g) {
-  bool changed = false;
+  bool changed = zeros_for_empty_ops(g);
   for (int round = 0; round < 16; ++round) {
     KILN_ASSIGN_OR_RETURN(bool swept, Canonicalizer(g).sweep());
     if (!swept) break;

@@ -12,7 +12,8 @@ namespace kiln::passes {
 ///   and splits them back -> matmul(x, w) (x reshaped to the outer leading dims); add(concat(a, 0), concat(0, b))
 ///   along one axis, each side's pieces over the other's zeros -> concat(a, b) (the sum of a value's slice
 ///   gradients); ops whose operands are all constants and whose result has at most kMaxFoldElements elements ->
-///   a constant.
+///   a constant; an op with no elements, or a matmul that sums nothing (a contracted dim of 0) -> a broadcast
+///   zero.
 /// Nodes left without users are removed.
 class CanonicalizePass : public Pass {
  public:

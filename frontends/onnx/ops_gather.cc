@@ -1,5 +1,5 @@
 // ONNX ops built on one-hot comparisons with an iota: GatherElements, OneHot, Hardmax,
-// EyeLike; and CumSum as a matmul with a triangular matrix of ones.
+// EyeLike; and CumSum as a scan of log2(n) shifted adds.
 #include <fmt/format.h>
 
 #include "frontends/onnx/ops.h"
@@ -131,8 +131,10 @@ Status convert_eye_like(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 0, r);
 }
 
-// CumSum along an axis: the axis moved last, times a [n, n] matrix of ones on and above
-// the diagonal (above only when exclusive; mirrored when reverse), moved back.
+// CumSum along an axis as Hillis and Steele's scan: log2(n) adds of the sums so far and
+// themselves moved along the axis by 1, 2, 4, ... (zeros moved in), so that element i
+// adds elements 0..i only (i..n-1 reversed). A matmul with a triangular matrix of ones
+// (the form before) turned one inf or NaN into NaN across its row (0 times inf).
 Status convert_cumsum(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"exclusive", "reverse"}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
@@ -145,24 +147,25 @@ Status convert_cumsum(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(int64_t exclusive, int_attribute(node, "exclusive", 0));
   KILN_ASSIGN_OR_RETURN(int64_t reverse, int_attribute(node, "reverse", 0));
   const int64_t n = t.shape[static_cast<size_t>(axis)];
-  if (n > 4096) return node_error(node, fmt::format("CumSum along a dim of {} is not supported (at most 4096)", n));
-  std::vector<double> ones(static_cast<size_t>(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      if (reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j))
-        ones[static_cast<size_t>(i * n + j)] = 1.0;
-  const AxisLast perm = axis_last(t.rank(), axis);
-  KILN_ASSIGN_OR_RETURN(Value last, transposed(ctx, node, x, perm.to_last));
-  if (t.rank() == 1) {
-    KILN_ASSIGN_OR_RETURN(last, reshaped(ctx, node, last, {1, n}));
+  // y moved `by` along the axis toward its end (toward its start when reverse).
+  auto moved = [&](const Value& y, int64_t by) -> Result<Value> {
+    KILN_ASSIGN_OR_RETURN(Value kept,
+                          reverse ? slice_axis(ctx, node, y, axis, by, n) : slice_axis(ctx, node, y, axis, 0, n - by));
+    std::vector<int64_t> pads(static_cast<size_t>(2 * t.rank()), 0);
+    pads[static_cast<size_t>(reverse ? t.rank() + axis : axis)] = by;
+    ir::Attrs attrs;
+    attrs.set("pads", pads);
+    return ctx.apply(node, Op::Pad, {kept}, std::move(attrs));
+  };
+  Value y = x;
+  if (exclusive && n > 0) {
+    KILN_ASSIGN_OR_RETURN(y, moved(x, 1));
   }
-  const Value triangle{std::nullopt, ir::Tensor::from_doubles({t.dtype, {n, n}}, ones), false, ""};
-  KILN_ASSIGN_OR_RETURN(Value summed, ctx.apply(node, Op::Matmul, {last, triangle}));
-  if (t.rank() == 1) {
-    KILN_ASSIGN_OR_RETURN(summed, reshaped(ctx, node, summed, {n}));
+  for (int64_t by = 1; by < n; by *= 2) {
+    KILN_ASSIGN_OR_RETURN(Value earlier, moved(y, by));
+    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Add, {y, earlier}));
   }
-  KILN_ASSIGN_OR_RETURN(Value r, transposed(ctx, node, summed, perm.back));
-  return define_output(ctx, node, 0, r);
+  return define_output(ctx, node, 0, y);
 }
 
 constexpr OpConverter kConverters[] = {

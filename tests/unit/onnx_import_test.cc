@@ -2,8 +2,10 @@
 // IR and through the interpreter; every refusal as the text the user reads.
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "base/file.h"
@@ -406,6 +408,42 @@ TEST_CASE("what kiln does not import is an error naming the node, op and attribu
   CHECK(import_error(m) ==
         "onnx: node 'Relu_0' (Cast): attribute 'to' has element type 999 (no TensorProto data type), which kiln "
         "does not have (it has FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, INT64, INT8, UINT8 and BOOL)");
+}
+
+TEST_CASE("CumSum adds each element to the ones before it only: an inf or NaN stays where it is", "[onnx]") {
+  for (int reverse : {0, 1})
+    for (int exclusive : {0, 1}) {
+      INFO("reverse " << reverse << ", exclusive " << exclusive);
+      onnx::ModelProto m;
+      m.add_opset_import()->set_version(14);
+      onnx::GraphProto* g = m.mutable_graph();
+      add_value(g->mutable_input(), "x", {2, 5});
+      add_value(g->mutable_output(), "y", {2, 5});
+      onnx::AttributeProto* a = add_node(g, "Constant", {}, {"axis"}, "axis")->add_attribute();
+      a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS), a->add_ints(1);
+      onnx::NodeProto* n = add_node(g, "CumSum", {"x", "axis"}, {"y"});
+      for (auto [name, value] : {std::pair{"reverse", reverse}, {"exclusive", exclusive}}) {
+        onnx::AttributeProto* attr = n->add_attribute();
+        attr->set_name(name), attr->set_type(onnx::AttributeProto::INT), attr->set_i(value);
+      }
+      auto r = import_model(bytes_of(m));
+      if (!r.ok()) FAIL(r.error().message);
+      const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+      const std::vector<double> x = {1, 2, inf, 4, 5, 1, nan, 2, 3, 4};
+      auto out = ir::evaluate(r->graph, {{"x", ir::Tensor::from_doubles({ir::DType::F32, {2, 5}}, x)}});
+      REQUIRE(out.ok());
+      std::vector<double> want(10);
+      for (int row = 0; row < 2; ++row)
+        for (int i = 0; i < 5; ++i) {
+          double sum = 0;
+          for (int j = 0; j < 5; ++j) {
+            const bool before = reverse ? j > i : j < i;
+            if (before || (!exclusive && j == i)) sum += x[static_cast<size_t>(row * 5 + j)];
+          }
+          want[static_cast<size_t>(row * 5 + i)] = sum;
+        }
+      kiln::testing::check_close((*out)[0], "f32[2,5]", want);
+    }
 }
 
 TEST_CASE("a Slice step of 0 is an error naming its axis", "[onnx]") {

@@ -419,6 +419,8 @@ TEST_CASE("windowed ops: errors name the op, the shapes and the attribute", "[wi
       one("%x: f32[1,4,5,5], %w: f32[6,3,3,3]", "%y: f32[1,6,3,3] = conv(%x, %w) {groups=3}") ==
       "bad.kir:2:3: error: conv: groups=3 must divide the input channels C and the output channels O of x f32[1,4,5,5] "
       "and w f32[6,3,3,3]");
+  CHECK(one("%x: f32[1,0,5,5], %w: f32[6,0,3,3]", "%y: f32[1,6,3,3] = conv(%x, %w)") ==
+        "bad.kir:2:3: error: conv: x f32[1,0,5,5] has no input channels (a convolution needs C >= 1)");
   CHECK(
       one("%x: f32[1,4,5,5], %w: f32[6,3,3,3]", "%y: f32[1,6,3,3] = conv(%x, %w)") ==
       "bad.kir:2:3: error: conv: w f32[6,3,3,3] must have C/groups = 4 input channels for x f32[1,4,5,5] and groups=1");
