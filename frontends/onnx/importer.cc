@@ -73,6 +73,33 @@ Result<ir::TensorType> input_type(const onnx::ValueInfoProto& input, const Impor
   return within_limit(std::move(shape));
 }
 
+// Attributes that later opsets made inputs: a node of such an opset that still has one
+// (a hand-built graph, or a converter that raised the opset and left the node) is refused,
+// since the converter reads the input and would drop the attribute.
+struct MovedAttribute {
+  std::string_view op_type, attribute;
+  int64_t input_from;
+};
+constexpr MovedAttribute kMovedAttributes[] = {
+    {"Clip", "min", 11},        {"Clip", "max", 11},          {"Dropout", "ratio", 12},
+    {"Pad", "pads", 11},        {"Pad", "value", 11},         {"ReduceL1", "axes", 18},
+    {"ReduceL2", "axes", 18},   {"ReduceLogSum", "axes", 18}, {"ReduceLogSumExp", "axes", 18},
+    {"ReduceMax", "axes", 18},  {"ReduceMean", "axes", 18},   {"ReduceMin", "axes", 18},
+    {"ReduceProd", "axes", 18}, {"ReduceSum", "axes", 13},    {"ReduceSumSquare", "axes", 18},
+    {"Reshape", "shape", 5},    {"Slice", "axes", 10},        {"Slice", "ends", 10},
+    {"Slice", "starts", 10},    {"Split", "split", 13},       {"Squeeze", "axes", 13},
+    {"TopK", "k", 10},          {"Unsqueeze", "axes", 13},    {"Upsample", "scales", 9},
+};
+
+Status check_moved_attributes(const Context& ctx, const onnx::NodeProto& node) {
+  for (const MovedAttribute& m : kMovedAttributes)
+    if (node.op_type() == m.op_type && ctx.opset() >= m.input_from && attribute(node, m.attribute))
+      return node_error(node, fmt::format("attribute '{}' is an input of {} from opset {} on (the model imports "
+                                          "opset {})",
+                                          m.attribute, m.op_type, m.input_from, ctx.opset()));
+  return Status::Ok();
+}
+
 Status convert_node(Context& ctx, const onnx::NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return node_error(
@@ -80,6 +107,7 @@ Status convert_node(Context& ctx, const onnx::NodeProto& node) {
   if (ctx.opset() == 0) return node_error(node, "the model imports no opset of the default domain (ai.onnx)");
   const OpConverter* converter = find_converter(node.op_type());
   if (!converter) return node_error(node, fmt::format("kiln does not support the op {}", node.op_type()));
+  KILN_RETURN_IF_ERROR(check_moved_attributes(ctx, node));
   return converter->convert(ctx, node);
 }
 

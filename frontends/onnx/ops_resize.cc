@@ -113,7 +113,7 @@ Result<Value> resize_axis(Context& ctx, const onnx::NodeProto& node, const Value
 // Resize(X, roi, scales, sizes) from opset 11; Resize(X, scales) at opset 10; Upsample.
 Status convert_resize(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
-                                               "extrapolation_value", "mode", "nearest_mode"}));
+                                               "extrapolation_value", "mode", "nearest_mode", "scales"}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
   const ir::TensorType t = ctx.type_of(x);
   ResizeMode m;
@@ -149,8 +149,15 @@ Status convert_resize(Context& ctx, const onnx::NodeProto& node) {
       sizes[static_cast<size_t>(d)] = static_cast<int64_t>(
           std::floor(static_cast<double>(t.shape[static_cast<size_t>(d)]) * scales[static_cast<size_t>(d)]));
     }
-  } else if (node.op_type() == "Upsample" && attribute(node, "scales")) {
-    return node_error(node, "the scales attribute of Upsample-7 is not supported");
+  } else if (const onnx::AttributeProto* a = attribute(node, "scales");
+             a && node.op_type() == "Upsample" && ctx.opset() < 9) {  // an attribute before opset 9
+    if (a->type() != onnx::AttributeProto::FLOATS || a->floats_size() != t.rank())
+      return node_error(node, fmt::format("attribute 'scales' is not {} floats", t.rank()));
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      scales[static_cast<size_t>(d)] = a->floats(static_cast<int>(d));
+      sizes[static_cast<size_t>(d)] = static_cast<int64_t>(
+          std::floor(static_cast<double>(t.shape[static_cast<size_t>(d)]) * scales[static_cast<size_t>(d)]));
+    }
   } else {
     return node_error(node, "neither scales nor sizes are given");
   }

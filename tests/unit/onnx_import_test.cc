@@ -446,6 +446,35 @@ TEST_CASE("CumSum adds each element to the ones before it only: an inf or NaN st
     }
 }
 
+TEST_CASE("an attribute its opset made an input is refused; Upsample before opset 9 reads its scales", "[onnx]") {
+  auto model = [](const std::string& op, int64_t opset, const char* attr, std::vector<float> values) {
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(opset);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {1, 1, 2, 2});
+    add_value(g->mutable_output(), "y", {});
+    onnx::AttributeProto* a = add_node(g, op, {"x"}, {"y"}, "n")->add_attribute();
+    a->set_name(attr);
+    if (values.size() == 1) a->set_type(onnx::AttributeProto::FLOAT), a->set_f(values[0]);
+    else {
+      a->set_type(onnx::AttributeProto::FLOATS);
+      for (float v : values) a->add_floats(v);
+    }
+    return m;
+  };
+  CHECK(import_error(model("Clip", 11, "min", {0.f})) ==
+        "onnx: node 'n' (Clip): attribute 'min' is an input of Clip from opset 11 on (the model imports opset 11)");
+  CHECK(import_error(model("Clip", 6, "min", {0.f})) == "(imported)");
+  CHECK(import_error(model("Upsample", 9, "scales", {1, 1, 2, 2})) ==
+        "onnx: node 'n' (Upsample): attribute 'scales' is an input of Upsample from opset 9 on (the model imports "
+        "opset 9)");
+  auto r = import_model(bytes_of(model("Upsample", 7, "scales", {1, 1, 2, 1.5})));
+  if (!r.ok()) FAIL(r.error().message);
+  auto out = ir::evaluate(r->graph, {{"x", ir::Tensor::from_doubles({ir::DType::F32, {1, 1, 2, 2}}, {1, 2, 3, 4})}});
+  REQUIRE(out.ok());
+  kiln::testing::check_close((*out)[0], "f32[1,1,4,3]", {1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4});
+}
+
 TEST_CASE("a Slice step of 0 is an error naming its axis", "[onnx]") {
   onnx::ModelProto m;
   m.add_opset_import()->set_version(13);
