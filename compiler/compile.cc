@@ -270,12 +270,32 @@ Result<std::vector<std::string>> cpu_list(const std::string& cpus) {
   return names;
 }
 
+// The element types each runtime multiplies matrices in (runtime/cpu/matmul.cc,
+// runtime/cuda/executor.cc): a matmul of another type is refused here, not by the runtime
+// when the artifact loads.
+Status check_matmul_types(const ir::Graph& g, const std::string& target) {
+  using ir::DType;
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::Op::Matmul) continue;
+    const DType t = g.type(n.operands[0]).dtype;
+    const bool floats = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+    if (floats || (target == "cpu" && (t == DType::I32 || t == DType::I64))) continue;
+    const char* types = target == "cpu" ? "CPU target multiplies matrices of f32, f64, f16, bf16, i32 and i64"
+                                        : "CUDA target multiplies matrices of f32, f64, f16 and bf16 (the CPU's "
+                                          "also of i32 and i64)";
+    return make_error(fmt::format("compile: %{} = matmul of {} operands: the {}", ir::display_names(g)[n.result],
+                                  ir::dtype_name(t), types));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
   int64_t batch = 0;
   if (options.batch) {
     KILN_ASSIGN_OR_RETURN(batch, batch_rows(graph));
   }
   KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
+  KILN_RETURN_IF_ERROR(check_matmul_types(g, options.target));
   KILN_ASSIGN_OR_RETURN(const CompileTarget* compile_target, find_target(options.target));
   KILN_ASSIGN_OR_RETURN(std::string target, compile_target->artifact_target(options));
   KILN_ASSIGN_OR_RETURN(auto weights, match_weights(graph, options.weights,
