@@ -30,6 +30,8 @@ TEST_CASE("scalars, vectors and every element type", "[tensor_text]") {
   CHECK(format_tensor("i64", {2}, bytes_of<int64_t>({-7, 9000000000})) == "[-7, 9000000000]");
   CHECK(format_tensor("i32", {1}, bytes_of<int32_t>({42})) == "[42]");
   CHECK(format_tensor("bool", {2}, std::vector<uint8_t>{1, 0}) == "[true, false]");
+  CHECK(format_tensor("i8", {2}, bytes_of<int8_t>({-128, 5})) == "[-128, 5]");
+  CHECK(format_tensor("u8", {2}, bytes_of<uint8_t>({255, 0})) == "[255, 0]");
   CHECK(format_tensor("f16", {2}, bytes_of<uint16_t>({0x3c00, 0xc000})) == "[1.0, -2.0]");
   CHECK(format_tensor("bf16", {2}, bytes_of<uint16_t>({0x3f80, 0x7fc0})) == "[1.0, nan]");
   CHECK(format_tensor("f32", {0}, {}) == "[]");

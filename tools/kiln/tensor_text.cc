@@ -58,8 +58,10 @@ class Writer {
     if (dtype_ == "bf16") return float_text(std::bit_cast<float>(uint32_t{load<uint16_t>(p)} << 16), true);
     if (dtype_ == "i32") return std::to_string(load<int32_t>(p));
     if (dtype_ == "i64") return std::to_string(load<int64_t>(p));
+    if (dtype_ == "i8") return std::to_string(load<int8_t>(p));
+    if (dtype_ == "u8") return std::to_string(load<uint8_t>(p));
     if (dtype_ == "bool") return *p ? "true" : "false";
-    return "?";
+    return fmt::format("<no text for {} elements>", dtype_);
   }
 
   // Writes dim `d` of the sub-tensor starting at element `base`.
