@@ -235,7 +235,7 @@ Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
   }
   ir::Attrs cat;
   cat.set("axis", axis);
-  if (values.empty()) return node_error(node, "K is 0");
+  if (values.empty()) return node_error(node, "K is 0: kiln takes the top 1 or more (empty outputs are not supported)");
   KILN_ASSIGN_OR_RETURN(Value all_values,
                         values.size() == 1 ? Result<Value>(values[0]) : ctx.apply(node, Op::Concat, values, cat));
   KILN_ASSIGN_OR_RETURN(Value all_indices,

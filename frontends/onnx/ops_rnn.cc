@@ -106,10 +106,11 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(expect(w, {dirs, gates * hidden_size, input}, "W"));
   KILN_RETURN_IF_ERROR(expect(r, {dirs, gates * hidden_size, hidden_size}, "R"));
   KILN_RETURN_IF_ERROR(expect(b, {dirs, 2 * gates * hidden_size}, "B"));
+  // Before their shapes are checked: layout 1's are [batch, directions, hidden].
+  if (layout && (h0 || c0)) return node_error(node, "initial states with layout 1 are not supported");
   KILN_RETURN_IF_ERROR(expect(h0, {dirs, batch_dim, hidden_size}, "initial_h"));
   KILN_RETURN_IF_ERROR(expect(c0, {dirs, batch_dim, hidden_size}, "initial_c"));
   KILN_RETURN_IF_ERROR(expect(peepholes, {dirs, 3 * hidden_size}, "P"));
-  if (layout && (h0 || c0)) return node_error(node, "initial states with layout 1 are not supported");
   Recurrence rec{ctx, node, xt.dtype, hidden_size};
   const std::vector<int64_t> swap = {1, 0, 2};
   if (layout) {
