@@ -475,6 +475,42 @@ TEST_CASE("an attribute its opset made an input is refused; Upsample before opse
   kiln::testing::check_close((*out)[0], "f32[1,1,4,3]", {1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4});
 }
 
+TEST_CASE("a TopK of 0 and a layout-1 recurrence's initial state are refused as such", "[onnx]") {
+  auto initializer = [](onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, bool ints) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(ints ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) t->add_dims(d), n *= d;
+    for (int64_t i = 0; i < n; ++i) ints ? t->add_int64_data(0) : t->add_float_data(0.5f);
+  };
+  onnx::ModelProto top;
+  top.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = top.mutable_graph();
+  add_value(g->mutable_input(), "x", {2, 3});
+  add_value(g->mutable_output(), "v", {});
+  add_value(g->mutable_output(), "i", {});
+  initializer(g, "k", {1}, true);
+  add_node(g, "TopK", {"x", "k"}, {"v", "i"}, "top");
+  CHECK(import_error(top) ==
+        "onnx: node 'top' (TopK): K is 0: kiln takes the top 1 or more (empty outputs are not supported)");
+
+  onnx::ModelProto gru;
+  gru.add_opset_import()->set_version(14);
+  g = gru.mutable_graph();
+  add_value(g->mutable_input(), "x", {2, 4, 3});   // layout 1: [batch, seq, input]
+  add_value(g->mutable_input(), "h0", {2, 1, 5});  // layout 1: [batch, directions, hidden]
+  add_value(g->mutable_output(), "y", {});
+  initializer(g, "w", {1, 15, 3}, false);
+  initializer(g, "r", {1, 15, 5}, false);
+  onnx::NodeProto* n = add_node(g, "GRU", {"x", "w", "r", "", "", "h0"}, {"y"}, "gru");
+  for (auto [name, value] : {std::pair{"hidden_size", 5}, {"layout", 1}}) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::INT), a->set_i(value);
+  }
+  CHECK(import_error(gru) == "onnx: node 'gru' (GRU): initial states with layout 1 are not supported");
+}
+
 TEST_CASE("a Slice step of 0 is an error naming its axis", "[onnx]") {
   onnx::ModelProto m;
   m.add_opset_import()->set_version(13);
