@@ -245,9 +245,9 @@ class Partitioner {
   // up to `to`'s root, its last node, where every path into `to` enters, unless
   // `exact_reach_`: it then also follows the members of groups past the root, from which
   // a path may lead back into a group that reaches `to` before its root. The windowed
-  // walk is linear in the window; the exact one in the graph (a fusion of a 60,000-node
-  // training graph took 7 times as long): fusion partitions exactly only where the
-  // windowed partition's steps turn out to depend on each other in a cycle.
+  // walk is linear in the window, the exact one in the graph (too slow on deep training
+  // graphs to run for every candidate: docs/benchmarks.md), so fusion partitions exactly
+  // only where the windowed partition's steps turn out to depend on each other in a cycle.
   bool reaches(int from, int to, int after) const {
     const int limit = exact_reach_ ? static_cast<int>(g_.nodes.size()) : groups_[to].members[0];
     ++stamp_;
