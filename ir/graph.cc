@@ -48,6 +48,13 @@ const Arg* Graph::find_arg(std::string_view name) const {
   return nullptr;
 }
 
+const Arg* Graph::updated_state(ValueId result) const {
+  const std::string& name = value_name(result);
+  if (name.size() <= 5 || !name.ends_with(".next")) return nullptr;
+  const Arg* state = find_arg(std::string_view(name).substr(0, name.size() - 5));
+  return state && state->kind == ArgKind::State && type(state->value) == type(result) ? state : nullptr;
+}
+
 const Graph* Graph::find_function(std::string_view fn) const {
   for (const Graph& f : functions)
     if (f.name == fn) return &f;

@@ -79,6 +79,9 @@ struct Graph {
   void replace_uses(const std::vector<ValueId>& replacement);
   /// The argument whose value has this name, or nullptr.
   const Arg* find_arg(std::string_view name) const;
+  /// The state argument %S that `result` updates, it being named %S.next and of %S's type
+  /// (a training step names its updates so), or nullptr.
+  const Arg* updated_state(ValueId result) const;
   /// The function with this name, or nullptr.
   const Graph* find_function(std::string_view name) const;
 };

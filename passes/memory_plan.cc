@@ -100,11 +100,8 @@ Result<bool> MemoryPlanPass::run(ir::Graph& g) {
 
   // State updates: %S.next goes straight into %S when nothing reads %S afterwards.
   for (ValueId v : g.results) {
-    const std::string& name = g.value_name(v);
-    if (name.size() <= 5 || !name.ends_with(".next") || buffer_of[v] < 0 || buffers[buffer_of[v]].home != Home::Arena)
-      continue;
-    const ir::Arg* state = g.find_arg(name.substr(0, name.size() - 5));
-    if (!state || state->kind != ir::ArgKind::State || g.type(state->value) != g.type(v)) continue;
+    const ir::Arg* state = g.updated_state(v);
+    if (!state || buffer_of[v] < 0 || buffers[buffer_of[v]].home != Home::Arena) continue;
     int s = produced[v];
     bool read_later = last_read[state->value] > s || is_result[state->value];
     bool read_here = std::find(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), state->value) !=

@@ -45,10 +45,8 @@ bool depends(const StepValues& sv, int from, int to) {
 void order_state_updates(const ir::Graph& g, const std::vector<int>& owner, StepValues& sv) {
   const std::vector<int> producer = g.producers();
   for (ValueId v : g.results) {
-    const std::string& name = g.value_name(v);
-    if (name.size() <= 5 || !name.ends_with(".next") || producer[v] < 0 || owner[producer[v]] < 0) continue;
-    const ir::Arg* state = g.find_arg(name.substr(0, name.size() - 5));
-    if (!state || state->kind != ir::ArgKind::State || g.type(state->value) != g.type(v)) continue;
+    const ir::Arg* state = g.updated_state(v);
+    if (!state || producer[v] < 0 || owner[producer[v]] < 0) continue;
     const int update = owner[producer[v]];
     for (size_t r = 0; r < sv.inputs.size(); ++r) {
       const auto& in = sv.inputs[r];

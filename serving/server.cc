@@ -14,6 +14,7 @@
 
 #include <httplib.h>
 
+#include "base/parse_number.h"
 #include "serving/metrics.h"
 #include "serving/model_runner.h"
 #include "serving/protocol.h"
@@ -207,12 +208,6 @@ void configure(ServerImpl& s) {
   });
 }
 
-// Whether the text is a count of bytes: digits only, at most 18 of them.
-bool byte_count(const std::string& text) {
-  return !text.empty() && text.size() <= 18 &&
-         std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
 // A request whose body's framing the server refuses before reading it: httplib reads a
 // chunked body whole whatever --max-body-bytes says, waits for the connection to close
 // for a body of no stated length, reads '-1' or 'abc' as a length, and takes the first of
@@ -231,9 +226,10 @@ std::optional<Error> refused_framing(const httplib::Request& req, uint64_t max_b
     if (req.get_header_value("Content-Length", i) != length)
       return http_error(kBadRequest, "the request has Content-Lengths that disagree ('" + length + "' and '" +
                                          req.get_header_value("Content-Length", i) + "')");
-  if (!byte_count(length))
+  const std::optional<int64_t> bytes = length.starts_with('-') ? std::nullopt : parse_integer(length);
+  if (!bytes)
     return http_error(kBadRequest, "the Content-Length '" + length.substr(0, 40) + "' is not a count of bytes");
-  if (std::stoull(length) > max_body_bytes)
+  if (static_cast<uint64_t>(*bytes) > max_body_bytes)
     return http_error(kPayloadTooLarge, "the body of " + length + " bytes is over the server's limit of " +
                                             std::to_string(max_body_bytes) + " bytes (--max-body-bytes)");
   return std::nullopt;
