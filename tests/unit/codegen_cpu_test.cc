@@ -78,7 +78,7 @@ void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor
     std::vector<double> expected;
     for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
     const ir::DType dtype = want[i].type.dtype;
-    const double ulp = !half_ulp ? 0 : dtype == ir::DType::BF16 ? 0x1p-7 : dtype == ir::DType::F16 ? 0x1p-10 : 0;
+    const double ulp = half_ulp ? kiln::testing::half_ulp(dtype) : 0;
     kiln::testing::check_close(got[i], want[i].type.to_string(), expected, std::max(tolerance, ulp), tolerance / 10);
   }
 }

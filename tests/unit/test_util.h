@@ -64,6 +64,13 @@ inline ir::Tensor eval_body(const std::string& body, const std::string& result) 
   return eval_ok(g)[0];
 }
 
+/// One unit in the last place of a bf16 or f16 value, relative (2^-7, 2^-10; 0 for other
+/// types): a kernel's f32 value, computed in another order than the interpreter's, may
+/// round to the neighbouring half.
+inline double half_ulp(ir::DType dtype) {
+  return dtype == ir::DType::BF16 ? 0x1p-7 : dtype == ir::DType::F16 ? 0x1p-10 : 0;
+}
+
 /// Checks a tensor's type and elements (|a-e| <= atol + rtol*|e|; NaN matches NaN).
 inline void check_close(const ir::Tensor& t, const std::string& type, const std::vector<double>& expected,
                         double rtol = 1e-6, double atol = 1e-7) {
