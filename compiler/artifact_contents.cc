@@ -320,6 +320,8 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   };
   // The attention steps: those that fusion made of a match's two calls (and the rest).
   const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
+  const std::vector<ir::AttentionGradientMatch> attention_gradients =
+      target == format::kCpuTarget ? ir::attention_gradient_matches(g) : std::vector<ir::AttentionGradientMatch>{};
   const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
   // The loop steps whose code also runs over activations in oneDNN's layouts.
   const std::vector<std::vector<int64_t>> blocks = target == format::kCpuTarget
@@ -343,7 +345,26 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
                                         [&](int n) { return ir::is_convolution(g.nodes[static_cast<size_t>(n)].op); });
     const ir::AttentionMatch* attention =
         step.kind == ir::StepKind::Library ? ir::attention_of(attentions, step) : nullptr;
-    if (attention) {
+    const ir::AttentionGradientMatch* gradient =
+        step.kind == ir::StepKind::Library ? ir::attention_gradient_of(attention_gradients, step) : nullptr;
+    if (gradient) {
+      info.symbol = "attention";
+      auto input = [&](ir::ValueId v) {
+        info.inputs.push_back(value(v));
+        return static_cast<int32_t>(info.inputs.size() - 1);
+      };
+      info.attention = attention_call(gradient->scores, input);
+      info.attention->gradient = true;
+      info.attention->d_out_offset = gradient->d_out_view.offset;
+      info.attention->d_out_strides = gradient->d_out_view.strides;
+      input(gradient->d_out);
+      // Its outputs in the call's order, which must be all the step writes.
+      const std::vector<ir::ValueId> written{gradient->d_query, gradient->d_key, gradient->d_value};
+      if (!std::is_permutation(written.begin(), written.end(), step.outputs.begin(), step.outputs.end()))
+        return make_error(
+            fmt::format("artifact: the attention backward {} writes values other than dq, dk and dv", step.name));
+      for (ir::ValueId v : written) info.outputs.push_back(value(v));
+    } else if (attention) {
       // The CPU's runtime runs it; CUDA's launches the step's kernel (codegen/cuda/attention_kernel.h).
       info.symbol = target == format::kCpuTarget ? "attention" : format::kernel_symbol(step.name);
       info.attention = attention_call(*attention, [&](ir::ValueId v) {
@@ -369,7 +390,8 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     } else {
       for (ir::ValueId v : step.inputs) info.inputs.push_back(value(v));
     }
-    for (ir::ValueId v : step.outputs) info.outputs.push_back(value(v));
+    if (!gradient)
+      for (ir::ValueId v : step.outputs) info.outputs.push_back(value(v));
     // A split reduction's scratch lives during its step only: every step's in one region
     // past the planned buffers.
     const ir::SplitRule& rule = target == format::kCpuTarget ? ir::kCpuSplit : ir::kCudaSplit;

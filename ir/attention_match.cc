@@ -5,384 +5,136 @@
 #include <tuple>
 #include <utility>
 
+#include "ir/attention_matcher.h"
 #include "ir/types.h"
 
 namespace kiln::ir {
-namespace {
+namespace detail {
 
-bool is_half(DType t) { return t == DType::BF16 || t == DType::F16; }
+std::optional<ValueId> AttentionMatcher::softmax_input(int div, std::vector<int>& nodes) const {
+  const Node& d = g_.nodes[div];
+  if (d.op != Op::Div || g_.type(d.result).dtype != DType::F32 || g_.type(d.result).rank() < 2) return std::nullopt;
+  nodes.push_back(div);
+  // softmax(x) = e / sum(e) over the last axis, e = exp(x - max(x)).
+  const ValueId e = d.operands[0];
+  const Node* exp = producer(e);
+  if (!exp || exp->op != Op::Exp || !used_by_only(e, {div, reducer_of(d.operands[1], Op::ReduceSum, e, nodes)}))
+    return std::nullopt;
+  nodes.push_back(index_of(*exp));
+  const Node* sub = producer(exp->operands[0]);
+  if (!sub || sub->op != Op::Sub || !single_use(exp->operands[0])) return std::nullopt;
+  nodes.push_back(index_of(*sub));
+  const ValueId x = sub->operands[0];
+  if (!used_by_only(x, {index_of(*sub), reducer_of(sub->operands[1], Op::ReduceMax, x, nodes)})) return std::nullopt;
+  return x;
+}
 
-class AttentionMatcher {
- public:
-  explicit AttentionMatcher(const Graph& g)
-      : g_(g), producer_(g.producers()), users_(g.values.size()), result_(g.values.size(), 0) {
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      for (ValueId v : g.nodes[i].operands) users_[v].push_back(static_cast<int>(i));
-    for (ValueId v : g.results) result_[v] = 1;
-  }
-
-  // The attention whose softmax ends in node `div` (e / broadcast(reduce_sum(e))).
-  std::optional<AttentionMatch> match(int div) {
-    const Node& d = g_.nodes[div];
-    if (d.op != Op::Div || g_.type(d.result).dtype != DType::F32 || g_.type(d.result).rank() < 2) return std::nullopt;
-    AttentionMatch m;
-    std::vector<int>& nodes = m.nodes;
-    nodes.push_back(div);
-    // softmax(x) = e / sum(e) over the last axis, e = exp(x - max(x)).
-    const ValueId e = d.operands[0];
-    const Node* exp = producer(e);
-    if (!exp || exp->op != Op::Exp || !used_by_only(e, {div, reducer_of(d.operands[1], Op::ReduceSum, e, nodes)}))
-      return std::nullopt;
-    nodes.push_back(index_of(*exp));
-    const Node* sub = producer(exp->operands[0]);
-    if (!sub || sub->op != Op::Sub || !single_use(exp->operands[0])) return std::nullopt;
-    nodes.push_back(index_of(*sub));
-    const ValueId x = sub->operands[0];
-    if (!used_by_only(x, {index_of(*sub), reducer_of(sub->operands[1], Op::ReduceMax, x, nodes)})) return std::nullopt;
-    // P·v, P read by that matmul only; in half precision (autocast's form) through one
-    // cast of P to it.
-    if (!single_use(d.result)) return std::nullopt;
-    ValueId p_value = d.result;
-    if (const Node& cast = g_.nodes[users_[p_value][0]]; cast.op == Op::Cast && is_half(g_.type(cast.result).dtype)) {
-      m.precision = g_.type(cast.result).dtype;
-      nodes.push_back(users_[p_value][0]);
-      p_value = cast.result;
-      if (!single_use(p_value)) return std::nullopt;
+bool AttentionMatcher::scores_chain(ValueId x, AttentionMatch& m) const {
+  std::vector<int>& nodes = m.nodes;
+  // f, back from x to q·kᵀ.
+  const Shape& scores_shape = g_.type(x).shape;
+  ValueId s = x;
+  for (bool first = true;; first = false) {
+    if (!first && !single_use(s)) return false;
+    const Node* p = producer(s);
+    if (!p) return false;
+    const int pi = index_of(*p);
+    if (p->op == Op::Matmul) {
+      m.scores_call = pi;
+      break;
     }
-    const int values_call = users_[p_value][0];
-    const Node& pv = g_.nodes[values_call];
-    if (pv.op != Op::Matmul || pv.operands[0] != p_value || pv.operands[1] == p_value) return std::nullopt;
-    m.values_call = values_call;
-    nodes.push_back(values_call);
-    // f, back from x to q·kᵀ.
-    const Shape& scores_shape = g_.type(x).shape;
-    ValueId s = x;
-    for (bool first = true;; first = false) {
-      if (!first && !single_use(s)) return std::nullopt;
-      const Node* p = producer(s);
-      if (!p) return std::nullopt;
-      const int pi = index_of(*p);
-      if (p->op == Op::Matmul) {
-        m.scores_call = pi;
-        break;
-      }
-      // In half precision, the scores' cast to f32 right after q·kᵀ.
-      if (p->op == Op::Cast && m.precision != DType::F32 && g_.type(p->operands[0]).dtype == m.precision &&
-          single_use(p->operands[0]) && producer(p->operands[0]) && producer(p->operands[0])->op == Op::Matmul) {
-        nodes.push_back(pi);
-        m.scores_call = index_of(*producer(p->operands[0]));
-        break;
-      }
+    // In half precision, the scores' cast to f32 right after q·kᵀ.
+    if (p->op == Op::Cast && m.precision != DType::F32 && g_.type(p->operands[0]).dtype == m.precision &&
+        single_use(p->operands[0]) && producer(p->operands[0]) && producer(p->operands[0])->op == Op::Matmul) {
       nodes.push_back(pi);
-      ScoreTransform t;
-      if ((p->op == Op::Mul || p->op == Op::Div) && p->operands.size() == 2) {
-        const int chain = p->op == Op::Div ? 0 : scalar(p->operands[1]) ? 0 : 1;
-        const std::optional<double> c = splat(p->operands[1 - chain], nodes);
-        if (!c || (p->op == Op::Div && *c == 0)) return std::nullopt;
-        t.value = p->op == Op::Mul ? *c : 1.0 / *c;
-        s = p->operands[chain];
-      } else if (p->op == Op::Add && p->operands.size() == 2) {
-        const bool first = leads_to_scores(p->operands[0], 8), second = leads_to_scores(p->operands[1], 8);
-        if (first == second) return std::nullopt;
-        const int chain = first ? 0 : 1;
-        const ValueId mask = p->operands[1 - chain];
-        if (g_.type(mask).dtype != DType::F32 || g_.type(mask).shape != scores_shape) return std::nullopt;
-        t.kind = ScoreTransform::Kind::Add;
-        std::tie(t.operand, t.view) = read_through(mask, nodes);
-        s = p->operands[chain];
-      } else if (p->op == Op::Select) {
-        const std::optional<double> fill = splat(p->operands[2], nodes);
-        if (!fill) return std::nullopt;
-        t.value = *fill;
-        if (causal_condition(p->operands[0], scores_shape, nodes)) {
-          t.kind = ScoreTransform::Kind::Causal;
-        } else {
-          t.kind = ScoreTransform::Kind::Keep;
-          std::tie(t.operand, t.view) = read_through(p->operands[0], nodes);
-        }
-        s = p->operands[1];
+      m.scores_call = index_of(*producer(p->operands[0]));
+      break;
+    }
+    nodes.push_back(pi);
+    ScoreTransform t;
+    if ((p->op == Op::Mul || p->op == Op::Div) && p->operands.size() == 2) {
+      const int chain = p->op == Op::Div ? 0 : scalar(p->operands[1]) ? 0 : 1;
+      const std::optional<double> c = splat(p->operands[1 - chain], nodes);
+      if (!c || (p->op == Op::Div && *c == 0)) return false;
+      t.value = p->op == Op::Mul ? *c : 1.0 / *c;
+      s = p->operands[chain];
+    } else if (p->op == Op::Add && p->operands.size() == 2) {
+      const bool first = leads_to_scores(p->operands[0], 8), second = leads_to_scores(p->operands[1], 8);
+      if (first == second) return false;
+      const int chain = first ? 0 : 1;
+      const ValueId mask = p->operands[1 - chain];
+      if (g_.type(mask).dtype != DType::F32 || g_.type(mask).shape != scores_shape) return false;
+      t.kind = ScoreTransform::Kind::Add;
+      t.read = mask;
+      std::tie(t.operand, t.view) = read_through(mask, nodes);
+      s = p->operands[chain];
+    } else if (p->op == Op::Select) {
+      const std::optional<double> fill = splat(p->operands[2], nodes);
+      if (!fill) return false;
+      t.value = *fill;
+      if (causal_condition(p->operands[0], scores_shape, nodes)) {
+        t.kind = ScoreTransform::Kind::Causal;
       } else {
-        return std::nullopt;
+        t.kind = ScoreTransform::Kind::Keep;
+        t.read = p->operands[0];
+        std::tie(t.operand, t.view) = read_through(p->operands[0], nodes);
       }
-      m.transforms.insert(m.transforms.begin(), std::move(t));
-    }
-    for (auto kind : {ScoreTransform::Kind::Add, ScoreTransform::Kind::Keep, ScoreTransform::Kind::Causal})
-      if (std::count_if(m.transforms.begin(), m.transforms.end(), [&](const auto& t) { return t.kind == kind; }) > 1)
-        return std::nullopt;
-    const Node& qk = g_.nodes[m.scores_call];
-    const TensorType& scores = g_.type(qk.result);
-    if (scores.dtype != m.precision || g_.type(pv.result).dtype != m.precision || scores.shape != scores_shape ||
-        qk.operands[0] == qk.operands[1])
-      return std::nullopt;
-    nodes.push_back(m.scores_call);
-    const Shape batch(scores_shape.begin(), scores_shape.end() - 2);
-    if (!(operand_view(qk.operands[0], batch, m.precision, m.q, m.q_view, nodes) &&
-          operand_view(qk.operands[1], batch, m.precision, m.k, m.k_view, nodes) &&
-          operand_view(pv.operands[1], batch, m.precision, m.v, m.v_view, nodes)))
-      return std::nullopt;
-    // k·ᵀ's view [.., D, S] as k's [.., S, D].
-    const size_t r = m.k_view.shape.size();
-    std::swap(m.k_view.shape[r - 1], m.k_view.shape[r - 2]);
-    std::swap(m.k_view.strides[r - 1], m.k_view.strides[r - 2]);
-    std::tie(m.result, m.out_view) = written_through(pv.result, m.precision, nodes);
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    return m;
-  }
-
- private:
-  const Node* producer(ValueId v) const { return producer_[v] < 0 ? nullptr : &g_.nodes[producer_[v]]; }
-  int index_of(const Node& n) const { return static_cast<int>(&n - g_.nodes.data()); }
-  bool single_use(ValueId v) const { return !result_[v] && users_[v].size() == 1; }
-
-  // Whether v is no result and read by exactly the nodes `readers` (none of them -1).
-  bool used_by_only(ValueId v, std::vector<int> readers) const {
-    if (result_[v] || std::find(readers.begin(), readers.end(), -1) != readers.end()) return false;
-    std::vector<int> users = users_[v];
-    std::sort(users.begin(), users.end());
-    std::sort(readers.begin(), readers.end());
-    return users == readers;
-  }
-
-  // Whether v is a scalar constant, spread or not.
-  bool scalar(ValueId v) const {
-    std::vector<int> ignored;
-    return splat(v, ignored).has_value();
-  }
-
-  // Whether a matmul's result reaches v through at most `depth` scalings, adds and
-  // selects (of their second operand): whether v is on a chain of f.
-  bool leads_to_scores(ValueId v, int depth) const {
-    const Node* p = producer(v);
-    if (!p || depth == 0) return false;
-    switch (p->op) {
-      case Op::Matmul: return true;
-      case Op::Mul:
-      case Op::Div:
-      case Op::Add: return leads_to_scores(p->operands[0], depth - 1) || leads_to_scores(p->operands[1], depth - 1);
-      case Op::Select: return leads_to_scores(p->operands[1], depth - 1);
-      case Op::Cast: return leads_to_scores(p->operands[0], depth - 1);
-      default: return false;
-    }
-  }
-
-  // Where b = broadcast(reduce(x) over x's last axis) back over x's rows, read once: the
-  // reduction node (both claimed into `nodes`); else -1.
-  int reducer_of(ValueId b, Op reduce, ValueId x, std::vector<int>& nodes) const {
-    const Node* broadcast = producer(b);
-    if (!broadcast || broadcast->op != Op::Broadcast || !single_use(b)) return -1;
-    const Node* r = producer(broadcast->operands[0]);
-    if (!r || r->op != reduce || r->operands[0] != x || !single_use(r->result)) return -1;
-    const int64_t rank = g_.type(x).rank();
-    const std::vector<int64_t>& axes = r->attrs.get_ints("axes");
-    if (axes.size() != 1 || (axes[0] != rank - 1 && axes[0] != -1)) return -1;
-    const bool keepdims = r->attrs.get_bool("keepdims", false);
-    std::vector<int64_t> dims(static_cast<size_t>(keepdims ? rank : rank - 1));
-    for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
-    if (g_.type(b).shape != g_.type(x).shape || broadcast->attrs.get_ints("dims") != dims) return -1;
-    nodes.push_back(index_of(*broadcast));
-    nodes.push_back(index_of(*r));
-    return index_of(*r);
-  }
-
-  // The value of v when it is a scalar constant, spread or not (the single-use broadcast
-  // and constant claimed into `nodes`).
-  std::optional<double> splat(ValueId v, std::vector<int>& nodes) const {
-    std::vector<int> claimed;
-    bool claiming = true;  // a constant only where its broadcast is claimed too
-    const Node* p = producer(v);
-    if (p && p->op == Op::Broadcast) {
-      claiming = single_use(v);
-      if (claiming) claimed.push_back(index_of(*p));
-      v = p->operands[0];
-      p = producer(v);
-    }
-    if (!p || p->op != Op::Constant || g_.type(v).rank() != 0) return std::nullopt;
-    const Literal& value = p->attrs.get_literal("value");
-    if (value.floats.size() != 1) return std::nullopt;
-    if (claiming && single_use(v)) claimed.push_back(index_of(*p));
-    nodes.insert(nodes.end(), claimed.begin(), claimed.end());
-    return value.floats[0];
-  }
-
-  // v read through the longest chain of single-use movement ops (transpose, slice,
-  // reshape, broadcast) back from it that view_through follows: the stored value and its
-  // view, the chain claimed into `nodes`.
-  std::pair<ValueId, StridedView> read_through(ValueId v, std::vector<int>& nodes) const {
-    return walk_back(
-        v, nodes, [](const StridedView&) { return true; }, true);
-  }
-
-  // A matmul operand as a matrix (matrix_view) of a stored value, its batch dims aligned
-  // to `batch` (stride 0 where it has extent 1 or lacks the dim).
-  bool operand_view(ValueId operand, const Shape& batch, DType precision, ValueId& base, StridedView& view,
-                    std::vector<int>& nodes) const {
-    std::tie(base, view) = walk_back(
-        operand, nodes, [](const StridedView& w) { return matrix_view(w).has_value(); }, false, precision);
-    if (!matrix_view(view)) return false;
-    const size_t rank = view.shape.size();
-    if (rank - 2 > batch.size()) return false;
-    StridedView aligned{view.offset, batch, std::vector<int64_t>(batch.size(), 0)};
-    for (size_t i = 0; i < rank - 2; ++i) {
-      const size_t to = batch.size() - (rank - 2) + i;
-      if (view.shape[i] == batch[to]) aligned.strides[to] = view.strides[i];
-      else if (view.shape[i] != 1) return false;
-    }
-    aligned.shape.insert(aligned.shape.end(), view.shape.end() - 2, view.shape.end());
-    aligned.strides.insert(aligned.strides.end(), view.strides.end() - 2, view.strides.end());
-    view = std::move(aligned);
-    return true;
-  }
-
-  // P·v's result o [B.., T, Dv] written into the value that the longest chain of
-  // single-use transposes and reshapes after it gives (each moves elements one to one;
-  // in half precision also casts between it and f32, exact on its values), where o's
-  // rows stay rows of adjacent elements: that value and o's view of it (the chain claimed
-  // into `nodes`).
-  std::pair<ValueId, StridedView> written_through(ValueId o, DType precision, std::vector<int>& nodes) const {
-    const Shape& shape = g_.type(o).shape;
-    std::pair<ValueId, StridedView> best{o, StridedView{0, shape, row_major_strides(shape)}};
-    std::vector<int> chain, best_chain;
-    for (ValueId v = o; single_use(v);) {
-      const Node& n = g_.nodes[users_[v][0]];
-      const bool exact_cast = n.op == Op::Cast && precision != DType::F32 &&
-                              (g_.type(n.result).dtype == DType::F32 || g_.type(n.result).dtype == precision);
-      if (n.op != Op::Transpose && n.op != Op::Reshape && !exact_cast) break;
-      chain.push_back(index_of(n));
-      v = n.result;
-      // Back from the chain's result, stored packed, to o.
-      StridedView view{0, g_.type(v).shape, row_major_strides(g_.type(v).shape)};
-      bool fits = true;
-      for (size_t i = chain.size(); i-- > 0 && fits;) {
-        const Node& c = g_.nodes[chain[i]];
-        const Shape& from = g_.type(c.operands[0]).shape;
-        if (c.op == Op::Cast) continue;
-        if (c.op == Op::Reshape) {
-          std::optional<StridedView> r = reshaped(view, from);
-          fits = r.has_value();
-          if (fits) view = std::move(*r);
-        } else {  // result dim d is operand dim perm[d]
-          const std::vector<int64_t>& perm = c.attrs.get_ints("perm");
-          StridedView t{view.offset, from, std::vector<int64_t>(from.size(), 0)};
-          for (size_t d = 0; d < perm.size(); ++d) t.strides[static_cast<size_t>(perm[d])] = view.strides[d];
-          view = std::move(t);
-        }
-      }
-      const size_t r = shape.size();
-      if (!fits || !(shape[r - 1] == 1 || view.strides[r - 1] == 1) ||
-          !(shape[r - 2] == 1 || view.strides[r - 2] >= shape[r - 1]))
-        continue;
-      best_chain = chain;
-      best = {v, std::move(view)};
-    }
-    nodes.insert(nodes.end(), best_chain.begin(), best_chain.end());
-    return best;
-  }
-
-  // Back from v through single-use movement ops (and, where `half` is a half precision,
-  // one cast from f32 to it, which the step then applies as it reads) to the furthest
-  // stored value whose view `usable` takes: that value and its view, the ops claimed.
-  template <class Usable>
-  std::pair<ValueId, StridedView> walk_back(ValueId v, std::vector<int>& nodes, const Usable& usable, bool broadcasts,
-                                            DType half = DType::F32) const {
-    std::vector<int> chain, best;  // movement ops, in graph order
-    int cast = -1, best_cast = -1;
-    ValueId base = v, best_base = v;
-    StridedView best_view{0, g_.type(v).shape, row_major_strides(g_.type(v).shape)};
-    while (single_use(base)) {
-      const Node* p = producer(base);
-      if (p && p->op == Op::Cast && half != DType::F32 && cast < 0 && g_.type(p->result).dtype == half &&
-          g_.type(p->operands[0]).dtype == DType::F32) {
-        cast = index_of(*p);
-      } else if (p && (p->op == Op::Transpose || p->op == Op::Slice || p->op == Op::Reshape ||
-                       (broadcasts && p->op == Op::Broadcast))) {
-        chain.insert(chain.begin(), index_of(*p));
-      } else {
-        break;
-      }
-      base = p->operands[0];
-      std::optional<StridedView> view = view_through(g_, g_.type(base).shape, chain);
-      if (!view) continue;
-      if (!usable(*view)) continue;
-      best = chain;
-      best_cast = cast;
-      best_base = base;
-      best_view = std::move(*view);
-    }
-    nodes.insert(nodes.end(), best.begin(), best.end());
-    if (best_cast >= 0) nodes.push_back(best_cast);
-    return {best_base, best_view};
-  }
-
-  // Whether `keep` (of the scores' shape) is j <= i for key j and query i: le(iota over
-  // the last axis, iota over the one before) or ge the other way round, of shape [.., T, S]
-  // and spread over the scores' batch dims. Claims what only it reads.
-  bool causal_condition(ValueId keep, const Shape& scores, std::vector<int>& nodes) const {
-    std::vector<int> claimed;
-    bool claiming = single_use(keep);
-    ValueId c = keep;
-    const Node* p = producer(c);
-    if (p && p->op == Op::Broadcast) {
-      const int64_t from = g_.type(p->operands[0]).rank(), to = static_cast<int64_t>(scores.size());
-      const std::vector<int64_t>& dims = p->attrs.get_ints("dims");
-      if (from < 2 || dims[from - 1] != to - 1 || dims[from - 2] != to - 2) return false;
-      if (claiming) claimed.push_back(index_of(*p));
-      c = p->operands[0];
-      claiming = claiming && single_use(c);
-      p = producer(c);
-    }
-    const Shape& shape = g_.type(c).shape;
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    if (!p || rank < 2 || shape[rank - 1] != scores.back() || shape[rank - 2] != scores[scores.size() - 2])
+      s = p->operands[1];
+    } else {
       return false;
-    if (p->op == Op::Constant) {  // canonicalize folds small iotas and their comparison
-      if (!lower_triangle(p->attrs.get_literal("value"), shape)) return false;
-      if (claiming) claimed.push_back(index_of(*p));
-      nodes.insert(nodes.end(), claimed.begin(), claimed.end());
-      return true;
     }
-    if (p->op != Op::Le && p->op != Op::Ge) return false;
-    // le(j, i) or ge(i, j).
-    const ValueId j = p->operands[p->op == Op::Le ? 0 : 1], i = p->operands[p->op == Op::Le ? 1 : 0];
-    const Node* ij[2] = {producer(i), producer(j)};
-    for (int which = 0; which < 2; ++which) {
-      const Node* iota = ij[which];
-      if (!iota || iota->op != Op::Iota || g_.type(iota->result).shape != shape ||
-          iota->attrs.get_int("axis") != rank - 2 + which)
-        return false;
-    }
-    if (claiming) {
-      claimed.push_back(index_of(*p));
-      for (const Node* iota : ij)
-        if (single_use(iota->result)) claimed.push_back(index_of(*iota));
-    }
-    nodes.insert(nodes.end(), claimed.begin(), claimed.end());
-    return true;
+    m.transforms.insert(m.transforms.begin(), std::move(t));
   }
+  for (auto kind : {ScoreTransform::Kind::Add, ScoreTransform::Kind::Keep, ScoreTransform::Kind::Causal})
+    if (std::count_if(m.transforms.begin(), m.transforms.end(), [&](const auto& t) { return t.kind == kind; }) > 1)
+      return false;
+  const Node& qk = g_.nodes[m.scores_call];
+  const TensorType& scores = g_.type(qk.result);
+  if (scores.dtype != m.precision || scores.shape != scores_shape || qk.operands[0] == qk.operands[1]) return false;
+  nodes.push_back(m.scores_call);
+  const Shape batch(scores_shape.begin(), scores_shape.end() - 2);
+  if (!(operand_view(qk.operands[0], batch, m.precision, m.q, m.q_view, nodes) &&
+        operand_view(qk.operands[1], batch, m.precision, m.k, m.k_view, nodes)))
+    return false;
+  m.k_view = swapped(m.k_view);  // kᵀ's view [.., D, S] as k's [.., S, D]
+  return true;
+}
 
-  // Whether a bool literal of `shape` [.., T, S] holds j <= i at every [.., i, j].
-  static bool lower_triangle(const Literal& value, const Shape& shape) {
-    const int64_t cols = shape.back(), rows = shape[shape.size() - 2];
-    const size_t count = value.ints.empty() ? value.floats.size() : value.ints.size();
-    if (count != static_cast<size_t>(num_elements(shape))) return false;
-    for (size_t e = 0; e < count; ++e) {
-      const bool keep = value.ints.empty() ? value.floats[e] != 0 : value.ints[e] != 0;
-      const int64_t j = static_cast<int64_t>(e) % cols, i = static_cast<int64_t>(e) / cols % rows;
-      if (keep != (j <= i)) return false;
-    }
-    return true;
+std::optional<AttentionMatch> AttentionMatcher::match(int div) {
+  AttentionMatch m;
+  std::vector<int>& nodes = m.nodes;
+  const std::optional<ValueId> x = softmax_input(div, nodes);
+  if (!x) return std::nullopt;
+  const Node& d = g_.nodes[div];
+  // P·v, P read by that matmul only; in half precision (autocast's form) through one
+  // cast of P to it.
+  if (!single_use(d.result)) return std::nullopt;
+  ValueId p_value = d.result;
+  if (const Node& cast = g_.nodes[users_[p_value][0]]; cast.op == Op::Cast && is_half(g_.type(cast.result).dtype)) {
+    m.precision = g_.type(cast.result).dtype;
+    nodes.push_back(users_[p_value][0]);
+    p_value = cast.result;
+    if (!single_use(p_value)) return std::nullopt;
   }
+  const int values_call = users_[p_value][0];
+  const Node& pv = g_.nodes[values_call];
+  if (pv.op != Op::Matmul || pv.operands[0] != p_value || pv.operands[1] == p_value) return std::nullopt;
+  m.values_call = values_call;
+  nodes.push_back(values_call);
+  if (!scores_chain(*x, m) || g_.type(pv.result).dtype != m.precision) return std::nullopt;
+  const Shape& scores_shape = g_.type(*x).shape;
+  const Shape batch(scores_shape.begin(), scores_shape.end() - 2);
+  if (!operand_view(pv.operands[1], batch, m.precision, m.v, m.v_view, nodes)) return std::nullopt;
+  std::tie(m.result, m.out_view) = written_through(pv.result, m.precision, nodes);
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return m;
+}
 
-  const Graph& g_;
-  std::vector<int> producer_;
-  std::vector<std::vector<int>> users_;
-  std::vector<char> result_;
-};
-
-}  // namespace
+}  // namespace detail
 
 std::vector<AttentionMatch> attention_matches(const Graph& g) {
-  AttentionMatcher matcher(g);
+  detail::AttentionMatcher matcher(g);
   std::vector<AttentionMatch> found;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (auto m = matcher.match(static_cast<int>(i))) found.push_back(std::move(*m));
@@ -391,7 +143,7 @@ std::vector<AttentionMatch> attention_matches(const Graph& g) {
 
 bool cuda_runs_attention(const AttentionMatch& m) {
   const bool f32 = m.precision == DType::F32;
-  if (!f32 && !is_half(m.precision)) return false;
+  if (!f32 && !detail::is_half(m.precision)) return false;
   const int64_t d = m.q_view.shape.back(), dv = m.v_view.shape.back();
   auto fits = [&](int64_t dim) {
     return f32 ? dim % 4 == 0 && dim <= kCudaF32AttentionMaxHeadDim : dim % 8 == 0 && dim <= kCudaAttentionMaxHeadDim;

@@ -4,6 +4,7 @@
 // a time with the scores in cache, never storing the [.., T, S] matrix.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -23,6 +24,8 @@ struct ScoreTransform {
   /// (broadcast dims have stride 0).
   ValueId operand = kNoValue;
   StridedView view;
+  /// Add and Keep: the op's own operand, which `operand` and `view` read through.
+  ValueId read = kNoValue;
 };
 
 struct AttentionMatch {
@@ -48,6 +51,38 @@ struct AttentionMatch {
   StridedView out_view;
 };
 
+/// The backward of an f32 attention as autodiff writes it from the decomposition, over a
+/// copy of the forward's scores and softmax of its own (passes/attention_split.h gives it
+/// one), so that it is one step that never stores P: with dO its result's gradient,
+///   dP = dO·vᵀ, dv = Pᵀ·dO, dS = f'(P ∘ (dP − Σ_keys dP ∘ P)), dq = dS·k, d(kᵀ) = qᵀ·dS,
+/// where f' zeroes what f's masks replaced and multiplies by its scalings. P is read by
+/// nothing else; every value between is read once.
+struct AttentionGradientMatch {
+  /// The recomputed scores: q, k (as [B.., S, D]), f's transforms and scores_call; v
+  /// [B.., S, Dv] read by dP's product (values_call and result unset).
+  AttentionMatch scores;
+  ValueId d_out = kNoValue;  ///< dO [B.., T, Dv], read through `d_out_view`
+  StridedView d_out_view;
+  /// The products: dP = dO·vᵀ, dv = Pᵀ·dO, dq = dS·k and d(kᵀ) = qᵀ·dS.
+  int probabilities_call = -1, values_call = -1, queries_call = -1, keys_call = -1;
+  /// What the step writes, packed: dq [B.., T, D], d(kᵀ) [B.., D, S], dv [B.., S, Dv].
+  ValueId d_query = kNoValue, d_key = kNoValue, d_value = kNoValue;
+  /// Every node the step computes, sorted.
+  std::vector<int> nodes;
+};
+
+/// The nodes from q·kᵀ to the f32 softmax ending in node `div` (f's ops, the softmax's,
+/// and the movement ops and constants only they read), however many read its result P;
+/// none where `div` ends no such softmax. What a backward's copy of them takes.
+std::optional<std::vector<int>> attention_scores_nodes(const Graph& g, int div);
+
+/// Every such backward, in graph order.
+std::vector<AttentionGradientMatch> attention_gradient_matches(const Graph& g);
+
+/// The backward of `matches` that library step `step` computes, or null.
+const AttentionGradientMatch* attention_gradient_of(const std::vector<AttentionGradientMatch>& matches,
+                                                    const Step& step);
+
 /// Every f32 softmax over the last axis (decomposed: reduce_max, sub, exp, reduce_sum,
 /// div) whose operand is q·kᵀ followed by a chain of scalings (mul or div by a scalar
 /// constant), at most one add of a tensor, at most one select of a bool tensor with a
@@ -67,10 +102,10 @@ enum class AttentionRunner {
 
 /// Limits of CUDA's attention kernels: bf16 or f16 products (mma.sync, sm_80 and later)
 /// with head dims D and Dv multiples of 8 up to 128 (the kernel keeps a block's q and
-/// output rows in registers, padded with zeros to the mma's 16), or f32 products with head dims multiples of 4 up to 128 (the
-/// f32 kernel keeps a block's q rows, a tile of k, v and P in up to 77 KB of dynamic
-/// shared memory, and its 4 rows of output, Dv/2 floats, in registers); q, k, v and the result read along contiguous
-/// rows. Other matches stay the matmuls and softmax kernels they were written as.
+/// output rows in registers, padded with zeros to the mma's 16), or f32 products with head dims multiples of 4 up to
+/// 128 (the f32 kernel keeps a block's q rows, a tile of k, v and P in up to 77 KB of dynamic shared memory, and its 4
+/// rows of output, Dv/2 floats, in registers); q, k, v and the result read along contiguous rows. Other matches stay
+/// the matmuls and softmax kernels they were written as.
 constexpr int64_t kCudaAttentionMaxHeadDim = 128;
 constexpr int64_t kCudaF32AttentionMaxHeadDim = 128;
 bool cuda_runs_attention(const AttentionMatch& m);

@@ -10,6 +10,7 @@
 #include "ir/matmul_views.h"
 #include "ir/shape_inference.h"
 #include "ir/window.h"
+#include "passes/attention_split.h"
 #include "passes/recompute.h"
 #include "passes/shared_reads.h"
 #include "passes/step_order.h"
@@ -26,13 +27,14 @@ using ir::ValueId;
 
 struct Group {
   StepKind kind = StepKind::Loop;
-  Shape full;                    // Reduction: the reduced shape S
-  std::vector<int64_t> reduced;  // Reduction: the axes R, sorted
-  std::vector<int> members;      // node indices (sources added at the end); members[0] is the root
-  int ops = 0;                   // members that are not sources
-  bool convolution = false;      // Library: a convolution (with its epilogue), not a matmul
-  bool attention = false;        // Library: an attention (ir/attention_match.h), not a matmul
-  int outputs = 1;               // the root, and extra outputs
+  Shape full;                       // Reduction: the reduced shape S
+  std::vector<int64_t> reduced;     // Reduction: the axes R, sorted
+  std::vector<int> members;         // node indices (sources added at the end); members[0] is the root
+  int ops = 0;                      // members that are not sources
+  bool convolution = false;         // Library: a convolution (with its epilogue), not a matmul
+  bool attention = false;           // Library: an attention (ir/attention_match.h), not a matmul
+  bool attention_gradient = false;  // an attention's backward
+  int outputs = 1;                  // the root, and extra outputs
 };
 
 bool is_source(Op op) { return ir::op_kind(op) == OpKind::Source; }
@@ -65,7 +67,16 @@ class Partitioner {
         fuse && matmul_views ? ir::matmul_operand_folds(g, single_batch_views) : std::vector<int>(g.nodes.size(), -1);
     if (fuse) epilogues_ = ir::library_epilogues(g, matmul_epilogues, folds_);
     attention_claim_.assign(g.nodes.size(), -1);
-    if (fuse) attentions_ = ir::attention_matches(g, attention);
+    if (fuse) {
+      for (const ir::AttentionMatch& m : ir::attention_matches(g, attention))
+        attentions_.push_back({m.nodes, reads_of(m), false});
+      // Only the CPU's runtime runs an attention's backward as one step.
+      if (attention == ir::AttentionRunner::kCpu)
+        for (const ir::AttentionGradientMatch& m : ir::attention_gradient_matches(g)) {
+          attentions_.push_back({m.nodes, reads_of(m.scores), true});
+          attentions_.back().reads.push_back(m.d_out);
+        }
+    }
     for (size_t a = 0; a < attentions_.size(); ++a)
       for (int m : attentions_[a].nodes) attention_claim_[m] = static_cast<int>(a);
     attention_group_.assign(attentions_.size(), -1);
@@ -93,6 +104,7 @@ class Partitioner {
           groups_.emplace_back();
           groups_.back().kind = StepKind::Library;
           groups_.back().attention = true;
+          groups_.back().attention_gradient = attentions_[attention_claim_[i]].gradient;
           group = static_cast<int>(groups_.size()) - 1;
         }
         add(group, static_cast<int>(i));
@@ -508,11 +520,24 @@ class Partitioner {
     return std::any_of(ops.begin(), ops.end(), [&](const ir::PostOp& op) { return op.operand == v; });
   }
 
-  // Whether the attention's call reads v from memory: its q, k, v or a mask.
+  // An attention step's nodes and what its call reads from memory: q, k, v, the masks
+  // and, in a backward, dO.
+  struct AttentionClaim {
+    std::vector<int> nodes;
+    std::vector<ValueId> reads;
+    bool gradient = false;
+  };
+  static std::vector<ValueId> reads_of(const ir::AttentionMatch& m) {
+    std::vector<ValueId> reads{m.q, m.k, m.v};
+    for (const ir::ScoreTransform& t : m.transforms)
+      if (t.operand != ir::kNoValue) reads.push_back(t.operand);
+    return reads;
+  }
+
+  // Whether the attention's call reads v from memory.
   bool attention_reads(int a, ValueId v) const {
-    const ir::AttentionMatch& m = attentions_[a];
-    if (v == m.q || v == m.k || v == m.v) return true;
-    return std::any_of(m.transforms.begin(), m.transforms.end(), [&](const auto& t) { return t.operand == v; });
+    const std::vector<ValueId>& reads = attentions_[a].reads;
+    return std::find(reads.begin(), reads.end(), v) != reads.end();
   }
 
   const ir::Graph& g_;
@@ -527,7 +552,7 @@ class Partitioner {
   std::vector<int> claim_;           // per node: the epilogue it belongs to, or -1
   std::vector<int> folds_;           // per node: the matmul whose call reads it in place, or -1
   std::vector<int> epilogue_group_;  // per epilogue: its group, once started
-  std::vector<ir::AttentionMatch> attentions_;
+  std::vector<AttentionClaim> attentions_;
   std::vector<int> attention_claim_;  // per node: the attention it belongs to, or -1
   std::vector<int> attention_group_;  // per attention: its group, once started
   // Visit marks for reaches(): a node or a group is visited in the current search when
@@ -537,7 +562,7 @@ class Partitioner {
 };
 
 std::string step_name(const ir::Graph& g, const Group& grp, size_t index) {
-  if (grp.attention) return fmt::format("attention_{}", index);
+  if (grp.attention) return fmt::format("{}_{}", grp.attention_gradient ? "attention_grad" : "attention", index);
   if (grp.kind == StepKind::Library)
     for (int m : grp.members)
       if (ir::op_kind(g.nodes[m].op) == OpKind::Library) return fmt::format("{}_{}", ir::op_name(g.nodes[m].op), index);
@@ -625,6 +650,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
   g.memory.reset();
   const FusionOptions& o = options_;
   if (o.fuse) {
+    if (o.attention == ir::AttentionRunner::kCpu) split_attention_gradients(g);
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }

@@ -175,28 +175,6 @@ class Planner {
   std::vector<int> only_reader_;  // per value that is no result: the one other group reading it, or -1
 };
 
-// Removes the `candidates` (node indices) whose values nothing reads any more, and then
-// those of their operands' producers among them that this leaves unread.
-void remove_unread(ir::Graph& g, const std::set<int>& candidates) {
-  std::vector<int> uses = g.use_counts();
-  std::vector<char> removed(g.nodes.size(), 0);
-  for (bool again = true; again;) {
-    again = false;
-    for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
-      const Node& n = g.nodes[*it];
-      if (removed[*it] || uses[n.result] > 0) continue;
-      removed[*it] = 1;
-      again = true;
-      for (ValueId v : n.operands) --uses[v];
-    }
-  }
-  std::vector<Node> kept;
-  kept.reserve(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-}
-
 }  // namespace
 
 RecomputedReads recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
@@ -250,7 +228,7 @@ RecomputedReads recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGro
   std::set<int> candidates;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (original_values.count(g.nodes[i].result)) candidates.insert(static_cast<int>(i));
-  remove_unread(g, candidates);
+  remove_unread_nodes(g, candidates);
 
   result.kernels.resize(plans.size());
   for (size_t p = 0; p < plans.size(); ++p) {
@@ -261,6 +239,26 @@ RecomputedReads recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGro
     if (auto it = copy_plan.find(g.nodes[i].result); it != copy_plan.end())
       result.kernels[it->second].nodes.push_back(static_cast<int>(i));
   return result;
+}
+
+void remove_unread_nodes(ir::Graph& g, const std::set<int>& candidates) {
+  std::vector<int> uses = g.use_counts();
+  std::vector<char> removed(g.nodes.size(), 0);
+  for (bool again = true; again;) {
+    again = false;
+    for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+      const Node& n = g.nodes[*it];
+      if (removed[*it] || uses[n.result] > 0) continue;
+      removed[*it] = 1;
+      again = true;
+      for (ValueId v : n.operands) --uses[v];
+    }
+  }
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
 }
 
 void undo_recompute(ir::Graph& g, RecomputedReads& r) {

@@ -1,6 +1,7 @@
 // Fusion's second look: values a kernel can recompute from what it reads anyway.
 #pragma once
 
+#include <set>
 #include <vector>
 
 #include "ir/graph.h"
@@ -49,6 +50,10 @@ struct RecomputedReads {
 };
 RecomputedReads recompute_kernel_reads(ir::Graph& g, const std::vector<KernelGroup>& groups, int max_ops,
                                        int max_inputs, RecomputeOps ops, const std::vector<char>& exclude);
+
+/// Removes the nodes `candidates` (indices) whose values nothing reads or returns, and
+/// then those of them that only removed nodes read.
+void remove_unread_nodes(ir::Graph& g, const std::set<int>& candidates);
 
 /// Puts `g` back as it was before recompute_kernel_reads returned `r`.
 void undo_recompute(ir::Graph& g, RecomputedReads& r);

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/cpu/attention_plan.h"
 #include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/score_rows.h"
@@ -15,107 +16,13 @@
 namespace kiln::runtime::cpu {
 namespace {
 
-using format::BlasMatrix;
-
-// A view over [batch.., rows, cols]: its base, offset and strides.
-struct View {
-  uint8_t* base = nullptr;
-  int64_t offset = 0;
-  std::vector<int64_t> strides;
-  int64_t row_stride() const { return strides[strides.size() - 2]; }
-  int64_t col_stride() const { return strides.back(); }
-};
-
-View view_of(uint8_t* base, int64_t offset, const flatbuffers::Vector<int64_t>* strides) {
-  return {base, offset, std::vector<int64_t>(strides->begin(), strides->end())};
-}
-
-struct Transform {
-  format::ScoreTransformKind kind;
-  float value;
-  View mask;  // Add and Keep
-};
-
-struct Plan {
-  // Format 1.14: the matmuls' type; in bf16 or f16, each operand's type (f32 or that one).
-  bool half = false;
-  Half half_type = Half::BF16;
-  bool native = false;      // bf16 products on oneDNN's primitive, else widened to f32 for sgemm
-  int64_t key_granule = 1;  // native: causal key counts rounded up to it (fewer distinct products)
-  format::DType q_type = format::DType::F32, k_type = format::DType::F32, v_type = format::DType::F32,
-                out_type = format::DType::F32;
-  std::vector<int64_t> batch;
-  int64_t queries, keys, head_dim, value_dim, block_rows, blocks;
-  View q, k, v;
-  BlasMatrix qm, km, vm;              // q [T, D]; kᵀ [D, S] as the second operand; v [S, Dv]
-  float alpha = 1;                    // the leading scalings, applied by the first GEMM
-  std::vector<Transform> transforms;  // the rest of f
-  bool skip_masked = false;           // f ends in a causal mask: keys past a block's last query are left out
-  float fill = 0;                     // that mask's value
-  View out;                           // [batch.., T, Dv], its last stride 1
-};
-
-// The element offset of batch index p in a view (its batch dims first).
-int64_t batch_offset(const Plan& plan, const View& view, int64_t p) {
-  int64_t offset = view.offset;
-  for (size_t d = plan.batch.size(); d-- > 0;) {
-    offset += p % plan.batch[d] * view.strides[d];
-    p /= plan.batch[d];
-  }
-  return offset;
-}
-
-// f and the softmax over a block's rows of scores (rounded to the precision first, in the
-// half form), for keys [0, keys), also written rounded into `half_out` (rows ld apart)
-// where given; false where a masked key's exp would not be 0.
-bool scores_to_probabilities(const Plan& plan, int64_t p, int64_t r0, int64_t rows, int64_t keys, float* tile,
-                             int64_t ld, uint16_t* half_out = nullptr) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* row = tile + i * ld;
-    const int64_t query = r0 + i;
-    // Where f ends in a causal mask, the keys past the query only take its fill: f and the
-    // softmax run over the keys up to the query, and the rest are 0 where the fill's exp
-    // is (fill - max < -104: below f32's smallest subnormal), as it is for keys past
-    // `keys` (and a row whose max leaves it otherwise takes every key).
-    const int64_t valid = plan.skip_masked ? std::min(keys, query + 1) : keys;
-    if (plan.half) round_to_half(row, valid, plan.half_type);
-    for (const Transform& t : plan.transforms) {
-      switch (t.kind) {
-        case format::ScoreTransformKind::Scale: scale_row(row, valid, t.value); break;
-        case format::ScoreTransformKind::Add:
-          add_to_row(
-              row, valid,
-              reinterpret_cast<const float*>(t.mask.base) + batch_offset(plan, t.mask, p) + query * t.mask.row_stride(),
-              t.mask.col_stride());
-          break;
-        case format::ScoreTransformKind::Keep:
-          keep_in_row(row, valid, t.mask.base + batch_offset(plan, t.mask, p) + query * t.mask.row_stride(),
-                      t.mask.col_stride(), t.value);
-          break;
-        case format::ScoreTransformKind::Causal:
-          for (int64_t j = query + 1; j < keys; ++j) row[j] = t.value;
-          break;
-      }
-    }
-    float max = row_max(row, valid);
-    const bool vanishes = plan.fill - max < -104.0f;
-    int64_t n = valid;
-    if (valid < keys && !vanishes) {  // the masked keys count: the whole row (the fill is there)
-      n = keys;
-      max = row_max(row, keys);
-    }
-    // The keys left out of the block score `fill` too.
-    if (keys < plan.keys && plan.fill != -INFINITY && !(plan.fill - max < -104.0f)) return false;
-    if (half_out) {
-      softmax_row_to_half(row, n, max, half_out + i * ld, plan.half_type);
-      std::fill(half_out + i * ld + n, half_out + i * ld + keys, uint16_t{0});
-    } else {
-      softmax_row(row, n, max);
-      std::fill(row + n, row + keys, 0.0f);
-    }
-  }
-  return true;
-}
+using attention_plan::batch_offset;
+using attention_plan::BlasMatrix;
+using attention_plan::for_blocks;
+using attention_plan::Plan;
+using attention_plan::plan_of;
+using attention_plan::scores_to_probabilities;
+using attention_plan::View;
 
 // One block of query rows of batch index p: scores for keys [0, keys), f, softmax, times v.
 // Returns false (having written nothing) where a masked key's exp would not be 0 and the
@@ -243,23 +150,6 @@ Result<bool> run_half_block(const Plan& plan, int64_t p, int64_t r0, int64_t row
   }
   return true;
 }
-
-// Blocks [first, last) through `run_block(r0, rows, keys)`: where f ends in a causal mask,
-// each on the keys up to its last query (rounded up to the plan's granule), and again on
-// every key where that returns false (a masked key's exp would not be 0).
-template <class RunBlock>
-Status for_blocks(const Plan& plan, int64_t first, int64_t last, const RunBlock& run_block) {
-  for (int64_t block = first; block < last; ++block) {
-    const int64_t r0 = block * plan.block_rows, rows = std::min(plan.block_rows, plan.queries - r0);
-    const int64_t needed = (r0 + rows + plan.key_granule - 1) / plan.key_granule * plan.key_granule;
-    const int64_t keys = plan.skip_masked ? std::min(plan.keys, needed) : plan.keys;
-    KILN_ASSIGN_OR_RETURN(bool done, run_block(r0, rows, keys));
-    if (done) continue;
-    if (Result<bool> whole = run_block(r0, rows, plan.keys); !whole.ok()) return whole.error();
-  }
-  return Status::Ok();
-}
-
 // Blocks [first, last) of batch index p in the half form: k and v packed once.
 Status run_half_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last, int threads) {
   thread_local HalfBuffers buffers;
@@ -297,9 +187,8 @@ int64_t attention_block_rows(int64_t queries, int64_t keys, bool half) {
   return std::min(rows, queries);
 }
 
-namespace {
+namespace attention_plan {
 
-// The plan of a call; `args` may be null (no run, for attention_implementation).
 Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* const* args) {
   auto arg = [&](uint32_t i) { return args ? args[i] : nullptr; };
   Plan plan;
@@ -360,7 +249,7 @@ Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* 
   return plan;
 }
 
-}  // namespace
+}  // namespace attention_plan
 
 std::string attention_implementation(const format::Attention& call, const AttentionTypes& types) {
   const Plan plan = plan_of(call, types, nullptr);
@@ -379,21 +268,11 @@ Status run_attention(const format::Attention& at, const AttentionTypes& types, u
   // threads; else blocks across them; else one after another, each GEMM on every thread.
   const bool by_index = indices >= threads;
   const int64_t tasks = by_index ? indices : indices * plan.blocks;
-  if (pool && threads > 1 && tasks >= threads) {
-    std::mutex failed_mutex;
-    Status failed = Status::Ok();
-    pool->parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t task = begin; task < end; ++task) {
-        const Status s = by_index ? run_blocks(plan, task, 0, plan.blocks, 1)
-                                  : run_blocks(plan, task / plan.blocks, task % plan.blocks, task % plan.blocks + 1, 1);
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(failed_mutex);
-          if (failed.ok()) failed = s;
-        }
-      }
+  if (pool && threads > 1 && tasks >= threads)
+    return attention_plan::for_tasks(*pool, tasks, [&](int64_t task) {
+      return by_index ? run_blocks(plan, task, 0, plan.blocks, 1)
+                      : run_blocks(plan, task / plan.blocks, task % plan.blocks, task % plan.blocks + 1, 1);
     });
-    return failed;
-  }
   for (int64_t p = 0; p < indices; ++p) KILN_RETURN_IF_ERROR(run_blocks(plan, p, 0, plan.blocks, threads));
   return Status::Ok();
 }

@@ -28,6 +28,14 @@ struct AttentionTypes {
 Status run_attention(const format::Attention& call, const AttentionTypes& types, uint8_t* const* args, int threads,
                      ThreadPool* pool);
 
+/// Runs the backward `call` (format 1.18, `call.gradient()`, f32): `args` holds q, k, v,
+/// the masks' inputs and dO, then dq, d(kᵀ) and dv (packed). Per batch index, a block of
+/// query rows at a time: P again as the forward computes it, dP = dO·vᵀ and dS = f'(P ∘
+/// (dP − Σ dP ∘ P)) in buffers of the thread, dq's rows = dS·k, and d(kᵀ) += qᵀ·dS and
+/// dv += Pᵀ·dO over the blocks; keys past a causal block's last query are left out as
+/// the forward leaves them. Batch indices split across `pool`'s threads.
+Status run_attention_gradient(const format::Attention& call, uint8_t* const* args, int threads, ThreadPool* pool);
+
 /// What runs a call's products in bf16 or f16: "products in bf16 on oneDNN (KERNEL)" or
 /// "products on sgemm over f32 values rounded to f16"; "" for f32.
 std::string attention_implementation(const format::Attention& call, const AttentionTypes& types);

@@ -263,7 +263,9 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     if (partial) ptrs.push_back(arena + step.scratch_offset());
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
       if (step.kind() == format::StepKind::Library && step.attention())
-        return run_attention(*step.attention(), attention_types(step), ptrs.data(), threads_, pool_.get());
+        return step.attention()->gradient()
+                   ? run_attention_gradient(*step.attention(), ptrs.data(), threads_, pool_.get())
+                   : run_attention(*step.attention(), attention_types(step), ptrs.data(), threads_, pool_.get());
       if (step.kind() == format::StepKind::Library && step.conv()) {
         return run_conv(*step.conv(), conv_types(step, *a_.values()), ptrs.data(), threads_, packed_at_[s], layouts_[s],
                         pool_.get());

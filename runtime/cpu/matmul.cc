@@ -93,16 +93,16 @@ bool openblas_uses_avx2(const std::string& core) {
 }  // namespace
 
 Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-             const float* b, int64_t ldb, float* c, int64_t ldc, int threads) {
+             const float* b, int64_t ldb, float* c, int64_t ldc, int threads, float beta) {
   if (const Dnnl& d = dnnl(); d.sgemm) {
     if (auto set_threads = dnnl_library().omp_set_num_threads) set_threads(threads);
-    if (int status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc); status != 0)
+    if (int status = d.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); status != 0)
       return make_error("runtime: oneDNN's sgemm failed with status " + std::to_string(status) + " for a " +
                         std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " matmul");
     return Status::Ok();
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));
   return Status::Ok();
 }

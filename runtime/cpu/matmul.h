@@ -34,10 +34,10 @@ Status pack_weights(const format::Matmul& call, ElementType type, const uint8_t*
 Status run_packed_matmul(const format::Matmul& call, ElementType type, ElementType c_type, const uint8_t* packed_b,
                          uint8_t* const* args, int threads, ThreadPool* pool = nullptr);
 
-/// f32 C = alpha·op(A)·op(B) (row-major, C's rows ldc apart) on oneDNN's sgemm where it is
-/// open, else OpenBLAS's, on at most `threads` OpenMP threads.
+/// f32 C = alpha·op(A)·op(B) + beta·C (row-major, C's rows ldc apart) on oneDNN's sgemm
+/// where it is open, else OpenBLAS's, on at most `threads` OpenMP threads.
 Status sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-             const float* b, int64_t ldb, float* c, int64_t ldc, int threads);
+             const float* b, int64_t ldb, float* c, int64_t ldc, int threads, float beta = 0.0f);
 
 /// Which libraries run the matmuls, with the kernels they chose for this CPU, and whether
 /// those are generic ones on a CPU with AVX2 (a library that does not know the CPU falls

@@ -224,6 +224,19 @@ __attribute__((target("avx2,fma,f16c"))) void widen_f16_f16c(const uint16_t* h, 
 }
 #endif
 
+// The softmax's gradient over a row: dp[j] = scale·p[j]·(dp[j] − Σ_k dp[k]·p[k]), the sum
+// in W lanes of float.
+template <int W>
+[[gnu::always_inline]] inline void softmax_gradient_body(const float* p, float* dp, int64_t n, float scale) {
+  typename Lanes<W>::F lanes = splat<W>(0.0f);
+  int64_t j = 0;
+  for (; j + W <= n; j += W) lanes += load<W>(p + j) * load<W>(dp + j);
+  float sum = 0;
+  for (int l = 0; l < W; ++l) sum += lanes[l];
+  for (; j < n; ++j) sum += p[j] * dp[j];
+  for (int64_t i = 0; i < n; ++i) dp[i] = scale * p[i] * (dp[i] - sum);
+}
+
 // Each row function compiled three times: for AVX-512 (sixteen lanes), AVX2 and FMA
 // (eight), and plain x86-64 (eight in SSE pairs); `ROWS` picks by the CPU.
 #define KILN_ROW_FUNCTIONS(SUFFIX, W, TARGET)                                                               \
@@ -237,6 +250,9 @@ __attribute__((target("avx2,fma,f16c"))) void widen_f16_f16c(const uint16_t* h, 
   TARGET float max_##SUFFIX(const float* x, int64_t n) { return max_body<W>(x, n); }                        \
   TARGET void softmax_##SUFFIX(float* x, int64_t n, float max) { softmax_body<W>(x, n, max); }              \
   TARGET void exp_##SUFFIX(float* x, int64_t n) { exp_body<W>(x, n); }                                      \
+  TARGET void softmax_gradient_##SUFFIX(const float* p, float* dp, int64_t n, float scale) {                \
+    softmax_gradient_body<W>(p, dp, n, scale);                                                              \
+  }                                                                                                         \
   TARGET void round_bf16_##SUFFIX(float* x, int64_t n) { round_bf16_body(x, n); }                           \
   TARGET void narrow_bf16_##SUFFIX(const float* x, uint16_t* to, int64_t n) { narrow_bf16_body(x, to, n); } \
   TARGET void widen_bf16_##SUFFIX(const uint16_t* h, float* to, int64_t n) { widen_bf16_body(h, to, n); }
@@ -321,6 +337,9 @@ void keep_in_row(float* row, int64_t n, const uint8_t* keep, int64_t stride, flo
 float row_max(const float* x, int64_t n) { KILN_DISPATCH(max, x, n); }
 void softmax_row(float* x, int64_t n, float max) { KILN_DISPATCH(softmax, x, n, max); }
 void exp_in_place(float* x, int64_t n) { KILN_DISPATCH(exp, x, n); }
+void softmax_gradient_row(const float* p, float* dp, int64_t n, float scale) {
+  KILN_DISPATCH(softmax_gradient, p, dp, n, scale);
+}
 
 void softmax_row_to_half(float* x, int64_t n, float max, uint16_t* to, Half type) {
 #if defined(__x86_64__)

@@ -33,6 +33,10 @@ float row_max(const float* x, int64_t n);
 /// gives NaN as the decomposed softmax does (the NaN's exp spreads through the sum).
 void softmax_row(float* x, int64_t n, float max);
 
+/// The softmax's gradient over a row of n probabilities p, given the gradient of its
+/// result in dp: dp[j] = scale·p[j]·(dp[j] − Σ_k dp[k]·p[k]) (the sum in float).
+void softmax_gradient_row(const float* p, float* dp, int64_t n, float scale);
+
 /// The same exp, on n values in place (for tests: checked against std::exp).
 void exp_in_place(float* x, int64_t n);
 

@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 17;
+inline constexpr uint16_t kFormatMinor = 18;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -95,6 +95,9 @@ struct ArtifactContents {
     std::vector<ScoreTransformInfo> transforms;
     std::vector<int64_t> out_strides;  ///< empty: packed
     DType precision = DType::F32;      ///< format 1.14
+    bool gradient = false;             ///< the backward (format 1.18)
+    int64_t d_out_offset = 0;
+    std::vector<int64_t> d_out_strides;
   };
   struct StepInfo {
     StepKind kind = StepKind::Loop;

@@ -298,8 +298,12 @@ std::string attention_problem(const Attention& at, const Step& step,
       if (t->kind() == ScoreTransformKind::Scale && !std::isfinite(t->value())) return "scales by a value not finite";
       inputs += reads;
     }
-  if (count(step.inputs()) != inputs || count(step.outputs()) != 1)
-    return "needs " + n(inputs) + " inputs and one output";
+  const bool gradient = at.gradient();
+  if (gradient && precision != DType::F32) return "computes a backward in a type other than f32";
+  if (gradient && (!at.d_out_strides() || at.out_strides()))
+    return "is a backward without dO's strides or with out_strides";
+  if (count(step.inputs()) != inputs + gradient || count(step.outputs()) != (gradient ? 3u : 1u))
+    return "needs " + n(inputs + gradient) + " inputs and " + (gradient ? "three outputs" : "one output");
   // The element past the last one a view reaches, or -1 where its strides do not fit.
   auto reach = [&](int64_t offset, const flatbuffers::Vector<int64_t>* strides, int64_t rows,
                    int64_t cols) -> __int128 {
@@ -337,6 +341,21 @@ std::string attention_problem(const Attention& at, const Step& step,
                 [&](DType given) { return given == type; }))
         return "reads a mask past its input or of the wrong element type";
     }
+  if (gradient) {
+    if (!fits(inputs, reach(at.d_out_offset(), at.d_out_strides(), t, dv), f32_or_precision) ||
+        !matrix(at.d_out_strides(), t, dv))
+      return "reads dO past its input, from one not f32, or as a matrix with neither its rows nor its columns "
+             "adjacent";
+    const __int128 sizes[3] = {static_cast<__int128>(t) * d, static_cast<__int128>(d) * keys,
+                               static_cast<__int128>(keys) * dv};  // dq, d(kᵀ), dv
+    for (uint32_t o = 0; o < 3; ++o) {
+      const uint32_t id = step.outputs()->Get(o);
+      if (values.Get(id)->dtype() != DType::F32 ||
+          static_cast<__int128>(value_bytes[id]) != static_cast<__int128>(batch) * sizes[o] * 4)
+        return "writes gradients that are not f32 [batch.., T, D], [batch.., D, S] and [batch.., S, Dv]";
+    }
+    return "";
+  }
   const Value* out = values.Get(step.outputs()->Get(0));
   const uint64_t out_element = element_bytes(out->dtype());
   if (!f32_or_precision(out->dtype()) ||
@@ -624,6 +643,7 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       std::string why = attention_problem(*at, *step, *a.values(), value_bytes);
       // CUDA runs it with the kernel the compiler wrote for it (format 1.16: bf16 or f16;
       // 1.17: f32 too).
+      if (why.empty() && cuda && at->gradient()) why = "is a backward, which only the CPU's runtime runs";
       if (why.empty() && cuda && (step->block_threads() <= 0 || step->grid_blocks() <= 0))
         why = "has no kernel launch for CUDA";
       if (!why.empty()) return fail(Kind::ShapeMismatch, "the attention of step " + n(s) + " " + why);

@@ -61,7 +61,8 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
           CreateAttention(fb, fb.CreateVector(at.batch), at.queries, at.keys, at.head_dim, at.value_dim, at.q_offset,
                           fb.CreateVector(at.q_strides), at.k_offset, fb.CreateVector(at.k_strides), at.v_offset,
                           fb.CreateVector(at.v_strides), fb.CreateVector(transforms),
-                          at.out_strides.empty() ? 0 : fb.CreateVector(at.out_strides), at.precision);
+                          at.out_strides.empty() ? 0 : fb.CreateVector(at.out_strides), at.precision, at.gradient,
+                          at.d_out_offset, at.gradient ? fb.CreateVector(at.d_out_strides) : 0);
     } else if (s.kind == StepKind::Library && s.conv) {
       auto post_ops = post_ops_of(s.conv->post_ops);
       conv =

@@ -231,8 +231,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 18;  // minor version 18
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.18 (this runtime reads 1.0 to 1.17)");
+  newer[10] = 19;  // minor version 19
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.19 (this runtime reads 1.0 to 1.18)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -623,6 +623,69 @@ TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its ope
     CHECK(format::read_artifact(format::write_artifact(c)).ok());
     c.target = "cuda-sm_80";  // cuBLAS takes the same leading dims and offsets
     CHECK(format::read_artifact(format::write_artifact(c)).ok());
+  }
+}
+
+TEST_CASE("an attention backward step (format 1.18) reads dO inside its input, writes three f32 gradients, on the CPU",
+          "[artifact][errors]") {
+  Model m("attention_backward", 1);
+  Tensor q = m.input("q", {2, 3, 8, 4});
+  Tensor k = m.input("k", {2, 3, 8, 4});
+  Tensor v = m.input("v", {2, 3, 8, 4});
+  Tensor y = attention(q, k, v, 0, true);
+  m.output(reduce_sum(y * y, {0, 1, 2, 3}), "loss");
+  const format::ArtifactContents good =
+      contents_of(m, "autodiff{wrt=q,k,v},decompose,canonicalize,cse,dce,fusion{attention=cpu},memory-plan");
+  size_t s = 0;
+  while (s < good.steps.size() && !(good.steps[s].attention && good.steps[s].attention->gradient)) ++s;
+  REQUIRE(s < good.steps.size());
+  CHECK(good.steps[s].inputs.size() == 4);  // q, k, v, dO
+  CHECK(good.steps[s].outputs.size() == 3);
+  CHECK(format::read_artifact(format::write_artifact(good)).ok());
+  auto refused = [](format::ArtifactContents c, std::string_view target = "") {
+    return refusal(format::write_artifact(c), target).message;
+  };
+  const std::string prefix = "artifact: shape mismatch: the attention of step " + std::to_string(s) + " ";
+  const std::string d_out =
+      "reads dO past its input, from one not f32, or as a matrix with neither its rows nor "
+      "its columns adjacent";
+  {
+    auto c = good;
+    c.steps[s].attention->d_out_offset = 1;
+    CHECK(refused(c) == prefix + d_out);
+    c.steps[s].attention->d_out_offset = 0;
+    c.steps[s].attention->d_out_strides = {96, 32, 2, 2};
+    CHECK(refused(c) == prefix + d_out);
+    c.steps[s].attention->d_out_strides = good.steps[s].attention->d_out_strides;
+    c.steps[s].attention->out_strides = {96, 32, 4, 1};
+    CHECK(refused(c) == prefix + "is a backward without dO's strides or with out_strides");
+  }
+  {
+    auto c = good;
+    c.steps[s].inputs.pop_back();
+    CHECK(refused(c) == prefix + "needs 4 inputs and three outputs");
+  }
+  {
+    auto c = good;
+    c.values[c.steps[s].outputs[1]].dtype = format::DType::I32;  // d(kᵀ)
+    CHECK(refused(c) ==
+          prefix + "writes gradients that are not f32 [batch.., T, D], [batch.., D, S] and [batch.., S, Dv]");
+  }
+  {
+    auto c = good;
+    c.steps[s].attention->precision = format::DType::BF16;
+    CHECK(refused(c) == prefix + "computes a backward in a type other than f32");
+  }
+  {
+    auto c = good;
+    c.target = "cuda-sm_80";
+    for (auto& step : c.steps) {
+      step.block_threads = 128;
+      step.grid_blocks = 6;
+    }
+    const std::string why = refused(c, "cuda-sm_80");
+    INFO(why);
+    CHECK(why == prefix + "is a backward, which only the CPU's runtime runs");
   }
 }
 

@@ -161,6 +161,9 @@ int run_inspect(std::span<char* const> argv) {
             list(at.batch()), at.queries(), at.keys(), at.head_dim(), at.value_dim(), at.q_offset(),
             list(at.q_strides()), at.k_offset(), list(at.k_strides()), at.v_offset(), list(at.v_strides()));
         if (at.out_strides()) fmt::print("        attention: out strides {}\n", list(at.out_strides()));
+        if (at.gradient() && at.d_out_strides())
+          fmt::print("        attention: backward; dO at {} strides {}; writes dq, d(kT), dv (P computed again)\n",
+                     at.d_out_offset(), list(at.d_out_strides()));
         if (at.precision() != format::DType::F32)
           fmt::print("        attention: in {} (scores and probabilities rounded to it, f32 between)\n",
                      dtype_text(at.precision()));
