@@ -358,12 +358,22 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       info.attention->d_out_offset = gradient->d_out_view.offset;
       info.attention->d_out_strides = gradient->d_out_view.strides;
       input(gradient->d_out);
-      // Its outputs in the call's order, which must be all the step writes.
-      const std::vector<ir::ValueId> written{gradient->d_query, gradient->d_key, gradient->d_value};
-      if (!std::is_permutation(written.begin(), written.end(), step.outputs.begin(), step.outputs.end()))
-        return make_error(
-            fmt::format("artifact: the attention backward {} writes values other than dq, dk and dv", step.name));
-      for (ir::ValueId v : written) info.outputs.push_back(value(v));
+      // Where it writes dq, d(kᵀ) and dv, which must be all the step writes.
+      for (ir::ValueId v : step.outputs)
+        if (std::find(gradient->written.begin(), gradient->written.end(), v) == gradient->written.end())
+          return make_error(
+              fmt::format("artifact: the attention backward {} writes values other than dq, dk and dv", step.name));
+      for (ir::ValueId v : step.outputs) info.outputs.push_back(value(v));
+      for (size_t i = 0; i < 3; ++i) {
+        const auto at = std::find(step.outputs.begin(), step.outputs.end(), gradient->written[i]);
+        if (at == step.outputs.end())
+          return make_error(
+              fmt::format("artifact: the attention backward {} writes a gradient nothing reads", step.name));
+        info.attention->gradient_outputs.push_back(static_cast<int32_t>(at - step.outputs.begin()));
+        info.attention->gradient_offsets.push_back(gradient->written_views[i].offset);
+        const std::vector<int64_t>& strides = gradient->written_views[i].strides;
+        info.attention->gradient_strides.insert(info.attention->gradient_strides.end(), strides.begin(), strides.end());
+      }
     } else if (attention) {
       // The CPU's runtime runs it; CUDA's launches the step's kernel (codegen/cuda/attention_kernel.h).
       info.symbol = target == format::kCpuTarget ? "attention" : format::kernel_symbol(step.name);

@@ -5,6 +5,7 @@
 
 #include "ir/attention_match.h"
 #include "ir/attention_matcher.h"
+#include "ir/shape_inference.h"
 
 namespace kiln::ir {
 namespace detail {
@@ -20,6 +21,49 @@ bool swaps_last_two(const Node& transpose) {
 }
 
 }  // namespace
+
+void AttentionMatcher::gradient_writes(AttentionGradientMatch& m, std::vector<int>& nodes) const {
+  const ValueId results[3] = {m.d_query, m.d_key, m.d_value};
+  auto matrix = [](const StridedView& view) { return matrix_view(view).has_value(); };
+  std::vector<int> chains[3], claimed[3];
+  ValueId ends[3];
+  for (int i = 0; i < 3; ++i) {
+    std::tie(m.written[i], m.written_views[i]) =
+        written_through(results[i], DType::F32, claimed[i], matrix, &chains[i]);
+    ends[i] = chains[i].empty() ? results[i] : g_.nodes[chains[i].back()].result;
+  }
+  // The three whole chains' ends joined by one concat that alone reads them: each written
+  // into its part of the concat's result.
+  const Node* concat = single_use(ends[0]) ? &g_.nodes[users_[ends[0]][0]] : nullptr;
+  bool joined = concat && concat->op == Op::Concat && concat->operands.size() == 3;
+  for (int i = 0; i < 3 && joined; ++i) joined = single_use(ends[i]) && users_[ends[i]][0] == index_of(*concat);
+  if (joined) {
+    const Shape& shape = g_.type(concat->result).shape;
+    const std::vector<int64_t> strides = row_major_strides(shape);
+    const int64_t axis = *normalize_axis(concat->attrs.get_int("axis"), static_cast<int64_t>(shape.size()));
+    std::array<StridedView, 3> views;
+    int64_t at = 0;
+    for (ValueId operand : concat->operands) {
+      const int i = operand == ends[0] ? 0 : operand == ends[1] ? 1 : 2;
+      std::optional<StridedView> view =
+          view_back(chains[i], StridedView{at * strides[static_cast<size_t>(axis)], g_.type(operand).shape, strides});
+      joined = joined && view && matrix(*view);
+      if (view) views[i] = std::move(*view);
+      at += g_.type(operand).shape[static_cast<size_t>(axis)];
+    }
+    joined = joined && ends[0] != ends[1] && ends[1] != ends[2] && ends[0] != ends[2];
+    if (joined) {
+      for (int i = 0; i < 3; ++i) {
+        m.written[i] = concat->result;
+        m.written_views[i] = std::move(views[i]);
+        nodes.insert(nodes.end(), chains[i].begin(), chains[i].end());
+      }
+      nodes.push_back(index_of(*concat));
+      return;
+    }
+  }
+  for (const std::vector<int>& c : claimed) nodes.insert(nodes.end(), c.begin(), c.end());
+}
 
 std::optional<std::vector<int>> AttentionMatcher::scores_nodes(int div) const {
   AttentionMatch m;
@@ -138,9 +182,6 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
   if (!has_shape(dq->result, t, d) || !has_shape(dk->result, d, s) || !has_shape(dv.result, s, dv_dim) ||
       m.d_out_view.shape.back() != dv_dim)
     return std::nullopt;
-  // Each a step output: read by something or returned (a pipeline without dce may leave one unread).
-  for (ValueId written : {dq->result, dk->result, dv.result})
-    if (users_[written].empty() && !result_[written]) return std::nullopt;
   m.probabilities_call = index_of(dp_call);
   m.values_call = index_of(dv);
   m.queries_call = index_of(*dq);
@@ -148,6 +189,10 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
   m.d_query = dq->result;
   m.d_key = dk->result;
   m.d_value = dv.result;
+  gradient_writes(m, nodes);
+  // Each a step output: read by something or returned (a pipeline without dce may leave one unread).
+  for (ValueId written : m.written)
+    if (users_[written].empty() && !result_[written]) return std::nullopt;
   nodes.push_back(m.queries_call);
   nodes.push_back(m.keys_call);
   std::sort(nodes.begin(), nodes.end());

@@ -4,6 +4,7 @@
 // a time with the scores in cache, never storing the [.., T, S] matrix.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -65,8 +66,15 @@ struct AttentionGradientMatch {
   StridedView d_out_view;
   /// The products: dP = dO·vᵀ, dv = Pᵀ·dO, dq = dS·k and d(kᵀ) = qᵀ·dS.
   int probabilities_call = -1, values_call = -1, queries_call = -1, keys_call = -1;
-  /// What the step writes, packed: dq [B.., T, D], d(kᵀ) [B.., D, S], dv [B.., S, Dv].
+  /// The gradients: dq [B.., T, D], d(kᵀ) [B.., D, S], dv [B.., S, Dv] (the products' results).
   ValueId d_query = kNoValue, d_key = kNoValue, d_value = kNoValue;
+  /// Where the step writes dq, d(kᵀ) and dv, in that order: each into the value that the
+  /// single-use transposes and reshapes after it make of it (GPT-2's heads merged back),
+  /// or, where those three then meet in one concat that alone reads them (GPT-2's qkv
+  /// gradient), into the concat's result; through a view of its shape with its rows or
+  /// its columns adjacent (a BLAS result, or one's transpose).
+  std::array<ValueId, 3> written{kNoValue, kNoValue, kNoValue};
+  std::array<StridedView, 3> written_views;
   /// Every node the step computes, sorted.
   std::vector<int> nodes;
 };

@@ -40,6 +40,11 @@ class AttentionMatcher {
   std::optional<std::vector<int>> scores_nodes(int div) const;
 
  private:
+  // Where a backward writes dq, d(kᵀ) and dv (m.written, m.written_views; attention_gradient.cc).
+  void gradient_writes(AttentionGradientMatch& m, std::vector<int>& nodes) const;
+
+ public:
+ private:
   // The softmax's operand x where `div` ends one over x's last axis (e / sum(e), e =
   // exp(x - max(x)), each value read only inside it), its nodes claimed into `nodes`.
   std::optional<ValueId> softmax_input(int div, std::vector<int>& nodes) const;
@@ -198,6 +203,18 @@ class AttentionMatcher {
   // rows stay rows of adjacent elements: that value and o's view of it (the chain claimed
   // into `nodes`).
   std::pair<ValueId, StridedView> written_through(ValueId o, DType precision, std::vector<int>& nodes) const {
+    const size_t r = g_.type(o).shape.size();
+    const Shape& shape = g_.type(o).shape;
+    return written_through(o, precision, nodes, [&](const StridedView& view) {
+      return (shape[r - 1] == 1 || view.strides[r - 1] == 1) &&
+             (shape[r - 2] == 1 || view.strides[r - 2] >= shape[r - 1]);
+    });
+  }
+  // The same, with `usable` saying which views of o the step can write; the chain itself
+  // (every op of it, usable or not) into `chain` where given.
+  template <class Usable>
+  std::pair<ValueId, StridedView> written_through(ValueId o, DType precision, std::vector<int>& nodes,
+                                                  const Usable& usable, std::vector<int>* whole = nullptr) const {
     const Shape& shape = g_.type(o).shape;
     std::pair<ValueId, StridedView> best{o, StridedView{0, shape, row_major_strides(shape)}};
     std::vector<int> chain, best_chain;
@@ -209,32 +226,35 @@ class AttentionMatcher {
       chain.push_back(index_of(n));
       v = n.result;
       // Back from the chain's result, stored packed, to o.
-      StridedView view{0, g_.type(v).shape, row_major_strides(g_.type(v).shape)};
-      bool fits = true;
-      for (size_t i = chain.size(); i-- > 0 && fits;) {
-        const Node& c = g_.nodes[chain[i]];
-        const Shape& from = g_.type(c.operands[0]).shape;
-        if (c.op == Op::Cast) continue;
-        if (c.op == Op::Reshape) {
-          std::optional<StridedView> r = reshaped(view, from);
-          fits = r.has_value();
-          if (fits) view = std::move(*r);
-        } else {  // result dim d is operand dim perm[d]
-          const std::vector<int64_t>& perm = c.attrs.get_ints("perm");
-          StridedView t{view.offset, from, std::vector<int64_t>(from.size(), 0)};
-          for (size_t d = 0; d < perm.size(); ++d) t.strides[static_cast<size_t>(perm[d])] = view.strides[d];
-          view = std::move(t);
-        }
-      }
-      const size_t r = shape.size();
-      if (!fits || !(shape[r - 1] == 1 || view.strides[r - 1] == 1) ||
-          !(shape[r - 2] == 1 || view.strides[r - 2] >= shape[r - 1]))
-        continue;
+      std::optional<StridedView> view =
+          view_back(chain, StridedView{0, g_.type(v).shape, row_major_strides(g_.type(v).shape)});
+      if (!view || !usable(*view)) continue;
       best_chain = chain;
-      best = {v, std::move(view)};
+      best = {v, std::move(*view)};
     }
+    if (whole) *whole = chain;
     nodes.insert(nodes.end(), best_chain.begin(), best_chain.end());
     return best;
+  }
+  // `view` of the last value of `chain` (transposes, reshapes and casts, each reading the
+  // one before) as a view of the first one's operand; none where a reshape does not fit.
+  std::optional<StridedView> view_back(const std::vector<int>& chain, StridedView view) const {
+    for (size_t i = chain.size(); i-- > 0;) {
+      const Node& c = g_.nodes[chain[i]];
+      const Shape& from = g_.type(c.operands[0]).shape;
+      if (c.op == Op::Cast) continue;
+      if (c.op == Op::Reshape) {
+        std::optional<StridedView> r = reshaped(view, from);
+        if (!r) return std::nullopt;
+        view = std::move(*r);
+      } else {  // result dim d is operand dim perm[d]
+        const std::vector<int64_t>& perm = c.attrs.get_ints("perm");
+        StridedView t{view.offset, from, std::vector<int64_t>(from.size(), 0)};
+        for (size_t d = 0; d < perm.size(); ++d) t.strides[static_cast<size_t>(perm[d])] = view.strides[d];
+        view = std::move(t);
+      }
+    }
+    return view;
   }
 
   // Back from v through single-use movement ops (and, where `half` is a half precision,

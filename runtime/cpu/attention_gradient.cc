@@ -16,13 +16,33 @@ using attention_plan::BlasMatrix;
 using attention_plan::Plan;
 using attention_plan::View;
 
+// Where a gradient goes: a view [batch.., rows, cols] of an output, as a GEMM's result C
+// (rows adjacent) or its transpose (columns adjacent).
+struct Target {
+  View view;
+  BlasMatrix matrix;
+  // C = op(A)·op(B), or C plus it with beta 1, at row `row` of batch index p: m x n, by k.
+  Status gemm(const Plan& plan, int64_t p, int64_t row, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+              const float* a, int64_t lda, const float* b, int64_t ldb, int threads, float beta = 0.0f) const {
+    float* c = reinterpret_cast<float*>(view.base) + batch_offset(plan, view, p) + row * view.row_stride();
+    if (!matrix.transposed) return sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, matrix.ld, threads, beta);
+    return sgemm(!tb, !ta, n, m, k, 1.0f, b, ldb, a, lda, c, matrix.ld, threads, beta);  // Cᵀ = op(B)ᵀ·op(A)ᵀ
+  }
+  // Its rows x cols of batch index p set to 0.
+  void zero(const Plan& plan, int64_t p, int64_t rows, int64_t cols) const {
+    float* c = reinterpret_cast<float*>(view.base) + batch_offset(plan, view, p);
+    const int64_t lines = matrix.transposed ? cols : rows, length = matrix.transposed ? rows : cols;
+    for (int64_t i = 0; i < lines; ++i) std::memset(c + i * matrix.ld, 0, static_cast<size_t>(length) * sizeof(float));
+  }
+};
+
 struct Gradient {
-  Plan plan;          // the forward's: q, k, v, f, the blocks
-  View d_out;         // dO [batch.., T, Dv]
-  BlasMatrix dom;     // dO's block as a first operand
-  BlasMatrix k_rows;  // k [S, D] as a second operand (the plan's km is kᵀ)
-  float scale = 1;    // every scaling of f: dS's factor
-  float *d_query = nullptr, *d_key = nullptr, *d_value = nullptr;  // packed
+  Plan plan;                       // the forward's: q, k, v, f, the blocks
+  View d_out;                      // dO [batch.., T, Dv]
+  BlasMatrix dom;                  // dO's block as a first operand
+  BlasMatrix k_rows;               // k [S, D] as a second operand (the plan's km is kᵀ)
+  float scale = 1;                 // every scaling of f: dS's factor
+  Target d_query, d_key, d_value;  // dq [T, D], d(kᵀ) [D, S], dv [S, Dv]
 };
 
 Gradient gradient_of(const format::Attention& at, uint8_t* const* args) {
@@ -34,9 +54,18 @@ Gradient gradient_of(const format::Attention& at, uint8_t* const* args) {
   if (at.transforms())
     for (const format::ScoreTransform* t : *at.transforms()) inputs += t->input() >= 0;
   g.d_out = attention_plan::view_of(args[inputs], at.d_out_offset(), at.d_out_strides());
-  g.d_query = reinterpret_cast<float*>(args[inputs + 1]);
-  g.d_key = reinterpret_cast<float*>(args[inputs + 2]);
-  g.d_value = reinterpret_cast<float*>(args[inputs + 3]);
+  // The reader checked each: inside its f32 output, rows or columns adjacent.
+  const uint32_t rank = static_cast<uint32_t>(plan.batch.size()) + 2;
+  const int64_t rows[3] = {plan.queries, plan.head_dim, plan.keys},
+                cols[3] = {plan.head_dim, plan.keys, plan.value_dim};
+  Target* targets[3] = {&g.d_query, &g.d_key, &g.d_value};
+  for (uint32_t i = 0; i < 3; ++i) {
+    const auto* strides = at.gradient_strides();
+    View view{args[inputs + 1 + static_cast<uint32_t>(at.gradient_outputs()->Get(i))], at.gradient_offsets()->Get(i),
+              std::vector<int64_t>(strides->begin() + i * rank, strides->begin() + (i + 1) * rank)};
+    const BlasMatrix matrix = *format::blas_matrix(rows[i], cols[i], view.row_stride(), view.col_stride());
+    *targets[i] = {std::move(view), matrix};
+  }
   // The reader checked that each is a matrix BLAS reads.
   g.dom = *format::blas_matrix(plan.queries, plan.value_dim, g.d_out.row_stride(), g.d_out.col_stride());
   g.k_rows = *format::blas_matrix(plan.keys, plan.head_dim, plan.k.row_stride(), plan.k.col_stride());
@@ -92,12 +121,12 @@ Result<bool> run_block(const Gradient& g, int64_t p, int64_t r0, int64_t rows, i
   KILN_RETURN_IF_ERROR(sgemm(g.dom.transposed, !plan.vm.transposed, rows, keys, dv, 1.0f, d_out, g.dom.ld, v,
                              plan.vm.ld, dp.data(), keys, threads));
   scores_gradient(g, p, r0, rows, keys, probabilities.data(), dp.data());
-  KILN_RETURN_IF_ERROR(sgemm(false, g.k_rows.transposed, rows, d, keys, 1.0f, dp.data(), keys, k, g.k_rows.ld,
-                             g.d_query + (p * plan.queries + r0) * d, d, threads));
-  KILN_RETURN_IF_ERROR(sgemm(!plan.qm.transposed, false, d, keys, rows, 1.0f, q, plan.qm.ld, dp.data(), keys,
-                             g.d_key + p * d * s, s, threads, 1.0f));
-  KILN_RETURN_IF_ERROR(sgemm(true, g.dom.transposed, keys, dv, rows, 1.0f, probabilities.data(), keys, d_out, g.dom.ld,
-                             g.d_value + p * s * dv, dv, threads, 1.0f));
+  KILN_RETURN_IF_ERROR(
+      g.d_query.gemm(plan, p, r0, false, g.k_rows.transposed, rows, d, keys, dp.data(), keys, k, g.k_rows.ld, threads));
+  KILN_RETURN_IF_ERROR(g.d_key.gemm(plan, p, 0, !plan.qm.transposed, false, d, keys, rows, q, plan.qm.ld, dp.data(),
+                                    keys, threads, 1.0f));
+  KILN_RETURN_IF_ERROR(g.d_value.gemm(plan, p, 0, true, g.dom.transposed, keys, dv, rows, probabilities.data(), keys,
+                                      d_out, g.dom.ld, threads, 1.0f));
   return true;
 }
 
@@ -105,8 +134,8 @@ Result<bool> run_block(const Gradient& g, int64_t p, int64_t r0, int64_t rows, i
 Status run_index(const Gradient& g, int64_t p, int threads) {
   const Plan& plan = g.plan;
   const int64_t d = plan.head_dim, dv = plan.value_dim, s = plan.keys;
-  std::memset(g.d_key + p * d * s, 0, static_cast<size_t>(d * s) * sizeof(float));
-  std::memset(g.d_value + p * s * dv, 0, static_cast<size_t>(s * dv) * sizeof(float));
+  g.d_key.zero(plan, p, d, s);
+  g.d_value.zero(plan, p, s, dv);
   thread_local std::vector<float> probabilities, dp;
   return attention_plan::for_blocks(plan, 0, plan.blocks, [&](int64_t r0, int64_t rows, int64_t keys) {
     return run_block(g, p, r0, rows, keys, probabilities, dp, threads);

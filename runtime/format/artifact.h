@@ -98,6 +98,8 @@ struct ArtifactContents {
     bool gradient = false;             ///< the backward (format 1.18)
     int64_t d_out_offset = 0;
     std::vector<int64_t> d_out_strides;
+    std::vector<int32_t> gradient_outputs;  ///< dq, d(kᵀ), dv: output, offset, rank strides each
+    std::vector<int64_t> gradient_offsets, gradient_strides;
   };
   struct StepInfo {
     StepKind kind = StepKind::Loop;

@@ -300,22 +300,28 @@ std::string attention_problem(const Attention& at, const Step& step,
     }
   const bool gradient = at.gradient();
   if (gradient && precision != DType::F32) return "computes a backward in a type other than f32";
-  if (gradient && (!at.d_out_strides() || at.out_strides()))
-    return "is a backward without dO's strides or with out_strides";
-  if (count(step.inputs()) != inputs + gradient || count(step.outputs()) != (gradient ? 3u : 1u))
-    return "needs " + n(inputs + gradient) + " inputs and " + (gradient ? "three outputs" : "one output");
+  if (gradient && (!at.d_out_strides() || at.out_strides() || !at.gradient_outputs() || !at.gradient_offsets() ||
+                   !at.gradient_strides()))
+    return "is a backward without dO's strides or where it writes, or with out_strides";
+  const uint32_t outputs = count(step.outputs());
+  if (count(step.inputs()) != inputs + gradient || (gradient ? outputs < 1 || outputs > 3 : outputs != 1))
+    return "needs " + n(inputs + gradient) + " inputs and " + (gradient ? "one to three outputs" : "one output");
   // The element past the last one a view reaches, or -1 where its strides do not fit.
-  auto reach = [&](int64_t offset, const flatbuffers::Vector<int64_t>* strides, int64_t rows,
-                   int64_t cols) -> __int128 {
-    if (!strides || strides->size() != rank || offset < 0 || offset > limit) return -1;
+  auto reach_of = [&](int64_t offset, const std::vector<int64_t>& strides, int64_t rows, int64_t cols) -> __int128 {
+    if (strides.size() != rank || offset < 0 || offset > limit) return -1;
     __int128 last = offset;
     for (uint32_t d = 0; d < rank; ++d) {
-      const int64_t stride = strides->Get(d);
+      const int64_t stride = strides[d];
       if (stride < 0 || stride > limit) return -1;
       const int64_t extent = d + 2 < rank ? at.batch()->Get(d) : d + 2 == rank ? rows : cols;
       last += static_cast<__int128>(extent - 1) * stride;
     }
     return last + 1;
+  };
+  auto reach = [&](int64_t offset, const flatbuffers::Vector<int64_t>* strides, int64_t rows,
+                   int64_t cols) -> __int128 {
+    if (!strides) return -1;
+    return reach_of(offset, std::vector<int64_t>(strides->begin(), strides->end()), rows, cols);
   };
   // Whether the elements up to `end` lie inside the input, of a type `type_ok` takes.
   auto fits = [&](uint32_t input, __int128 end, auto type_ok) {
@@ -346,13 +352,20 @@ std::string attention_problem(const Attention& at, const Step& step,
         !matrix(at.d_out_strides(), t, dv))
       return "reads dO past its input, from one not f32, or as a matrix with neither its rows nor its columns "
              "adjacent";
-    const __int128 sizes[3] = {static_cast<__int128>(t) * d, static_cast<__int128>(d) * keys,
-                               static_cast<__int128>(keys) * dv};  // dq, d(kᵀ), dv
-    for (uint32_t o = 0; o < 3; ++o) {
-      const uint32_t id = step.outputs()->Get(o);
-      if (values.Get(id)->dtype() != DType::F32 ||
-          static_cast<__int128>(value_bytes[id]) != static_cast<__int128>(batch) * sizes[o] * 4)
-        return "writes gradients that are not f32 [batch.., T, D], [batch.., D, S] and [batch.., S, Dv]";
+    if (at.gradient_outputs()->size() != 3 || at.gradient_offsets()->size() != 3 ||
+        at.gradient_strides()->size() != 3 * rank)
+      return "writes other than three gradients";
+    const int64_t rows[3] = {t, d, keys}, cols[3] = {d, keys, dv};  // dq, d(kᵀ), dv
+    for (uint32_t i = 0; i < 3; ++i) {
+      const int32_t o = at.gradient_outputs()->Get(i);
+      if (o < 0 || static_cast<uint32_t>(o) >= outputs) return "writes a gradient into an output it does not have";
+      const uint32_t id = step.outputs()->Get(static_cast<uint32_t>(o));
+      std::vector<int64_t> strides(at.gradient_strides()->begin() + i * rank,
+                                   at.gradient_strides()->begin() + (i + 1) * rank);
+      const __int128 end = reach_of(at.gradient_offsets()->Get(i), strides, rows[i], cols[i]);
+      if (values.Get(id)->dtype() != DType::F32 || end < 0 || end * 4 > static_cast<__int128>(value_bytes[id]) ||
+          !blas_matrix(rows[i], cols[i], strides[rank - 2], strides[rank - 1]))
+        return "writes a gradient past its f32 output or with neither its rows nor its columns adjacent";
     }
     return "";
   }

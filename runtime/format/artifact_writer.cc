@@ -57,12 +57,14 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
       std::vector<flatbuffers::Offset<ScoreTransform>> transforms;
       for (const auto& t : at.transforms)
         transforms.push_back(CreateScoreTransform(fb, t.kind, t.value, t.input, t.offset, fb.CreateVector(t.strides)));
-      attention =
-          CreateAttention(fb, fb.CreateVector(at.batch), at.queries, at.keys, at.head_dim, at.value_dim, at.q_offset,
-                          fb.CreateVector(at.q_strides), at.k_offset, fb.CreateVector(at.k_strides), at.v_offset,
-                          fb.CreateVector(at.v_strides), fb.CreateVector(transforms),
-                          at.out_strides.empty() ? 0 : fb.CreateVector(at.out_strides), at.precision, at.gradient,
-                          at.d_out_offset, at.gradient ? fb.CreateVector(at.d_out_strides) : 0);
+      attention = CreateAttention(
+          fb, fb.CreateVector(at.batch), at.queries, at.keys, at.head_dim, at.value_dim, at.q_offset,
+          fb.CreateVector(at.q_strides), at.k_offset, fb.CreateVector(at.k_strides), at.v_offset,
+          fb.CreateVector(at.v_strides), fb.CreateVector(transforms),
+          at.out_strides.empty() ? 0 : fb.CreateVector(at.out_strides), at.precision, at.gradient, at.d_out_offset,
+          at.gradient ? fb.CreateVector(at.d_out_strides) : 0, at.gradient ? fb.CreateVector(at.gradient_outputs) : 0,
+          at.gradient ? fb.CreateVector(at.gradient_offsets) : 0,
+          at.gradient ? fb.CreateVector(at.gradient_strides) : 0);
     } else if (s.kind == StepKind::Library && s.conv) {
       auto post_ops = post_ops_of(s.conv->post_ops);
       conv =

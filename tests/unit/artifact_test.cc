@@ -658,18 +658,34 @@ TEST_CASE("an attention backward step (format 1.18) reads dO inside its input, w
     CHECK(refused(c) == prefix + d_out);
     c.steps[s].attention->d_out_strides = good.steps[s].attention->d_out_strides;
     c.steps[s].attention->out_strides = {96, 32, 4, 1};
-    CHECK(refused(c) == prefix + "is a backward without dO's strides or with out_strides");
+    CHECK(refused(c) == prefix + "is a backward without dO's strides or where it writes, or with out_strides");
   }
   {
     auto c = good;
     c.steps[s].inputs.pop_back();
-    CHECK(refused(c) == prefix + "needs 4 inputs and three outputs");
+    CHECK(refused(c) == prefix + "needs 4 inputs and one to three outputs");
+  }
+  // Where it writes each gradient: inside an f32 output it has, rows or columns adjacent.
+  const std::string writes = "writes a gradient past its f32 output or with neither its rows nor its columns adjacent";
+  {
+    auto c = good;
+    c.values[c.steps[s].outputs[1]].dtype = format::DType::I32;
+    CHECK(refused(c) == prefix + writes);
   }
   {
     auto c = good;
-    c.values[c.steps[s].outputs[1]].dtype = format::DType::I32;  // d(kᵀ)
-    CHECK(refused(c) ==
-          prefix + "writes gradients that are not f32 [batch.., T, D], [batch.., D, S] and [batch.., S, Dv]");
+    c.steps[s].attention->gradient_offsets[2] = 1;
+    CHECK(refused(c) == prefix + writes);
+    c.steps[s].attention->gradient_offsets[2] = 0;
+    c.steps[s].attention->gradient_strides[7] = 3;  // d(kᵀ)'s last stride: neither adjacent
+    CHECK(refused(c) == prefix + writes);
+  }
+  {
+    auto c = good;
+    c.steps[s].attention->gradient_outputs[0] = 3;
+    CHECK(refused(c) == prefix + "writes a gradient into an output it does not have");
+    c.steps[s].attention->gradient_outputs.pop_back();
+    CHECK(refused(c) == prefix + "writes other than three gradients");
   }
   {
     auto c = good;

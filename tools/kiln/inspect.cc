@@ -161,9 +161,18 @@ int run_inspect(std::span<char* const> argv) {
             list(at.batch()), at.queries(), at.keys(), at.head_dim(), at.value_dim(), at.q_offset(),
             list(at.q_strides()), at.k_offset(), list(at.k_strides()), at.v_offset(), list(at.v_strides()));
         if (at.out_strides()) fmt::print("        attention: out strides {}\n", list(at.out_strides()));
-        if (at.gradient() && at.d_out_strides())
-          fmt::print("        attention: backward; dO at {} strides {}; writes dq, d(kT), dv (P computed again)\n",
-                     at.d_out_offset(), list(at.d_out_strides()));
+        if (at.gradient() && at.d_out_strides() && at.gradient_outputs() && at.gradient_offsets() &&
+            at.gradient_strides() && at.gradient_outputs()->size() == 3 && at.gradient_offsets()->size() == 3) {
+          fmt::print("        attention: backward (P computed again); dO at {} strides {}\n", at.d_out_offset(),
+                     list(at.d_out_strides()));
+          const size_t rank = at.gradient_strides()->size() / 3;
+          const char* names[3] = {"dq", "d(kT)", "dv"};
+          for (uint32_t i = 0; i < 3; ++i)
+            fmt::print("        attention: {} into output {} at {} strides [{}]\n", names[i],
+                       at.gradient_outputs()->Get(i), at.gradient_offsets()->Get(i),
+                       fmt::join(at.gradient_strides()->begin() + i * rank,
+                                 at.gradient_strides()->begin() + (i + 1) * rank, ","));
+        }
         if (at.precision() != format::DType::F32)
           fmt::print("        attention: in {} (scores and probabilities rounded to it, f32 between)\n",
                      dtype_text(at.precision()));
