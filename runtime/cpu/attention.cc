@@ -228,6 +228,7 @@ Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* 
     plan.skip_masked = true;
     plan.fill = plan.transforms.back().value;
   }
+  plan.reads = inputs;
   if (at.out_strides()) {
     plan.out = view_of(arg(inputs), 0, at.out_strides());
   } else {  // packed

@@ -50,9 +50,7 @@ Gradient gradient_of(const format::Attention& at, uint8_t* const* args) {
   g.plan = attention_plan::plan_of(at, AttentionTypes{}, args);
   g.plan.out = {};  // the forward's result: a backward writes dq, d(kᵀ) and dv instead
   const Plan& plan = g.plan;
-  uint32_t inputs = 3;
-  if (at.transforms())
-    for (const format::ScoreTransform* t : *at.transforms()) inputs += t->input() >= 0;
+  const uint32_t inputs = plan.reads;
   g.d_out = attention_plan::view_of(args[inputs], at.d_out_offset(), at.d_out_strides());
   // The reader checked each: inside its f32 output, rows or columns adjacent.
   const uint32_t rank = static_cast<uint32_t>(plan.batch.size()) + 2;

@@ -53,6 +53,7 @@ struct Plan {
   bool skip_masked = false;           // f ends in a causal mask: keys past a block's last query are left out
   float fill = 0;                     // that mask's value
   View out;                           // [batch.., T, Dv], its last stride 1
+  uint32_t reads = 3;                 // the step's inputs q, k, v and the masks' (a backward's dO next)
 };
 
 // The element offset of batch index p in a view (its batch dims first).

@@ -24,12 +24,8 @@ ir::Graph differentiated(const std::string& text, const std::vector<std::string>
 
 // The CPU artifact's attention steps: forward ones, and backward ones.
 std::pair<int, int> attention_steps(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args) {
-  CompileOptions options;
-  for (const ir::Arg& a : g.args)
-    if (a.kind == ir::ArgKind::Param) options.weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
-  auto bytes = compile_to_artifact(g, options);
-  if (!bytes.ok()) FAIL(bytes.error().message);
-  auto view = format::read_artifact(*bytes, "cpu-x86_64");
+  const std::vector<uint8_t> bytes = kiln::testing::compiled_artifact(g, kiln::testing::param_weights(g, args));
+  auto view = format::read_artifact(bytes, "cpu-x86_64");
   if (!view.ok()) FAIL(view.error().message);
   std::pair<int, int> count{0, 0};
   for (const format::Step* s : *view->metadata().steps())

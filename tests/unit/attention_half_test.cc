@@ -25,8 +25,7 @@ namespace {
 CompileOptions options_for(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, const char* precision) {
   CompileOptions options;
   options.precision = precision;
-  for (const ir::Arg& a : g.args)
-    if (a.kind == ir::ArgKind::Param) options.weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
+  options.weights = kiln::testing::param_weights(g, args);
   return options;
 }
 

@@ -18,12 +18,8 @@ namespace {
 
 // How many steps of the graph's CPU artifact are attentions.
 int attention_steps(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args) {
-  CompileOptions options;
-  for (const ir::Arg& a : g.args)
-    if (a.kind == ir::ArgKind::Param) options.weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
-  auto bytes = compile_to_artifact(g, options);
-  if (!bytes.ok()) FAIL(bytes.error().message);
-  auto view = format::read_artifact(*bytes, "cpu-x86_64");
+  const std::vector<uint8_t> bytes = kiln::testing::compiled_artifact(g, kiln::testing::param_weights(g, args));
+  auto view = format::read_artifact(bytes, "cpu-x86_64");
   if (!view.ok()) FAIL(view.error().message);
   int count = 0;
   for (const format::Step* s : *view->metadata().steps()) count += s->attention() != nullptr;

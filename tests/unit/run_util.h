@@ -41,13 +41,21 @@ inline Result<std::vector<ir::Tensor>> run_artifact(std::vector<uint8_t> artifac
   return out;
 }
 
+/// The params' values among a graph's arguments: what a compile takes as its weights.
+inline std::map<std::string, ir::Tensor> param_weights(const ir::Graph& g,
+                                                       const std::map<std::string, ir::Tensor>& args) {
+  std::map<std::string, ir::Tensor> weights;
+  for (const ir::Arg& a : g.args)
+    if (a.kind == ir::ArgKind::Param) weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
+  return weights;
+}
+
 /// Compiles (with `options`, whose weights are filled from `args`), loads and runs a
 /// graph with the given arguments (state written into the model), returning the outputs.
 inline Result<std::vector<ir::Tensor>> compile_and_run(const ir::Graph& g,
                                                        const std::map<std::string, ir::Tensor>& args,
                                                        CompileOptions options, const runtime::Options& load = {}) {
-  for (const ir::Arg& a : g.args)
-    if (a.kind == ir::ArgKind::Param) options.weights[g.value_name(a.value)] = args.at(g.value_name(a.value));
+  for (auto& [name, value] : param_weights(g, args)) options.weights[name] = std::move(value);
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, compile_to_artifact(g, options));
   return run_artifact(std::move(artifact), g, args, load);
 }
