@@ -320,8 +320,7 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
   };
   // The attention steps: those that fusion made of a match's two calls (and the rest).
   const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
-  const std::vector<ir::AttentionGradientMatch> attention_gradients =
-      target == format::kCpuTarget ? ir::attention_gradient_matches(g) : std::vector<ir::AttentionGradientMatch>{};
+  const std::vector<ir::AttentionGradientMatch> attention_gradients = ir::attention_gradient_matches(g);
   const uint64_t scratch_at = (c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment;
   // The loop steps whose code also runs over activations in oneDNN's layouts.
   const std::vector<std::vector<int64_t>> blocks = target == format::kCpuTarget
@@ -348,7 +347,18 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
     const ir::AttentionGradientMatch* gradient =
         step.kind == ir::StepKind::Library ? ir::attention_gradient_of(attention_gradients, step) : nullptr;
     if (gradient) {
-      info.symbol = "attention";
+      // The CPU's runtime runs it; CUDA's launches the step's two kernels
+      // (codegen/cuda/attention_gradient_kernel.h), the first writing each query row's values
+      // into the step's scratch.
+      info.symbol = target == format::kCpuTarget ? "attention" : format::kernel_symbol(step.name);
+      if (target != format::kCpuTarget) {
+        const int64_t bytes = ir::cuda_attention_gradient_scratch_bytes(*gradient);
+        info.partial_symbol = format::partial_kernel_symbol(info.symbol);
+        info.partial_items = bytes / 8;
+        info.scratch_offset = static_cast<int64_t>(scratch_at);
+        info.scratch_bytes = bytes;
+        c.arena_bytes = std::max<uint64_t>(c.arena_bytes, scratch_at + static_cast<uint64_t>(bytes));
+      }
       auto input = [&](ir::ValueId v) {
         info.inputs.push_back(value(v));
         return static_cast<int32_t>(info.inputs.size() - 1);

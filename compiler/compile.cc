@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "codegen/cpu/compile.h"
@@ -88,6 +89,16 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   if (options.target == "cuda" && !options.cuda_archs.empty() &&
       format::cuda_arch_number(lowest_arch(options.cuda_archs)) >= 80)
     passes::set_option_default(specs, "fusion", "attention", "cuda");
+  // Its backward on CUDA's two kernels, or (to weigh them on a GPU against the library's
+  // GEMMs: docs/cuda.md) as the matmuls and softmax kernels it was written as.
+  if (options.target == "cuda") {
+    const char* backward = std::getenv("KILN_CUDA_ATTENTION_BACKWARD");
+    const std::string setting = backward ? backward : "";
+    if (setting == "matmuls") passes::set_option_default(specs, "fusion", "attention_gradient", "false");
+    else if (!setting.empty() && setting != "kernels")
+      return make_error("compile: KILN_CUDA_ATTENTION_BACKWARD is '" + setting +
+                        "'; it takes kernels (the default) or matmuls");
+  }
   std::vector<std::string> result_names;
   for (ir::ValueId r : g.results) result_names.push_back(g.value_name(r));
   const auto fusion = std::find_if(specs.begin(), specs.end(), [](const auto& spec) { return spec.name == "fusion"; });
@@ -121,6 +132,7 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
     contents.steps[s].block_threads = program.launches[s].block_threads;
     contents.steps[s].grid_blocks = program.launches[s].grid_blocks;
     contents.steps[s].shared_bytes = program.launches[s].shared_bytes;
+    contents.steps[s].partial_shared_bytes = program.launches[s].partial_shared_bytes;
     contents.steps[s].partial_block_threads = program.launches[s].partial_block_threads;
     contents.steps[s].partial_grid_blocks = program.launches[s].partial_grid_blocks;
     // The split the kernels were written for is the one the metadata records.

@@ -216,6 +216,26 @@ std::vector<AttentionGradientMatch> attention_gradient_matches(const Graph& g) {
   return found;
 }
 
+std::vector<AttentionGradientMatch> attention_gradient_matches(const Graph& g, AttentionRunner runner) {
+  if (runner == AttentionRunner::kNone) return {};
+  std::vector<AttentionGradientMatch> found = attention_gradient_matches(g);
+  if (runner == AttentionRunner::kCuda)
+    std::erase_if(found, [](const AttentionGradientMatch& m) { return !cuda_runs_attention_gradient(m); });
+  return found;
+}
+
+bool cuda_runs_attention_gradient(const AttentionGradientMatch& m) {
+  const int64_t d = m.scores.q_view.shape.back(), dv = m.scores.v_view.shape.back();
+  return m.scores.precision == DType::F32 && d <= kCudaF32AttentionMaxHeadDim && dv <= kCudaF32AttentionMaxHeadDim;
+}
+
+int64_t cuda_attention_gradient_scratch_bytes(const AttentionGradientMatch& m) {
+  const Shape& q = m.scores.q_view.shape;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < q.size(); ++d) rows *= q[d];
+  return rows * 2 * static_cast<int64_t>(sizeof(float));
+}
+
 const AttentionGradientMatch* attention_gradient_of(const std::vector<AttentionGradientMatch>& matches,
                                                     const Step& step) {
   auto has = [&](int node) { return std::find(step.nodes.begin(), step.nodes.end(), node) != step.nodes.end(); };

@@ -121,6 +121,18 @@ bool cuda_runs_attention(const AttentionMatch& m);
 /// The matches `runner` runs as one step, in graph order.
 std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner);
 
+/// Limits of CUDA's attention backward (codegen/cuda/attention_gradient_kernel.h): f32
+/// (as every backward match) with head dims D and Dv up to kCudaF32AttentionMaxHeadDim, any
+/// strides (its kernels read and write element by element).
+bool cuda_runs_attention_gradient(const AttentionGradientMatch& m);
+
+/// The backward matches `runner` runs as one step, in graph order.
+std::vector<AttentionGradientMatch> attention_gradient_matches(const Graph& g, AttentionRunner runner);
+
+/// The arena scratch of CUDA's attention backward: each query row's log-sum-exp and
+/// Σ dO∘O, two f32 values, per batch index, which its first kernel writes for its second.
+int64_t cuda_attention_gradient_scratch_bytes(const AttentionGradientMatch& m);
+
 /// The match of `matches` that library step `step` computes (fusion made the step of its
 /// two calls), or null.
 const AttentionMatch* attention_of(const std::vector<AttentionMatch>& matches, const Step& step);

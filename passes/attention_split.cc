@@ -100,7 +100,7 @@ int node_of(const ir::Graph& g, ValueId v) {
 }
 
 // Splits the softmax ending in node `div` if its other readers are a backward; whether it did.
-bool split(ir::Graph& g, int div) {
+bool split(ir::Graph& g, int div, ir::AttentionRunner runner) {
   const Node& d = g.nodes[div];
   if (d.op != Op::Div || g.type(d.result).dtype != ir::DType::F32 || g.type(d.result).rank() < 2) return false;
   const ValueId p = d.result;
@@ -137,7 +137,7 @@ bool split(ir::Graph& g, int div) {
     copier.apply();
   }
   std::optional<ir::AttentionGradientMatch> match;
-  for (const auto& m : ir::attention_gradient_matches(g))
+  for (const auto& m : ir::attention_gradient_matches(g, runner))
     if (std::binary_search(m.nodes.begin(), m.nodes.end(), node_of(g, copy_of_p))) match = m;
   if (!match) return undo();
   // Its own copies of what its nodes read that a step recomputes as it reads.
@@ -156,14 +156,14 @@ bool split(ir::Graph& g, int div) {
     copier.apply();
   }
   const int copy_div = node_of(g, copy_of_p);
-  for (const auto& m : ir::attention_gradient_matches(g))
+  for (const auto& m : ir::attention_gradient_matches(g, runner))
     if (std::binary_search(m.nodes.begin(), m.nodes.end(), copy_div)) return true;
   return undo();
 }
 
 }  // namespace
 
-int split_attention_gradients(ir::Graph& g) {
+int split_attention_gradients(ir::Graph& g, ir::AttentionRunner runner) {
   // The candidates: f32 divisions read by a matmul as its first operand and by a
   // transpose (autodiff's Pᵀ for dv).
   std::vector<std::vector<int>> users(g.values.size());
@@ -181,7 +181,7 @@ int split_attention_gradients(ir::Graph& g) {
   }
   int split_count = 0;
   for (ValueId p : candidates)
-    if (split(g, node_of(g, p))) ++split_count;
+    if (split(g, node_of(g, p), runner)) ++split_count;
   return split_count;
 }
 

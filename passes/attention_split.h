@@ -1,6 +1,7 @@
 // A training graph's attentions as two steps, neither of which stores the probabilities.
 #pragma once
 
+#include "ir/attention_match.h"
 #include "ir/graph.h"
 
 namespace kiln::passes {
@@ -12,7 +13,8 @@ namespace kiln::passes {
 /// forward (P read by P·v alone) and the backward each match as one step reading q, k,
 /// v and dO in place: the backward computes P again, a block of query rows at a time,
 /// rather than reading the [.., T, S] matrix back. A softmax whose other readers are not
-/// such a backward is left as it was. Returns how many it split.
-int split_attention_gradients(ir::Graph& g);
+/// such a backward, or whose backward `runner` does not run as one step, is left as it
+/// was. Returns how many it split.
+int split_attention_gradients(ir::Graph& g, ir::AttentionRunner runner);
 
 }  // namespace kiln::passes

@@ -49,7 +49,8 @@ bool is_loop_op(Op op) {
 class Partitioner {
  public:
   Partitioner(const ir::Graph& g, bool fuse, ir::MatmulEpilogues matmul_epilogues, bool matmul_views,
-              ir::AttentionRunner attention, bool single_batch_views, bool exact_reach)
+              ir::AttentionRunner attention, ir::AttentionRunner attention_gradient, bool single_batch_views,
+              bool exact_reach)
       : g_(g),
         fuse_(fuse),
         exact_reach_(exact_reach),
@@ -70,12 +71,10 @@ class Partitioner {
     if (fuse) {
       for (const ir::AttentionMatch& m : ir::attention_matches(g, attention))
         attentions_.push_back({m.nodes, reads_of(m), false});
-      // Only the CPU's runtime runs an attention's backward as one step.
-      if (attention == ir::AttentionRunner::kCpu)
-        for (const ir::AttentionGradientMatch& m : ir::attention_gradient_matches(g)) {
-          attentions_.push_back({m.nodes, reads_of(m.scores), true});
-          attentions_.back().reads.push_back(m.d_out);
-        }
+      for (const ir::AttentionGradientMatch& m : ir::attention_gradient_matches(g, attention_gradient)) {
+        attentions_.push_back({m.nodes, reads_of(m.scores), true});
+        attentions_.back().reads.push_back(m.d_out);
+      }
     }
     for (size_t a = 0; a < attentions_.size(); ++a)
       for (int m : attentions_[a].nodes) attention_claim_[m] = static_cast<int>(a);
@@ -649,8 +648,9 @@ Result<bool> FusionPass::run(ir::Graph& g) {
                                     ir::display_names(g)[n.result], ir::op_name(n.op)));
   g.memory.reset();
   const FusionOptions& o = options_;
+  const ir::AttentionRunner gradient_runner = o.attention_gradient ? o.attention : ir::AttentionRunner::kNone;
   if (o.fuse) {
-    if (o.attention == ir::AttentionRunner::kCpu) split_attention_gradients(g);
+    split_attention_gradients(g, gradient_runner);
     split_shared_broadcasts(g);
     split_shared_taps(g);
   }
@@ -666,7 +666,8 @@ Result<bool> FusionPass::run(ir::Graph& g) {
   };
   auto partition = [&] {
     auto partitioner = [&](bool exact) {
-      return Partitioner(g, o.fuse, o.matmul_epilogues, o.matmul_views, o.attention, o.single_batch_views, exact);
+      return Partitioner(g, o.fuse, o.matmul_epilogues, o.matmul_views, o.attention, gradient_runner,
+                         o.single_batch_views, exact);
     };
     std::vector<Group> groups = partitioner(false).run();
     if (!o.fuse || order_steps(g, step_nodes(groups), StepOrder::kGraph).ok()) return groups;

@@ -17,7 +17,8 @@ namespace kiln::passes {
 /// (ir/matmul_views.h; both targets'), with `single_batch_views` only where the batch dims
 /// still fold into one strided-batched call (CUDA's); `attention` names the runtime that
 /// runs softmax(f(q·kᵀ))·v as one step, and so which matches become steps
-/// (ir/attention_match.h: the CPU's, or CUDA's kernel); `recompute` which ops a kernel
+/// (ir/attention_match.h: the CPU's, or CUDA's kernel), and with `attention_gradient` its
+/// backward too (passes/attention_split.h); `recompute` which ops a kernel
 /// recomputes rather than read another kernel's value back (passes/recompute.h: none,
 /// inline ones, all); `order` which ready step runs first (passes/step_order.h: the one
 /// that frees the most memory, or the graph's order).
@@ -26,6 +27,7 @@ struct FusionOptions {
   ir::MatmulEpilogues matmul_epilogues = ir::MatmulEpilogues::kNone;
   bool matmul_views = false;
   ir::AttentionRunner attention = ir::AttentionRunner::kNone;
+  bool attention_gradient = true;
   bool single_batch_views = false;
   RecomputeOps recompute = RecomputeOps::kAll;
   StepOrder order = StepOrder::kMemory;

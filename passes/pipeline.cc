@@ -47,6 +47,7 @@ Result<std::unique_ptr<Pass>> make_fusion(PassOptionReader& reader) {
   o.attention = attention_runner == "cpu"    ? ir::AttentionRunner::kCpu
                 : attention_runner == "cuda" ? ir::AttentionRunner::kCuda
                                              : ir::AttentionRunner::kNone;
+  KILN_ASSIGN_OR_RETURN(o.attention_gradient, reader.flag("attention_gradient", true));
   KILN_ASSIGN_OR_RETURN(o.single_batch_views, reader.flag("single_batch_views", false));
   KILN_ASSIGN_OR_RETURN(std::string recompute, reader.choice("recompute", {"none", "inline", "all"}, "all"));
   o.recompute = recompute == "none"     ? RecomputeOps::kNone
@@ -89,7 +90,7 @@ constexpr Registration kPasses[] = {
     {"dce", "", make<DcePass>},
     {"fusion",
      "{fuse=true|false matmul_epilogues=none|onednn|cublaslt matmul_views=true|false attention=none|cpu|cuda "
-     "single_batch_views=true|false recompute=none|inline|all order=memory|graph}",
+     "attention_gradient=true|false single_batch_views=true|false recompute=none|inline|all order=memory|graph}",
      make_fusion},
     {"lower-conv", "{keep_library=true|false}", make_lower_conv},
     {"memory-plan", "", make<MemoryPlanPass>},

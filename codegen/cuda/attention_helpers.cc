@@ -60,10 +60,19 @@ std::string attention_offsets(const ir::AttentionMatch& m, int64_t rows_per_bloc
       {"qo", &m.q_view}, {"ko", &m.k_view}, {"vo", &m.v_view}, {"oo", &m.out_view}};
   for (size_t i = 0; i < m.transforms.size(); ++i)
     if (m.transforms[i].operand != ir::kNoValue) views.push_back({fmt::format("mo{}", i), &m.transforms[i].view});
+  return out + attention_batch_offsets(std::vector<int64_t>(m.q_view.shape.begin(), m.q_view.shape.begin() + nb), views,
+                                       indent);
+}
+
+std::string attention_batch_offsets(const std::vector<int64_t>& batch,
+                                    const std::vector<std::pair<std::string, const ir::StridedView*>>& views,
+                                    const std::string& indent) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += indent + s + "\n"; };
   for (const auto& [name, view] : views) line(fmt::format("long long {} = {}LL;", name, view->offset));
   line("long long rest = p;");
-  for (size_t d = nb; d-- > 0;) {
-    line(fmt::format("{{ const long long i = rest % {0}LL; rest /= {0}LL;", m.q_view.shape[d]));
+  for (size_t d = batch.size(); d-- > 0;) {
+    line(fmt::format("{{ const long long i = rest % {0}LL; rest /= {0}LL;", batch[d]));
     for (const auto& [name, view] : views)
       if (view->strides[d] != 0) line(fmt::format("  {} += i * {}LL;", name, view->strides[d]));
     line("}");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -25,6 +26,12 @@ std::string attention_helpers(ir::DType precision);
 /// they have the most keys), and each operand's element offset for p: qo, ko, vo, oo and
 /// mo{i} for transform i's operand.
 std::string attention_offsets(const ir::AttentionMatch& m, int64_t rows_per_block, const std::string& indent);
+
+/// Lines (each after `indent`) that declare each named offset as its view's and add the
+/// element offset of batch index p (a variable of the lines before) over dims `batch`.
+std::string attention_batch_offsets(const std::vector<int64_t>& batch,
+                                    const std::vector<std::pair<std::string, const ir::StridedView*>>& views,
+                                    const std::string& indent);
 
 /// An attention kernel's parameters as the artifact lists the step's inputs and output:
 /// q, k and v (each of its stored type), then each mask's operand in f's order (an f32

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 
+#include "codegen/cuda/attention_gradient_kernel.h"
 #include "codegen/cuda/attention_kernel.h"
 #include "codegen/cuda/kernel_emitter_class.h"
 #include "ir/shape_inference.h"
@@ -121,17 +122,21 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
   if (!g.program) return make_error("cuda codegen: the graph has no program; run fusion first");
   ProgramSource program;
   const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
+  const std::vector<ir::AttentionGradientMatch> gradients = ir::attention_gradient_matches(g);
   for (const ir::Step& step : g.program->steps) {
     const std::string symbol = std::string(symbol_prefix) + step.name;
     if (step.kind == ir::StepKind::Library) {
-      // Matmuls run on cuBLAS; an attention step on a kernel of its own.
-      const ir::AttentionMatch* attention = ir::attention_of(attentions, step);
-      if (!attention) {
+      // Matmuls run on cuBLAS; an attention step on a kernel of its own, its backward on two.
+      if (const ir::AttentionMatch* attention = ir::attention_of(attentions, step)) {
+        KILN_ASSIGN_OR_RETURN(Launch launch, emit_attention_kernel(g, step, *attention, symbol, program.kernels));
+        program.launches.push_back(launch);
+      } else if (const ir::AttentionGradientMatch* gradient = ir::attention_gradient_of(gradients, step)) {
+        KILN_ASSIGN_OR_RETURN(Launch launch,
+                              emit_attention_gradient_kernels(g, step, *gradient, symbol, program.kernels));
+        program.launches.push_back(launch);
+      } else {
         program.launches.push_back({});
-        continue;
       }
-      KILN_ASSIGN_OR_RETURN(Launch launch, emit_attention_kernel(g, step, *attention, symbol, program.kernels));
-      program.launches.push_back(launch);
       continue;
     }
     Launch partial;

@@ -19,8 +19,10 @@ struct Launch {
   /// A split reduction step's first kernel (ir::kCudaSplit), or zeros.
   int partial_block_threads = 0;
   int64_t partial_grid_blocks = 0;
-  /// Dynamic shared memory per block, in bytes (the f32 attention kernel's arrays).
+  /// Dynamic shared memory per block, in bytes (the f32 attention kernel's arrays), and
+  /// per block of the first kernel (an attention backward's).
   int shared_bytes = 0;
+  int partial_shared_bytes = 0;
 };
 
 /// The kernels of a program, as CUDA C++ without the prelude.

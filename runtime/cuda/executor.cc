@@ -29,7 +29,7 @@ struct Step {
   unsigned shared = 0;  // dynamic shared memory per block, in bytes
   // A split reduction step's first kernel, and the arena offset of the parts both take.
   CUfunction partial = nullptr;
-  unsigned partial_grid = 1, partial_block = 1;
+  unsigned partial_grid = 1, partial_block = 1, partial_shared = 0;
   uint64_t scratch_offset = 0;
   std::vector<uint32_t> args;  // inputs then outputs
   size_t inputs = 0;           // how many of args are inputs
@@ -209,8 +209,14 @@ struct Impl {
       KILN_RETURN_IF_ERROR(check(cu->module_get_function(&step.partial, module, s.partial_symbol()->c_str()),
                                  "cuModuleGetFunction " + s.partial_symbol()->str()));
       step.partial_block = static_cast<unsigned>(s.partial_block_threads());
-      step.partial_grid = static_cast<unsigned>(
-          std::min<int64_t>(s.partial_grid_blocks(), resident_blocks(step.partial, s.partial_block_threads())));
+      step.partial_shared = static_cast<unsigned>(s.partial_shared_bytes());
+      if (step.partial_shared > 0)
+        KILN_RETURN_IF_ERROR(check(cu->func_set_attribute(step.partial, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                          static_cast<int>(step.partial_shared)),
+                                   "cuFuncSetAttribute " + s.partial_symbol()->str() + " (" +
+                                       std::to_string(step.partial_shared) + " bytes of dynamic shared memory)"));
+      step.partial_grid = static_cast<unsigned>(std::min<int64_t>(
+          s.partial_grid_blocks(), resident_blocks(step.partial, s.partial_block_threads(), step.partial_shared)));
       step.scratch_offset = static_cast<uint64_t>(s.scratch_offset());
     }
     return Status::Ok();
@@ -463,7 +469,7 @@ struct Impl {
         for (CUdeviceptr& a : args) params.push_back(&a);
         if (step.partial)  // the parts first, then the kernel that adds them
           KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.partial, step.partial_grid, 1, 1, step.partial_block, 1, 1,
-                                                       0, s.stream, params.data(), nullptr),
+                                                       step.partial_shared, s.stream, params.data(), nullptr),
                                      "step " + step.name + "'s parts (cuLaunchKernel)"));
         KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.function, step.grid, 1, 1, step.block, 1, 1, step.shared,
                                                      s.stream, params.data(), nullptr),

@@ -16,7 +16,7 @@ namespace kiln::format {
 
 /// The format version this code writes; it reads any 1.x with x <= kFormatMinor.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 18;
+inline constexpr uint16_t kFormatMinor = 19;
 /// The first 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// The fixed header at the start of every artifact, and the alignment of every section.
@@ -121,6 +121,7 @@ struct ArtifactContents {
     std::vector<int32_t> channel_layouts;    ///< CPU steps' kernels in oneDNN's layouts (1.10)
     std::optional<AttentionInfo> attention;  ///< for library attention steps (format 1.12)
     int32_t shared_bytes = 0;                ///< CUDA kernels' dynamic shared memory (format 1.17)
+    int32_t partial_shared_bytes = 0;        ///< and the partial kernel's (format 1.19)
   };
   struct CodeInfo {
     std::string kind, arch;

@@ -580,9 +580,13 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     const Step* step = a.steps()->Get(s);
     const bool partial = step->partial_symbol() && step->partial_symbol()->size() > 0;
     if (!partial && step->scratch_bytes() == 0 && step->partial_items() == 0 && step->scratch_offset() == 0) continue;
-    if (!partial || step->kind() != StepKind::Reduction)
-      return fail(Kind::MalformedMetadata,
-                  "step " + n(s) + " has scratch or a partial kernel, which only a split reduction step has");
+    // Format 1.19: CUDA's attention backward, whose first kernel writes each query row's
+    // values for its second.
+    const bool attention_gradient = cuda && step->attention() && step->attention()->gradient();
+    if (!partial || (step->kind() != StepKind::Reduction && !attention_gradient))
+      return fail(Kind::MalformedMetadata, "step " + n(s) +
+                                               " has scratch or a partial kernel, which only a split reduction step "
+                                               "or a CUDA attention backward has");
     if (cuda && (step->partial_block_threads() < 32 || step->partial_block_threads() > 1024 ||
                  step->partial_block_threads() % 32 != 0 || step->partial_grid_blocks() < 1 ||
                  step->partial_grid_blocks() > INT32_MAX))
@@ -618,10 +622,11 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
     // The most dynamic shared memory a block of any GPU kiln compiles for takes (sm_90's
     // 227 KB).
     constexpr int32_t kMaxSharedBytes = 232448;
-    if (step->shared_bytes() < 0 || step->shared_bytes() > kMaxSharedBytes || (!cuda && step->shared_bytes() != 0))
-      return fail(Kind::OutOfRange, "step " + n(s) + " takes " + std::to_string(step->shared_bytes()) +
-                                        " bytes of dynamic shared memory" +
-                                        (cuda ? " (at most " + std::to_string(kMaxSharedBytes) + ")" : " on the CPU"));
+    for (int32_t bytes : {step->shared_bytes(), step->partial_shared_bytes()})
+      if (bytes < 0 || bytes > kMaxSharedBytes || (!cuda && bytes != 0))
+        return fail(Kind::OutOfRange,
+                    "step " + n(s) + " takes " + std::to_string(bytes) + " bytes of dynamic shared memory" +
+                        (cuda ? " (at most " + std::to_string(kMaxSharedBytes) + ")" : " on the CPU"));
     if (cuda && step->kind() != StepKind::Library &&
         (step->block_threads() < 32 || step->block_threads() > 1024 || step->block_threads() % 32 != 0 ||
          step->grid_blocks() < 1 || step->grid_blocks() > INT32_MAX))
@@ -656,7 +661,14 @@ Result<ArtifactView> read_artifact(std::span<const uint8_t> file, std::string_vi
       std::string why = attention_problem(*at, *step, *a.values(), value_bytes);
       // CUDA runs it with the kernel the compiler wrote for it (format 1.16: bf16 or f16;
       // 1.17: f32 too).
-      if (why.empty() && cuda && at->gradient()) why = "is a backward, which only the CPU's runtime runs";
+      // 1.19: a backward on two kernels, the first writing two f32 values per query row.
+      if (why.empty() && cuda && at->gradient()) {
+        int64_t rows = at->queries();
+        if (at->batch())
+          for (int64_t d : *at->batch()) rows *= d;
+        if (!step->partial_symbol() || step->partial_symbol()->size() == 0 || step->scratch_bytes() < rows * 8)
+          why = "is a backward without its first kernel for CUDA or the scratch it writes";
+      }
       if (why.empty() && cuda && (step->block_threads() <= 0 || step->grid_blocks() <= 0))
         why = "has no kernel launch for CUDA";
       if (!why.empty()) return fail(Kind::ShapeMismatch, "the attention of step " + n(s) + " " + why);

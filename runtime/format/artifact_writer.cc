@@ -77,12 +77,13 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                             fb.CreateVectorOfStructs(s.matmul.batch), post_ops, s.matmul.lda, s.matmul.ldb,
                             s.matmul.a_offset, s.matmul.b_offset);
     }
-    steps.push_back(CreateStep(
-        fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol), fb.CreateVector(s.inputs),
-        fb.CreateVector(s.outputs), matmul, s.work_items, s.block_threads, s.grid_blocks,
-        fb.CreateVectorOfStrings(s.ops), s.flops, s.partial_symbol.empty() ? 0 : fb.CreateString(s.partial_symbol),
-        s.partial_items, s.scratch_offset, s.scratch_bytes, s.partial_block_threads, s.partial_grid_blocks, conv,
-        s.channel_layouts.empty() ? 0 : fb.CreateVector(s.channel_layouts), attention, s.shared_bytes));
+    steps.push_back(CreateStep(fb, s.kind, fb.CreateString(s.name), fb.CreateString(s.symbol),
+                               fb.CreateVector(s.inputs), fb.CreateVector(s.outputs), matmul, s.work_items,
+                               s.block_threads, s.grid_blocks, fb.CreateVectorOfStrings(s.ops), s.flops,
+                               s.partial_symbol.empty() ? 0 : fb.CreateString(s.partial_symbol), s.partial_items,
+                               s.scratch_offset, s.scratch_bytes, s.partial_block_threads, s.partial_grid_blocks, conv,
+                               s.channel_layouts.empty() ? 0 : fb.CreateVector(s.channel_layouts), attention,
+                               s.shared_bytes, s.partial_shared_bytes));
   }
   std::vector<flatbuffers::Offset<StateCopy>> copies;
   for (auto [state, value] : c.state_copies) copies.push_back(CreateStateCopy(fb, state, value));

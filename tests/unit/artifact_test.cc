@@ -231,8 +231,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 19;  // minor version 19
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.19 (this runtime reads 1.0 to 1.18)");
+  newer[10] = 20;  // minor version 20
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.20 (this runtime reads 1.0 to 1.19)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -626,8 +626,10 @@ TEST_CASE("a matmul's leading dims and offsets (format 1.11) stay inside its ope
   }
 }
 
-TEST_CASE("an attention backward step (format 1.18) reads dO inside its input, writes three f32 gradients, on the CPU",
-          "[artifact][errors]") {
+TEST_CASE(
+    "an attention backward step (format 1.18) reads dO inside its input, writes three f32 gradients; on CUDA "
+    "(1.19) with its first kernel and scratch",
+    "[artifact][errors]") {
   Model m("attention_backward", 1);
   Tensor q = m.input("q", {2, 3, 8, 4});
   Tensor k = m.input("k", {2, 3, 8, 4});
@@ -699,9 +701,31 @@ TEST_CASE("an attention backward step (format 1.18) reads dO inside its input, w
       step.block_threads = 128;
       step.grid_blocks = 6;
     }
-    const std::string why = refused(c, "cuda-sm_80");
-    INFO(why);
-    CHECK(why == prefix + "is a backward, which only the CPU's runtime runs");
+    const std::string no_kernel = prefix + "is a backward without its first kernel for CUDA or the scratch it writes";
+    CHECK(refused(c, "cuda-sm_80") == no_kernel);
+    // With them (1.19): two f32 values for each of its 2·3·8 query rows, past the buffers.
+    auto& step = c.steps[s];
+    step.partial_symbol = step.symbol + "_partial";
+    step.partial_items = 48;
+    step.partial_block_threads = 128;
+    step.partial_grid_blocks = 6;
+    step.partial_shared_bytes = 60000;
+    step.scratch_offset = static_cast<int64_t>((c.arena_bytes + c.alignment - 1) / c.alignment * c.alignment);
+    step.scratch_bytes = 48 * 8;
+    c.arena_bytes = static_cast<uint64_t>(step.scratch_offset + step.scratch_bytes);
+    CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
+    step.scratch_bytes = 47 * 8;
+    CHECK(refused(c, "cuda-sm_80") == no_kernel);
+    step.scratch_bytes = 48 * 8;
+    step.partial_shared_bytes = 300000;
+    CHECK(refused(c, "cuda-sm_80") == "artifact: out of range: step " + std::to_string(s) +
+                                          " takes 300000 bytes of dynamic shared memory (at most 232448)");
+    // The CPU's runtime runs it in one call: no partial kernel.
+    c = good;
+    c.steps[s].partial_symbol = "kiln_attention_partial";
+    CHECK(refused(c).starts_with("artifact: malformed metadata: step " + std::to_string(s) +
+                                 " has scratch or a partial kernel, which only a split reduction step or a CUDA "
+                                 "attention backward has"));
   }
 }
 

@@ -1,11 +1,14 @@
 // The GPU tier's attention cases (tag "gpu"; see cuda_gpu_test.cc): CUDA's attention
 // kernels, bf16, f16 (each variant) and f32, against the interpreter on the graphs of
-// cuda_attention_graphs.h, from 8 threads and from unaligned device buffers.
+// cuda_attention_graphs.h, from 8 threads and from unaligned device buffers; and the f32
+// backward's on those of attention_gradient_graphs.h.
 #include <cmath>
 #include <cstdlib>
 #include <tuple>
 
+#include "passes/autodiff.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/attention_gradient_graphs.h"
 #include "tests/unit/autocast_graph.h"
 #include "tests/unit/cuda_attention_graphs.h"
 #include "tests/unit/gpu_tier.h"
@@ -22,12 +25,13 @@ using namespace kiln::testing::gpu_tier;
 
 namespace {
 
-// How many attention steps the artifact has.
-int attention_steps(const std::vector<uint8_t>& artifact) {
+// How many attention steps the artifact has, forward ones or backward ones.
+int attention_steps(const std::vector<uint8_t>& artifact, bool backward = false) {
   auto view = format::read_artifact(artifact);
   REQUIRE(view.ok());
   int steps = 0;
-  for (const format::Step* s : *view->metadata().steps()) steps += s->attention() != nullptr;
+  for (const format::Step* s : *view->metadata().steps())
+    steps += s->attention() != nullptr && s->attention()->gradient() == backward;
   return steps;
 }
 
@@ -106,6 +110,27 @@ TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 t
     auto got = kiln::testing::run_artifact(*artifact, g, args);
     if (!got.ok()) FAIL(got.error().message);
     check_same(*got, kiln::testing::eval_ok(g, args), 1e-4, 1e-5);
+    CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+  }
+}
+
+TEST_CASE("CUDA: an f32 attention's backward as two kernels gives the interpreter's gradients; 8 threads agree",
+          "[gpu][cuda][attention]") {
+  if (!have_gpu()) return;
+  for (const kiln::testing::AttentionGradientGraph& graph : kiln::testing::attention_gradient_graphs()) {
+    INFO(graph.name);
+    ir::Graph g = kiln::testing::parse_ok(graph.text);
+    auto differentiated = passes::AutodiffPass(graph.wrt).run(g);
+    if (!differentiated.ok()) FAIL(differentiated.error().message);
+    const auto args = seeded_arguments(g, graph.seed, graph.bound);
+    auto artifact = compile_to_artifact(g, cuda_options(true));
+    if (!artifact.ok()) FAIL(artifact.error().message);
+    CHECK(attention_steps(*artifact, /*backward=*/true) == 1);
+    // As on the CPU (attention_gradient_test.cc): f32 sums in another order than the
+    // interpreter's, P from each row's log-sum-exp.
+    auto got = kiln::testing::run_artifact(*artifact, g, args);
+    if (!got.ok()) FAIL(got.error().message);
+    check_same(*got, kiln::testing::eval_ok(g, args), 1e-4, 1e-4, /*half_ulp=*/true);
     CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
   }
 }

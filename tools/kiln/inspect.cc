@@ -199,14 +199,24 @@ int run_inspect(std::span<char* const> argv) {
                      dtype_text(in), dtype_text(out));
         print_post_ops(c.post_ops());
       }
-      if (step->partial_symbol() && step->partial_symbol()->size() > 0)
-        fmt::print("        split: {} parts first [{}]{}, {} bytes of scratch at {}\n", step->partial_items(),
-                   step->partial_symbol()->str(),
-                   step->partial_block_threads() > 0
-                       ? fmt::format(" <<<{} blocks, {} threads>>>", step->partial_grid_blocks(),
-                                     step->partial_block_threads())
-                       : "",
-                   step->scratch_bytes(), step->scratch_offset());
+      if (step->partial_symbol() && step->partial_symbol()->size() > 0) {
+        const std::string partial_launch =
+            step->partial_block_threads() > 0
+                ? fmt::format(
+                      " <<<{} blocks, {} threads{}>>>", step->partial_grid_blocks(), step->partial_block_threads(),
+                      step->partial_shared_bytes() > 0 ? fmt::format(", {} bytes shared", step->partial_shared_bytes())
+                                                       : "")
+                : "";
+        // An attention backward's first kernel (1.19) writes its query rows' values.
+        if (step->attention() && step->attention()->gradient())
+          fmt::print(
+              "        first: [{}]{}, each query row's log-sum-exp and sum of dO*O into {} bytes of scratch at "
+              "{}\n",
+              step->partial_symbol()->str(), partial_launch, step->scratch_bytes(), step->scratch_offset());
+        else
+          fmt::print("        split: {} parts first [{}]{}, {} bytes of scratch at {}\n", step->partial_items(),
+                     step->partial_symbol()->str(), partial_launch, step->scratch_bytes(), step->scratch_offset());
+      }
       // Format 1.10: the same kernel over activations kept in oneDNN's layouts.
       if (step->channel_layouts() && step->channel_layouts()->size() > 0) {
         std::vector<std::string> kernels;
