@@ -15,7 +15,8 @@
 # through an artifact against a direct cublasLtMatmul (bench/lt_compare.cc, f32 and
 # bf16); attention in bf16 at S=4096 beside PyTorch's flash attention (the kernel's
 # variants, and GPT-2's bf16 block with 16 and 32 query rows a warp; forward and backward,
-# bench/cuda_checks/train_attention_*); the fusion suite beside PyTorch (its bf16 rows
+# bench/cuda_checks/train_attention_*; the f32 backward's two kernels against the matmuls
+# they replace, at GPT-2's shape and in its f32 training row); the fusion suite beside PyTorch (its bf16 rows
 # too); and, if KILN_FASHION_MNIST names the dataset's folder, Fashion-MNIST with kiln
 # and PyTorch (KILN_FASHION_EPOCHS epochs, default 2); and, if KILN_ONNX_MODELS names a folder of
 # bench/export_models.py's files, those models (KILN_ONNX_LIST, default the six of
@@ -147,8 +148,27 @@ if stage attention; then
     note "$row (forward and backward): exit $? $(grep -E '^latency|^steps' "$out/$row.txt" | tr -s ' ' | tr '\n' ';')"
     rm -f "$out/$row.grad.kir"
   done
-  # The f32 models with and without their attention steps, in one run each.
+  # f32 attention's backward at GPT-2's shape, and the f32 training row: CUDA's two
+  # backward kernels against the GEMMs and softmax kernels they replace, in alternating
+  # rounds.
   bin/kiln bench --suite=models --export="$out/rows" > /dev/null
+  timeout 30 bin/kiln opt cuda_checks/train_f32_attention_gpt2.kir --passes='autodiff{wrt=q,k,v}' \
+    > "$out/train_f32_attention_gpt2.grad.kir"
+  for round in 1 2; do
+    for backward in kernels matmuls; do
+      result="$out/train_f32_attention_gpt2_${backward}_$round.txt"
+      KILN_CUDA_ATTENTION_BACKWARD=$backward timeout 60 bin/kiln bench "$out/train_f32_attention_gpt2.grad.kir" \
+        --target=cuda --repeat=20 --warmup=3 --profile > "$result" 2>&1
+      note "train_f32_attention_gpt2, backward on $backward, round $round: exit $? $(grep -E '^latency|^steps|^ +[0-9]+ +attention' "$result" | tr -s ' ' | tr '\n' ';')"
+      result="$out/gpt2_block_train_f32_${backward}_$round.txt"
+      KILN_CUDA_ATTENTION_BACKWARD=$backward timeout 90 bin/kiln bench "$out/rows/gpt2_block_train.kir" \
+        --weights "$out/rows/gpt2_block_train.safetensors" --target=cuda --repeat=20 --warmup=3 --profile \
+        > "$result" 2>&1
+      note "gpt2_block_train f32, backward on $backward, round $round: exit $? $(grep -E '^latency|^steps|^ +[0-9]+ +attention' "$result" | tr -s ' ' | tr '\n' ';')"
+    done
+  done
+  rm -f "$out/train_f32_attention_gpt2.grad.kir"
+  # The f32 models with and without their attention steps, in one run each.
   # GPT-2's bf16 block (heads of 64) with 16 and 32 rows a warp, in alternating rounds.
   for round in 1 2; do
     for rows in 16 32; do

@@ -116,9 +116,12 @@ $TRANSFORMS
         for (int c = 0; c < VC * 4; ++c) o[i][c] *= alpha;
       }
       #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < 4; ++j) {
+        kiln_vec4<float> column;
         #pragma unroll
-        for (int i = 0; i < 4; ++i) ps[tx * 4 + j][ty * 4 + i] = s[i][j];
+        for (int i = 0; i < 4; ++i) column.v[i] = s[i][j];
+        *reinterpret_cast<kiln_vec4<float>*>(&ps[tx * 4 + j][ty * 4]) = column;
+      }
       __syncthreads();
       for (int c = 0; c < KT; ++c) {
         const kiln_vec4<float> pc = *reinterpret_cast<const kiln_vec4<float>*>(&ps[c][ty * 4]);
@@ -209,8 +212,15 @@ $KEPT
             const float pr = exp2f((x - lse[i]) * kLog2e);
             ds = kept ? pr * (dp[i][j] - dr[i]) * SCALE : 0.f;
           }
-          ps[tx * 4 + j][ty * 4 + i] = ds;
+          s[i][j] = ds;
         }
+      }
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        kiln_vec4<float> column;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) column.v[i] = s[i][j];
+        *reinterpret_cast<kiln_vec4<float>*>(&ps[tx * 4 + j][ty * 4]) = column;
       }
       __syncthreads();
       for (int c = 0; c < KT; ++c) {
@@ -219,7 +229,7 @@ $KEPT
         for (int h = 0; h < DC; ++h) {
           #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const float kv = ks[h * 32 + tx * 4 + e][c];
+            const float kv = ks[h * 32 + tx + 8 * e][c];
             #pragma unroll
             for (int i = 0; i < 4; ++i) dq[i][h * 4 + e] = fmaf(dsc.v[i], kv, dq[i][h * 4 + e]);
           }
@@ -232,7 +242,7 @@ $KEPT
       if (row >= T) continue;
       #pragma unroll
       for (int c = 0; c < DC * 4; ++c) {
-        const int col = (c >> 2) * 32 + tx * 4 + (c & 3);
+        const int col = (c >> 2) * 32 + tx + 8 * (c & 3);
         if (col < D) dq_out[dqo + (long long)row * DQRS + (long long)col * DQCS] = dq[i][c];
       }
     }
@@ -333,9 +343,20 @@ $KEPT
             pr = exp2f((x - stats[tx * 4 + j][0]) * kLog2e);
             ds = kept ? pr * (dp[i][j] - stats[tx * 4 + j][1]) * SCALE : 0.f;
           }
-          pst[tx * 4 + j][ty * 4 + i] = pr;
-          dst[tx * 4 + j][ty * 4 + i] = ds;
+          s[i][j] = pr;
+          dp[i][j] = ds;
         }
+      }
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        kiln_vec4<float> pc, dc;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          pc.v[i] = s[i][j];
+          dc.v[i] = dp[i][j];
+        }
+        *reinterpret_cast<kiln_vec4<float>*>(&pst[tx * 4 + j][ty * 4]) = pc;
+        *reinterpret_cast<kiln_vec4<float>*>(&dst[tx * 4 + j][ty * 4]) = dc;
       }
       __syncthreads();
       for (int r = 0; r < QT; ++r) {
@@ -345,7 +366,7 @@ $KEPT
         for (int h = 0; h < VC; ++h) {
           #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const float g = dos[h * 32 + tx * 4 + e][r];
+            const float g = dos[h * 32 + tx + 8 * e][r];
             #pragma unroll
             for (int i = 0; i < 4; ++i) dv[i][h * 4 + e] = fmaf(pr.v[i], g, dv[i][h * 4 + e]);
           }
@@ -354,7 +375,7 @@ $KEPT
         for (int h = 0; h < DC; ++h) {
           #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const float qv = qs[h * 32 + tx * 4 + e][r];
+            const float qv = qs[h * 32 + tx + 8 * e][r];
             #pragma unroll
             for (int i = 0; i < 4; ++i) dk[i][h * 4 + e] = fmaf(ds.v[i], qv, dk[i][h * 4 + e]);
           }
@@ -367,12 +388,12 @@ $KEPT
       if (key >= S) continue;
       #pragma unroll
       for (int c = 0; c < VC * 4; ++c) {
-        const int col = (c >> 2) * 32 + tx * 4 + (c & 3);
+        const int col = (c >> 2) * 32 + tx + 8 * (c & 3);
         if (col < DV) dv_out[dvo + (long long)key * DVRS + (long long)col * DVCS] = dv[i][c];
       }
       #pragma unroll
       for (int c = 0; c < DC * 4; ++c) {
-        const int col = (c >> 2) * 32 + tx * 4 + (c & 3);
+        const int col = (c >> 2) * 32 + tx + 8 * (c & 3);
         if (col < D) dk_out[dko + (long long)col * DKRS + (long long)key * DKCS] = dk[i][c];
       }
     }
