@@ -1,0 +1,385 @@
+#include "codegen/cuda/attention_gradient_source.h"
+
+namespace kiln::codegen::cuda {
+
+// The first kernel: the row values, then dq. Its arrays: q's rows and dO's transposed
+// ([d][row]), k's tile transposed ([d][key], d up to DP), v's tile as [key][e] in the
+// first pass and transposed in the second, and P or dS as [key][row].
+const char* const kAttentionGradientRowsKernel = R"(
+  static_assert(R == 64 && KT == 32, "16 x 8 threads, each 4 rows by 4 keys of a tile");
+  constexpr int RP = R + 4, KTP = KT + 4;
+  constexpr int VTILE = KT * DVP > DV * KTP ? KT * DVP : DV * KTP;
+  KILN_DYNAMIC_SHARED(float, kiln_shared);
+  float (*qs)[RP] = reinterpret_cast<float (*)[RP]>(kiln_shared);
+  float (*dos)[RP] = reinterpret_cast<float (*)[RP]>(kiln_shared + D * RP);
+  float (*ks)[KTP] = reinterpret_cast<float (*)[KTP]>(kiln_shared + (D + DV) * RP);
+  float* const tile = kiln_shared + (D + DV) * RP + DP * KTP;
+  float (*vs)[DVP] = reinterpret_cast<float (*)[DVP]>(tile);
+  float (*vts)[KTP] = reinterpret_cast<float (*)[KTP]>(tile);
+  float (*ps)[RP] = reinterpret_cast<float (*)[RP]>(tile + VTILE);
+  const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
+  const float kNegInf = __int_as_float(0xff800000), kLog2e = 1.4426950408889634f;
+  constexpr int QBLOCKS = (T + R - 1) / R, TILES = (S + KT - 1) / KT;
+  for (long long w = blockIdx.x; w < (long long)BATCH * QBLOCKS; w += gridDim.x) {
+    const long long p = w / QBLOCKS;
+    const int r0 = (int)(QBLOCKS - 1 - w % QBLOCKS) * R;
+$OFFSETS
+    __syncthreads();
+    for (int i = threadIdx.x; i < R * D; i += 128) {
+      const int r = i / D, d = i % D, row = r0 + r;
+      qs[d][r] = row < T ? q[qo + (long long)row * QRS + (long long)d * QCS] : 0.f;
+    }
+    for (int i = threadIdx.x; i < R * DV; i += 128) {
+      const int r = i / DV, e = i % DV, row = r0 + r;
+      dos[e][r] = row < T ? d_out[go + (long long)row * GRS + (long long)e * GCS] : 0.f;
+    }
+    float m[4], l[4], o[4][VC * 4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      m[i] = kNegInf; l[i] = 0.f;
+      #pragma unroll
+      for (int c = 0; c < VC * 4; ++c) o[i][c] = 0.f;
+    }
+    const int tiles_needed = CAUSAL ? min(TILES, (min(r0 + R, T) - 1) / KT + 1) : TILES;
+    // The forward's online softmax, and its output O unnormalized.
+    for (int kb = 0; kb < TILES; ++kb) {
+      if (CAUSAL && kb == tiles_needed) {  // taken where exp(fill - max) is not 0 for some row
+        bool needed = false;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) needed = needed || (r0 + ty * 4 + i < T && !(FILL - m[i] < -104.f));
+        if (!__syncthreads_or(needed)) break;
+      }
+      __syncthreads();
+      for (int i = threadIdx.x; i < KT * D; i += 128) {
+        const int c = i / D, d = i % D, key = kb * KT + c;
+        ks[d][c] = key < S ? k[ko + (long long)key * KRS + (long long)d * KCS] : 0.f;
+      }
+      for (int i = threadIdx.x; i < KT * DVP; i += 128) {
+        const int c = i / DVP, e = i % DVP, key = kb * KT + c;
+        vs[c][e] = key < S && e < DV ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
+      }
+      __syncthreads();
+      float s[4][4] = {};
+      for (int d = 0; d < D; ++d) {
+        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&qs[d][ty * 4]);
+        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&ks[d][tx * 4]);
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a.v[i], b.v[j], s[i][j]);
+      }
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = r0 + ty * 4 + i;
+        float mx = kNegInf;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int key = kb * KT + tx * 4 + j;
+          float x = s[i][j];
+          if (row < T && key < S) {
+$TRANSFORMS
+          } else {
+            x = kNegInf;
+          }
+          s[i][j] = x; mx = fmaxf(mx, x);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        const float next = fmaxf(m[i], mx), shift = next == kNegInf ? 0.f : next;
+        const float alpha = exp2f((m[i] - shift) * kLog2e);
+        m[i] = next;
+        float sum = 0.f;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) { s[i][j] = exp2f((s[i][j] - shift) * kLog2e); sum += s[i][j]; }
+        l[i] = l[i] * alpha + sum;
+        #pragma unroll
+        for (int c = 0; c < VC * 4; ++c) o[i][c] *= alpha;
+      }
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        kiln_vec4<float> column;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) column.v[i] = s[i][j];
+        *reinterpret_cast<kiln_vec4<float>*>(&ps[tx * 4 + j][ty * 4]) = column;
+      }
+      __syncthreads();
+      for (int c = 0; c < KT; ++c) {
+        const kiln_vec4<float> pc = *reinterpret_cast<const kiln_vec4<float>*>(&ps[c][ty * 4]);
+        #pragma unroll
+        for (int h = 0; h < VC; ++h) {
+          const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&vs[c][h * 32 + tx * 4]);
+          #pragma unroll
+          for (int i = 0; i < 4; ++i)
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) o[i][h * 4 + e] = fmaf(pc.v[i], b.v[e], o[i][h * 4 + e]);
+        }
+      }
+    }
+    // Each row's log-sum-exp and Σ dO∘O over the 8 threads that hold it (-inf and NaN
+    // where every key took a fill of -inf, as the decomposition's P is NaN there).
+    float lse[4], dr[4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float sum = l[i];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+      float dot = 0.f;
+      #pragma unroll
+      for (int c = 0; c < VC * 4; ++c) {
+        const int col = (c >> 2) * 32 + tx * 4 + (c & 3);
+        if (col < DV) dot = fmaf(dos[col][ty * 4 + i], o[i][c], dot);
+      }
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+      dot += __shfl_xor_sync(0xffffffffu, dot, 4);
+      lse[i] = m[i] + logf(sum);
+      dr[i] = dot / sum;
+      const int row = r0 + ty * 4 + i;
+      if (tx == 0 && row < T) {
+        scratch[(p * T + row) * 2] = lse[i];
+        scratch[(p * T + row) * 2 + 1] = dr[i];
+      }
+    }
+    // dq = dS·k over the keys up to the block's last query (past it f masks every score,
+    // whose dS is 0).
+    float dq[4][DC * 4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+      #pragma unroll
+      for (int c = 0; c < DC * 4; ++c) dq[i][c] = 0.f;
+    const int dq_tiles = CAUSAL ? min(TILES, (min(r0 + R, T) - 1) / KT + 1) : TILES;
+    for (int kb = 0; kb < dq_tiles; ++kb) {
+      __syncthreads();
+      for (int i = threadIdx.x; i < KT * DP; i += 128) {
+        const int c = i / DP, d = i % DP, key = kb * KT + c;
+        ks[d][c] = key < S && d < D ? k[ko + (long long)key * KRS + (long long)d * KCS] : 0.f;
+      }
+      for (int i = threadIdx.x; i < KT * DV; i += 128) {
+        const int c = i / DV, e = i % DV, key = kb * KT + c;
+        vts[e][c] = key < S ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
+      }
+      __syncthreads();
+      float s[4][4] = {}, dp[4][4] = {};
+      for (int d = 0; d < D; ++d) {
+        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&qs[d][ty * 4]);
+        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&ks[d][tx * 4]);
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a.v[i], b.v[j], s[i][j]);
+      }
+      for (int e = 0; e < DV; ++e) {
+        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&dos[e][ty * 4]);
+        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&vts[e][tx * 4]);
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) dp[i][j] = fmaf(a.v[i], b.v[j], dp[i][j]);
+      }
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = r0 + ty * 4 + i;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int key = kb * KT + tx * 4 + j;
+          float ds = 0.f;
+          if (row < T && key < S) {
+            float x = s[i][j];
+            bool kept = true;
+$TRANSFORMS
+$KEPT
+            const float pr = exp2f((x - lse[i]) * kLog2e);
+            ds = kept ? pr * (dp[i][j] - dr[i]) * SCALE : 0.f;
+          }
+          s[i][j] = ds;
+        }
+      }
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        kiln_vec4<float> column;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) column.v[i] = s[i][j];
+        *reinterpret_cast<kiln_vec4<float>*>(&ps[tx * 4 + j][ty * 4]) = column;
+      }
+      __syncthreads();
+      for (int c = 0; c < KT; ++c) {
+        const kiln_vec4<float> dsc = *reinterpret_cast<const kiln_vec4<float>*>(&ps[c][ty * 4]);
+        #pragma unroll
+        for (int h = 0; h < DC; ++h) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float kv = ks[h * 32 + tx + 8 * e][c];
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) dq[i][h * 4 + e] = fmaf(dsc.v[i], kv, dq[i][h * 4 + e]);
+          }
+        }
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = r0 + ty * 4 + i;
+      if (row >= T) continue;
+      #pragma unroll
+      for (int c = 0; c < DC * 4; ++c) {
+        const int col = (c >> 2) * 32 + tx + 8 * (c & 3);
+        if (col < D) dq_out[dqo + (long long)row * DQRS + (long long)col * DQCS] = dq[i][c];
+      }
+    }
+  }
+)";
+
+// The second kernel: d(kᵀ) and dv of a block of keys. Its arrays: k's and v's blocks
+// transposed ([d][key]), a tile of q's and dO's rows transposed ([d][row], d up to DP and
+// DVP), P and dS as [row][key], and the tile's row values.
+const char* const kAttentionGradientKeysKernel = R"(
+  static_assert(KB == 64 && QT == 32, "16 x 8 threads, each 4 keys by 4 rows of a tile");
+  constexpr int KBP = KB + 4, QTP = QT + 4;
+  KILN_DYNAMIC_SHARED(float, kiln_shared);
+  float (*kts)[KBP] = reinterpret_cast<float (*)[KBP]>(kiln_shared);
+  float (*vts)[KBP] = reinterpret_cast<float (*)[KBP]>(kiln_shared + D * KBP);
+  float (*qs)[QTP] = reinterpret_cast<float (*)[QTP]>(kiln_shared + (D + DV) * KBP);
+  float (*dos)[QTP] = reinterpret_cast<float (*)[QTP]>(kiln_shared + (D + DV) * KBP + DP * QTP);
+  float (*pst)[KBP] = reinterpret_cast<float (*)[KBP]>(kiln_shared + (D + DV) * KBP + (DP + DVP) * QTP);
+  float (*dst)[KBP] = reinterpret_cast<float (*)[KBP]>(kiln_shared + (D + DV + QT) * KBP + (DP + DVP) * QTP);
+  float (*stats)[2] = reinterpret_cast<float (*)[2]>(kiln_shared + (D + DV + 2 * QT) * KBP + (DP + DVP) * QTP);
+  const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
+  const float kLog2e = 1.4426950408889634f;
+  constexpr int KBLOCKS = (S + KB - 1) / KB, TILES = (T + QT - 1) / QT;
+  for (long long w = blockIdx.x; w < (long long)BATCH * KBLOCKS; w += gridDim.x) {
+    const long long p = w / KBLOCKS;
+    const int k0 = (int)(w % KBLOCKS) * KB;
+$OFFSETS
+    __syncthreads();
+    for (int i = threadIdx.x; i < KB * D; i += 128) {
+      const int c = i / D, d = i % D, key = k0 + c;
+      kts[d][c] = key < S ? k[ko + (long long)key * KRS + (long long)d * KCS] : 0.f;
+    }
+    for (int i = threadIdx.x; i < KB * DV; i += 128) {
+      const int c = i / DV, e = i % DV, key = k0 + c;
+      vts[e][c] = key < S ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
+    }
+    float dk[4][DC * 4], dv[4][VC * 4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      #pragma unroll
+      for (int c = 0; c < DC * 4; ++c) dk[i][c] = 0.f;
+      #pragma unroll
+      for (int c = 0; c < VC * 4; ++c) dv[i][c] = 0.f;
+    }
+    // Query tiles before the block's first key: f masks every score, so only their P
+    // (exp(fill - log-sum-exp)) could reach dv.
+    const int masked_tiles = CAUSAL ? min(TILES, k0 / QT) : 0;
+    for (int qt = 0; qt < TILES; ++qt) {
+      const int r0 = qt * QT;
+      __syncthreads();
+      for (int i = threadIdx.x; i < QT * DP; i += 128) {
+        const int r = i / DP, d = i % DP, row = r0 + r;
+        qs[d][r] = row < T && d < D ? q[qo + (long long)row * QRS + (long long)d * QCS] : 0.f;
+      }
+      for (int i = threadIdx.x; i < QT * DVP; i += 128) {
+        const int r = i / DVP, e = i % DVP, row = r0 + r;
+        dos[e][r] = row < T && e < DV ? d_out[go + (long long)row * GRS + (long long)e * GCS] : 0.f;
+      }
+      for (int r = threadIdx.x; r < QT; r += 128) {
+        const int row = r0 + r;
+        stats[r][0] = row < T ? scratch[(p * T + row) * 2] : 0.f;
+        stats[r][1] = row < T ? scratch[(p * T + row) * 2 + 1] : 0.f;
+      }
+      __syncthreads();
+      if (qt < masked_tiles) {
+        bool needed = false;
+        for (int r = threadIdx.x; r < QT; r += 128) needed = needed || (r0 + r < T && !(FILL - stats[r][0] < -104.f));
+        if (!__syncthreads_or(needed)) continue;
+      }
+      float s[4][4] = {}, dp[4][4] = {};
+      for (int d = 0; d < D; ++d) {
+        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&kts[d][ty * 4]);
+        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&qs[d][tx * 4]);
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a.v[i], b.v[j], s[i][j]);
+      }
+      for (int e = 0; e < DV; ++e) {
+        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&vts[e][ty * 4]);
+        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&dos[e][tx * 4]);
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) dp[i][j] = fmaf(a.v[i], b.v[j], dp[i][j]);
+      }
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int key = k0 + ty * 4 + i;
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int row = r0 + tx * 4 + j;
+          float pr = 0.f, ds = 0.f;
+          if (row < T && key < S) {
+            float x = s[i][j];
+            bool kept = true;
+$TRANSFORMS
+$KEPT
+            pr = exp2f((x - stats[tx * 4 + j][0]) * kLog2e);
+            ds = kept ? pr * (dp[i][j] - stats[tx * 4 + j][1]) * SCALE : 0.f;
+          }
+          s[i][j] = pr;
+          dp[i][j] = ds;
+        }
+      }
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        kiln_vec4<float> pc, dc;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          pc.v[i] = s[i][j];
+          dc.v[i] = dp[i][j];
+        }
+        *reinterpret_cast<kiln_vec4<float>*>(&pst[tx * 4 + j][ty * 4]) = pc;
+        *reinterpret_cast<kiln_vec4<float>*>(&dst[tx * 4 + j][ty * 4]) = dc;
+      }
+      __syncthreads();
+      for (int r = 0; r < QT; ++r) {
+        const kiln_vec4<float> pr = *reinterpret_cast<const kiln_vec4<float>*>(&pst[r][ty * 4]);
+        const kiln_vec4<float> ds = *reinterpret_cast<const kiln_vec4<float>*>(&dst[r][ty * 4]);
+        #pragma unroll
+        for (int h = 0; h < VC; ++h) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float g = dos[h * 32 + tx + 8 * e][r];
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) dv[i][h * 4 + e] = fmaf(pr.v[i], g, dv[i][h * 4 + e]);
+          }
+        }
+        #pragma unroll
+        for (int h = 0; h < DC; ++h) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float qv = qs[h * 32 + tx + 8 * e][r];
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) dk[i][h * 4 + e] = fmaf(ds.v[i], qv, dk[i][h * 4 + e]);
+          }
+        }
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int key = k0 + ty * 4 + i;
+      if (key >= S) continue;
+      #pragma unroll
+      for (int c = 0; c < VC * 4; ++c) {
+        const int col = (c >> 2) * 32 + tx + 8 * (c & 3);
+        if (col < DV) dv_out[dvo + (long long)key * DVRS + (long long)col * DVCS] = dv[i][c];
+      }
+      #pragma unroll
+      for (int c = 0; c < DC * 4; ++c) {
+        const int col = (c >> 2) * 32 + tx + 8 * (c & 3);
+        if (col < D) dk_out[dko + (long long)col * DKRS + (long long)key * DKCS] = dk[i][c];
+      }
+    }
+  }
+)";
+
+}  // namespace kiln::codegen::cuda
