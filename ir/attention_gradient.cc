@@ -233,7 +233,7 @@ int64_t cuda_attention_gradient_scratch_bytes(const AttentionGradientMatch& m) {
   const Shape& q = m.scores.q_view.shape;
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < q.size(); ++d) rows *= q[d];
-  return rows * 2 * static_cast<int64_t>(sizeof(float));
+  return rows * kCudaAttentionGradientRowValues * static_cast<int64_t>(sizeof(float));
 }
 
 const AttentionGradientMatch* attention_gradient_of(const std::vector<AttentionGradientMatch>& matches,

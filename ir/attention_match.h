@@ -129,9 +129,10 @@ bool cuda_runs_attention_gradient(const AttentionGradientMatch& m);
 /// The backward matches `runner` runs as one step, in graph order.
 std::vector<AttentionGradientMatch> attention_gradient_matches(const Graph& g, AttentionRunner runner);
 
-/// The arena scratch of CUDA's attention backward: each query row's log-sum-exp and
-/// Σ dO∘O, two f32 values, per batch index, which its first kernel writes for its second.
+/// The arena scratch of CUDA's attention backward: each query row's maximum, 1 / sum and
+/// Σ dO∘O, three f32 values, per batch index, which its first kernel writes for its second.
 int64_t cuda_attention_gradient_scratch_bytes(const AttentionGradientMatch& m);
+constexpr int kCudaAttentionGradientRowValues = 3;
 
 /// The match of `matches` that library step `step` computes (fusion made the step of its
 /// two calls), or null.

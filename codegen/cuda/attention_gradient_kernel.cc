@@ -22,6 +22,8 @@ constexpr int kThreads = 128;
 // query rows a tile. Each shared row of floats is 4 longer than what it holds, so that a
 // thread's 16-byte reads stay aligned and transposed stores spread over the banks.
 constexpr int kRows = 64, kKeyTile = 32, kKeys = 64, kRowTile = 32;
+// An sm_90 SM's shared memory for blocks (228 KB, less 1 KB the system takes a block).
+constexpr int kSmSharedBytes = 227 * 1024;
 
 std::string replaced(std::string text, const std::vector<std::pair<std::string, std::string>>& parts) {
   for (const auto& [from, to] : parts)
@@ -47,8 +49,9 @@ class GradientWriter {
     const int64_t dp = (head_dim_ + 31) / 32 * 32, dvp = (value_dim_ + 31) / 32 * 32;
     std::string constants = fmt::format(
         "  constexpr long long BATCH = {}LL;\n  constexpr int T = {}, S = {}, D = {}, DV = {}, DP = {}, DVP = {}, "
-        "DC = DP / 32, VC = DVP / 32;\n  constexpr int R = {}, KT = {}, KB = {}, QT = {};\n",
-        indices_, queries_, keys_, head_dim_, value_dim_, dp, dvp, kRows, kKeyTile, kKeys, kRowTile);
+        "DC = DP / 32, VC = DVP / 32;\n  constexpr int R = {}, KT = {}, KB = {}, QT = {}, STATS = {};\n",
+        indices_, queries_, keys_, head_dim_, value_dim_, dp, dvp, kRows, kKeyTile, kKeys, kRowTile,
+        ir::kCudaAttentionGradientRowValues);
     auto strides = [&](const char* name, const ir::StridedView& view) {
       constants += fmt::format("  constexpr long long {0}RS = {1}LL, {0}CS = {2}LL;\n", name, view.strides[nb_],
                                view.strides[nb_ + 1]);
@@ -88,20 +91,27 @@ class GradientWriter {
     }
     const std::vector<std::pair<std::string, std::string>> parts = {
         {"$OFFSETS", attention_batch_offsets(batch_, views, "    ")}, {"$TRANSFORMS\n", transforms}, {"$KEPT\n", kept}};
-    auto kernel = [&](const std::string& name, const char* body) {
-      out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, name, params.list);
-      out += constants + params.gradients + replaced(body, parts) + "}\n";
-    };
-    kernel(symbol + "_partial", kAttentionGradientRowsKernel);
-    kernel(symbol, kAttentionGradientKeysKernel);
     Launch launch{kThreads, indices_ * ((keys_ + kKeys - 1) / kKeys)};
     launch.partial_block_threads = kThreads;
     launch.partial_grid_blocks = indices_ * ((queries_ + kRows - 1) / kRows);
     const int64_t rows_tile = std::max(kKeyTile * dvp, value_dim_ * (kKeyTile + 4));
     launch.partial_shared_bytes = static_cast<int>(
         ((head_dim_ + value_dim_) * (kRows + 4) + dp * (kKeyTile + 4) + rows_tile + kKeyTile * (kRows + 4)) * 4);
-    launch.shared_bytes = static_cast<int>(
-        ((head_dim_ + value_dim_ + 2 * kRowTile) * (kKeys + 4) + (dp + dvp) * (kRowTile + 4) + 2 * kRowTile) * 4);
+    launch.shared_bytes =
+        static_cast<int>(((head_dim_ + value_dim_ + 2 * kRowTile) * (kKeys + 4) + (dp + dvp) * (kRowTile + 4) +
+                          ir::kCudaAttentionGradientRowValues * kRowTile) *
+                         4);
+    // As many blocks an SM as its shared memory holds (227 KB on sm_90, up to 4) is the
+    // kernel's register budget: without it ptxas kept the second kernel at 128 registers
+    // at D=64 and spilled, where 163 fit 3 blocks, as many as its 69 KB allow.
+    auto kernel = [&](const std::string& name, const char* body, int shared_bytes) {
+      const int blocks = std::clamp(kSmSharedBytes / std::max(shared_bytes, 1), 1, 4);
+      out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, {}) {}({}) {{\n", kThreads, blocks, name,
+                         params.list);
+      out += constants + params.gradients + replaced(body, parts) + "}\n";
+    };
+    kernel(symbol + "_partial", kAttentionGradientRowsKernel, launch.partial_shared_bytes);
+    kernel(symbol, kAttentionGradientKeysKernel, launch.shared_bytes);
     return launch;
   }
 

@@ -18,7 +18,7 @@ namespace kiln::codegen::cuda {
 /// mask's operand in f's order, dO), its outputs, then the step's arena scratch
 /// (ir::cuda_attention_gradient_scratch_bytes):
 /// - `symbol`_partial, a block of 128 threads a block of 64 query rows: the forward's
-///   online softmax over the keys, each row's log-sum-exp and Σ dO∘O (= Σ_keys P∘dP) into
+///   online softmax over the keys, each row's maximum, 1 / sum and Σ dO∘O (= Σ_keys P∘dP) into
 ///   the scratch, then a second pass over the keys for dS = f'(P ∘ (dP − Σ dO∘O)) and
 ///   dq = dS·k;
 /// - `symbol`, a block of 128 threads a block of 64 keys: over every block of 32 query
@@ -28,7 +28,7 @@ namespace kiln::codegen::cuda {
 /// partial_shared_bytes: 69 and 60 KB at head dims of 64, 121 and 113 KB at 128).
 /// Where f ends in a causal mask, the first kernel leaves out the tiles past a block's
 /// last query as the forward's kernel does, and the second the query tiles before its
-/// first key unless some row's exp(fill − log-sum-exp) is not 0 in f32 (dv then takes
+/// first key unless some row's exp(fill − max) / sum is not 0 in f32 (dv then takes
 /// them).
 Result<Launch> emit_attention_gradient_kernels(const ir::Graph& g, const ir::Step& step,
                                                const ir::AttentionGradientMatch& m, const std::string& symbol,

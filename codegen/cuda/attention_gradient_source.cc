@@ -7,6 +7,7 @@ namespace kiln::codegen::cuda {
 // first pass and transposed in the second, and P or dS as [key][row].
 const char* const kAttentionGradientRowsKernel = R"(
   static_assert(R == 64 && KT == 32, "16 x 8 threads, each 4 rows by 4 keys of a tile");
+  static_assert(STATS == 3, "a row's maximum, 1 / sum and sum of dO * O");
   constexpr int RP = R + 4, KTP = KT + 4;
   constexpr int VTILE = KT * DVP > DV * KTP ? KT * DVP : DV * KTP;
   KILN_DYNAMIC_SHARED(float, kiln_shared);
@@ -116,9 +117,12 @@ $TRANSFORMS
         }
       }
     }
-    // Each row's log-sum-exp and Σ dO∘O over the 8 threads that hold it (-inf and NaN
-    // where every key took a fill of -inf, as the decomposition's P is NaN there).
-    float lse[4], dr[4];
+    // Each row's maximum (0 where it is -inf, as the online softmax shifts by), 1 / sum and
+    // Σ dO∘O over the 8 threads that hold it, so that P = exp(x - max) / sum as the
+    // decomposition's softmax: NaN where every key took a fill of -inf (0 / 0), 1 / S
+    // where every key took the same finite fill (a log-sum-exp of -1e9 or float's lowest
+    // would lose the sum's log).
+    float shift[4], inv[4], dr[4];
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float sum = l[i];
@@ -134,12 +138,14 @@ $TRANSFORMS
       dot += __shfl_xor_sync(0xffffffffu, dot, 1);
       dot += __shfl_xor_sync(0xffffffffu, dot, 2);
       dot += __shfl_xor_sync(0xffffffffu, dot, 4);
-      lse[i] = m[i] + logf(sum);
-      dr[i] = dot / sum;
+      shift[i] = m[i] == kNegInf ? 0.f : m[i];
+      inv[i] = 1.f / sum;
+      dr[i] = dot * inv[i];
       const int row = r0 + ty * 4 + i;
       if (tx == 0 && row < T) {
-        scratch[(p * T + row) * 2] = lse[i];
-        scratch[(p * T + row) * 2 + 1] = dr[i];
+        scratch[(p * T + row) * STATS] = shift[i];
+        scratch[(p * T + row) * STATS + 1] = inv[i];
+        scratch[(p * T + row) * STATS + 2] = dr[i];
       }
     }
     // dq = dS·k over the keys up to the block's last query (past it f masks every score,
@@ -190,7 +196,7 @@ $TRANSFORMS
             bool kept = true;
 $TRANSFORMS
 $KEPT
-            const float pr = exp2f((x - lse[i]) * kLog2e);
+            const float pr = exp2f((x - shift[i]) * kLog2e) * inv[i];
             ds = kept ? pr * (dp[i][j] - dr[i]) * SCALE : 0.f;
           }
           s[i][j] = ds;
@@ -243,7 +249,7 @@ const char* const kAttentionGradientKeysKernel = R"(
   float (*dos)[QTP] = reinterpret_cast<float (*)[QTP]>(kiln_shared + (D + DV) * KBP + DP * QTP);
   float (*pst)[KBP] = reinterpret_cast<float (*)[KBP]>(kiln_shared + (D + DV) * KBP + (DP + DVP) * QTP);
   float (*dst)[KBP] = reinterpret_cast<float (*)[KBP]>(kiln_shared + (D + DV + QT) * KBP + (DP + DVP) * QTP);
-  float (*stats)[2] = reinterpret_cast<float (*)[2]>(kiln_shared + (D + DV + 2 * QT) * KBP + (DP + DVP) * QTP);
+  float (*stats)[STATS] = reinterpret_cast<float (*)[STATS]>(kiln_shared + (D + DV + 2 * QT) * KBP + (DP + DVP) * QTP);
   const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
   const float kLog2e = 1.4426950408889634f;
   constexpr int KBLOCKS = (S + KB - 1) / KB, TILES = (T + QT - 1) / QT;
@@ -269,7 +275,7 @@ $OFFSETS
       for (int c = 0; c < VC * 4; ++c) dv[i][c] = 0.f;
     }
     // Query tiles before the block's first key: f masks every score, so only their P
-    // (exp(fill - log-sum-exp)) could reach dv.
+    // (exp(fill - max) / sum, NaN in a row whose sum is 0) could reach dv.
     const int masked_tiles = CAUSAL ? min(TILES, k0 / QT) : 0;
     for (int qt = 0; qt < TILES; ++qt) {
       const int r0 = qt * QT;
@@ -284,13 +290,14 @@ $OFFSETS
       }
       for (int r = threadIdx.x; r < QT; r += 128) {
         const int row = r0 + r;
-        stats[r][0] = row < T ? scratch[(p * T + row) * 2] : 0.f;
-        stats[r][1] = row < T ? scratch[(p * T + row) * 2 + 1] : 0.f;
+        #pragma unroll
+        for (int c = 0; c < STATS; ++c) stats[r][c] = row < T ? scratch[(p * T + row) * STATS + c] : 0.f;
       }
       __syncthreads();
       if (qt < masked_tiles) {
         bool needed = false;
-        for (int r = threadIdx.x; r < QT; r += 128) needed = needed || (r0 + r < T && !(FILL - stats[r][0] < -104.f));
+        for (int r = threadIdx.x; r < QT; r += 128)
+          needed = needed || (r0 + r < T && !(FILL - stats[r][0] < -104.f && stats[r][1] <= 1.f));
         if (!__syncthreads_or(needed)) continue;
       }
       float s[4][4] = {}, dp[4][4] = {};
@@ -322,8 +329,8 @@ $OFFSETS
             bool kept = true;
 $TRANSFORMS
 $KEPT
-            pr = exp2f((x - stats[tx * 4 + j][0]) * kLog2e);
-            ds = kept ? pr * (dp[i][j] - stats[tx * 4 + j][1]) * SCALE : 0.f;
+            pr = exp2f((x - stats[tx * 4 + j][0]) * kLog2e) * stats[tx * 4 + j][1];
+            ds = kept ? pr * (dp[i][j] - stats[tx * 4 + j][2]) * SCALE : 0.f;
           }
           s[i][j] = pr;
           dp[i][j] = ds;

@@ -1,8 +1,9 @@
 // The CUDA C++ bodies of an attention backward's two kernels (attention_gradient_kernel.h),
-// after the constants the writer declares before them (the tiles R, KT, KB and QT, T, S,
-// D, DV, DP = D rounded up to 32, DVP, DC = DP / 32, VC, BATCH, the strides QRS, QCS, ... of each view, CAUSAL, FILL,
-// SCALE) and the gradients' pointers (dq_out, dk_out, dv_out); $OFFSETS, $TRANSFORMS and
-// $KEPT stand for the batch offsets, f's transforms and its masks' conditions. Internal to
+// after the constants the writer declares before them (the tiles R, KT, KB and QT; T, S,
+// D, DV, DP = D rounded up to 32, DVP, DC = DP / 32, VC, BATCH, STATS = the values a query
+// row keeps in the scratch, the strides QRS, QCS, ... of each view, CAUSAL, FILL, SCALE)
+// and the gradients' pointers (dq_out, dk_out, dv_out); $OFFSETS, $TRANSFORMS and $KEPT
+// stand for the batch offsets, f's transforms and its masks' conditions. Internal to
 // codegen/cuda.
 #pragma once
 

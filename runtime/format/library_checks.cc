@@ -222,12 +222,12 @@ Status check_library_step(const Artifact& a, int s, const std::vector<uint64_t>&
     std::string why = attention_problem(*at, *step, *a.values(), value_bytes);
     // CUDA runs it with the kernel the compiler wrote for it (format 1.16: bf16 or f16;
     // 1.17: f32 too).
-    // 1.19: a backward on two kernels, the first writing two f32 values per query row.
+    // 1.19: a backward on two kernels, the first writing three f32 values per query row.
     if (why.empty() && cuda && at->gradient()) {
       int64_t rows = at->queries();
       if (at->batch())
         for (int64_t d : *at->batch()) rows *= d;
-      if (!step->partial_symbol() || step->partial_symbol()->size() == 0 || step->scratch_bytes() < rows * 8)
+      if (!step->partial_symbol() || step->partial_symbol()->size() == 0 || step->scratch_bytes() < rows * 12)
         why = "is a backward without its first kernel for CUDA or the scratch it writes";
     }
     if (why.empty() && cuda && (step->block_threads() <= 0 || step->grid_blocks() <= 0))

@@ -3,6 +3,7 @@
 // scope that has not returned has arrived, as on the GPU. Blocks run one after another,
 // so a program's __shared__ arrays (static in the host build) are the running block's.
 #include <sys/mman.h>
+#include <algorithm>
 
 #include <cstdio>
 #include <cstdlib>
@@ -146,7 +147,11 @@ void fault(const char* what) {
 }
 
 // The launch's dynamic shared memory (cuLaunchKernel's sharedMemBytes), filled with 0xff
-// bytes (NaN as floats) so that a kernel reading what it did not write sees it.
+// bytes (NaN as floats) so that a kernel reading what it did not write sees it, and a
+// guard past it, whose bytes a kernel that writes past its allocation changes (a GPU
+// would write another array's memory, or fault).
+constexpr size_t kSharedGuardBytes = 4096;
+constexpr char kSharedGuard = static_cast<char>(0xa5);
 std::vector<char> g_dynamic_shared;
 void* dynamic_shared() { return g_dynamic_shared.empty() ? nullptr : g_dynamic_shared.data(); }
 
@@ -251,7 +256,12 @@ void bind_program(void (*bind)(const void* api)) { bind(&kApi); }
 
 std::string run_grid(const Kernel& kernel, const std::vector<std::vector<char>>& params, unsigned grid[3],
                      unsigned block_dims[3], unsigned shared_bytes) {
-  g_dynamic_shared.assign(shared_bytes, static_cast<char>(0xff));
+  g_dynamic_shared.assign(shared_bytes + kSharedGuardBytes, kSharedGuard);
+  std::fill_n(g_dynamic_shared.begin(), shared_bytes, static_cast<char>(0xff));
+  auto guard_intact = [&] {
+    return std::all_of(g_dynamic_shared.begin() + shared_bytes, g_dynamic_shared.end(),
+                       [](char c) { return c == kSharedGuard; });
+  };
   std::vector<std::vector<char>> values = params;
   std::vector<void*> pointers;
   for (auto& v : values) pointers.push_back(v.data());
@@ -267,6 +277,8 @@ std::string run_grid(const Kernel& kernel, const std::vector<std::vector<char>>&
       for (unsigned x = 0; x < grid[0] && error.empty(); ++x) {
         error = run_block(block, {x, y, z}, block_dim, grid_dim);
         if (error.empty()) error = g_fault;
+        if (error.empty() && !guard_intact())
+          error = "wrote past its " + std::to_string(shared_bytes) + " bytes of dynamic shared memory";
       }
   g_block = nullptr;
   g_current = nullptr;

@@ -162,6 +162,60 @@ inline std::vector<AttentionGradientGraph> attention_gradient_graphs() {
   })",
        {"q", "k", "v"},
        9},
+      // Query rows 0 to 4 keep no key, with float's lowest as the fill: their P is 1/S at
+      // every key (the fill minus itself), where a log-sum-exp of the fill would lose the
+      // sum's log (P 1 rather than 1/S). Two blocks of query rows, keys past a whole tile.
+      {"rows masked whole with float's lowest",
+       R"(graph @g(%q: f32[2,70,8], %k: f32[2,40,8], %v: f32[2,40,8], %w: f32[2,70,8]) {
+    %kt: f32[2,8,40] = transpose(%k) {perm=[0,2,1]}
+    %s: f32[2,70,40] = matmul(%q, %kt)
+    %c: f32[] = constant {value=0.3}
+    %ss: f32[2,70,40] = mul(%s, %c)
+    %i: i64[70,40] = iota {shape=[70,40], axis=0}
+    %five: i64[] = constant {value=5}
+    %fives: i64[70,40] = broadcast(%five) {shape=[70,40], dims=[]}
+    %keep: bool[70,40] = ge(%i, %fives)
+    %kb: bool[2,70,40] = broadcast(%keep) {shape=[2,70,40], dims=[1,2]}
+    %fill: f32[] = constant {value=-3.4028234663852886e+38}
+    %sk: f32[2,70,40] = select(%kb, %ss, %fill)
+    %p: f32[2,70,40] = softmax(%sk) {axis=-1}
+    %o: f32[2,70,8] = matmul(%p, %v)
+    %ow: f32[2,70,8] = mul(%o, %w)
+    %l: f32[] = reduce_sum(%ow) {axes=[0,1,2]}
+    return %l
+  })",
+       {"q", "k", "v"},
+       11},
+      // Causal with a fill of -1e9 after an additive mask of -1e9 on query rows 0 to 2: those
+      // rows' P is 1/S at every key, past the diagonal too, so the second kernel takes the
+      // query tiles before its first key.
+      {"rows masked whole by -1e9, causal",
+       R"(graph @g(%q: f32[1,100,8], %k: f32[1,100,8], %v: f32[1,100,8], %w: f32[1,100,8]) {
+    %kt: f32[1,8,100] = transpose(%k) {perm=[0,2,1]}
+    %s: f32[1,100,100] = matmul(%q, %kt)
+    %i: i64[100,100] = iota {shape=[100,100], axis=0}
+    %j: i64[100,100] = iota {shape=[100,100], axis=1}
+    %three: i64[] = constant {value=3}
+    %threes: i64[100,100] = broadcast(%three) {shape=[100,100], dims=[]}
+    %live: bool[100,100] = ge(%i, %threes)
+    %zero: f32[] = constant {value=0.0}
+    %big: f32[] = constant {value=-1e9}
+    %zeros: f32[100,100] = broadcast(%zero) {shape=[100,100], dims=[]}
+    %bigs: f32[100,100] = broadcast(%big) {shape=[100,100], dims=[]}
+    %bias: f32[100,100] = select(%live, %zeros, %bigs)
+    %bb: f32[1,100,100] = broadcast(%bias) {shape=[1,100,100], dims=[1,2]}
+    %sb: f32[1,100,100] = add(%s, %bb)
+    %keep: bool[100,100] = le(%j, %i)
+    %kb: bool[1,100,100] = broadcast(%keep) {shape=[1,100,100], dims=[1,2]}
+    %sk: f32[1,100,100] = select(%kb, %sb, %big)
+    %p: f32[1,100,100] = softmax(%sk) {axis=-1}
+    %o: f32[1,100,8] = matmul(%p, %v)
+    %ow: f32[1,100,8] = mul(%o, %w)
+    %l: f32[] = reduce_sum(%ow) {axes=[0,1,2]}
+    return %l
+  })",
+       {"q", "k", "v"},
+       12},
       // Head dims of 128 and 96 (CUDA's largest, four and three columns of 32 a thread), an
       // additive mask per key, 70 queries and 90 keys: two blocks of each kernel, the last partial.
       {"head dims 128 and 96",

@@ -124,6 +124,9 @@ TEST_CASE("a softmax with a reader besides the backward is left as it was", "[ru
   check_gradient({"P read by the loss too", text, {"q", "k", "v"}, 8}, {0, 0});
 }
 
-TEST_CASE("a query row masked whole is NaN in every key's dv, as the decomposition's", "[runtime][attention]") {
+TEST_CASE("a query row masked whole with -inf is NaN in every key's dv; with a finite fill, uniform",
+          "[runtime][attention]") {
   check_gradient("a row masked whole");
+  check_gradient("rows masked whole with float's lowest");
+  check_gradient("rows masked whole by -1e9, causal");
 }
