@@ -1,7 +1,8 @@
 // The CUDA emulator's own semantics (tests/cuda_emulator), through the driver API as the
 // runtime calls it: warp shuffles, __syncthreads_or, a kernel's parameters copied at
 // launch, the source kept beside each NVRTC cache entry, and a kernel whose threads wait
-// at barriers that others never reach failing its launch. Run by cuda_emulated_test.sh,
+// at barriers that others never reach, or that writes past its dynamic shared memory,
+// failing its launch. Run by cuda_emulated_test.sh,
 // which points $KILN_LIBCUDA at the emulator.
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -26,6 +27,11 @@ extern "C" __global__ void divergent(int* out) {
   if ((threadIdx.x & 31) < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
   __syncthreads();
   out[threadIdx.x] = v;
+}
+// Writes element `at` of its dynamic shared memory.
+extern "C" __global__ void write_shared(int at) {
+  KILN_DYNAMIC_SHARED(float, shared);
+  if (threadIdx.x == 0) shared[at] = 1.f;
 }
 )";
 
@@ -107,5 +113,19 @@ TEST_CASE("CUDA emulator: threads waiting at barriers the others never reach fai
   REQUIRE(cu.mem_alloc(&out, 64 * sizeof(int)) == CUDA_SUCCESS);
   void* params[] = {&out};
   CHECK(cu.launch_kernel(divergent, 1, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr) == CUDA_ERROR_LAUNCH_FAILED);
+  CHECK(cu.stream_synchronize(nullptr) == CUDA_ERROR_LAUNCH_FAILED);
+}
+
+TEST_CASE("CUDA emulator: a kernel writing past its dynamic shared memory fails the launch", "[cuda][emulator]") {
+  const runtime::cuda::Driver& cu = emulated_driver();
+  CUmodule module = load_kernels(cu);
+  CUfunction write_shared;
+  REQUIRE(cu.module_get_function(&write_shared, module, "write_shared") == CUDA_SUCCESS);
+  int at = 63;  // the last float of 256 bytes
+  void* params[] = {&at};
+  CHECK(cu.launch_kernel(write_shared, 2, 1, 1, 32, 1, 1, 256, nullptr, params, nullptr) == CUDA_SUCCESS);
+  CHECK(cu.stream_synchronize(nullptr) == CUDA_SUCCESS);
+  at = 64;
+  CHECK(cu.launch_kernel(write_shared, 2, 1, 1, 32, 1, 1, 256, nullptr, params, nullptr) == CUDA_ERROR_LAUNCH_FAILED);
   CHECK(cu.stream_synchronize(nullptr) == CUDA_ERROR_LAUNCH_FAILED);
 }
