@@ -148,10 +148,11 @@ if stage attention; then
     note "$row (forward and backward): exit $? $(grep -E '^latency|^steps' "$out/$row.txt" | tr -s ' ' | tr '\n' ';')"
     rm -f "$out/$row.grad.kir"
   done
+  # The models suite's rows, for the runs below.
+  bin/kiln bench --suite=models --export="$out/rows" > /dev/null
   # f32 attention's backward at GPT-2's shape, and the f32 training row: CUDA's two
   # backward kernels against the GEMMs and softmax kernels they replace, in alternating
   # rounds.
-  bin/kiln bench --suite=models --export="$out/rows" > /dev/null
   timeout 30 bin/kiln opt cuda_checks/train_f32_attention_gpt2.kir --passes='autodiff{wrt=q,k,v}' \
     > "$out/train_f32_attention_gpt2.grad.kir"
   for round in 1 2; do
@@ -168,7 +169,6 @@ if stage attention; then
     done
   done
   rm -f "$out/train_f32_attention_gpt2.grad.kir"
-  # The f32 models with and without their attention steps, in one run each.
   # GPT-2's bf16 block (heads of 64) with 16 and 32 rows a warp, in alternating rounds.
   for round in 1 2; do
     for rows in 16 32; do
@@ -179,6 +179,8 @@ if stage attention; then
       note "gpt2_block bf16, $rows rows a warp, round $round: exit $? $(grep -E '^latency|^ +[0-9]+ +attention' "$result" | tr -s ' ' | tr '\n' ';')"
     done
   done
+  # The f32 models with and without their attention steps (an artifact whose lowest
+  # architecture is sm_75 has none), in one run each.
   for row in gpt2_block bert_layer; do
     for arch in sm_90 sm_75,sm_90; do
       kiln_file="$out/rows/${row}_${arch%%,*}.kiln"
