@@ -130,7 +130,7 @@ bool cuda_runs_attention_gradient(const AttentionGradientMatch& m);
 std::vector<AttentionGradientMatch> attention_gradient_matches(const Graph& g, AttentionRunner runner);
 
 /// The arena scratch of CUDA's attention backward: each query row's maximum, 1 / sum and
-/// Σ dO∘O, three f32 values, per batch index, which its first kernel writes for its second.
+/// Σ P∘dP, three f32 values, per batch index, which its first kernel writes for its second.
 int64_t cuda_attention_gradient_scratch_bytes(const AttentionGradientMatch& m);
 constexpr int kCudaAttentionGradientRowValues = 3;
 

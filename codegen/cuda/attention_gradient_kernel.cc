@@ -94,9 +94,8 @@ class GradientWriter {
     Launch launch{kThreads, indices_ * ((keys_ + kKeys - 1) / kKeys)};
     launch.partial_block_threads = kThreads;
     launch.partial_grid_blocks = indices_ * ((queries_ + kRows - 1) / kRows);
-    const int64_t rows_tile = std::max(kKeyTile * dvp, value_dim_ * (kKeyTile + 4));
     launch.partial_shared_bytes = static_cast<int>(
-        ((head_dim_ + value_dim_) * (kRows + 4) + dp * (kKeyTile + 4) + rows_tile + kKeyTile * (kRows + 4)) * 4);
+        ((head_dim_ + value_dim_) * (kRows + 4) + (dp + value_dim_) * (kKeyTile + 4) + kKeyTile * (kRows + 4)) * 4);
     launch.shared_bytes =
         static_cast<int>(((head_dim_ + value_dim_ + 2 * kRowTile) * (kKeys + 4) + (dp + dvp) * (kRowTile + 4) +
                           ir::kCudaAttentionGradientRowValues * kRowTile) *

@@ -18,8 +18,8 @@ namespace kiln::codegen::cuda {
 /// mask's operand in f's order, dO), its outputs, then the step's arena scratch
 /// (ir::cuda_attention_gradient_scratch_bytes):
 /// - `symbol`_partial, a block of 128 threads a block of 64 query rows: the forward's
-///   online softmax over the keys, each row's maximum, 1 / sum and Σ dO∘O (= Σ_keys P∘dP) into
-///   the scratch, then a second pass over the keys for dS = f'(P ∘ (dP − Σ dO∘O)) and
+///   online softmax over the keys, each row's maximum, 1 / sum and Σ P∘dP into the
+///   scratch, then a second pass over the keys for dS = f'(P ∘ (dP − Σ P∘dP)) and
 ///   dq = dS·k;
 /// - `symbol`, a block of 128 threads a block of 64 keys: over every block of 32 query
 ///   rows, P and dS again from the scratch's row values, d(kᵀ) += qᵀ·dS and dv += Pᵀ·dO.

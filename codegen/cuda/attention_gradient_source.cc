@@ -3,21 +3,18 @@
 namespace kiln::codegen::cuda {
 
 // The first kernel: the row values, then dq. Its arrays: q's rows and dO's transposed
-// ([d][row]), k's tile transposed ([d][key], d up to DP), v's tile as [key][e] in the
-// first pass and transposed in the second, and P or dS as [key][row].
+// ([d][row]), k's and v's tiles transposed ([d][key], k's d up to DP), and dS as
+// [key][row].
 const char* const kAttentionGradientRowsKernel = R"(
   static_assert(R == 64 && KT == 32, "16 x 8 threads, each 4 rows by 4 keys of a tile");
-  static_assert(STATS == 3, "a row's maximum, 1 / sum and sum of dO * O");
+  static_assert(STATS == 3, "a row's maximum, 1 / sum and sum of P * dP");
   constexpr int RP = R + 4, KTP = KT + 4;
-  constexpr int VTILE = KT * DVP > DV * KTP ? KT * DVP : DV * KTP;
   KILN_DYNAMIC_SHARED(float, kiln_shared);
   float (*qs)[RP] = reinterpret_cast<float (*)[RP]>(kiln_shared);
   float (*dos)[RP] = reinterpret_cast<float (*)[RP]>(kiln_shared + D * RP);
   float (*ks)[KTP] = reinterpret_cast<float (*)[KTP]>(kiln_shared + (D + DV) * RP);
-  float* const tile = kiln_shared + (D + DV) * RP + DP * KTP;
-  float (*vs)[DVP] = reinterpret_cast<float (*)[DVP]>(tile);
-  float (*vts)[KTP] = reinterpret_cast<float (*)[KTP]>(tile);
-  float (*ps)[RP] = reinterpret_cast<float (*)[RP]>(tile + VTILE);
+  float (*vts)[KTP] = reinterpret_cast<float (*)[KTP]>(kiln_shared + (D + DV) * RP + DP * KTP);
+  float (*ps)[RP] = reinterpret_cast<float (*)[RP]>(kiln_shared + (D + DV) * RP + (DP + DV) * KTP);
   const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
   const float kNegInf = __int_as_float(0xff800000), kLog2e = 1.4426950408889634f;
   constexpr int QBLOCKS = (T + R - 1) / R, TILES = (S + KT - 1) / KT;
@@ -34,15 +31,12 @@ $OFFSETS
       const int r = i / DV, e = i % DV, row = r0 + r;
       dos[e][r] = row < T ? d_out[go + (long long)row * GRS + (long long)e * GCS] : 0.f;
     }
-    float m[4], l[4], o[4][VC * 4];
+    // Over the tiles of keys: each row's maximum and sum (the forward's online softmax)
+    // and Σ P∘dP, unnormalized, each thread over its keys.
+    float m[4], l[4], pdp[4];
     #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      m[i] = kNegInf; l[i] = 0.f;
-      #pragma unroll
-      for (int c = 0; c < VC * 4; ++c) o[i][c] = 0.f;
-    }
+    for (int i = 0; i < 4; ++i) { m[i] = kNegInf; l[i] = 0.f; pdp[i] = 0.f; }
     const int tiles_needed = CAUSAL ? min(TILES, (min(r0 + R, T) - 1) / KT + 1) : TILES;
-    // The forward's online softmax, and its output O unnormalized.
     for (int kb = 0; kb < TILES; ++kb) {
       if (CAUSAL && kb == tiles_needed) {  // taken where exp(fill - max) is not 0 for some row
         bool needed = false;
@@ -55,12 +49,12 @@ $OFFSETS
         const int c = i / D, d = i % D, key = kb * KT + c;
         ks[d][c] = key < S ? k[ko + (long long)key * KRS + (long long)d * KCS] : 0.f;
       }
-      for (int i = threadIdx.x; i < KT * DVP; i += 128) {
-        const int c = i / DVP, e = i % DVP, key = kb * KT + c;
-        vs[c][e] = key < S && e < DV ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
+      for (int i = threadIdx.x; i < KT * DV; i += 128) {
+        const int c = i / DV, e = i % DV, key = kb * KT + c;
+        vts[e][c] = key < S ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
       }
       __syncthreads();
-      float s[4][4] = {};
+      float s[4][4] = {}, dp[4][4] = {};
       for (int d = 0; d < D; ++d) {
         const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&qs[d][ty * 4]);
         const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&ks[d][tx * 4]);
@@ -68,6 +62,16 @@ $OFFSETS
         for (int i = 0; i < 4; ++i)
           #pragma unroll
           for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a.v[i], b.v[j], s[i][j]);
+      }
+      // dP in the order the second pass computes it, so that a row with one key (P 1)
+      // has dS exactly 0 there, as the decomposition's.
+      for (int e = 0; e < DV; ++e) {
+        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&dos[e][ty * 4]);
+        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&vts[e][tx * 4]);
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) dp[i][j] = fmaf(a.v[i], b.v[j], dp[i][j]);
       }
       #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -90,57 +94,34 @@ $TRANSFORMS
         const float next = fmaxf(m[i], mx), shift = next == kNegInf ? 0.f : next;
         const float alpha = exp2f((m[i] - shift) * kLog2e);
         m[i] = next;
-        float sum = 0.f;
+        float sum = 0.f, weighted = 0.f;
         #pragma unroll
-        for (int j = 0; j < 4; ++j) { s[i][j] = exp2f((s[i][j] - shift) * kLog2e); sum += s[i][j]; }
-        l[i] = l[i] * alpha + sum;
-        #pragma unroll
-        for (int c = 0; c < VC * 4; ++c) o[i][c] *= alpha;
-      }
-      #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        kiln_vec4<float> column;
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) column.v[i] = s[i][j];
-        *reinterpret_cast<kiln_vec4<float>*>(&ps[tx * 4 + j][ty * 4]) = column;
-      }
-      __syncthreads();
-      for (int c = 0; c < KT; ++c) {
-        const kiln_vec4<float> pc = *reinterpret_cast<const kiln_vec4<float>*>(&ps[c][ty * 4]);
-        #pragma unroll
-        for (int h = 0; h < VC; ++h) {
-          const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&vs[c][h * 32 + tx * 4]);
-          #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            #pragma unroll
-            for (int e = 0; e < 4; ++e) o[i][h * 4 + e] = fmaf(pc.v[i], b.v[e], o[i][h * 4 + e]);
+        for (int j = 0; j < 4; ++j) {
+          const float e = exp2f((s[i][j] - shift) * kLog2e);
+          sum += e;
+          weighted = fmaf(e, dp[i][j], weighted);
         }
+        l[i] = l[i] * alpha + sum;
+        pdp[i] = pdp[i] * alpha + weighted;
       }
     }
     // Each row's maximum (0 where it is -inf, as the online softmax shifts by), 1 / sum and
-    // Σ dO∘O over the 8 threads that hold it, so that P = exp(x - max) / sum as the
+    // Σ P∘dP over the 8 threads that hold it, so that P = exp(x - max) / sum as the
     // decomposition's softmax: NaN where every key took a fill of -inf (0 / 0), 1 / S
     // where every key took the same finite fill (a log-sum-exp of -1e9 or float's lowest
     // would lose the sum's log).
     float shift[4], inv[4], dr[4];
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float sum = l[i];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-      float dot = 0.f;
+      float sum = l[i], weighted = pdp[i];
       #pragma unroll
-      for (int c = 0; c < VC * 4; ++c) {
-        const int col = (c >> 2) * 32 + tx * 4 + (c & 3);
-        if (col < DV) dot = fmaf(dos[col][ty * 4 + i], o[i][c], dot);
+      for (int lane = 1; lane < 8; lane <<= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, lane);
+        weighted += __shfl_xor_sync(0xffffffffu, weighted, lane);
       }
-      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-      dot += __shfl_xor_sync(0xffffffffu, dot, 4);
       shift[i] = m[i] == kNegInf ? 0.f : m[i];
       inv[i] = 1.f / sum;
-      dr[i] = dot * inv[i];
+      dr[i] = weighted * inv[i];
       const int row = r0 + ty * 4 + i;
       if (tx == 0 && row < T) {
         scratch[(p * T + row) * STATS] = shift[i];

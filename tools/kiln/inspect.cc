@@ -210,7 +210,7 @@ int run_inspect(std::span<char* const> argv) {
         // An attention backward's first kernel (1.19) writes its query rows' values.
         if (step->attention() && step->attention()->gradient())
           fmt::print(
-              "        first: [{}]{}, each query row's maximum, 1/sum and sum of dO*O into {} bytes of scratch at "
+              "        first: [{}]{}, each query row's maximum, 1/sum and sum of P*dP into {} bytes of scratch at "
               "{}\n",
               step->partial_symbol()->str(), partial_launch, step->scratch_bytes(), step->scratch_offset());
         else
