@@ -109,6 +109,7 @@ class GradientWriter {
                          params.list);
       out += constants + params.gradients + replaced(body, parts) + "}\n";
     };
+    out += kAttentionGradientHelpers;
     kernel(symbol + "_partial", kAttentionGradientRowsKernel, launch.partial_shared_bytes);
     kernel(symbol, kAttentionGradientKeysKernel, launch.shared_bytes);
     return launch;

@@ -2,6 +2,55 @@
 
 namespace kiln::codegen::cuda {
 
+// Device helpers both kernels use, once per program.
+const char* const kAttentionGradientHelpers = R"(#ifndef KILN_ATTENTION_GRADIENT
+#define KILN_ATTENTION_GRADIENT
+// acc[i][j] += a[d][a0 + i] * b[d][b0 + j] over d < n, in the order of d (4 values of
+// each array read as 16 bytes): a 4x4 block of a product whose operands lie transposed.
+template <int AP, int BP>
+__device__ __forceinline__ void kiln_att_outer(float (&acc)[4][4], float (*a)[AP], int a0, float (*b)[BP],
+                                               int b0, int n) {
+  for (int d = 0; d < n; ++d) {
+    const kiln_vec4<float> x = *reinterpret_cast<const kiln_vec4<float>*>(&a[d][a0]);
+    const kiln_vec4<float> y = *reinterpret_cast<const kiln_vec4<float>*>(&b[d][b0]);
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(x.v[i], y.v[j], acc[i][j]);
+  }
+}
+// Column j of v into out[r0 + j][c0 .. c0 + 3], 16 bytes each.
+template <int P>
+__device__ __forceinline__ void kiln_att_store_columns(float (*out)[P], int r0, int c0, const float (&v)[4][4]) {
+  #pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    kiln_vec4<float> column;
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) column.v[i] = v[i][j];
+    *reinterpret_cast<kiln_vec4<float>*>(&out[r0 + j][c0]) = column;
+  }
+}
+// acc[i][4h + e] += w[c][w0 + i] * x[32h + lane + 8e][c] over c < n: 4 rows of a
+// gradient, at columns 8 apart across the 8 lanes that share its rows (8 banks).
+template <int H, int WP, int XP>
+__device__ __forceinline__ void kiln_att_accumulate(float (&acc)[4][H * 4], float (*w)[WP], int w0,
+                                                    float (*x)[XP], int lane, int n) {
+  for (int c = 0; c < n; ++c) {
+    const kiln_vec4<float> wc = *reinterpret_cast<const kiln_vec4<float>*>(&w[c][w0]);
+    #pragma unroll
+    for (int h = 0; h < H; ++h) {
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float xv = x[h * 32 + lane + 8 * e][c];
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i][h * 4 + e] = fmaf(wc.v[i], xv, acc[i][h * 4 + e]);
+      }
+    }
+  }
+}
+#endif
+)";
+
 // The first kernel: the row values, then dq. Its arrays: q's rows and dO's transposed
 // ([d][row]), k's and v's tiles transposed ([d][key], k's d up to DP), and dS as
 // [key][row].
@@ -55,24 +104,10 @@ $OFFSETS
       }
       __syncthreads();
       float s[4][4] = {}, dp[4][4] = {};
-      for (int d = 0; d < D; ++d) {
-        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&qs[d][ty * 4]);
-        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&ks[d][tx * 4]);
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a.v[i], b.v[j], s[i][j]);
-      }
+      kiln_att_outer(s, qs, ty * 4, ks, tx * 4, D);
       // dP in the order the second pass computes it, so that a row with one key (P 1)
       // has dS exactly 0 there, as the decomposition's.
-      for (int e = 0; e < DV; ++e) {
-        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&dos[e][ty * 4]);
-        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&vts[e][tx * 4]);
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) dp[i][j] = fmaf(a.v[i], b.v[j], dp[i][j]);
-      }
+      kiln_att_outer(dp, dos, ty * 4, vts, tx * 4, DV);
       #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int row = r0 + ty * 4 + i;
@@ -149,22 +184,8 @@ $TRANSFORMS
       }
       __syncthreads();
       float s[4][4] = {}, dp[4][4] = {};
-      for (int d = 0; d < D; ++d) {
-        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&qs[d][ty * 4]);
-        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&ks[d][tx * 4]);
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a.v[i], b.v[j], s[i][j]);
-      }
-      for (int e = 0; e < DV; ++e) {
-        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&dos[e][ty * 4]);
-        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&vts[e][tx * 4]);
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) dp[i][j] = fmaf(a.v[i], b.v[j], dp[i][j]);
-      }
+      kiln_att_outer(s, qs, ty * 4, ks, tx * 4, D);
+      kiln_att_outer(dp, dos, ty * 4, vts, tx * 4, DV);
       #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int row = r0 + ty * 4 + i;
@@ -183,26 +204,9 @@ $KEPT
           s[i][j] = ds;
         }
       }
-      #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        kiln_vec4<float> column;
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) column.v[i] = s[i][j];
-        *reinterpret_cast<kiln_vec4<float>*>(&ps[tx * 4 + j][ty * 4]) = column;
-      }
+      kiln_att_store_columns(ps, tx * 4, ty * 4, s);
       __syncthreads();
-      for (int c = 0; c < KT; ++c) {
-        const kiln_vec4<float> dsc = *reinterpret_cast<const kiln_vec4<float>*>(&ps[c][ty * 4]);
-        #pragma unroll
-        for (int h = 0; h < DC; ++h) {
-          #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float kv = ks[h * 32 + tx + 8 * e][c];
-            #pragma unroll
-            for (int i = 0; i < 4; ++i) dq[i][h * 4 + e] = fmaf(dsc.v[i], kv, dq[i][h * 4 + e]);
-          }
-        }
-      }
+      kiln_att_accumulate<DC>(dq, ps, ty * 4, ks, tx, KT);
     }
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -282,22 +286,8 @@ $OFFSETS
         if (!__syncthreads_or(needed)) continue;
       }
       float s[4][4] = {}, dp[4][4] = {};
-      for (int d = 0; d < D; ++d) {
-        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&kts[d][ty * 4]);
-        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&qs[d][tx * 4]);
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) s[i][j] = fmaf(a.v[i], b.v[j], s[i][j]);
-      }
-      for (int e = 0; e < DV; ++e) {
-        const kiln_vec4<float> a = *reinterpret_cast<const kiln_vec4<float>*>(&vts[e][ty * 4]);
-        const kiln_vec4<float> b = *reinterpret_cast<const kiln_vec4<float>*>(&dos[e][tx * 4]);
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) dp[i][j] = fmaf(a.v[i], b.v[j], dp[i][j]);
-      }
+      kiln_att_outer(s, kts, ty * 4, qs, tx * 4, D);
+      kiln_att_outer(dp, vts, ty * 4, dos, tx * 4, DV);
       #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int key = k0 + ty * 4 + i;
@@ -317,40 +307,11 @@ $KEPT
           dp[i][j] = ds;
         }
       }
-      #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        kiln_vec4<float> pc, dc;
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          pc.v[i] = s[i][j];
-          dc.v[i] = dp[i][j];
-        }
-        *reinterpret_cast<kiln_vec4<float>*>(&pst[tx * 4 + j][ty * 4]) = pc;
-        *reinterpret_cast<kiln_vec4<float>*>(&dst[tx * 4 + j][ty * 4]) = dc;
-      }
+      kiln_att_store_columns(pst, tx * 4, ty * 4, s);
+      kiln_att_store_columns(dst, tx * 4, ty * 4, dp);
       __syncthreads();
-      for (int r = 0; r < QT; ++r) {
-        const kiln_vec4<float> pr = *reinterpret_cast<const kiln_vec4<float>*>(&pst[r][ty * 4]);
-        const kiln_vec4<float> ds = *reinterpret_cast<const kiln_vec4<float>*>(&dst[r][ty * 4]);
-        #pragma unroll
-        for (int h = 0; h < VC; ++h) {
-          #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float g = dos[h * 32 + tx + 8 * e][r];
-            #pragma unroll
-            for (int i = 0; i < 4; ++i) dv[i][h * 4 + e] = fmaf(pr.v[i], g, dv[i][h * 4 + e]);
-          }
-        }
-        #pragma unroll
-        for (int h = 0; h < DC; ++h) {
-          #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float qv = qs[h * 32 + tx + 8 * e][r];
-            #pragma unroll
-            for (int i = 0; i < 4; ++i) dk[i][h * 4 + e] = fmaf(ds.v[i], qv, dk[i][h * 4 + e]);
-          }
-        }
-      }
+      kiln_att_accumulate<VC>(dv, pst, ty * 4, dos, tx, QT);
+      kiln_att_accumulate<DC>(dk, dst, ty * 4, qs, tx, QT);
     }
     #pragma unroll
     for (int i = 0; i < 4; ++i) {

@@ -9,6 +9,8 @@
 
 namespace kiln::codegen::cuda {
 
+// Device helpers the bodies call (guard KILN_ATTENTION_GRADIENT), ahead of the kernels.
+extern const char* const kAttentionGradientHelpers;
 extern const char* const kAttentionGradientRowsKernel;
 extern const char* const kAttentionGradientKeysKernel;
 
