@@ -102,7 +102,7 @@ class GradientWriter {
                          4);
     // As many blocks an SM as its shared memory holds (227 KB on sm_90, up to 4) is the
     // kernel's register budget: without it ptxas kept the second kernel at 128 registers
-    // at D=64 and spilled, where 163 fit 3 blocks, as many as its 69 KB allow.
+    // at D=64 and spilled, where more fit the 3 blocks its 69 KB allow.
     auto kernel = [&](const std::string& name, const char* body, int shared_bytes) {
       const int blocks = std::clamp(kSmSharedBytes / std::max(shared_bytes, 1), 1, 4);
       out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, {}) {}({}) {{\n", kThreads, blocks, name,

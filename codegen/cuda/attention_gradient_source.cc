@@ -48,6 +48,18 @@ __device__ __forceinline__ void kiln_att_accumulate(float (&acc)[4][H * 4], floa
     }
   }
 }
+// out[c][r] = m[o + (first + r) * rs + c * cs] for r < n and c < cols: rows of a strided
+// matrix transposed into shared memory, 0 at rows from `rows` on and columns from
+// `valid` on.
+template <int P>
+__device__ __forceinline__ void kiln_att_load_transposed(float (*out)[P], const float* __restrict__ m, long long o,
+                                                         long long rs, long long cs, int first, int n, int rows,
+                                                         int cols, int valid) {
+  for (int i = threadIdx.x; i < n * cols; i += blockDim.x) {
+    const int r = i / cols, c = i % cols, row = first + r;
+    out[c][r] = row < rows && c < valid ? m[o + (long long)row * rs + (long long)c * cs] : 0.f;
+  }
+}
 #endif
 )";
 
@@ -72,14 +84,8 @@ const char* const kAttentionGradientRowsKernel = R"(
     const int r0 = (int)(QBLOCKS - 1 - w % QBLOCKS) * R;
 $OFFSETS
     __syncthreads();
-    for (int i = threadIdx.x; i < R * D; i += 128) {
-      const int r = i / D, d = i % D, row = r0 + r;
-      qs[d][r] = row < T ? q[qo + (long long)row * QRS + (long long)d * QCS] : 0.f;
-    }
-    for (int i = threadIdx.x; i < R * DV; i += 128) {
-      const int r = i / DV, e = i % DV, row = r0 + r;
-      dos[e][r] = row < T ? d_out[go + (long long)row * GRS + (long long)e * GCS] : 0.f;
-    }
+    kiln_att_load_transposed(qs, q, qo, QRS, QCS, r0, R, T, D, D);
+    kiln_att_load_transposed(dos, d_out, go, GRS, GCS, r0, R, T, DV, DV);
     // Over the tiles of keys: each row's maximum and sum (the forward's online softmax)
     // and Σ P∘dP, unnormalized, each thread over its keys.
     float m[4], l[4], pdp[4];
@@ -94,14 +100,8 @@ $OFFSETS
         if (!__syncthreads_or(needed)) break;
       }
       __syncthreads();
-      for (int i = threadIdx.x; i < KT * D; i += 128) {
-        const int c = i / D, d = i % D, key = kb * KT + c;
-        ks[d][c] = key < S ? k[ko + (long long)key * KRS + (long long)d * KCS] : 0.f;
-      }
-      for (int i = threadIdx.x; i < KT * DV; i += 128) {
-        const int c = i / DV, e = i % DV, key = kb * KT + c;
-        vts[e][c] = key < S ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
-      }
+      kiln_att_load_transposed(ks, k, ko, KRS, KCS, kb * KT, KT, S, D, D);
+      kiln_att_load_transposed(vts, v, vo, VRS, VCS, kb * KT, KT, S, DV, DV);
       __syncthreads();
       float s[4][4] = {}, dp[4][4] = {};
       kiln_att_outer(s, qs, ty * 4, ks, tx * 4, D);
@@ -174,14 +174,8 @@ $TRANSFORMS
     const int dq_tiles = CAUSAL ? min(TILES, (min(r0 + R, T) - 1) / KT + 1) : TILES;
     for (int kb = 0; kb < dq_tiles; ++kb) {
       __syncthreads();
-      for (int i = threadIdx.x; i < KT * DP; i += 128) {
-        const int c = i / DP, d = i % DP, key = kb * KT + c;
-        ks[d][c] = key < S && d < D ? k[ko + (long long)key * KRS + (long long)d * KCS] : 0.f;
-      }
-      for (int i = threadIdx.x; i < KT * DV; i += 128) {
-        const int c = i / DV, e = i % DV, key = kb * KT + c;
-        vts[e][c] = key < S ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
-      }
+      kiln_att_load_transposed(ks, k, ko, KRS, KCS, kb * KT, KT, S, DP, D);
+      kiln_att_load_transposed(vts, v, vo, VRS, VCS, kb * KT, KT, S, DV, DV);
       __syncthreads();
       float s[4][4] = {}, dp[4][4] = {};
       kiln_att_outer(s, qs, ty * 4, ks, tx * 4, D);
@@ -243,14 +237,8 @@ const char* const kAttentionGradientKeysKernel = R"(
     const int k0 = (int)(w % KBLOCKS) * KB;
 $OFFSETS
     __syncthreads();
-    for (int i = threadIdx.x; i < KB * D; i += 128) {
-      const int c = i / D, d = i % D, key = k0 + c;
-      kts[d][c] = key < S ? k[ko + (long long)key * KRS + (long long)d * KCS] : 0.f;
-    }
-    for (int i = threadIdx.x; i < KB * DV; i += 128) {
-      const int c = i / DV, e = i % DV, key = k0 + c;
-      vts[e][c] = key < S ? v[vo + (long long)key * VRS + (long long)e * VCS] : 0.f;
-    }
+    kiln_att_load_transposed(kts, k, ko, KRS, KCS, k0, KB, S, D, D);
+    kiln_att_load_transposed(vts, v, vo, VRS, VCS, k0, KB, S, DV, DV);
     float dk[4][DC * 4], dv[4][VC * 4];
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -265,14 +253,8 @@ $OFFSETS
     for (int qt = 0; qt < TILES; ++qt) {
       const int r0 = qt * QT;
       __syncthreads();
-      for (int i = threadIdx.x; i < QT * DP; i += 128) {
-        const int r = i / DP, d = i % DP, row = r0 + r;
-        qs[d][r] = row < T && d < D ? q[qo + (long long)row * QRS + (long long)d * QCS] : 0.f;
-      }
-      for (int i = threadIdx.x; i < QT * DVP; i += 128) {
-        const int r = i / DVP, e = i % DVP, row = r0 + r;
-        dos[e][r] = row < T && e < DV ? d_out[go + (long long)row * GRS + (long long)e * GCS] : 0.f;
-      }
+      kiln_att_load_transposed(qs, q, qo, QRS, QCS, r0, QT, T, DP, D);
+      kiln_att_load_transposed(dos, d_out, go, GRS, GCS, r0, QT, T, DVP, DV);
       for (int r = threadIdx.x; r < QT; r += 128) {
         const int row = r0 + r;
         #pragma unroll
