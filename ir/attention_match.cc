@@ -85,9 +85,12 @@ bool AttentionMatcher::scores_chain(ValueId x, AttentionMatch& m) const {
     }
     m.transforms.insert(m.transforms.begin(), std::move(t));
   }
-  for (auto kind : {ScoreTransform::Kind::Add, ScoreTransform::Kind::Keep, ScoreTransform::Kind::Causal})
-    if (std::count_if(m.transforms.begin(), m.transforms.end(), [&](const auto& t) { return t.kind == kind; }) > 1)
-      return false;
+  // Masks of each kind in any number (a padding mask beside keys strictly before the
+  // query, both bool), but one causal select: the kernels leave out the tiles past its
+  // diagonal where it is the last transform.
+  if (std::count_if(m.transforms.begin(), m.transforms.end(),
+                    [&](const auto& t) { return t.kind == ScoreTransform::Kind::Causal; }) > 1)
+    return false;
   const Node& qk = g_.nodes[m.scores_call];
   const TensorType& scores = g_.type(qk.result);
   if (scores.dtype != m.precision || scores.shape != scores_shape || qk.operands[0] == qk.operands[1]) return false;

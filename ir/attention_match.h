@@ -93,7 +93,7 @@ const AttentionGradientMatch* attention_gradient_of(const std::vector<AttentionG
 
 /// Every f32 softmax over the last axis (decomposed: reduce_max, sub, exp, reduce_sum,
 /// div) whose operand is q·kᵀ followed by a chain of scalings (mul or div by a scalar
-/// constant), at most one add of a tensor, at most one select of a bool tensor with a
+/// constant), adds of tensors, selects of bool tensors with a
 /// scalar constant and at most one causal select (a select whose condition is j <= i
 /// from iotas, as the attention op and GPT-2 build it), every value in between read once
 /// and no result, and whose only reader is a matmul of it by v. In half precision, the

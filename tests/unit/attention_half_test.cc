@@ -113,6 +113,7 @@ TEST_CASE("bf16 and f16 attention ops run as one step with the autocast graph's 
 TEST_CASE("half attention written out: heads read in place and cast by the step, masks, q read by columns",
           "[runtime][attention][half]") {
   check_half_attention(kiln::testing::kBertAttentionGraph, 3);
+  check_half_attention(kiln::testing::kSeveralMasksAttentionGraph, 7);
   // GPT-2's form with q stored transposed ([.., D, T]: read a column at a time), a finite
   // fill, and keys shared by the batch.
   check_half_attention(R"(graph @g(%qd: f32[3,2,8,64], %k: f32[1,2,64,8], %v: f32[2,64,8]) {

@@ -70,6 +70,7 @@ TEST_CASE("the attention op, causal or with a mask, runs as one step with the in
 
 TEST_CASE("attention written out (heads read in place, scaled, masked) runs as one step", "[runtime][attention]") {
   check_attention(kiln::testing::kBertAttentionGraph, 4);
+  check_attention(kiln::testing::kSeveralMasksAttentionGraph, 6);
   // GPT-2's form: j <= i from iotas, a finite fill, keys and values shared by the batch.
   check_attention(R"(graph @g(%q: f32[3,2,64,8], %k: f32[1,2,64,8], %v: f32[2,64,8]) {
     %kt: f32[1,2,8,64] = transpose(%k) {perm=[0,1,3,2]}

@@ -99,6 +99,7 @@ inline std::vector<std::pair<std::string, std::string>> cuda_attention_graphs() 
   return %y
 })"},
       {"BERT's form: heads sliced out of a projection, an additive mask, D=16", bert_attention_graph(2, 80, 4, 16)},
+      {"two bool masks and two additive ones, D=16", kSeveralMasksAttentionGraph},
       {"GPT-2's causal select with a fill of 0, whose exp counts, D=32",
        R"(graph @g(%q: f32[1,3,150,32], %k: f32[1,3,150,32], %v: f32[1,3,150,32]) {
   %kt: f32[1,3,32,150] = transpose(%k) {perm=[0,1,3,2]}
