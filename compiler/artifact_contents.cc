@@ -354,7 +354,7 @@ Result<format::ArtifactContents> artifact_contents(const ir::Graph& g, const std
       if (target != format::kCpuTarget) {
         const int64_t bytes = ir::cuda_attention_gradient_scratch_bytes(*gradient);
         info.partial_symbol = format::partial_kernel_symbol(info.symbol);
-        info.partial_items = bytes / 8;
+        info.partial_items = bytes / (ir::kCudaAttentionGradientRowValues * static_cast<int64_t>(sizeof(float)));
         info.scratch_offset = static_cast<int64_t>(scratch_at);
         info.scratch_bytes = bytes;
         c.arena_bytes = std::max<uint64_t>(c.arena_bytes, scratch_at + static_cast<uint64_t>(bytes));
