@@ -27,7 +27,8 @@ struct Step {
   CUfunction function = nullptr;
   unsigned grid = 1, block = 1;
   unsigned shared = 0;  // dynamic shared memory per block, in bytes
-  // A split reduction step's first kernel, and the arena offset of the parts both take.
+  // A split reduction step's first kernel (or an attention backward's), and the arena
+  // offset of the scratch both take.
   CUfunction partial = nullptr;
   unsigned partial_grid = 1, partial_block = 1, partial_shared = 0;
   uint64_t scratch_offset = 0;
@@ -467,7 +468,7 @@ struct Impl {
         for (uint32_t v : step.args) args.push_back(where[v]);
         if (step.partial) args.push_back(s.arena + step.scratch_offset);
         for (CUdeviceptr& a : args) params.push_back(&a);
-        if (step.partial)  // the parts first, then the kernel that adds them
+        if (step.partial)  // the first kernel (a split's parts, a backward's row values), then the step's
           KILN_RETURN_IF_ERROR(check(cu->launch_kernel(step.partial, step.partial_grid, 1, 1, step.partial_block, 1, 1,
                                                        step.partial_shared, s.stream, params.data(), nullptr),
                                      "step " + step.name + "'s parts (cuLaunchKernel)"));
