@@ -171,8 +171,7 @@ $TRANSFORMS
     for (int i = 0; i < 4; ++i)
       #pragma unroll
       for (int c = 0; c < DC * 4; ++c) dq[i][c] = 0.f;
-    const int dq_tiles = CAUSAL ? min(TILES, (min(r0 + R, T) - 1) / KT + 1) : TILES;
-    for (int kb = 0; kb < dq_tiles; ++kb) {
+    for (int kb = 0; kb < tiles_needed; ++kb) {
       __syncthreads();
       kiln_att_load_transposed(ks, k, ko, KRS, KCS, kb * KT, KT, S, DP, D);
       kiln_att_load_transposed(vts, v, vo, VRS, VCS, kb * KT, KT, S, DV, DV);
