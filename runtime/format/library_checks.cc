@@ -221,13 +221,15 @@ Status check_library_step(const Artifact& a, int s, const std::vector<uint64_t>&
   if (const Attention* at = step->attention()) {
     std::string why = attention_problem(*at, *step, *a.values(), value_bytes);
     // CUDA runs it with the kernel the compiler wrote for it (format 1.16: bf16 or f16;
-    // 1.17: f32 too).
-    // 1.19: a backward on two kernels, the first writing three f32 values per query row.
+    // 1.17: f32 too; 1.19: a backward on two kernels, the first writing three f32 values
+    // per query row). attention_problem bounds the batch and T by 2^40 each, so their
+    // product, 2^80 at most, is counted in 128 bits.
     if (why.empty() && cuda && at->gradient()) {
-      int64_t rows = at->queries();
+      __int128 rows = at->queries();
       if (at->batch())
         for (int64_t d : *at->batch()) rows *= d;
-      if (!step->partial_symbol() || step->partial_symbol()->size() == 0 || step->scratch_bytes() < rows * 12)
+      if (!step->partial_symbol() || step->partial_symbol()->size() == 0 ||
+          static_cast<__int128>(step->scratch_bytes()) < rows * 12)
         why = "is a backward without its first kernel for CUDA or the scratch it writes";
     }
     if (why.empty() && cuda && (step->block_threads() <= 0 || step->grid_blocks() <= 0))
