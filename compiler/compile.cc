@@ -89,15 +89,17 @@ Result<ir::Graph> planned(const ir::Graph& graph, const CompileOptions& options)
   if (options.target == "cuda" && !options.cuda_archs.empty() &&
       format::cuda_arch_number(lowest_arch(options.cuda_archs)) >= 80)
     passes::set_option_default(specs, "fusion", "attention", "cuda");
-  // Its backward on CUDA's two kernels, or (to weigh them on a GPU against the library's
-  // GEMMs: docs/cuda.md) as the matmuls and softmax kernels it was written as.
+  // Its backward on CUDA as the matmuls and softmax kernels autodiff wrote (the library's
+  // GEMMs, which beat CUDA's two kernels at GPT-2's shape on an H200: docs/benchmarks.md),
+  // or on those kernels, to weigh them again on a GPU.
   if (options.target == "cuda") {
     const char* backward = std::getenv("KILN_CUDA_ATTENTION_BACKWARD");
     const std::string setting = backward ? backward : "";
-    if (setting == "matmuls") passes::set_option_default(specs, "fusion", "attention_gradient", "false");
-    else if (!setting.empty() && setting != "kernels")
+    if (setting.empty() || setting == "matmuls")
+      passes::set_option_default(specs, "fusion", "attention_gradient", "false");
+    else if (setting != "kernels")
       return make_error("compile: KILN_CUDA_ATTENTION_BACKWARD is '" + setting +
-                        "'; it takes kernels (the default) or matmuls");
+                        "'; it takes matmuls (the default) or kernels");
   }
   std::vector<std::string> result_names;
   for (ir::ValueId r : g.results) result_names.push_back(g.value_name(r));

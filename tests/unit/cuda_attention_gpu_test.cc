@@ -117,6 +117,8 @@ TEST_CASE("CUDA: f32 attention as one kernel gives the interpreter's values; 8 t
 TEST_CASE("CUDA: an f32 attention's backward as two kernels gives the interpreter's gradients; 8 threads agree",
           "[gpu][cuda][attention]") {
   if (!have_gpu()) return;
+  // The default leaves the backward to the library's GEMMs (compiler/compile.cc).
+  const kiln::testing::ScopedEnv kernels("KILN_CUDA_ATTENTION_BACKWARD", "kernels");
   for (const kiln::testing::AttentionGradientGraph& graph : kiln::testing::attention_gradient_graphs()) {
     INFO(graph.name);
     ir::Graph g = kiln::testing::parse_ok(graph.text);

@@ -29,30 +29,34 @@ struct AttentionVariantSpec {
 };
 inline constexpr AttentionVariantSpec kAttentionVariants[] = {{"16", "64"}, {"32", "64"}, {"16", "128"}};
 
-// Sets a variant's environment while it lives, then restores what was there.
-class AttentionVariantSet {
+// Sets an environment variable while it lives, then restores what was there.
+class ScopedEnv {
  public:
-  explicit AttentionVariantSet(const AttentionVariantSpec& v) {
-    set("KILN_CUDA_ATTENTION_WARP_ROWS", v.warp_rows, saved_[0]);
-    set("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", v.async_head_dim, saved_[1]);
-  }
-  ~AttentionVariantSet() {
-    restore("KILN_CUDA_ATTENTION_WARP_ROWS", saved_[0]);
-    restore("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", saved_[1]);
-  }
-  AttentionVariantSet(const AttentionVariantSet&) = delete;
-  AttentionVariantSet& operator=(const AttentionVariantSet&) = delete;
-
- private:
-  static void set(const char* name, const char* value, std::optional<std::string>& saved) {
-    if (const char* old = std::getenv(name)) saved = old;
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
     setenv(name, value, 1);
   }
-  static void restore(const char* name, const std::optional<std::string>& saved) {
-    if (saved) setenv(name, saved->c_str(), 1);
-    else unsetenv(name);
+  ~ScopedEnv() {
+    if (saved_) setenv(name_, saved_->c_str(), 1);
+    else unsetenv(name_);
   }
-  std::optional<std::string> saved_[2];
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+// Sets a variant's environment while it lives.
+class AttentionVariantSet {
+ public:
+  explicit AttentionVariantSet(const AttentionVariantSpec& v)
+      : warp_rows_("KILN_CUDA_ATTENTION_WARP_ROWS", v.warp_rows),
+        async_head_dim_("KILN_CUDA_ATTENTION_ASYNC_HEAD_DIM", v.async_head_dim) {}
+
+ private:
+  ScopedEnv warp_rows_, async_head_dim_;
 };
 
 // Causal attention over bf16 q [batch, T, D], k [batch, S, D] and v [batch, S, Dv], the
