@@ -60,8 +60,13 @@ Status convert_batch_norm(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 0, y);
 }
 
-// LayerNormalization over the dims from `axis` on: kiln's layer_norm, or written out where
-// the Mean and InvStdDev outputs are asked for too.
+// LayerNormalization over the dims from `axis` on, computed in stash_type (FLOAT unless
+// the node says otherwise) where that is wider than x's type: an f16 or bf16 x is widened
+// to f32, normalized, scaled and shifted there and rounded once, as onnxruntime does (the
+// op's function body rounds the normalized value before the scale: a unit apart at most),
+// so that a row whose values differ by more than 256 keeps a finite f16 variance. Mean
+// and InvStdDev come out in that type. kiln's layer_norm, or written out where those two
+// outputs are asked for.
 Status convert_layer_norm(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"axis", "epsilon", "stash_type"}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
@@ -70,11 +75,20 @@ Status convert_layer_norm(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", -1));
   KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, t.rank()));
   KILN_ASSIGN_OR_RETURN(float epsilon, float_attribute(node, "epsilon", 1e-5f));
+  KILN_ASSIGN_OR_RETURN(int64_t stash_type, int_attribute(node, "stash_type", 1));
+  KILN_ASSIGN_OR_RETURN(ir::DType stash,
+                        dtype_of(static_cast<int32_t>(stash_type), where(node) + "attribute 'stash_type'"));
+  if (!ir::is_float(stash))
+    return node_error(node, fmt::format("stash_type is {}, not a floating-point type", ir::dtype_name(stash)));
+  const ir::DType compute = ir::dtype_size(stash) > ir::dtype_size(t.dtype) ? stash : t.dtype;
+  KILN_ASSIGN_OR_RETURN(x, cast(ctx, node, x, compute));
   const ir::Shape norm(t.shape.begin() + axis, t.shape.end());
   KILN_ASSIGN_OR_RETURN(scale, ctx.broadcast_to(node, scale, norm));
-  Value bias = scalar(0.0, t.dtype);
+  KILN_ASSIGN_OR_RETURN(scale, cast(ctx, node, scale, compute));
+  Value bias = scalar(0.0, compute);
   if (Context::has_input(node, 2)) {
     KILN_ASSIGN_OR_RETURN(bias, ctx.input(node, 2));
+    KILN_ASSIGN_OR_RETURN(bias, cast(ctx, node, bias, compute));
   }
   KILN_ASSIGN_OR_RETURN(bias, ctx.broadcast_to(node, bias, norm));
   const bool statistics =
@@ -84,6 +98,7 @@ Status convert_layer_norm(Context& ctx, const onnx::NodeProto& node) {
     attrs.set("axis", axis);
     attrs.set("eps", static_cast<double>(epsilon));
     KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::LayerNorm, {x, scale, bias}, std::move(attrs)));
+    KILN_ASSIGN_OR_RETURN(y, cast(ctx, node, y, t.dtype));
     return define_output(ctx, node, 0, y);
   }
   std::vector<int64_t> axes;
@@ -91,6 +106,7 @@ Status convert_layer_norm(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Normalized n, normalize(ctx, node, x, axes, epsilon));
   KILN_ASSIGN_OR_RETURN(Value scaled, binary(ctx, node, Op::Mul, n.y, scale));
   KILN_ASSIGN_OR_RETURN(Value y, binary(ctx, node, Op::Add, scaled, bias));
+  KILN_ASSIGN_OR_RETURN(y, cast(ctx, node, y, t.dtype));
   KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, y));
   KILN_RETURN_IF_ERROR(define_output(ctx, node, 1, n.mean));
   return define_output(ctx, node, 2, n.inv_std);

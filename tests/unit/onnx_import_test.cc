@@ -13,31 +13,15 @@
 #include "frontends/onnx/importer.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
+#include "tests/unit/onnx_builder.h"
 #include "tests/unit/test_util.h"
 
 namespace kiln::onnx_import {
 namespace {
 
-onnx::ValueInfoProto* add_value(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list, const std::string& name,
-                                std::vector<int64_t> dims, std::vector<std::string> symbolic = {}) {
-  onnx::ValueInfoProto* v = list->Add();
-  v->set_name(name);
-  auto* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-  for (const std::string& s : symbolic) t->mutable_shape()->add_dim()->set_dim_param(s);
-  return v;
-}
-
-onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
-                          std::vector<std::string> out, const std::string& name = "") {
-  onnx::NodeProto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(name.empty() ? op + "_0" : name);
-  for (const auto& i : in) n->add_input(i);
-  for (const auto& o : out) n->add_output(o);
-  return n;
-}
+using kiln::testing::add_node;
+using kiln::testing::add_value;
+using kiln::testing::bytes_of;
 
 // y = relu(x @ w + b) with x: [2,3] named "input:0", w and b initializers.
 onnx::ModelProto linear_model() {
@@ -62,11 +46,6 @@ onnx::ModelProto linear_model() {
   add_node(g, "Add", {"xw", "b"}, {"s"});
   add_node(g, "Relu", {"s"}, {"y"});
   return m;
-}
-
-std::vector<uint8_t> bytes_of(const onnx::ModelProto& m) {
-  std::string s = m.SerializeAsString();
-  return std::vector<uint8_t>(s.begin(), s.end());
 }
 
 ImportOptions with_shape(const std::string& name, std::vector<int64_t> dims) {
