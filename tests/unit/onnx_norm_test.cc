@@ -1,9 +1,12 @@
-// ONNX's LayerNormalization on f16: statistics in its stash_type (FLOAT by default), so
-// that a row spread wider than f16's squares hold keeps a finite variance; Mean and
-// InvStdDev in that type; a stash_type that is not a float is refused as text.
+// ONNX's normalizations on f16: LayerNormalization's statistics in its stash_type (FLOAT
+// by default), so that a row spread wider than f16's squares hold keeps a finite variance,
+// with Mean and InvStdDev in that type, and a stash_type that is not a float refused as
+// text; InstanceNormalization's and MeanVarianceNormalization's in f32.
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "frontends/onnx/importer.h"
 #include "ir/interpreter.h"
@@ -61,17 +64,19 @@ struct Reference {
   std::vector<double> y, mean, inv_std;
 };
 
-// In double, from the f16 inputs (each exact in f16).
-Reference reference() {
+// In double, from the f16 inputs (each exact in f16): with `affine`, kScale and kBias
+// applied along the columns.
+Reference reference(double epsilon = 1e-5, bool affine = true) {
   Reference r;
   for (int64_t row = 0; row < kRows; ++row) {
     double mean = 0, var = 0;
     for (int64_t c = 0; c < kCols; ++c) mean += kX[static_cast<size_t>(row * kCols + c)] / kCols;
     for (int64_t c = 0; c < kCols; ++c) var += std::pow(kX[static_cast<size_t>(row * kCols + c)] - mean, 2) / kCols;
-    const double inv_std = 1 / std::sqrt(var + 1e-5);
-    for (int64_t c = 0; c < kCols; ++c)
-      r.y.push_back((kX[static_cast<size_t>(row * kCols + c)] - mean) * inv_std * kScale[static_cast<size_t>(c)] +
-                    kBias[static_cast<size_t>(c)]);
+    const double inv_std = 1 / std::sqrt(var + epsilon);
+    for (int64_t c = 0; c < kCols; ++c) {
+      const double y = (kX[static_cast<size_t>(row * kCols + c)] - mean) * inv_std;
+      r.y.push_back(affine ? y * kScale[static_cast<size_t>(c)] + kBias[static_cast<size_t>(c)] : y);
+    }
     r.mean.push_back(mean);
     r.inv_std.push_back(inv_std);
   }
@@ -105,6 +110,53 @@ TEST_CASE("an f16 LayerNormalization with stash_type FLOAT16 computes in f16", "
   for (int64_t c = 0; c < kCols; ++c) CHECK(out[0].get(c) == kBias[static_cast<size_t>(c)]);
   const Reference want = reference();
   for (int64_t c = kCols; c < 2 * kCols; ++c) CHECK(std::fabs(out[0].get(c) - want.y[static_cast<size_t>(c)]) < 2e-2);
+}
+
+// OP over x: f16[1, 2, 8] (kX's rows as channels), with f16 scale and bias of one per
+// channel for InstanceNormalization, over axis 2 for MeanVarianceNormalization.
+onnx::ModelProto channel_norm_model(const std::string& op) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  const int32_t f16 = onnx::TensorProto::FLOAT16;
+  add_value(g->mutable_input(), "x", {1, kRows, kCols}, {}, f16);
+  add_value(g->mutable_output(), "y", {1, kRows, kCols}, {}, f16);
+  if (op == "InstanceNormalization") {
+    add_value(g->mutable_input(), "scale", {kRows}, {}, f16);
+    add_value(g->mutable_input(), "bias", {kRows}, {}, f16);
+    add_node(g, op, {"x", "scale", "bias"}, {"y"});
+  } else {
+    onnx::AttributeProto* axes = add_node(g, op, {"x"}, {"y"})->add_attribute();
+    axes->set_name("axes"), axes->set_type(onnx::AttributeProto::INTS), axes->add_ints(2);
+  }
+  return m;
+}
+
+TEST_CASE("f16 InstanceNormalization and MeanVarianceNormalization compute in f32, rounding once", "[onnx]") {
+  const std::vector<double> scale = {0.5, -2}, bias = {1, 0.25};
+  for (const std::string op : {"InstanceNormalization", "MeanVarianceNormalization"}) {
+    INFO(op);
+    auto model = import_model(bytes_of(channel_norm_model(op)));
+    if (!model.ok()) FAIL(model.error().message);
+    std::map<std::string, ir::Tensor> inputs = {
+        {"x", ir::Tensor::from_doubles({ir::DType::F16, {1, kRows, kCols}}, kX)}};
+    const bool instance = op == "InstanceNormalization";
+    if (instance) {
+      inputs["scale"] = ir::Tensor::from_doubles({ir::DType::F16, {kRows}}, scale);
+      inputs["bias"] = ir::Tensor::from_doubles({ir::DType::F16, {kRows}}, bias);
+    }
+    auto out = ir::evaluate(model->graph, inputs);
+    REQUIRE(out.ok());
+    const Reference normalized = reference(instance ? 1e-5 : 1e-9, false);
+    std::vector<double> want;
+    for (int64_t k = 0; k < kRows * kCols; ++k) {
+      const size_t channel = static_cast<size_t>(k / kCols);
+      const double y = normalized.y[static_cast<size_t>(k)];
+      want.push_back(instance ? y * scale[channel] + bias[channel] : y);
+    }
+    kiln::testing::check_close((*out)[0], "f16[1,2,8]", want, 1e-3, 1e-3);
+  }
 }
 
 TEST_CASE("a LayerNormalization stash_type that is not a float type is refused as text", "[onnx]") {
