@@ -258,11 +258,16 @@ Status convert_global_pool(Context& ctx, const onnx::NodeProto& node) {
   ir::Attrs attrs;
   attrs.set("axes", axes);
   attrs.set("keepdims", true);
+  // An f16 or bf16 average sums in f32 and rounds once (ReduceMean's reason, ops_reduce.cc).
+  if (reduce == Op::ReduceSum && (t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16)) {
+    KILN_ASSIGN_OR_RETURN(x, cast(ctx, node, x, ir::DType::F32));
+  }
   KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, reduce, {x}, std::move(attrs)));
   if (reduce == Op::ReduceSum) {
-    KILN_ASSIGN_OR_RETURN(Value n,
-                          ctx.broadcast_to(node, scalar(static_cast<double>(count), t.dtype), ctx.type_of(y).shape));
+    const ir::TensorType sum = ctx.type_of(y);
+    KILN_ASSIGN_OR_RETURN(Value n, ctx.broadcast_to(node, scalar(static_cast<double>(count), sum.dtype), sum.shape));
     KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, Op::Div, {y, n}));
+    KILN_ASSIGN_OR_RETURN(y, cast(ctx, node, y, t.dtype));
   }
   return define_output(ctx, node, 0, y);
 }

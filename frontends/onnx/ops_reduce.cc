@@ -69,13 +69,20 @@ Status convert_reduce(Context& ctx, const onnx::NodeProto& node, const Reduction
       break;
     }
   }
+  // A mean of f16 or bf16 sums in f32 and rounds once, as numpy's does: 8 elements of
+  // 10^4 have a mean in f16's range but not a sum.
+  const bool widened_mean = how.post == Post::Mean && (t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16);
+  if (widened_mean) {
+    KILN_ASSIGN_OR_RETURN(in, cast(ctx, node, in, ir::DType::F32));
+  }
   KILN_ASSIGN_OR_RETURN(Value r, reduce(how.op, in, keepdims != 0));
   switch (how.post) {
     case Post::None: break;
     case Post::Mean: {
       int64_t count = 1;
       for (int64_t a : axes) count *= t.shape[static_cast<size_t>(a)];
-      KILN_ASSIGN_OR_RETURN(r, binary(ctx, node, Op::Div, r, scalar(static_cast<double>(count), t.dtype)));
+      KILN_ASSIGN_OR_RETURN(r, binary(ctx, node, Op::Div, r, scalar(static_cast<double>(count), ctx.type_of(r).dtype)));
+      KILN_ASSIGN_OR_RETURN(r, cast(ctx, node, r, t.dtype));
       break;
     }
     case Post::Sqrt: {

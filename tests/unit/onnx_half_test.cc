@@ -1,7 +1,8 @@
 // ONNX's normalizations on f16: LayerNormalization's statistics in its stash_type (FLOAT
 // by default), so that a row spread wider than f16's squares hold keeps a finite variance,
 // with Mean and InvStdDev in that type, and a stash_type that is not a float refused as
-// text; InstanceNormalization's and MeanVarianceNormalization's in f32.
+// text; InstanceNormalization's and MeanVarianceNormalization's in f32; ReduceMean and
+// GlobalAveragePool summing in f32, so a mean in f16's range never overflows on the way.
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -156,6 +157,30 @@ TEST_CASE("f16 InstanceNormalization and MeanVarianceNormalization compute in f3
       want.push_back(instance ? y * scale[channel] + bias[channel] : y);
     }
     kiln::testing::check_close((*out)[0], "f16[1,2,8]", want, 1e-3, 1e-3);
+  }
+}
+
+TEST_CASE("f16 ReduceMean and GlobalAveragePool sum in f32: 8 elements of 10^4 average 10^4", "[onnx]") {
+  for (const std::string op : {"ReduceMean", "GlobalAveragePool"}) {
+    INFO(op);
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {1, 2, 8}, {}, onnx::TensorProto::FLOAT16);
+    add_value(g->mutable_output(), "y", {1, 2, 1}, {}, onnx::TensorProto::FLOAT16);
+    onnx::NodeProto* n = add_node(g, op, {"x"}, {"y"});
+    if (op == "ReduceMean") {
+      onnx::AttributeProto* axes = n->add_attribute();
+      axes->set_name("axes"), axes->set_type(onnx::AttributeProto::INTS), axes->add_ints(2);
+    }
+    auto model = import_model(bytes_of(m));
+    if (!model.ok()) FAIL(model.error().message);
+    std::vector<double> x(16, 10000);
+    for (size_t k = 8; k < 16; ++k) x[k] = -0.5 * static_cast<double>(k);
+    auto out = ir::evaluate(model->graph, {{"x", ir::Tensor::from_doubles({ir::DType::F16, {1, 2, 8}}, x)}});
+    REQUIRE(out.ok());
+    kiln::testing::check_close((*out)[0], "f16[1,2,1]", {10000, -5.75}, 1e-3);
   }
 }
 
