@@ -196,9 +196,14 @@ Status convert_arg(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 0, r);
 }
 
-// TopK with k known at import, as k rounds of ArgMax, each masking out the element it took:
-// the values and their indices, largest first (or smallest, as the ArgMax of the negation);
-// among equals the lower index first, as ONNX sorts them.
+// TopK with k known at import, as k rounds that each take one element not taken yet: the
+// values and their indices, largest first (smallest: as the largest of the negation);
+// among equals the lower index first, as ONNX sorts them; a NaN counts as larger than any
+// number, so first when largest and last when smallest, as onnxruntime and PyTorch order
+// it (ONNX leaves it open). A round ranks what is left in three classes (NaN above or below
+// the numbers, then the numbers), takes the best class's largest value, and the first
+// element that holds it: taken elements are out by the mask, never by a value, so a row
+// of infinities gives each of its indices once.
 Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"axis", "largest", "sorted"}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
@@ -217,28 +222,54 @@ Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
   if (!largest) {
     KILN_ASSIGN_OR_RETURN(v, ctx.apply(node, Op::Neg, {x}));
   }
+  auto full = [&](double value, ir::DType dtype) { return ctx.broadcast_to(node, scalar(value, dtype), t.shape); };
+  auto along_axis = [&](Op op, const Value& of) -> Result<Value> {
+    ir::Attrs attrs;
+    attrs.set("axes", std::vector<int64_t>{axis});
+    attrs.set("keepdims", true);
+    KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, op, {of}, std::move(attrs)));
+    return ctx.broadcast_to(node, r, t.shape);
+  };
   ir::Attrs over;
   over.set("axis", axis);
   KILN_ASSIGN_OR_RETURN(Value positions, iota(ctx, node, t.shape, axis, ir::DType::I64));
-  KILN_ASSIGN_OR_RETURN(Value taken,
-                        ctx.broadcast_to(node, scalar(-std::numeric_limits<double>::infinity(), t.dtype), t.shape));
-  ir::Shape one = t.shape;
-  one[static_cast<size_t>(axis)] = 1;
+  KILN_ASSIGN_OR_RETURN(Value nan, ctx.apply(node, Op::Ne, {v, v}));
+  // Classes as f32: 1 for numbers, 2 (largest) or 0 (smallest) for NaN, -1 once taken.
+  KILN_ASSIGN_OR_RETURN(Value number_class, full(1, ir::DType::F32));
+  KILN_ASSIGN_OR_RETURN(Value nan_class, full(largest ? 2 : 0, ir::DType::F32));
+  KILN_ASSIGN_OR_RETURN(Value taken_class, full(-1, ir::DType::F32));
+  KILN_ASSIGN_OR_RETURN(Value classes, ctx.apply(node, Op::Select, {nan, nan_class, number_class}));
+  KILN_ASSIGN_OR_RETURN(Value lowest, full(-std::numeric_limits<double>::infinity(), t.dtype));
+  KILN_ASSIGN_OR_RETURN(Value one, full(1, ir::DType::F32));
+  KILN_ASSIGN_OR_RETURN(Value zero, full(0, ir::DType::F32));
+  ir::Shape one_along = t.shape;
+  one_along[static_cast<size_t>(axis)] = 1;
   std::vector<Value> values, indices;
   for (int64_t i = 0; i < ks[0]; ++i) {
-    KILN_ASSIGN_OR_RETURN(Value best, ctx.apply(node, Op::Argmax, {v}, over));
-    KILN_ASSIGN_OR_RETURN(Value b1, reshaped(ctx, node, best, one));
-    KILN_ASSIGN_OR_RETURN(Value bw, ctx.broadcast_to(node, b1, t.shape));
-    KILN_ASSIGN_OR_RETURN(Value hit, ctx.apply(node, Op::Eq, {positions, bw}));
-    KILN_ASSIGN_OR_RETURN(Value picked, ctx.apply(node, Op::Select, {hit, x, taken}));
+    KILN_ASSIGN_OR_RETURN(Value best_class, along_axis(Op::ReduceMax, classes));
+    KILN_ASSIGN_OR_RETURN(Value in_class, ctx.apply(node, Op::Eq, {classes, best_class}));
+    KILN_ASSIGN_OR_RETURN(Value numbers, ctx.apply(node, Op::Select, {in_class, v, lowest}));
+    KILN_ASSIGN_OR_RETURN(Value numbers_only, ctx.apply(node, Op::Select, {nan, lowest, numbers}));
+    KILN_ASSIGN_OR_RETURN(Value best, along_axis(Op::ReduceMax, numbers_only));
+    KILN_ASSIGN_OR_RETURN(Value equal, ctx.apply(node, Op::Eq, {v, best}));
+    // In a NaN class every element is NaN and a candidate; in the numbers' those equal to
+    // the best.
+    KILN_ASSIGN_OR_RETURN(Value matches, ctx.apply(node, Op::Select, {equal, one, zero}));
+    KILN_ASSIGN_OR_RETURN(Value matches_or_nan, ctx.apply(node, Op::Select, {nan, one, matches}));
+    KILN_ASSIGN_OR_RETURN(Value candidates, ctx.apply(node, Op::Select, {in_class, matches_or_nan, zero}));
+    KILN_ASSIGN_OR_RETURN(Value first, ctx.apply(node, Op::Argmax, {candidates}, over));
+    KILN_ASSIGN_OR_RETURN(Value first_along, reshaped(ctx, node, first, one_along));
+    KILN_ASSIGN_OR_RETURN(Value first_wide, ctx.broadcast_to(node, first_along, t.shape));
+    KILN_ASSIGN_OR_RETURN(Value hit, ctx.apply(node, Op::Eq, {positions, first_wide}));
+    // The one element hit, the rest -inf: its maximum is that element (NaN and -0 too).
+    KILN_ASSIGN_OR_RETURN(Value picked, ctx.apply(node, Op::Select, {hit, x, lowest}));
     ir::Attrs max;
     max.set("axes", std::vector<int64_t>{axis});
     max.set("keepdims", true);
-    // The picked element is the only one not -inf along the axis.
     KILN_ASSIGN_OR_RETURN(Value value, ctx.apply(node, Op::ReduceMax, {picked}, std::move(max)));
     values.push_back(value);
-    indices.push_back(b1);
-    KILN_ASSIGN_OR_RETURN(v, ctx.apply(node, Op::Select, {hit, taken, v}));
+    indices.push_back(first_along);
+    KILN_ASSIGN_OR_RETURN(classes, ctx.apply(node, Op::Select, {hit, taken_class, classes}));
   }
   ir::Attrs cat;
   cat.set("axis", axis);

@@ -1,0 +1,73 @@
+// ONNX's TopK: each index once, rows of infinities included, and NaN ordered as
+// onnxruntime and PyTorch order it (larger than any number: first when largest, last
+// when smallest), through the interpreter.
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "frontends/onnx/importer.h"
+#include "ir/interpreter.h"
+#include "tests/unit/onnx_builder.h"
+#include "tests/unit/test_util.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using kiln::testing::add_int_attribute;
+using kiln::testing::add_node;
+using kiln::testing::add_value;
+using kiln::testing::bytes_of;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// TopK of x: f32[rows, cols] along the last axis, k = cols, largest or smallest first.
+std::vector<ir::Tensor> top_k(const std::vector<double>& x, int64_t rows, int64_t cols, bool largest) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", {rows, cols});
+  add_value(g->mutable_output(), "values", {rows, cols});
+  add_value(g->mutable_output(), "indices", {rows, cols}, {}, onnx::TensorProto::INT64);
+  onnx::TensorProto* k = g->add_initializer();
+  k->set_name("k"), k->set_data_type(onnx::TensorProto::INT64), k->add_dims(1), k->add_int64_data(cols);
+  onnx::NodeProto* n = add_node(g, "TopK", {"x", "k"}, {"values", "indices"});
+  add_int_attribute(n, "largest", largest ? 1 : 0);
+  auto model = import_model(bytes_of(m));
+  if (!model.ok()) FAIL(model.error().message);
+  auto out = ir::evaluate(model->graph, {{"x", ir::Tensor::from_doubles({ir::DType::F32, {rows, cols}}, x)}});
+  REQUIRE(out.ok());
+  return *out;
+}
+
+void check_indices(const ir::Tensor& t, const std::vector<int64_t>& want) {
+  REQUIRE(t.size() == static_cast<int64_t>(want.size()));
+  for (size_t k = 0; k < want.size(); ++k) {
+    INFO("element " << k);
+    CHECK(t.get(static_cast<int64_t>(k)) == static_cast<double>(want[k]));
+  }
+}
+
+TEST_CASE("TopK takes each index once, infinities and ties in index order, NaN as the largest", "[onnx]") {
+  const double nan = std::nan("");
+  // Row 0: NaN, both infinities and a tie; row 1: two -inf, which a largest-first TopK
+  // takes last (their indices once each).
+  const std::vector<double> x = {3, nan, kInf, -kInf, 3, 1, 5, -kInf, -kInf, 2, 0, 1};
+  const std::vector<ir::Tensor> largest = top_k(x, 2, 6, true);
+  kiln::testing::check_close(largest[0], "f32[2,6]", {nan, kInf, 3, 3, 1, -kInf, 5, 2, 1, 0, -kInf, -kInf});
+  check_indices(largest[1], {1, 2, 0, 4, 5, 3, 0, 3, 5, 4, 1, 2});
+  // Smallest first: NaN last; row 1's -inf first, in index order.
+  const std::vector<ir::Tensor> smallest = top_k(x, 2, 6, false);
+  kiln::testing::check_close(smallest[0], "f32[2,6]", {-kInf, 1, 3, 3, kInf, nan, -kInf, -kInf, 0, 1, 2, 5});
+  check_indices(smallest[1], {3, 5, 0, 4, 2, 1, 1, 2, 4, 5, 3, 0});
+  // +inf twice, smallest first: taken last, each once.
+  const std::vector<ir::Tensor> infinities = top_k({1, kInf, kInf, 0}, 1, 4, false);
+  kiln::testing::check_close(infinities[0], "f32[1,4]", {0, 1, kInf, kInf});
+  check_indices(infinities[1], {3, 0, 1, 2});
+}
+
+}  // namespace
+}  // namespace kiln::onnx_import
