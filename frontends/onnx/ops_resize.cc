@@ -1,7 +1,8 @@
 // Resize (and the older Upsample): separable along each spatial axis. Where an output
 // coordinate comes from is known at import, so nearest is a gather with constant indices,
-// and linear and cubic a matmul with a constant [in, out] matrix of interpolation weights.
+// and linear and cubic a sum over their 2 or 4 taps of a gather times constant weights.
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -91,23 +92,42 @@ Result<Value> resize_axis(Context& ctx, const onnx::NodeProto& node, const Value
   }
   if (!ir::is_float(t.dtype))
     return node_error(node, fmt::format("{} resize of {} is not supported", m.mode, t.to_string()));
-  std::vector<double> weights(static_cast<size_t>(in * out), 0.0);  // [in, out]
+  // Per tap (2 linear, 4 cubic), each output's source index and weight: the sum over the
+  // taps of x gathered at the index times the weight, so that an inf or NaN reaches only
+  // the outputs whose taps read it. f16 and bf16 sum in f32, rounded once.
+  const size_t tap_count = m.mode == "linear" ? 2 : 4;
+  std::vector<std::vector<int64_t>> index(tap_count, std::vector<int64_t>(static_cast<size_t>(out)));
+  std::vector<std::vector<double>> weight(tap_count, std::vector<double>(static_cast<size_t>(out)));
   for (int64_t o = 0; o < out; ++o) {
     KILN_ASSIGN_OR_RETURN(double c, source_coordinate(node, m, o, in, scale));
-    for (auto [i, w] : taps(m, c, in)) weights[static_cast<size_t>(i * out + o)] += w;
+    const auto around = taps(m, c, in);
+    for (size_t k = 0; k < tap_count; ++k)
+      std::tie(index[k][static_cast<size_t>(o)], weight[k][static_cast<size_t>(o)]) = around[k];
   }
-  const AxisLast perm = axis_last(t.rank(), axis);
-  KILN_ASSIGN_OR_RETURN(Value last, transposed(ctx, node, x, perm.to_last));
-  const ir::Shape shape = ctx.type_of(last).shape;
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
-  KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, last, {rows, in}));
-  const Value matrix{std::nullopt, ir::Tensor::from_doubles({t.dtype, {in, out}}, weights), false, ""};
-  KILN_ASSIGN_OR_RETURN(Value resized, ctx.apply(node, Op::Matmul, {flat, matrix}));
-  ir::Shape unflat = shape;
-  unflat.back() = out;
-  KILN_ASSIGN_OR_RETURN(resized, reshaped(ctx, node, resized, unflat));
-  return transposed(ctx, node, resized, perm.back);
+  const ir::DType compute = t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16 ? ir::DType::F32 : t.dtype;
+  KILN_ASSIGN_OR_RETURN(Value wide, cast(ctx, node, x, compute));
+  ir::Shape resized_shape = t.shape, along(static_cast<size_t>(t.rank()), 1);
+  resized_shape[static_cast<size_t>(axis)] = out;
+  along[static_cast<size_t>(axis)] = out;
+  Value sum;
+  for (size_t k = 0; k < tap_count; ++k) {
+    ir::Attrs attrs;
+    attrs.set("axis", axis);
+    KILN_ASSIGN_OR_RETURN(
+        Value gathered,
+        ctx.apply(node, Op::Gather,
+                  {wide, Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {out}}, index[k]), false, ""}},
+                  std::move(attrs)));
+    const Value w{std::nullopt, ir::Tensor::from_doubles({compute, along}, weight[k]), false, ""};
+    KILN_ASSIGN_OR_RETURN(Value w_wide, ctx.broadcast_to(node, w, resized_shape));
+    KILN_ASSIGN_OR_RETURN(Value term, ctx.apply(node, Op::Mul, {gathered, w_wide}));
+    if (k == 0) {
+      sum = term;
+    } else {
+      KILN_ASSIGN_OR_RETURN(sum, ctx.apply(node, Op::Add, {sum, term}));
+    }
+  }
+  return cast(ctx, node, sum, t.dtype);
 }
 
 // Resize(X, roi, scales, sizes) from opset 11; Resize(X, scales) at opset 10; Upsample.

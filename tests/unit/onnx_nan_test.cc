@@ -1,6 +1,7 @@
-// ONNX's TopK: each index once, rows of infinities included, and NaN ordered as
-// onnxruntime and PyTorch order it (larger than any number: first when largest, last
-// when smallest), through the interpreter.
+// ONNX ops and NaN or infinities, through the interpreter: TopK takes each index once,
+// rows of infinities included, and orders NaN as onnxruntime and PyTorch do (larger than
+// any number: first when largest, last when smallest); a linear Resize carries a NaN to
+// the outputs whose taps read it, no further.
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -67,6 +68,30 @@ TEST_CASE("TopK takes each index once, infinities and ties in index order, NaN a
   const std::vector<ir::Tensor> infinities = top_k({1, kInf, kInf, 0}, 1, 4, false);
   kiln::testing::check_close(infinities[0], "f32[1,4]", {0, 1, kInf, kInf});
   check_indices(infinities[1], {3, 0, 1, 2});
+}
+
+TEST_CASE("a linear Resize carries a NaN pixel to its neighbours only", "[onnx]") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", {1, 1, 1, 6});
+  add_value(g->mutable_output(), "y", {1, 1, 1, 12});
+  onnx::TensorProto* scales = g->add_initializer();
+  scales->set_name("scales"), scales->set_data_type(onnx::TensorProto::FLOAT), scales->add_dims(4);
+  for (float f : {1.f, 1.f, 1.f, 2.f}) scales->add_float_data(f);
+  onnx::AttributeProto* mode = add_node(g, "Resize", {"x", "", "scales"}, {"y"})->add_attribute();
+  mode->set_name("mode"), mode->set_type(onnx::AttributeProto::STRING), mode->set_s("linear");
+  auto model = import_model(bytes_of(m));
+  if (!model.ok()) FAIL(model.error().message);
+  const double nan = std::nan("");
+  auto out = ir::evaluate(model->graph,
+                          {{"x", ir::Tensor::from_doubles({ir::DType::F32, {1, 1, 1, 6}}, {0, 1, nan, 3, 4, 5})}});
+  REQUIRE(out.ok());
+  // Half-pixel: output o reads x at (o + 0.5) / 2 - 0.5, between its floor and the next
+  // (clamped at the edges); outputs 3 to 6 read x[2].
+  kiln::testing::check_close((*out)[0], "f32[1,1,1,12]",
+                             {0, 0.25, 0.75, nan, nan, nan, nan, 3.25, 3.75, 4.25, 4.75, 5});
 }
 
 }  // namespace
