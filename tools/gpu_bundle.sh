@@ -77,7 +77,10 @@ models() {  # name, precision, filter, timeout
   fi
 }
 if stage models; then
-  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" f32 "* ]] && models models_f32 f32 . 150
+  # ResNet-18 and the CNN compile fused and unfused through NVRTC first: the f32 suite
+  # passed 120 s on an H200's host (2026-11-27); the unfused ResNet-18 takes 31 s of NVRTC on
+  # the 2-core development VM.
+  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" f32 "* ]] && models models_f32 f32 . 300
   [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" bf16 "* ]] && models models_bf16 bf16 "${KILN_BF16_ROWS:-^gpt2_block}" 120
 fi
 if stage profiles; then
