@@ -273,7 +273,9 @@ Status convert_global_pool(Context& ctx, const onnx::NodeProto& node) {
 }
 
 // Softmax and LogSoftmax: over one axis from opset 13; before, over the flattened dims
-// from `axis` (default 1) on.
+// from `axis` (default 1) on. f16 and bf16 compute in f32 and round once, as onnxruntime
+// and PyTorch do (kiln's softmax rounds each of its steps in the graph's type, a few units
+// apart).
 template <Op op>
 Status convert_softmax(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"axis"}));
@@ -281,18 +283,23 @@ Status convert_softmax(Context& ctx, const onnx::NodeProto& node) {
   const ir::TensorType t = ctx.type_of(x);
   KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", ctx.opset() >= 13 ? -1 : 1));
   KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, t.rank()));
+  if (t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16) {
+    KILN_ASSIGN_OR_RETURN(x, cast(ctx, node, x, ir::DType::F32));
+  }
   ir::Attrs attrs;
+  Value y;
   if (ctx.opset() >= 13) {
     attrs.set("axis", axis);
-    KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, op, {x}, std::move(attrs)));
-    return define_output(ctx, node, 0, y);
+    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, op, {x}, std::move(attrs)));
+  } else {
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < t.rank(); ++d) (d < axis ? outer : inner) *= t.shape[static_cast<size_t>(d)];
+    KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, x, {outer, inner}));
+    attrs.set("axis", int64_t{1});
+    KILN_ASSIGN_OR_RETURN(y, ctx.apply(node, op, {flat}, std::move(attrs)));
+    KILN_ASSIGN_OR_RETURN(y, reshaped(ctx, node, y, t.shape));
   }
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < t.rank(); ++d) (d < axis ? outer : inner) *= t.shape[static_cast<size_t>(d)];
-  KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, x, {outer, inner}));
-  attrs.set("axis", int64_t{1});
-  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, op, {flat}, std::move(attrs)));
-  KILN_ASSIGN_OR_RETURN(y, reshaped(ctx, node, y, t.shape));
+  KILN_ASSIGN_OR_RETURN(y, cast(ctx, node, y, t.dtype));
   return define_output(ctx, node, 0, y);
 }
 

@@ -2,7 +2,8 @@
 // by default), so that a row spread wider than f16's squares hold keeps a finite variance,
 // with Mean and InvStdDev in that type, and a stash_type that is not a float refused as
 // text; InstanceNormalization's and MeanVarianceNormalization's in f32; ReduceMean and
-// GlobalAveragePool summing in f32, so a mean in f16's range never overflows on the way.
+// GlobalAveragePool summing in f32, so a mean in f16's range never overflows on the way;
+// Softmax and LogSoftmax in f32, rounded once.
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -181,6 +182,43 @@ TEST_CASE("f16 ReduceMean and GlobalAveragePool sum in f32: 8 elements of 10^4 a
     auto out = ir::evaluate(model->graph, {{"x", ir::Tensor::from_doubles({ir::DType::F16, {1, 2, 8}}, x)}});
     REQUIRE(out.ok());
     kiln::testing::check_close((*out)[0], "f16[1,2,1]", {10000, -5.75}, 1e-3);
+  }
+}
+
+// f16's unit in the last place at v (2^-24 below the normal range).
+double f16_ulp(double v) {
+  const double magnitude = std::fabs(v);
+  return magnitude < std::ldexp(1.0, -14) ? std::ldexp(1.0, -24) : std::ldexp(1.0, std::ilogb(magnitude) - 10);
+}
+
+TEST_CASE("f16 Softmax and LogSoftmax compute in f32 and round once", "[onnx]") {
+  constexpr int64_t kWidth = 64;
+  std::vector<double> x;
+  for (int64_t i = 0; i < kWidth; ++i) x.push_back(static_cast<double>((i * 37) % kWidth - 32) / 7.3);
+  const ir::Tensor input = ir::Tensor::from_doubles({ir::DType::F16, {1, kWidth}}, x);
+  double max = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < kWidth; ++i) max = std::max(max, input.get(i));
+  for (int64_t i = 0; i < kWidth; ++i) sum += std::exp(input.get(i) - max);
+  for (const std::string op : {"Softmax", "LogSoftmax"}) {
+    INFO(op);
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(13);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {1, kWidth}, {}, onnx::TensorProto::FLOAT16);
+    add_value(g->mutable_output(), "y", {1, kWidth}, {}, onnx::TensorProto::FLOAT16);
+    add_node(g, op, {"x"}, {"y"});
+    auto model = import_model(bytes_of(m));
+    if (!model.ok()) FAIL(model.error().message);
+    auto out = ir::evaluate(model->graph, {{"x", input}});
+    REQUIRE(out.ok());
+    CHECK((*out)[0].type.to_string() == "f16[1,64]");
+    for (int64_t i = 0; i < kWidth; ++i) {
+      const double z = input.get(i) - max, want = op == "Softmax" ? std::exp(z) / sum : z - std::log(sum);
+      INFO("element " << i << ": got " << (*out)[0].get(i) << ", expected " << want);
+      // Rounded once from f32: within half a unit, and f32's own error.
+      CHECK(std::fabs((*out)[0].get(i) - want) <= 0.5 * f16_ulp(want) + 1e-6 * std::fabs(want));
+    }
   }
 }
 
