@@ -303,6 +303,14 @@ Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value&
   return ctx.apply(node, ir::Op::Transpose, {x}, std::move(attrs));
 }
 
+ir::DType wide_type(ir::DType dtype) {
+  return dtype == ir::DType::F16 || dtype == ir::DType::BF16 ? ir::DType::F32 : dtype;
+}
+
+Result<Value> widened(Context& ctx, const onnx::NodeProto& node, const Value& x) {
+  return cast(ctx, node, x, wide_type(ctx.type_of(x).dtype));
+}
+
 Result<Value> cast(Context& ctx, const onnx::NodeProto& node, const Value& x, ir::DType to) {
   if (ctx.type_of(x).dtype == to) return x;
   ir::Attrs attrs;

@@ -55,6 +55,12 @@ Result<Value> with_scalar(Context& ctx, const onnx::NodeProto& node, ir::Op op, 
 Result<Value> transposed(Context& ctx, const onnx::NodeProto& node, const Value& x, std::vector<int64_t> perm);
 /// x cast to `to` (itself when it has that type).
 Result<Value> cast(Context& ctx, const onnx::NodeProto& node, const Value& x, ir::DType to);
+/// f32 for f16 and bf16, else `dtype`: the type a half input's sums, statistics and
+/// softmaxes are computed in before one rounding back, as onnxruntime, PyTorch and numpy
+/// compute them (each step rounded to f16, a spread past 256 squares to inf).
+ir::DType wide_type(ir::DType dtype);
+/// x cast to wide_type of its type (x itself where that is its type).
+Result<Value> widened(Context& ctx, const onnx::NodeProto& node, const Value& x);
 /// x rounded to the nearest integer, halves to even (ONNX's Round, QuantizeLinear's rounding).
 Result<Value> round_half_to_even(Context& ctx, const onnx::NodeProto& node, const Value& x);
 /// The indices 0, 1, ... along `axis` of `shape`.

@@ -258,9 +258,9 @@ Status convert_global_pool(Context& ctx, const onnx::NodeProto& node) {
   ir::Attrs attrs;
   attrs.set("axes", axes);
   attrs.set("keepdims", true);
-  // An f16 or bf16 average sums in f32 and rounds once (ReduceMean's reason, ops_reduce.cc).
-  if (reduce == Op::ReduceSum && (t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16)) {
-    KILN_ASSIGN_OR_RETURN(x, cast(ctx, node, x, ir::DType::F32));
+  // An f16 or bf16 average sums in f32 and rounds once (wide_type).
+  if (reduce == Op::ReduceSum) {
+    KILN_ASSIGN_OR_RETURN(x, widened(ctx, node, x));
   }
   KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, reduce, {x}, std::move(attrs)));
   if (reduce == Op::ReduceSum) {
@@ -283,9 +283,7 @@ Status convert_softmax(Context& ctx, const onnx::NodeProto& node) {
   const ir::TensorType t = ctx.type_of(x);
   KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", ctx.opset() >= 13 ? -1 : 1));
   KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, t.rank()));
-  if (t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16) {
-    KILN_ASSIGN_OR_RETURN(x, cast(ctx, node, x, ir::DType::F32));
-  }
+  KILN_ASSIGN_OR_RETURN(x, widened(ctx, node, x));
   ir::Attrs attrs;
   Value y;
   if (ctx.opset() >= 13) {

@@ -112,13 +112,6 @@ Status convert_layer_norm(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 2, n.inv_std);
 }
 
-// f32 for an f16 or bf16 value, which the statistics below are computed in (a spread
-// wider than about 256 squares past f16's range), else the value's own type: as numpy's
-// mean of f16, and LayerNormalization's default stash_type.
-ir::DType statistics_type(ir::DType dtype) {
-  return dtype == ir::DType::F16 || dtype == ir::DType::BF16 ? ir::DType::F32 : dtype;
-}
-
 // InstanceNormalization: over each (n, c)'s spatial dims, then scale[c] and B[c]; an f16
 // or bf16 x in f32, rounded once.
 Status convert_instance_norm(Context& ctx, const onnx::NodeProto& node) {
@@ -127,7 +120,7 @@ Status convert_instance_norm(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value scale, ctx.input(node, 1));
   KILN_ASSIGN_OR_RETURN(Value bias, ctx.input(node, 2));
   const ir::TensorType t = ctx.type_of(x);
-  const ir::DType compute = statistics_type(t.dtype);
+  const ir::DType compute = wide_type(t.dtype);
   KILN_ASSIGN_OR_RETURN(x, cast(ctx, node, x, compute));
   KILN_ASSIGN_OR_RETURN(scale, cast(ctx, node, scale, compute));
   KILN_ASSIGN_OR_RETURN(bias, cast(ctx, node, bias, compute));
@@ -160,7 +153,7 @@ Status convert_mvn(Context& ctx, const onnx::NodeProto& node) {
   }
   std::sort(axes.begin(), axes.end());
   const ir::DType dtype = ctx.type_of(x).dtype;
-  KILN_ASSIGN_OR_RETURN(x, cast(ctx, node, x, statistics_type(dtype)));
+  KILN_ASSIGN_OR_RETURN(x, widened(ctx, node, x));
   KILN_ASSIGN_OR_RETURN(Normalized n, normalize(ctx, node, x, axes, 1e-9));
   KILN_ASSIGN_OR_RETURN(Value y, cast(ctx, node, n.y, dtype));
   return define_output(ctx, node, 0, y);

@@ -69,11 +69,10 @@ Status convert_reduce(Context& ctx, const onnx::NodeProto& node, const Reduction
       break;
     }
   }
-  // A mean of f16 or bf16 sums in f32 and rounds once, as numpy's does: 8 elements of
-  // 10^4 have a mean in f16's range but not a sum.
-  const bool widened_mean = how.post == Post::Mean && (t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16);
-  if (widened_mean) {
-    KILN_ASSIGN_OR_RETURN(in, cast(ctx, node, in, ir::DType::F32));
+  // A mean of f16 or bf16 sums in f32 and rounds once (wide_type): 8 elements of 10^4
+  // have a mean in f16's range but not a sum.
+  if (how.post == Post::Mean) {
+    KILN_ASSIGN_OR_RETURN(in, widened(ctx, node, in));
   }
   KILN_ASSIGN_OR_RETURN(Value r, reduce(how.op, in, keepdims != 0));
   switch (how.post) {

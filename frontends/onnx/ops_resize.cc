@@ -104,8 +104,8 @@ Result<Value> resize_axis(Context& ctx, const onnx::NodeProto& node, const Value
     for (size_t k = 0; k < tap_count; ++k)
       std::tie(index[k][static_cast<size_t>(o)], weight[k][static_cast<size_t>(o)]) = around[k];
   }
-  const ir::DType compute = t.dtype == ir::DType::F16 || t.dtype == ir::DType::BF16 ? ir::DType::F32 : t.dtype;
-  KILN_ASSIGN_OR_RETURN(Value wide, cast(ctx, node, x, compute));
+  const ir::DType compute = wide_type(t.dtype);
+  KILN_ASSIGN_OR_RETURN(Value wide, widened(ctx, node, x));
   ir::Shape resized_shape = t.shape, along(static_cast<size_t>(t.rank()), 1);
   resized_shape[static_cast<size_t>(axis)] = out;
   along[static_cast<size_t>(axis)] = out;
