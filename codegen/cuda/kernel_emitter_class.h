@@ -196,6 +196,9 @@ class KernelEmitter : public ElementWalker {
   Status reduce(const Node& n, const ir::RowClass& rc, const std::function<Index(const std::string&)>& full_index,
                 const Index& at);
   int online_sum_of(const Node& max, const ir::RowClass& rc) const;
+  // The full-shape values under reduction operand x, computed in this step by a costly op
+  // (exp, log, div, tanh, ...), that other nodes of the step read too: kept in registers.
+  std::vector<ValueId> costly_shared_values(ValueId x, const ir::RowClass& rc) const;
   Status online_softmax(const Node& max, const Node& sum, const std::function<Index(const std::string&)>& full_index,
                         const Index& max_at, const Index& sum_at);
   // Records a row reduction's result (an expression of its result type) for the row at `at`.

@@ -25,10 +25,17 @@ __device__ __forceinline__ float kiln_f16_to_f32(unsigned short h) { float f; as
 __device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 #endif
 __device__ __forceinline__ float kiln_bf16_to_f32(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
+// cvt.rn.bf16.f32 is one instruction from sm_80 on, where the integer rounding takes six.
 __device__ __forceinline__ unsigned short kiln_f32_to_bf16(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   unsigned bits = __float_as_uint(f);
   if (f != f) return 0x7fc0;
   return (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+#endif
 }
 // A bf16 value in registers is already rounded (every op with a bf16 result rounds, and
 // loads are exact): its storage is its top half, one shift where rounding takes six ops.
@@ -47,10 +54,45 @@ __device__ __forceinline__ long long kiln_neg(long long a) { return (long long)(
 __device__ __forceinline__ int kiln_abs(int a) { return a < 0 ? kiln_neg(a) : a; }
 __device__ __forceinline__ long long kiln_abs(long long a) { return a < 0 ? kiln_neg(a) : a; }
 template <class T> __device__ __forceinline__ T kiln_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? kiln_neg(a) : a / b; }
+// A float quotient as a product with b's reciprocal, rounded once, and one correction
+// (Markstein 1990): within an ulp of a / b, and exactly rounded while |a| >= 2^-100 and
+// the quotient is normal (below that the correction's residual underflows; none of 50M
+// random pairs was off there). Where b is the same for many a (a row's sum, a constant),
+// the unrolled loop computes the reciprocal once; and no a takes a slow path, as a zero a
+// does in division's (a softmax's masked elements). A b whose reciprocal would not be a
+// normal number is scaled by 2^64 or 2^-64 with a: no branch, so a per-row b stays
+// hoisted. A result of 0, inf or NaN is the product's, where the correction would be NaN
+// or lose zero's sign.
+__device__ __forceinline__ float kiln_fdiv(float a, float b) {
+  const float mag = fabsf(b);
+  const float scale = mag > 0x1p126f ? 0x1p-64f : mag < 0x1p-126f ? 0x1p64f : 1.0f;
+  const float bs = b * scale, inv = 1.0f / bs, as = a * scale;
+  const float q = as * inv;
+  const float corrected = fmaf(fmaf(-q, bs, as), inv, q);
+  return corrected != 0.0f && fabsf(corrected) <= 0x1.fffffep+127f ? corrected : q;
+}
 
-__device__ __forceinline__ float kiln_max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
+// max.NaN and min.NaN (sm_80 on) propagate a NaN in one instruction, where the portable
+// form takes three.
+__device__ __forceinline__ float kiln_max(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (a != a || b != b) ? a + b : fmaxf(a, b);
+#endif
+}
+__device__ __forceinline__ float kiln_min(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (a != a || b != b) ? a + b : fminf(a, b);
+#endif
+}
 __device__ __forceinline__ double kiln_max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
-__device__ __forceinline__ float kiln_min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
 __device__ __forceinline__ double kiln_min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
 __device__ __forceinline__ long long kiln_max(long long a, long long b) { return a >= b ? a : b; }
 __device__ __forceinline__ long long kiln_min(long long a, long long b) { return a <= b ? a : b; }

@@ -237,6 +237,28 @@ Status KernelEmitter::reduction_kernel(Launch& launch) {
   return Status::Ok();
 }
 
+std::vector<ValueId> KernelEmitter::costly_shared_values(ValueId x, const ir::RowClass& rc) const {
+  std::vector<ValueId> found, stack;
+  if (!computed_here(x)) return found;
+  std::vector<char> seen(g_.values.size(), 0);
+  for (ValueId v : g_.nodes[producer_[x]].operands) stack.push_back(v);
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
+    if (seen[v] || !computed_here(v) || type(v).shape != rc.full || row_cache_.count(v)) continue;
+    seen[v] = 1;
+    const Node& p = g_.nodes[producer_[v]];
+    const bool costly = p.op == Op::Exp || p.op == Op::Log || p.op == Op::Div || p.op == Op::Tanh || p.op == Op::Erf ||
+                        p.op == Op::Sigmoid || p.op == Op::Pow;
+    if (costly && ir::uses_in_step(g_, step_, v) > 1) {
+      found.push_back(v);
+      continue;  // what it is computed from is read through it
+    }
+    for (ValueId o : p.operands) stack.push_back(o);
+  }
+  return found;
+}
+
 Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc,
                              const std::function<Index(const std::string&)>& full_index, const Index& at) {
   ValueId x = n.operands[0];
@@ -267,10 +289,22 @@ Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc,
       line(fmt::format("{} {}[{}];", compute_type(dt), keep, items_));
     }
   }
+  // So are the costly values under x that later loops read too (softmax's gradient
+  // computes P = exp(s - max) / sum to sum P·dP, then reads P again for each element).
+  std::vector<std::pair<ValueId, std::string>> also_kept;
+  if (items_ > 0)
+    for (ValueId c : costly_shared_values(x, rc)) {
+      also_kept.emplace_back(c, fmt::format("kept{}", next_++));
+      line(fmt::format("{} {}[{}];", compute_type(type(c).dtype), also_kept.back().second, items_));
+    }
   KILN_RETURN_IF_ERROR(row_loop([&](const std::string& j) -> Status {
     item_index_ = full_index(j);
     KILN_ASSIGN_OR_RETURN(std::string v, value_at(x, item_index_));
     if (!keep.empty()) line(fmt::format("{}[k] = {};", keep, v));
+    for (const auto& [c, array] : also_kept) {
+      KILN_ASSIGN_OR_RETURN(std::string cv, value_at(c, item_index_));  // computed for x already
+      line(fmt::format("{}[k] = {};", array, cv));
+    }
     std::string value = fp ? v : fmt::format("(long long){}", v);
     if (n.op == Op::Argmax) {
       open(fmt::format("if ({}_at < 0 || kiln_argmax_better({}, {}, {}, {}_at))", acc, value, j, acc, acc));
@@ -283,6 +317,7 @@ Status KernelEmitter::reduce(const Node& n, const ir::RowClass& rc,
     return Status::Ok();
   }));
   if (!keep.empty()) row_cache_[x] = keep;
+  for (const auto& [c, array] : also_kept) row_cache_[c] = array;
   if (n.op == Op::Argmax) {
     // Lanes that saw no element hold index -1 and lose to any lane that did.
     open(fmt::format("if ({}_at < 0)", acc));

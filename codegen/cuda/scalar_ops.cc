@@ -129,7 +129,9 @@ Result<std::string> elementwise(Op op, const ir::Attrs& attrs, std::span<const s
     case Op::Add: return fpr(fp ? "(" + x + " + " + y + ")" : "kiln_add(" + x + ", " + y + ")");
     case Op::Sub: return fpr(fp ? "(" + x + " - " + y + ")" : "kiln_sub(" + x + ", " + y + ")");
     case Op::Mul: return fpr(fp ? "(" + x + " * " + y + ")" : "kiln_mul(" + x + ", " + y + ")");
-    case Op::Div: return fpr(fp ? "(" + x + " / " + y + ")" : "kiln_div(" + x + ", " + y + ")");
+    case Op::Div:
+      if (dt == DType::F64) return "(" + x + " / " + y + ")";
+      return fpr(fp ? "kiln_fdiv(" + x + ", " + y + ")" : "kiln_div(" + x + ", " + y + ")");
     case Op::Pow:
       if (!fp) return make_error("cuda codegen: pow on integers is not supported yet");
       return fpr(fmt::format("pow{}({}, {})", dt == DType::F64 ? "" : "f", x, y));

@@ -6,6 +6,7 @@
 // NVIDIA driver every case is skipped with a message, unless KILN_REQUIRE_GPU=1 (as the
 // script sets), which makes that a failure.
 #include <fmt/format.h>
+#include <bit>
 #include <cmath>
 
 #include "compiler/nn.h"
@@ -204,6 +205,100 @@ TEST_CASE("CUDA: row kernels give the interpreter's values, the same bytes from 
   for (size_t o = 0; o < got.size(); ++o) {
     INFO("output " << o);
     CHECK(got[o] == (*aligned)[o].data);
+  }
+  // softmax's gradient, whose P (an exp and a division) the first loop keeps for the second.
+  const ir::Graph grad = kiln::testing::parse_ok(
+      R"(graph @softmax_gradient(%s: f32[40,512], %dp: f32[40,512], %mx: f32[40], %sum: f32[40]) {
+  %mb: f32[40,512] = broadcast(%mx) {shape=[40,512], dims=[0]}
+  %sb: f32[40,512] = broadcast(%sum) {shape=[40,512], dims=[0]}
+  %d: f32[40,512] = sub(%s, %mb)
+  %e: f32[40,512] = exp(%d)
+  %p: f32[40,512] = div(%e, %sb)
+  %pd: f32[40,512] = mul(%dp, %p)
+  %t: f32[40] = reduce_sum(%pd) {axes=[1]}
+  %tb: f32[40,512] = broadcast(%t) {shape=[40,512], dims=[0]}
+  %g: f32[40,512] = sub(%dp, %tb)
+  %ds: f32[40,512] = mul(%p, %g)
+  return %ds
+})");
+  check_against_interpreter("softmax gradient", grad, seeded_arguments(grad, 7), cuda_options(true));
+}
+
+namespace {
+
+// Float edge values: zeros of both signs, subnormals, the ends of the normal range, powers
+// of 2 where a reciprocal stops being normal, infinities and NaN, beside ordinary numbers.
+std::vector<double> float_edges() {
+  std::vector<double> v = {
+      0.0, 0x1p-149, 1e-40,   0x1p-126,  0x1.8p-126, 0x1p-100,       0.1,      1.0,       3.0,
+      7.0, 1e30,     0x1p126, 0x1.8p126, 0x1p127,    0x1.fffffep127, INFINITY, 1.0 / 3.0, 0x1.fefp127};
+  const size_t n = v.size();
+  for (size_t k = 0; k < n; ++k) v.push_back(-v[k]);
+  v.push_back(NAN);
+  return v;
+}
+
+// Bits equal, or both NaN; a finite nonzero value may also be one ulp off (the quotient's
+// bound, docs/cuda.md). A zero's sign, an infinity and a NaN must match exactly.
+int ulps_apart(double got, double want) {
+  const float g = static_cast<float>(got), w = static_cast<float>(want);
+  if (std::isnan(g) || std::isnan(w)) return std::isnan(g) && std::isnan(w) ? 0 : 1 << 30;
+  const auto gb = std::bit_cast<int32_t>(g), wb = std::bit_cast<int32_t>(w);
+  if (gb == wb) return 0;
+  if (g == 0 || w == 0 || std::isinf(g) || std::isinf(w) || (gb < 0) != (wb < 0)) return 1 << 30;
+  return std::abs(gb - wb);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA: f32 division, maximum, minimum and rounding to bf16 at the edges of the range", "[gpu][cuda]") {
+  if (!have_gpu()) return;
+  const std::vector<double> edges = float_edges();
+  const int64_t n = static_cast<int64_t>(edges.size());
+  // Every pair of edge values, as x / y, as a broadcast over x, and as y over its row's
+  // maximum of x, one divisor a row, which a row kernel's unrolled loop divides by
+  // through one reciprocal.
+  const ir::Graph g =
+      kiln::testing::parse_ok(fmt::format(R"(graph @edges(%x: f32[{0},{0}], %y: f32[{0},{0}], %d: f32[{0}]) {{
+  %q: f32[{0},{0}] = div(%x, %y)
+  %db: f32[{0},{0}] = broadcast(%d) {{shape=[{0},{0}], dims=[1]}}
+  %dx: f32[{0},{0}] = div(%db, %x)
+  %m: f32[{0}] = reduce_max(%x) {{axes=[1]}}
+  %mb: f32[{0},{0}] = broadcast(%m) {{shape=[{0},{0}], dims=[0]}}
+  %r: f32[{0},{0}] = div(%y, %mb)
+  %big: f32[{0},{0}] = maximum(%x, %y)
+  %small: f32[{0},{0}] = minimum(%x, %y)
+  %h: bf16[{0},{0}] = cast(%q) {{to=bf16}}
+  return %q, %dx, %r, %big, %small, %h
+}})",
+                                          n));
+  std::vector<double> x, y;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      x.push_back(edges[static_cast<size_t>(i)]);
+      y.push_back(edges[static_cast<size_t>(j)]);
+    }
+  const std::map<std::string, ir::Tensor> args = {{"x", ir::Tensor::from_doubles({ir::DType::F32, {n, n}}, x)},
+                                                  {"y", ir::Tensor::from_doubles({ir::DType::F32, {n, n}}, y)},
+                                                  {"d", ir::Tensor::from_doubles({ir::DType::F32, {n}}, edges)}};
+  const std::vector<ir::Tensor> want = kiln::testing::eval_ok(g, args);
+  auto got = kiln::testing::compile_and_run(g, args, cuda_options(true));
+  if (!got.ok()) FAIL(got.error().message);
+  REQUIRE(got->size() == want.size());
+  const char* names[] = {"x / y", "d / x", "y / max(x)", "maximum", "minimum", "bf16(x / y)"};
+  for (size_t o = 0; o < want.size(); ++o) {
+    int worst = 0, off = 0;
+    for (int64_t k = 0; k < want[o].size(); ++k) {
+      const int apart = ulps_apart((*got)[o].get(k), want[o].get(k));
+      if (apart > 0) ++off;
+      if (apart > worst) {
+        worst = apart;
+        UNSCOPED_INFO(names[o] << " at [" << k / n << ", " << k % n << "]: got " << (*got)[o].get(k) << ", want "
+                               << want[o].get(k));
+      }
+    }
+    INFO(names[o] << ": " << off << " of " << want[o].size() << " values off, the worst by " << worst << " ulp");
+    CHECK(worst <= (o < 3 ? 1 : 0));
   }
 }
 
