@@ -32,6 +32,14 @@ struct ElementIndex {
   std::vector<V> dims;
 };
 
+/// Where a backend's dim index came from: unflatten_dim(flat, stride, extent, outermost).
+template <class V>
+struct Unflattened {
+  V flat{};
+  int64_t stride = 0, extent = 0;
+  bool outermost = false;
+};
+
 /// The walker, a base of each backend's kernel emitter (CRTP). `Backend` provides, over
 /// its index and element values V (where a default V is "none"):
 ///   V index_constant(int64_t c);  V index_add(V a, V b);  V index_mul(V a, int64_t c);
@@ -47,6 +55,8 @@ struct ElementIndex {
 ///   V dense_constant(const Literal& literal, DType dtype, V flat)
 ///   Result<V> concat(const Node& n, const Index& out)   with value_at for the operands
 ///   std::string_view codegen_name()   "cpu codegen", for errors
+/// and, optionally:
+///   std::optional<Unflattened<V>> unflattened(const V& dim)   how dim was unflattened
 template <class Backend, class V>
 class ElementWalker {
  public:
@@ -78,8 +88,42 @@ class ElementWalker {
     if (present(idx.flat)) return idx.flat;
     std::vector<int64_t> st = row_major_strides(shape);
     V f = backend().index_constant(0);
-    for (size_t d = 0; d < shape.size(); ++d) f = backend().index_add(f, backend().index_mul(idx.dims[d], st[d]));
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (auto run = unflattened_run(shape, idx, d)) {
+        f = backend().index_add(f, backend().index_mul(run->second, st[run->first]));
+        d = run->first;
+        continue;
+      }
+      f = backend().index_add(f, backend().index_mul(idx.dims[d], st[d]));
+    }
     return backend().index_finish(f);
+  }
+
+  /// A run of dims from `first` whose indices are a whole flat index unflattened over the
+  /// run's extents (a row's kept dims from its row number, a column sum's reduced dims
+  /// from its step): their part of a flat index is that index times the last one's stride,
+  /// where summing them took a division and products per dim. The run's last dim and the
+  /// flat index, or none (also where the backend does not say how it unflattened dims).
+  std::optional<std::pair<size_t, V>> unflattened_run(const Shape& shape, const Index& idx, size_t first) {
+    if constexpr (requires(Backend & b, const V& v) { b.unflattened(v); }) {
+      const std::optional<Unflattened<V>> head = backend().unflattened(idx.dims[first]);
+      if (!head || !head->outermost) return std::nullopt;
+      size_t last = first;
+      int64_t stride = head->stride;
+      for (size_t d = first + 1; d < shape.size() && stride > 1; ++d) {
+        if (shape[d] == 1) continue;  // its index is 0
+        const std::optional<Unflattened<V>> next = backend().unflattened(idx.dims[d]);
+        if (!next || next->flat != head->flat || next->extent != shape[d] || next->stride * next->extent != stride)
+          return std::nullopt;
+        stride = next->stride;
+        last = d;
+      }
+      if (stride != 1 || last == first) return std::nullopt;
+      return std::pair{last, head->flat};
+    } else {
+      (void)shape, (void)idx, (void)first;
+      return std::nullopt;
+    }
   }
 
   /// The per-dim index of flat index `flat` over shape.

@@ -22,6 +22,7 @@ std::string KernelEmitter::unflatten_dim(const std::string& flat, int64_t stride
     index = index_let(fmt::format("{} - {} * {}LL", q, outer_quotient_.name, extent));
   else if (!outermost) index = index_let(fmt::format("({}) % {}LL", q, extent));
   outer_quotient_ = {flat, stride, q};
+  unflattened_[index] = {flat, stride, extent, outermost};
   return index;
 }
 

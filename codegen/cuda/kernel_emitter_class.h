@@ -147,6 +147,12 @@ class KernelEmitter : public ElementWalker {
     std::string name;
   };
   Quotient outer_quotient_;
+  // How each dim index unflatten_dim named came from its flat index (for flat_of's runs).
+  std::map<std::string, ir::Unflattened<std::string>> unflattened_;
+  std::optional<ir::Unflattened<std::string>> unflattened(const std::string& dim) const {
+    auto it = unflattened_.find(dim);
+    return it == unflattened_.end() ? std::nullopt : std::optional(it->second);
+  }
   std::string affine(const std::string& i, int64_t start, int64_t step);
   std::string clamp_index(const std::string& j, int64_t extent);
   // Row kernels keep some values in per-thread arrays; vector loop kernels load each input
