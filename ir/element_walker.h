@@ -113,7 +113,8 @@ class ElementWalker {
       for (size_t d = first + 1; d < shape.size() && stride > 1; ++d) {
         if (shape[d] == 1) continue;  // its index is 0
         const std::optional<Unflattened<V>> next = backend().unflattened(idx.dims[d]);
-        if (!next || next->flat != head->flat || next->extent != shape[d] || next->stride * next->extent != stride)
+        if (!next || next->outermost || next->flat != head->flat || next->extent != shape[d] ||
+            next->stride * next->extent != stride)
           return std::nullopt;
         stride = next->stride;
         last = d;
