@@ -74,24 +74,13 @@ __device__ __forceinline__ float kiln_fdiv(float a, float b) {
 
 // max.NaN and min.NaN (sm_80 on) propagate a NaN in one instruction, where the portable
 // form takes three.
-__device__ __forceinline__ float kiln_max(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
+__device__ __forceinline__ float kiln_max(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
+__device__ __forceinline__ float kiln_min(float a, float b) { float r; asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
 #else
-  return (a != a || b != b) ? a + b : fmaxf(a, b);
+__device__ __forceinline__ float kiln_max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
+__device__ __forceinline__ float kiln_min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
 #endif
-}
-__device__ __forceinline__ float kiln_min(float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  float r;
-  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-#else
-  return (a != a || b != b) ? a + b : fminf(a, b);
-#endif
-}
 __device__ __forceinline__ double kiln_max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
 __device__ __forceinline__ double kiln_min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
 __device__ __forceinline__ long long kiln_max(long long a, long long b) { return a >= b ? a : b; }
