@@ -29,7 +29,7 @@ void AttentionMatcher::gradient_writes(AttentionGradientMatch& m, std::vector<in
   ValueId ends[3];
   for (int i = 0; i < 3; ++i) {
     std::tie(m.written[i], m.written_views[i]) =
-        written_through(results[i], DType::F32, claimed[i], matrix, &chains[i]);
+        written_through(results[i], m.scores.precision, claimed[i], matrix, &chains[i]);
     ends[i] = chains[i].empty() ? results[i] : g_.nodes[chains[i].back()].result;
   }
   // The three whole chains' ends joined by one concat that alone reads them: each written
@@ -67,6 +67,10 @@ void AttentionMatcher::gradient_writes(AttentionGradientMatch& m, std::vector<in
 
 std::optional<std::vector<int>> AttentionMatcher::scores_nodes(int div) const {
   AttentionMatch m;
+  // In half precision (autocast's form) P is read cast to it: q·kᵀ is of that type.
+  for (int u : users_[g_.nodes[div].result])
+    if (g_.nodes[u].op == Op::Cast && is_half(g_.type(g_.nodes[u].result).dtype))
+      m.precision = g_.type(g_.nodes[u].result).dtype;
   const std::optional<ValueId> x = softmax_input(div, m.nodes);
   if (!x || !scores_chain(*x, m)) return std::nullopt;
   return m.nodes;
@@ -75,27 +79,38 @@ std::optional<std::vector<int>> AttentionMatcher::scores_nodes(int div) const {
 std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) {
   AttentionGradientMatch m;
   std::vector<int>& nodes = m.scores.nodes;
-  const std::optional<ValueId> x = softmax_input(div, nodes);
-  if (!x || !scores_chain(*x, m.scores)) return std::nullopt;
   const ValueId p = g_.nodes[div].result;
-  const TensorType& scores = g_.type(p);
-  const Shape batch(scores.shape.begin(), scores.shape.end() - 2);
-  // P's readers: transpose(P) for dv = Pᵀ·dO, and the softmax's gradient P ∘ (dP − Σ dP ∘ P).
+  // P's readers: transpose(P) for dv = Pᵀ·dO (in half precision, of P cast to it), and the
+  // softmax's gradient P ∘ (dP − Σ dP ∘ P).
   if (result_[p] || users_[p].size() != 3) return std::nullopt;
   const Node *transpose = nullptr, *dp_times_p = nullptr, *p_times_difference = nullptr;
+  std::vector<const Node*> muls;
   for (int u : users_[p]) {
     const Node& n = g_.nodes[u];
-    if (n.op == Op::Transpose && !transpose) {
+    if (n.op == Op::Cast && is_half(g_.type(n.result).dtype) && !transpose && single_use(n.result)) {
+      m.scores.precision = g_.type(n.result).dtype;
+      nodes.push_back(u);
+      transpose = &g_.nodes[users_[n.result][0]];
+      if (transpose->op != Op::Transpose) return std::nullopt;
+    } else if (n.op == Op::Transpose && !transpose) {
       transpose = &n;
     } else if (n.op == Op::Mul && n.operands[0] != n.operands[1]) {
-      const ValueId other = n.operands[n.operands[0] == p ? 1 : 0];
-      const Node* q = producer(other);
-      if (q && q->op == Op::Matmul && !dp_times_p) dp_times_p = &n;
-      else if (q && q->op == Op::Sub && !p_times_difference) p_times_difference = &n;
-      else return std::nullopt;
+      muls.push_back(&n);
     } else {
       return std::nullopt;
     }
+  }
+  const DType precision = m.scores.precision;
+  const std::optional<ValueId> x = softmax_input(div, nodes);
+  if (!x || !scores_chain(*x, m.scores)) return std::nullopt;
+  const TensorType& scores = g_.type(p);
+  const Shape batch(scores.shape.begin(), scores.shape.end() - 2);
+  for (const Node* n : muls) {
+    const ValueId other = n->operands[n->operands[0] == p ? 1 : 0];
+    const Node* q = producer(other);
+    if (product_of(other, precision) && !dp_times_p) dp_times_p = n;
+    else if (q && q->op == Op::Sub && !p_times_difference) p_times_difference = n;
+    else return std::nullopt;
   }
   if (!transpose || !dp_times_p || !p_times_difference || !swaps_last_two(*transpose) || !single_use(transpose->result))
     return std::nullopt;
@@ -108,9 +123,10 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
   if (sub.operands[0] != dp || !single_use(difference) || !single_use(dp_times_p->result)) return std::nullopt;
   if (!used_by_only(dp, {index_of(*dp_times_p), index_of(sub)})) return std::nullopt;
   if (reducer_of(sub.operands[1], Op::ReduceSum, dp_times_p->result, nodes) < 0) return std::nullopt;
-  const Node& dp_call = *producer(dp);
+  const Node& dp_call = *product_of(dp, precision);
   if (g_.type(dp).dtype != DType::F32 || g_.type(dp).shape != scores.shape) return std::nullopt;
-  for (const Node* n : {transpose, &dv, dp_times_p, p_times_difference, &sub, &dp_call}) nodes.push_back(index_of(*n));
+  for (const Node* n : {transpose, &dv, dp_times_p, p_times_difference, &sub, &dp_call, producer(dp)})
+    nodes.push_back(index_of(*n));
   // f's gradient, its transforms in reverse: a scaling's product, a mask's select of 0.
   ValueId ds = p_times_difference->result;
   for (size_t i = m.scores.transforms.size(); i-- > 0;) {
@@ -140,6 +156,14 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
     nodes.push_back(ui);
     ds = n.result;
   }
+  // In half precision, dS cast to it for the products.
+  if (precision != DType::F32) {
+    if (!single_use(ds) || g_.nodes[users_[ds][0]].op != Op::Cast) return std::nullopt;
+    const Node& cast = g_.nodes[users_[ds][0]];
+    if (g_.type(cast.result).dtype != precision) return std::nullopt;
+    nodes.push_back(index_of(cast));
+    ds = cast.result;
+  }
   // dS read by dq = dS·kᵀᵀ and d(kᵀ) = qᵀ·dS only, their other operands q's and kᵀ's
   // transposes (however each is read through movement ops).
   if (result_[ds] || users_[ds].size() != 2) return std::nullopt;
@@ -165,10 +189,10 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
   StridedView ignored_view;
   ValueId ignored_base;
   for (ValueId read : {dq->operands[1], dk->operands[0]})
-    if (!operand_view(read, batch, DType::F32, ignored_base, ignored_view, nodes)) return std::nullopt;
-  if (!operand_view(dp_call.operands[0], batch, DType::F32, m.d_out, m.d_out_view, nodes) ||
-      !operand_view(dv.operands[1], batch, DType::F32, ignored_base, ignored_view, nodes) ||
-      !operand_view(dp_call.operands[1], batch, DType::F32, m.scores.v, m.scores.v_view, nodes))
+    if (!operand_view(read, batch, precision, ignored_base, ignored_view, nodes)) return std::nullopt;
+  if (!operand_view(dp_call.operands[0], batch, precision, m.d_out, m.d_out_view, nodes) ||
+      !operand_view(dv.operands[1], batch, precision, ignored_base, ignored_view, nodes) ||
+      !operand_view(dp_call.operands[1], batch, precision, m.scores.v, m.scores.v_view, nodes))
     return std::nullopt;
   m.scores.v_view = swapped(m.scores.v_view);  // vᵀ [.., Dv, S] as v [.., S, Dv]
   const int64_t t = scores.shape[scores.shape.size() - 2], s = scores.shape.back();
@@ -177,7 +201,7 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
     Shape want = batch;
     want.push_back(rows);
     want.push_back(cols);
-    return g_.type(v).dtype == DType::F32 && g_.type(v).shape == want;
+    return g_.type(v).dtype == precision && g_.type(v).shape == want;
   };
   if (!has_shape(dq->result, t, d) || !has_shape(dk->result, d, s) || !has_shape(dv.result, s, dv_dim) ||
       m.d_out_view.shape.back() != dv_dim)
@@ -190,9 +214,10 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
   m.d_key = dk->result;
   m.d_value = dv.result;
   gradient_writes(m, nodes);
-  // Each a step output: read by something or returned (a pipeline without dce may leave one unread).
+  // Each a step output: read by something or returned (a pipeline without dce may leave one
+  // unread), in f32 (in half precision, after autocast's cast back).
   for (ValueId written : m.written)
-    if (users_[written].empty() && !result_[written]) return std::nullopt;
+    if ((users_[written].empty() && !result_[written]) || g_.type(written).dtype != DType::F32) return std::nullopt;
   nodes.push_back(m.queries_call);
   nodes.push_back(m.keys_call);
   std::sort(nodes.begin(), nodes.end());

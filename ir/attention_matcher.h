@@ -61,8 +61,8 @@ class AttentionMatcher {
 
   // Whether a and b hold the same elements for certain: one value, or values the same op
   // with the same attributes computes from such values, among the ops a step recomputes
-  // as it reads (movement ops, constants, iota, compares: the copies each reader of them
-  // has, passes/attention_split.h).
+  // as it reads (movement ops, constants, iota, compares, casts: the copies each reader of
+  // them has, passes/attention_split.h).
   bool same_value(ValueId a, ValueId b, int depth = 8) const {
     if (a == b) return true;
     const Node *pa = producer(a), *pb = producer(b);
@@ -76,6 +76,7 @@ class AttentionMatcher {
       case Op::Broadcast:
       case Op::Constant:
       case Op::Iota:
+      case Op::Cast:
       case Op::Le:
       case Op::Lt:
       case Op::Ge:
@@ -105,6 +106,19 @@ class AttentionMatcher {
     std::sort(users.begin(), users.end());
     std::sort(readers.begin(), readers.end());
     return users == readers;
+  }
+
+  // The matmul whose result v is: in f32 v itself, in half precision (autocast's form) v
+  // its single-use result cast to f32; else null.
+  const Node* product_of(ValueId v, DType precision) const {
+    const Node* p = producer(v);
+    if (p && precision != DType::F32) {
+      if (p->op != Op::Cast || g_.type(v).dtype != DType::F32 || g_.type(p->operands[0]).dtype != precision ||
+          !single_use(p->operands[0]))
+        return nullptr;
+      p = producer(p->operands[0]);
+    }
+    return p && p->op == Op::Matmul ? p : nullptr;
   }
 
   // Whether v is a scalar constant, spread or not.

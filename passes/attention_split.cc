@@ -17,10 +17,15 @@ using ir::Node;
 using ir::Op;
 using ir::ValueId;
 
-// Ops a step recomputes as it reads (views, sources, and compares of such: a causal
-// mask's j <= i), copied for each reader so that each step claims its own.
+// Ops a step recomputes as it reads (views, sources, compares of such: a causal mask's
+// j <= i, and autocast's rounding of an f32 operand), copied for each reader so that each
+// step claims its own.
 bool cheap(const ir::Graph& g, const std::vector<int>& producer, const Node& n, int depth = 8) {
   switch (n.op) {
+    case Op::Cast: {
+      const ir::DType to = g.type(n.result).dtype;
+      return g.type(n.operands[0]).dtype == ir::DType::F32 && (to == ir::DType::BF16 || to == ir::DType::F16);
+    }
     case Op::Transpose:
     case Op::Slice:
     case Op::Reshape:
@@ -104,16 +109,27 @@ bool split(ir::Graph& g, int div, ir::AttentionRunner runner) {
   const Node& d = g.nodes[div];
   if (d.op != Op::Div || g.type(d.result).dtype != ir::DType::F32 || g.type(d.result).rank() < 2) return false;
   const ValueId p = d.result;
-  std::vector<int> readers;
-  int values_calls = 0;
+  // In half precision (autocast's form) P·v reads P cast to it, which dv's product reads too.
+  ValueId half_p = ir::kNoValue;
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Cast && n.operands[0] == p &&
+        (g.type(n.result).dtype == ir::DType::BF16 || g.type(n.result).dtype == ir::DType::F16))
+      half_p = n.result;
+  // P's readers and its cast's that are not P·v: the backward's, rewired to its copies.
+  std::vector<std::pair<int, size_t>> readers;
+  int values_calls = 0, casts = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (size_t k = 0; k < g.nodes[i].operands.size(); ++k) {
-      if (g.nodes[i].operands[k] != p) continue;
-      if (g.nodes[i].op == Op::Matmul && k == 0 && g.nodes[i].operands[1] != p) ++values_calls;
-      else readers.push_back(static_cast<int>(i));
+      const ValueId v = g.nodes[i].operands[k];
+      if (v != p && v != half_p) continue;
+      const bool values_call = g.nodes[i].op == Op::Matmul && k == 0 && g.nodes[i].operands[1] != v;
+      if (values_call && (half_p == ir::kNoValue || v == half_p)) ++values_calls;
+      else if (v == p && g.nodes[i].result == half_p) ++casts;
+      else readers.push_back({static_cast<int>(i), k});
     }
   // (A P the graph returns is stored anyway: its readers read it back.)
-  if (values_calls != 1 || readers.empty() || std::find(g.results.begin(), g.results.end(), p) != g.results.end())
+  auto returned = [&](ValueId v) { return std::find(g.results.begin(), g.results.end(), v) != g.results.end(); };
+  if (values_calls != 1 || readers.empty() || casts > 1 || returned(p) || (half_p != ir::kNoValue && returned(half_p)))
     return false;
   const std::vector<Node> nodes_before = g.nodes;
   const size_t values_before = g.values.size();
@@ -128,12 +144,13 @@ bool split(ir::Graph& g, int div, ir::AttentionRunner runner) {
     Copier copier(g);
     const std::optional<std::vector<int>> scores = ir::attention_scores_nodes(g, div);
     if (!scores) return false;
-    const std::set<int> core(scores->begin(), scores->end());
+    std::set<int> core(scores->begin(), scores->end());
+    if (half_p != ir::kNoValue) core.insert(node_of(g, half_p));
     std::map<ValueId, ValueId> copies;
-    copy_of_p = copier.copy(p, *std::min_element(readers.begin(), readers.end()), core, copies);
-    for (int r : readers)
-      for (size_t k = 0; k < g.nodes[r].operands.size(); ++k)
-        if (g.nodes[r].operands[k] == p) copier.rewire(r, k, copy_of_p);
+    const int first = std::min_element(readers.begin(), readers.end())->first;
+    copier.copy(half_p != ir::kNoValue ? half_p : p, first, core, copies);
+    copy_of_p = copies.at(p);
+    for (const auto& [r, k] : readers) copier.rewire(r, k, copies.at(g.nodes[r].operands[k]));
     copier.apply();
   }
   std::optional<ir::AttentionGradientMatch> match;
@@ -165,18 +182,22 @@ bool split(ir::Graph& g, int div, ir::AttentionRunner runner) {
 
 int split_attention_gradients(ir::Graph& g, ir::AttentionRunner runner) {
   // The candidates: f32 divisions read by a matmul as its first operand and by a
-  // transpose (autodiff's Pᵀ for dv).
+  // transpose (autodiff's Pᵀ for dv), or whose cast to a half precision is.
   std::vector<std::vector<int>> users(g.values.size());
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (ValueId v : g.nodes[i].operands) users[v].push_back(static_cast<int>(i));
+  auto read_by = [&](ValueId v, auto is_reader) {
+    return std::any_of(users[v].begin(), users[v].end(), [&](int u) { return is_reader(g.nodes[u]); });
+  };
+  auto candidate = [&](ValueId v) {
+    return read_by(v, [&](const Node& u) { return u.op == Op::Matmul && u.operands[0] == v; }) &&
+           read_by(v, [](const Node& u) { return u.op == Op::Transpose; });
+  };
   std::vector<ValueId> candidates;
   for (const Node& n : g.nodes) {
     if (n.op != Op::Div || g.type(n.result).dtype != ir::DType::F32) continue;
-    auto read_by = [&](auto is_reader) {
-      return std::any_of(users[n.result].begin(), users[n.result].end(), [&](int u) { return is_reader(g.nodes[u]); });
-    };
-    if (read_by([&](const Node& u) { return u.op == Op::Matmul && u.operands[0] == n.result; }) &&
-        read_by([](const Node& u) { return u.op == Op::Transpose; }))
+    if (candidate(n.result) ||
+        read_by(n.result, [&](const Node& u) { return u.op == Op::Cast && candidate(u.result); }))
       candidates.push_back(n.result);
   }
   int split_count = 0;

@@ -19,6 +19,7 @@ namespace {
 using attention_plan::batch_offset;
 using attention_plan::BlasMatrix;
 using attention_plan::for_blocks;
+using attention_plan::pack_rows;
 using attention_plan::Plan;
 using attention_plan::plan_of;
 using attention_plan::scores_to_probabilities;
@@ -68,43 +69,6 @@ struct HalfBuffers {
   std::vector<float> tile, out;
   std::vector<uint8_t> row;  // a gathered row of q, k or v
 };
-
-// Rows [r0, r0 + rows) of a [.., rows, cols] view of batch index p, of element type
-// `type` (f32 or the precision), packed into `to`: the precision's bits (uint16_t), or
-// f32 values rounded to it (float).
-template <class To>
-void pack_rows(const Plan& plan, const View& view, format::DType type, int64_t p, int64_t r0, int64_t rows,
-               int64_t cols, To* to, std::vector<uint8_t>& row) {
-  const bool wide = type == format::DType::F32;
-  const int64_t element = wide ? 4 : 2, base = batch_offset(plan, view, p);
-  row.resize(static_cast<size_t>(cols * element));
-  // Rows apart by more than a page (heads read in place out of a projection) defeat the
-  // hardware prefetcher: each row's lines are asked for a few rows ahead.
-  constexpr int64_t kAhead = 16;
-  const bool prefetch = view.col_stride() == 1 && view.row_stride() * element > 1024;
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* from = view.base + (base + (r0 + r) * view.row_stride()) * element;
-    if (prefetch && r + kAhead < rows)
-      for (int64_t byte = 0; byte < cols * element; byte += 64)
-        __builtin_prefetch(from + kAhead * view.row_stride() * element + byte);
-    To* out = to + r * cols;
-    if (view.col_stride() != 1) {  // a column-major view: the row gathered first
-      const int64_t step = view.col_stride() * element;
-      for (int64_t c = 0; c < cols; ++c)
-        std::memcpy(row.data() + c * element, from + c * step, static_cast<size_t>(element));
-      from = row.data();
-    }
-    if constexpr (std::is_same_v<To, uint16_t>) {
-      if (wide) narrow_to_half(reinterpret_cast<const float*>(from), out, cols, plan.half_type);
-      else std::memcpy(out, from, static_cast<size_t>(cols) * 2);
-    } else if (wide) {
-      std::memcpy(out, from, static_cast<size_t>(cols) * 4);
-      round_to_half(out, cols, plan.half_type);
-    } else {
-      widen_half(reinterpret_cast<const uint16_t*>(from), out, cols, plan.half_type);
-    }
-  }
-}
 
 // The half form of run_block: q's block and P rounded to the precision, products in f32
 // (native: bf16 operands on oneDNN's primitive; else their f32 values on sgemm), the
@@ -253,6 +217,7 @@ Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* 
 }  // namespace attention_plan
 
 std::string attention_implementation(const format::Attention& call, const AttentionTypes& types) {
+  if (call.gradient()) return attention_plan::gradient_implementation(call, types);
   const Plan plan = plan_of(call, types, nullptr);
   if (!plan.half) return {};
   const std::string type = plan.half_type == Half::BF16 ? "bf16" : "f16";

@@ -15,9 +15,11 @@
 
 namespace kiln::runtime::cpu {
 
-/// The element types of q, k, v and the output (each f32 or the call's precision).
+/// The element types of q, k, v and the output, and a backward's dO (each f32 or the
+/// call's precision; a backward's outputs are f32).
 struct AttentionTypes {
-  format::DType q = format::DType::F32, k = format::DType::F32, v = format::DType::F32, out = format::DType::F32;
+  format::DType q = format::DType::F32, k = format::DType::F32, v = format::DType::F32, out = format::DType::F32,
+                d_out = format::DType::F32;
 };
 
 /// Runs `call` with q, k, v and the masks' inputs, then the output, in `args`, its blocks
@@ -28,16 +30,21 @@ struct AttentionTypes {
 Status run_attention(const format::Attention& call, const AttentionTypes& types, uint8_t* const* args, int threads,
                      ThreadPool* pool);
 
-/// Runs the backward `call` (format 1.18, `call.gradient()`, f32): `args` holds q, k, v,
-/// the masks' inputs and dO, then dq, d(kᵀ) and dv (packed). Per batch index, a block of
-/// query rows at a time: P again as the forward computes it, dP = dO·vᵀ and dS = f'(P ∘
-/// (dP − Σ dP ∘ P)) in buffers of the thread, dq's rows = dS·k, and d(kᵀ) += qᵀ·dS and
-/// dv += Pᵀ·dO over the blocks; keys past a causal block's last query are left out as
-/// the forward leaves them. Batch indices split across `pool`'s threads.
-Status run_attention_gradient(const format::Attention& call, uint8_t* const* args, int threads, ThreadPool* pool);
+/// Runs the backward `call` (format 1.18, `call.gradient()`): `args` holds q, k, v, the
+/// masks' inputs and dO, then the outputs dq, d(kᵀ) and dv are written into. Per batch
+/// index, a block of query rows at a time: P again as the forward computes it, dP = dO·vᵀ
+/// and dS = f'(P ∘ (dP − Σ dP ∘ P)) in buffers of the thread, dq's rows = dS·k, and
+/// d(kᵀ) += qᵀ·dS and dv += Pᵀ·dO over the blocks; keys past a causal block's last query
+/// are left out as the forward leaves them. Batch indices split across `pool`'s threads.
+/// In bf16 or f16 (format 1.20, autocast's form) every product's operands and result are
+/// rounded to the precision, as the graph's casts round them (P, dP, dS, q, k, v, dO, and
+/// dq, d(kᵀ), dv once summed): on oneDNN's bf16 primitive where it has an optimized one
+/// for the shapes, else on sgemm over f32 values rounded to the precision.
+Status run_attention_gradient(const format::Attention& call, const AttentionTypes& types, uint8_t* const* args,
+                              int threads, ThreadPool* pool);
 
-/// What runs a call's products in bf16 or f16: "products in bf16 on oneDNN (KERNEL)" or
-/// "products on sgemm over f32 values rounded to f16"; "" for f32.
+/// What runs a call's products in bf16 or f16 (a forward's or a backward's): "products in
+/// bf16 on oneDNN (KERNEL)" or "products on sgemm over f32 values rounded to f16"; "" for f32.
 std::string attention_implementation(const format::Attention& call, const AttentionTypes& types);
 
 /// Query rows per block for `keys` keys: in f32 as many as keep a block's scores within

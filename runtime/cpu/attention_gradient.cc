@@ -1,10 +1,14 @@
-// The backward of an attention as one CPU step (format 1.18; runtime/cpu/attention.h).
+// The backward of an attention as one CPU step (format 1.18, and 1.20 in bf16 or f16;
+// runtime/cpu/attention.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/attention.h"
 #include "runtime/cpu/attention_plan.h"
+#include "runtime/cpu/dnnl_matmul.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/score_rows.h"
 
@@ -13,6 +17,7 @@ namespace {
 
 using attention_plan::batch_offset;
 using attention_plan::BlasMatrix;
+using attention_plan::pack_rows;
 using attention_plan::Plan;
 using attention_plan::View;
 
@@ -43,15 +48,44 @@ struct Gradient {
   BlasMatrix k_rows;               // k [S, D] as a second operand (the plan's km is kᵀ)
   float scale = 1;                 // every scaling of f: dS's factor
   Target d_query, d_key, d_value;  // dq [T, D], d(kᵀ) [D, S], dv [S, Dv]
+  format::DType d_out_type = format::DType::F32;
+  bool native = false;  // bf16: the products on oneDNN's bf16 primitive
 };
 
-Gradient gradient_of(const format::Attention& at, uint8_t* const* args) {
+// A bf16 or f16 backward's products, as run_half_block calls them: C [m, n] (f32, rows
+// ldc apart) = A [m, k] · B, B's k rows of n or (trans_b) its n columns given as rows, C
+// added to where `accumulate`. Operands of the precision's bits run on oneDNN's bf16
+// primitive, f32 ones (values rounded to the precision) on sgemm.
+template <class E>
+Status product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const E* a, int64_t lda, const E* b,
+               int64_t ldb, float* c, int64_t ldc, bool accumulate, int threads) {
+  if constexpr (std::is_same_v<E, uint16_t>)
+    return run_bf16_gemm({trans_b, m, n, k, lda, ldb, ldc, dnnl_f32, accumulate, trans_a}, a, b, c, threads);
+  else return sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, c, ldc, threads, accumulate ? 1.0f : 0.0f);
+}
+
+// Whether oneDNN has optimized bf16 kernels for every product of a block of `rows` rows,
+// dq's rows `dq_ld` apart.
+bool native_products(const Plan& plan, int64_t rows, int64_t dq_ld) {
+  const int64_t s = plan.keys, d = plan.head_dim, dv = plan.value_dim;
+  for (const Bf16Gemm& gemm :
+       {Bf16Gemm{false, rows, s, d, d, s, s}, Bf16Gemm{false, rows, s, dv, dv, s, s},
+        Bf16Gemm{false, rows, d, s, s, d, dq_ld}, Bf16Gemm{false, d, s, rows, d, s, s, dnnl_f32, true, true},
+        Bf16Gemm{false, dv, s, rows, dv, s, s, dnnl_f32, true, true}})
+    if (bf16_gemm_implementation(gemm).empty()) return false;
+  return true;
+}
+
+// `args` may be null (no run, for gradient_implementation).
+Gradient gradient_of(const format::Attention& at, const AttentionTypes& types, uint8_t* const* args) {
+  auto arg = [&](uint32_t i) { return args ? args[i] : nullptr; };
   Gradient g;
-  g.plan = attention_plan::plan_of(at, AttentionTypes{}, args);
+  g.plan = attention_plan::plan_of(at, types, args);
+  g.d_out_type = types.d_out;
   g.plan.out = {};  // the forward's result: a backward writes dq, d(kᵀ) and dv instead
   const Plan& plan = g.plan;
   const uint32_t inputs = plan.reads;
-  g.d_out = attention_plan::view_of(args[inputs], at.d_out_offset(), at.d_out_strides());
+  g.d_out = attention_plan::view_of(arg(inputs), at.d_out_offset(), at.d_out_strides());
   // The reader checked each: inside its f32 output, rows or columns adjacent.
   const uint32_t rank = static_cast<uint32_t>(plan.batch.size()) + 2;
   const int64_t rows[3] = {plan.queries, plan.head_dim, plan.keys},
@@ -59,7 +93,7 @@ Gradient gradient_of(const format::Attention& at, uint8_t* const* args) {
   Target* targets[3] = {&g.d_query, &g.d_key, &g.d_value};
   for (uint32_t i = 0; i < 3; ++i) {
     const auto* strides = at.gradient_strides();
-    View view{args[inputs + 1 + static_cast<uint32_t>(at.gradient_outputs()->Get(i))], at.gradient_offsets()->Get(i),
+    View view{arg(inputs + 1 + static_cast<uint32_t>(at.gradient_outputs()->Get(i))), at.gradient_offsets()->Get(i),
               std::vector<int64_t>(strides->begin() + i * rank, strides->begin() + (i + 1) * rank)};
     const BlasMatrix matrix = *format::blas_matrix(rows[i], cols[i], view.row_stride(), view.col_stride());
     *targets[i] = {std::move(view), matrix};
@@ -70,18 +104,21 @@ Gradient gradient_of(const format::Attention& at, uint8_t* const* args) {
   g.scale = plan.alpha;
   for (const attention_plan::Transform& t : plan.transforms)
     if (t.kind == format::ScoreTransformKind::Scale) g.scale *= t.value;
+  const View& dq = g.d_query.view;
+  g.native = plan.half && plan.half_type == Half::BF16 &&
+             native_products(plan, plan.block_rows, dq.col_stride() == 1 ? dq.row_stride() : plan.head_dim);
   return g;
 }
 
-// dS from dP over a block's rows, in place: the softmax's gradient times f's scalings,
-// 0 where f's masks replaced the score (the select's gradient).
+// dS from dP over a block's rows (ld apart), in place: the softmax's gradient times f's
+// scalings, 0 where f's masks replaced the score (the select's gradient).
 void scores_gradient(const Gradient& g, int64_t p, int64_t r0, int64_t rows, int64_t keys, const float* probabilities,
-                     float* dp) {
+                     float* dp, int64_t ld) {
   const Plan& plan = g.plan;
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = dp + i * keys;
+    float* row = dp + i * ld;
     const int64_t query = r0 + i;
-    softmax_gradient_row(probabilities + i * keys, row, keys, g.scale);
+    softmax_gradient_row(probabilities + i * ld, row, keys, g.scale);
     for (const attention_plan::Transform& t : plan.transforms) {
       if (t.kind == format::ScoreTransformKind::Causal) {
         for (int64_t j = query + 1; j < keys; ++j) row[j] = 0;
@@ -118,7 +155,7 @@ Result<bool> run_block(const Gradient& g, int64_t p, int64_t r0, int64_t rows, i
       if (std::isnan(probabilities[static_cast<size_t>(i * keys)])) return false;
   KILN_RETURN_IF_ERROR(sgemm(g.dom.transposed, !plan.vm.transposed, rows, keys, dv, 1.0f, d_out, g.dom.ld, v,
                              plan.vm.ld, dp.data(), keys, threads));
-  scores_gradient(g, p, r0, rows, keys, probabilities.data(), dp.data());
+  scores_gradient(g, p, r0, rows, keys, probabilities.data(), dp.data(), keys);
   KILN_RETURN_IF_ERROR(
       g.d_query.gemm(plan, p, r0, false, g.k_rows.transposed, rows, d, keys, dp.data(), keys, k, g.k_rows.ld, threads));
   KILN_RETURN_IF_ERROR(g.d_key.gemm(plan, p, 0, !plan.qm.transposed, false, d, keys, rows, q, plan.qm.ld, dp.data(),
@@ -140,18 +177,174 @@ Status run_index(const Gradient& g, int64_t p, int threads) {
   });
 }
 
+// The calling thread's buffers of the half form: E is the precision's bits (oneDNN's bf16
+// products) or float (f32 values rounded to it, for sgemm).
+template <class E>
+struct HalfBuffers {
+  // Packed per batch index: q [T, D], k [S, D] and kᵀ [D, S], v [S, Dv] and vᵀ [Dv, S], dO
+  // [T, Dv] (B operands as their rows: oneDNN reorders a transposed B on every call).
+  std::vector<E> q, k, k_t, v, v_t, d_out;
+  std::vector<E> probabilities, d_scores;  // a block's P and dS, rounded
+  std::vector<float> tile, dp, dq;         // a block's P and dP in f32, its rows of dq
+  std::vector<float> d_key, d_value_t;     // d(kᵀ) [D, S] and dvᵀ [Dv, S], summed over the blocks
+  std::vector<uint8_t> row;
+};
+
+// n f32 values as operands: rounded to the precision, as its bits or as f32.
+template <class E>
+void to_operand(const Plan& plan, const float* from, E* to, int64_t n) {
+  if constexpr (std::is_same_v<E, uint16_t>) {
+    narrow_to_half(from, to, n, plan.half_type);
+  } else {
+    std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
+    round_to_half(to, n, plan.half_type);
+  }
+}
+
+// Square tiles of a transpose or a strided copy: each reads and writes a few lines of
+// cache at a time (rows a power of two apart alias in L1 otherwise).
+constexpr int64_t kTile = 16;
+
+// A [rows, cols] matrix packed as its transpose [cols, rows].
+template <class E>
+void transpose_tiles(const E* from, int64_t rows, int64_t cols, E* to) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) to[c * rows + r] = from[r * cols + c];
+}
+
+// Rows [r0, r0 + rows) x cols of a gradient of batch index p (its f32 view) from `from`,
+// element (i, j) at from[i·row_step + j·col_step], rounded to the precision first.
+void store(const Plan& plan, const Target& target, int64_t p, int64_t r0, int64_t rows, int64_t cols, float* from,
+           int64_t row_step, int64_t col_step, int64_t count) {
+  round_to_half(from, count, plan.half_type);
+  float* base =
+      reinterpret_cast<float*>(target.view.base) + batch_offset(plan, target.view, p) + r0 * target.view.row_stride();
+  const int64_t rs = target.view.row_stride(), cs = target.view.col_stride();
+  if (cs == 1 && col_step == 1) {
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(base + i * rs, from + i * row_step, static_cast<size_t>(cols) * sizeof(float));
+    return;
+  }
+  // Tile by tile, along the target's adjacent elements (d(kᵀ) lies with its columns adjacent).
+  const bool by_rows = cs == 1 || rows == 1;
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+      if (by_rows) {
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = j0; j < j1; ++j) base[i * rs + j * cs] = from[i * row_step + j * col_step];
+      } else {
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t i = i0; i < i1; ++i) base[i * rs + j * cs] = from[i * row_step + j * col_step];
+      }
+    }
+}
+
+// run_block in bf16 or f16, on the operands `b` holds packed.
+template <class E>
+Result<bool> run_half_block(const Gradient& g, int64_t p, int64_t r0, int64_t rows, int64_t keys, HalfBuffers<E>& b,
+                            int threads) {
+  const Plan& plan = g.plan;
+  const int64_t d = plan.head_dim, dv = plan.value_dim, s = plan.keys;
+  float *tile = b.tile.data(), *dp = b.dp.data();
+  KILN_RETURN_IF_ERROR(
+      product(false, false, rows, keys, d, b.q.data() + r0 * d, d, b.k_t.data(), s, tile, s, false, threads));
+  constexpr bool bits = std::is_same_v<E, uint16_t>;  // P's bits written with P
+  if (!attention_plan::scores_to_probabilities(plan, p, r0, rows, keys, tile, s,
+                                               bits ? reinterpret_cast<uint16_t*>(b.probabilities.data()) : nullptr))
+    return false;
+  if (keys < plan.keys)
+    for (int64_t i = 0; i < rows; ++i)
+      if (std::isnan(tile[i * s])) return false;
+  if (!bits)
+    for (int64_t i = 0; i < rows; ++i) to_operand(plan, tile + i * s, b.probabilities.data() + i * s, keys);
+  KILN_RETURN_IF_ERROR(
+      product(false, false, rows, keys, dv, b.d_out.data() + r0 * dv, dv, b.v_t.data(), s, dp, s, false, threads));
+  for (int64_t i = 0; i < rows; ++i) round_to_half(dp + i * s, keys, plan.half_type);
+  scores_gradient(g, p, r0, rows, keys, tile, dp, s);
+  for (int64_t i = 0; i < rows; ++i) to_operand(plan, dp + i * s, b.d_scores.data() + i * s, keys);
+  // dq's rows straight into its output where they lie as rows, rounded there.
+  const View& dq = g.d_query.view;
+  if (dq.col_stride() == 1) {
+    float* rows_at = reinterpret_cast<float*>(dq.base) + batch_offset(plan, dq, p) + r0 * dq.row_stride();
+    KILN_RETURN_IF_ERROR(product(false, false, rows, d, keys, b.d_scores.data(), s, b.k.data(), d, rows_at,
+                                 dq.row_stride(), false, threads));
+    for (int64_t i = 0; i < rows; ++i) round_to_half(rows_at + i * dq.row_stride(), d, plan.half_type);
+  } else {
+    KILN_RETURN_IF_ERROR(
+        product(false, false, rows, d, keys, b.d_scores.data(), s, b.k.data(), d, b.dq.data(), d, false, threads));
+    store(plan, g.d_query, p, r0, rows, d, b.dq.data(), d, 1, rows * d);
+  }
+  KILN_RETURN_IF_ERROR(product(true, false, d, keys, rows, b.q.data() + r0 * d, d, b.d_scores.data(), s, b.d_key.data(),
+                               s, true, threads));
+  KILN_RETURN_IF_ERROR(product(true, false, dv, keys, rows, b.d_out.data() + r0 * dv, dv, b.probabilities.data(), s,
+                               b.d_value_t.data(), s, true, threads));
+  return true;
+}
+
+// run_index in bf16 or f16: q, k, v and dO packed once, d(kᵀ) and dv summed in f32 and
+// rounded once, as the graph's products round them.
+template <class E>
+Status run_half_index(const Gradient& g, int64_t p, int threads) {
+  const Plan& plan = g.plan;
+  const int64_t t = plan.queries, s = plan.keys, d = plan.head_dim, dv = plan.value_dim, rows = plan.block_rows;
+  thread_local HalfBuffers<E> b;
+  auto sized = [](auto& buffer, int64_t n) -> auto* {
+    buffer.resize(static_cast<size_t>(n));
+    return buffer.data();
+  };
+  pack_rows(plan, plan.q, plan.q_type, p, 0, t, d, sized(b.q, t * d), b.row);
+  pack_rows(plan, plan.k, plan.k_type, p, 0, s, d, sized(b.k, s * d), b.row);
+  transpose_tiles(b.k.data(), s, d, sized(b.k_t, d * s));
+  pack_rows(plan, plan.v, plan.v_type, p, 0, s, dv, sized(b.v, s * dv), b.row);
+  transpose_tiles(b.v.data(), s, dv, sized(b.v_t, dv * s));
+  pack_rows(plan, g.d_out, g.d_out_type, p, 0, t, dv, sized(b.d_out, t * dv), b.row);
+  sized(b.probabilities, rows * s);
+  sized(b.d_scores, rows * s);
+  sized(b.tile, rows * s);
+  sized(b.dp, rows * s);
+  sized(b.dq, rows * d);
+  std::fill_n(sized(b.d_key, d * s), d * s, 0.0f);
+  std::fill_n(sized(b.d_value_t, dv * s), dv * s, 0.0f);
+  KILN_RETURN_IF_ERROR(attention_plan::for_blocks(plan, 0, plan.blocks, [&](int64_t r0, int64_t block, int64_t keys) {
+    return run_half_block(g, p, r0, block, keys, b, threads);
+  }));
+  store(plan, g.d_key, p, 0, d, s, b.d_key.data(), s, 1, d * s);
+  store(plan, g.d_value, p, 0, s, dv, b.d_value_t.data(), 1, s, dv * s);
+  return Status::Ok();
+}
+
+Status run_index_of(const Gradient& g, int64_t p, int threads) {
+  if (!g.plan.half) return run_index(g, p, threads);
+  return g.native ? run_half_index<uint16_t>(g, p, threads) : run_half_index<float>(g, p, threads);
+}
+
 }  // namespace
 
-Status run_attention_gradient(const format::Attention& at, uint8_t* const* args, int threads, ThreadPool* pool) {
-  const Gradient g = gradient_of(at, args);
+std::string attention_plan::gradient_implementation(const format::Attention& at, const AttentionTypes& types) {
+  const Gradient g = gradient_of(at, types, nullptr);
+  if (!g.plan.half) return {};
+  const Plan& plan = g.plan;
+  const int64_t d = plan.head_dim;
+  if (g.native)
+    return "products in bf16 on oneDNN (" +
+           bf16_gemm_implementation(Bf16Gemm{false, plan.block_rows, plan.keys, d, d, plan.keys, plan.keys}) + ")";
+  return std::string("products on sgemm over f32 values rounded to ") + (plan.half_type == Half::BF16 ? "bf16" : "f16");
+}
+
+Status run_attention_gradient(const format::Attention& at, const AttentionTypes& types, uint8_t* const* args,
+                              int threads, ThreadPool* pool) {
+  const Gradient g = gradient_of(at, types, args);
   int64_t indices = 1;
   for (int64_t d : g.plan.batch) indices *= d;
   // Batch indices across the threads, each GEMM on one, where there are as many as
   // threads (each index sums its own d(kᵀ) and dv); else one after another, each GEMM on
   // every thread.
   if (pool && threads > 1 && indices >= threads)
-    return attention_plan::for_tasks(*pool, indices, [&](int64_t p) { return run_index(g, p, 1); });
-  for (int64_t p = 0; p < indices; ++p) KILN_RETURN_IF_ERROR(run_index(g, p, threads));
+    return attention_plan::for_tasks(*pool, indices, [&](int64_t p) { return run_index_of(g, p, 1); });
+  for (int64_t p = 0; p < indices; ++p) KILN_RETURN_IF_ERROR(run_index_of(g, p, threads));
   return Status::Ok();
 }
 

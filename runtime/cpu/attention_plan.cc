@@ -1,7 +1,9 @@
 #include "runtime/cpu/attention_plan.h"
 
 #include <cmath>
+#include <cstring>
 #include <mutex>
+#include <type_traits>
 
 namespace kiln::runtime::cpu::attention_plan {
 
@@ -61,11 +63,50 @@ bool scores_to_probabilities(const Plan& plan, int64_t p, int64_t r0, int64_t ro
       std::fill(half_out + i * ld + n, half_out + i * ld + keys, uint16_t{0});
     } else {
       softmax_row(row, n, max);
-      std::fill(row + n, row + keys, 0.0f);
     }
+    std::fill(row + n, row + keys, 0.0f);
   }
   return true;
 }
+
+template <class To>
+void pack_rows(const Plan& plan, const View& view, format::DType type, int64_t p, int64_t r0, int64_t rows,
+               int64_t cols, To* to, std::vector<uint8_t>& row) {
+  const bool wide = type == format::DType::F32;
+  const int64_t element = wide ? 4 : 2, base = batch_offset(plan, view, p);
+  row.resize(static_cast<size_t>(cols * element));
+  // Rows apart by more than a page (heads read in place out of a projection) defeat the
+  // hardware prefetcher: each row's lines are asked for a few rows ahead.
+  constexpr int64_t kAhead = 16;
+  const bool prefetch = view.col_stride() == 1 && view.row_stride() * element > 1024;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* from = view.base + (base + (r0 + r) * view.row_stride()) * element;
+    if (prefetch && r + kAhead < rows)
+      for (int64_t byte = 0; byte < cols * element; byte += 64)
+        __builtin_prefetch(from + kAhead * view.row_stride() * element + byte);
+    To* out = to + r * cols;
+    if (view.col_stride() != 1) {  // a column-major view: the row gathered first
+      const int64_t step = view.col_stride() * element;
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(row.data() + c * element, from + c * step, static_cast<size_t>(element));
+      from = row.data();
+    }
+    if constexpr (std::is_same_v<To, uint16_t>) {
+      if (wide) narrow_to_half(reinterpret_cast<const float*>(from), out, cols, plan.half_type);
+      else std::memcpy(out, from, static_cast<size_t>(cols) * 2);
+    } else if (wide) {
+      std::memcpy(out, from, static_cast<size_t>(cols) * 4);
+      round_to_half(out, cols, plan.half_type);
+    } else {
+      widen_half(reinterpret_cast<const uint16_t*>(from), out, cols, plan.half_type);
+    }
+  }
+}
+
+template void pack_rows(const Plan&, const View&, format::DType, int64_t, int64_t, int64_t, int64_t, uint16_t*,
+                        std::vector<uint8_t>&);
+template void pack_rows(const Plan&, const View&, format::DType, int64_t, int64_t, int64_t, int64_t, float*,
+                        std::vector<uint8_t>&);
 
 Status for_tasks(ThreadPool& pool, int64_t n, const std::function<Status(int64_t)>& run) {
   std::mutex failed_mutex;

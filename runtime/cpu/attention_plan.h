@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "base/result.h"
@@ -60,10 +61,17 @@ struct Plan {
 int64_t batch_offset(const Plan& plan, const View& view, int64_t p);
 
 // f and the softmax over a block's rows of scores (rounded to the precision first, in the
-// half form), for keys [0, keys), also written rounded into `half_out` (rows ld apart)
-// where given; false where a masked key's exp would not be 0.
+// half form), for keys [0, keys), in place and also rounded into `half_out` (rows ld
+// apart) where given; false where a masked key's exp would not be 0.
 bool scores_to_probabilities(const Plan& plan, int64_t p, int64_t r0, int64_t rows, int64_t keys, float* tile,
                              int64_t ld, uint16_t* half_out = nullptr);
+
+// Rows [r0, r0 + rows) of a [.., rows, cols] view of batch index p, of element type
+// `type` (f32 or the precision), packed into `to`: the precision's bits (uint16_t), or
+// f32 values rounded to it (float).
+template <class To>
+void pack_rows(const Plan& plan, const View& view, format::DType type, int64_t p, int64_t r0, int64_t rows,
+               int64_t cols, To* to, std::vector<uint8_t>& row);
 
 // Blocks [first, last) through `run_block(r0, rows, keys)`: where f ends in a causal mask,
 // each on the keys up to its last query (rounded up to the plan's granule), and again on
@@ -84,6 +92,9 @@ Status for_blocks(const Plan& plan, int64_t first, int64_t last, const RunBlock&
 // The plan of a call; `args` may be null (no run, for attention_implementation). Defined
 // in attention.cc, beside the bf16 products it picks between.
 Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* const* args);
+
+// attention_implementation of a backward (defined in attention_gradient.cc).
+std::string gradient_implementation(const format::Attention& at, const AttentionTypes& types);
 
 // run(task) for tasks [0, n) across `pool`'s threads: the first failure.
 Status for_tasks(ThreadPool& pool, int64_t n, const std::function<Status(int64_t)>& run);

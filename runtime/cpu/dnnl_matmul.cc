@@ -162,14 +162,14 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
 const Prepared& prepared_gemm(const DnnlApi& p, const Bf16Gemm& g) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, Prepared> cache;
-  const std::vector<int64_t> key = {g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.c_type};
+  const std::vector<int64_t> key = {g.trans_b, g.accumulate, g.trans_a, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.c_type};
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = cache.try_emplace(key);
   if (!inserted) return it->second;
   Prepared& prep = it->second;
   prep.what = "a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " bf16 product";
   const dnnl_dim_t a_dims[] = {g.m, g.k}, b_dims[] = {g.k, g.n}, c_dims[] = {g.m, g.n};
-  const dnnl_dim_t a_strides[] = {g.lda, 1}, c_strides[] = {g.ldc, 1};
+  const dnnl_dim_t a_strides[] = {g.trans_a ? 1 : g.lda, g.trans_a ? g.lda : 1}, c_strides[] = {g.ldc, 1};
   const dnnl_dim_t b_strides[] = {g.trans_b ? 1 : g.ldb, g.trans_b ? g.ldb : 1};
   Descs& d = prep.descs;
   dnnl_matmul_desc_t desc;
@@ -178,12 +178,18 @@ const Prepared& prepared_gemm(const DnnlApi& p, const Bf16Gemm& g) {
       p.memory_desc_init_by_strides(&d.c, 2, c_dims, g.c_type, c_strides) != dnnl_success ||
       p.matmul_desc_init(&desc, &d.a, &d.b, nullptr, &d.c) != dnnl_success)
     return prep;
-  if (dnnl_primitive_desc_t pd = dnnl_describe(p, &desc, nullptr)) {
+  dnnl_post_ops_t sum = nullptr;
+  if (g.accumulate && (p.post_ops_create(&sum) != dnnl_success || p.post_ops_append_sum(sum, 1.0f) != dnnl_success)) {
+    if (sum) p.post_ops_destroy(sum);
+    return prep;
+  }
+  if (dnnl_primitive_desc_t pd = dnnl_describe(p, &desc, nullptr, sum)) {
     const std::string implementation = dnnl_implementation(p, pd);
     if (!dnnl_reference(implementation)) prep.primitive = dnnl_create(p, pd);
     if (prep.primitive.primitive) prep.implementation = implementation;
     p.primitive_desc_destroy(pd);
   }
+  if (sum) p.post_ops_destroy(sum);
   return prep;
 }
 

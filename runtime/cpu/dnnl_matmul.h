@@ -25,12 +25,14 @@ Result<bool> dnnl_matmul(const format::Matmul& call, dnnl_data_type_t type, dnnl
 
 /// One bf16 product C [m, n] = A [m, k] · B [k, n], f32 accumulation, C in `c_type`
 /// (dnnl_f32 or dnnl_bf16, rounded to nearest even), rows `ld` elements apart; B given by
-/// its rows, or where `trans_b` by its columns (Bᵀ's rows, as k's rows make kᵀ): the
-/// attention step's products in bf16.
+/// its rows, or where `trans_b` by its columns (Bᵀ's rows, as k's rows make kᵀ); with
+/// `accumulate`, C (f32) += A · B: the attention steps' products in bf16.
 struct Bf16Gemm {
   bool trans_b = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   dnnl_data_type_t c_type = dnnl_f32;
+  bool accumulate = false;
+  bool trans_a = false;  ///< A given by its columns (Aᵀ's rows, lda apart)
 };
 
 /// oneDNN's name for its optimized (not reference) kernel for `gemm` (its primitive made

@@ -165,8 +165,9 @@ class CpuExecutor final : public Executor {
 
   AttentionTypes attention_types(const format::Step& step) const {
     auto type = [&](uint32_t v) { return a_.values()->Get(v)->dtype(); };
+    const uint32_t last = step.inputs()->size() - 1;  // a backward's dO
     return {type(step.inputs()->Get(0)), type(step.inputs()->Get(1)), type(step.inputs()->Get(2)),
-            type(step.outputs()->Get(0))};
+            type(step.outputs()->Get(0)), type(step.inputs()->Get(last))};
   }
 
   Status run_device(const std::vector<uint64_t>&, const std::vector<uint64_t>&, RunProfile*) const override {
@@ -264,7 +265,8 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
     KILN_RETURN_IF_ERROR(timed([&]() -> Status {
       if (step.kind() == format::StepKind::Library && step.attention())
         return step.attention()->gradient()
-                   ? run_attention_gradient(*step.attention(), ptrs.data(), threads_, pool_.get())
+                   ? run_attention_gradient(*step.attention(), attention_types(step), ptrs.data(), threads_,
+                                            pool_.get())
                    : run_attention(*step.attention(), attention_types(step), ptrs.data(), threads_, pool_.get());
       if (step.kind() == format::StepKind::Library && step.conv()) {
         return run_conv(*step.conv(), conv_types(step, *a_.values()), ptrs.data(), threads_, packed_at_[s], layouts_[s],

@@ -98,10 +98,11 @@ std::string post_op_problem(const PostOps* post_ops, bool matmul, int64_t channe
 // Why a library attention's parameters do not fit its step's values, or "": its dims and
 // strides in range, q, k, v and the result f32 or of its precision (f32, bf16 or f16),
 // Add's mask f32 and Keep's bool, each matrix with rows or columns adjacent, and every
-// element it reads inside its input; a backward's dO and gradients too.
+// element it reads inside its input; a backward's dO and gradients too (its precision f32
+// on CUDA; bf16 or f16 too on the CPU since 1.20).
 std::string attention_problem(const Attention& at, const Step& step,
                               const flatbuffers::Vector<flatbuffers::Offset<Value>>& values,
-                              const std::vector<uint64_t>& value_bytes) {
+                              const std::vector<uint64_t>& value_bytes, bool cuda) {
   constexpr int64_t limit = int64_t{1} << 40;
   if (!at.batch() || !at.q_strides() || !at.k_strides() || !at.v_strides()) return "lacks a shape or strides";
   const uint32_t rank = at.batch()->size() + 2;
@@ -128,7 +129,7 @@ std::string attention_problem(const Attention& at, const Step& step,
       inputs += reads;
     }
   const bool gradient = at.gradient();
-  if (gradient && precision != DType::F32) return "computes a backward in a type other than f32";
+  if (gradient && cuda && precision != DType::F32) return "computes a backward on CUDA in a type other than f32";
   if (gradient && (!at.d_out_strides() || at.out_strides() || !at.gradient_outputs() || !at.gradient_offsets() ||
                    !at.gradient_strides()))
     return "is a backward without dO's strides or where it writes, or with out_strides";
@@ -179,8 +180,8 @@ std::string attention_problem(const Attention& at, const Step& step,
   if (gradient) {
     if (!fits(inputs, reach(at.d_out_offset(), at.d_out_strides(), t, dv), f32_or_precision) ||
         !matrix(at.d_out_strides(), t, dv))
-      return "reads dO past its input, from one not f32, or as a matrix with neither its rows nor its columns "
-             "adjacent";
+      return "reads dO past its input, from one neither f32 nor of its precision, or as a matrix with neither its "
+             "rows nor its columns adjacent";
     if (at.gradient_outputs()->size() != 3 || at.gradient_offsets()->size() != 3 ||
         at.gradient_strides()->size() != 3 * rank)
       return "writes other than three gradients";
@@ -219,7 +220,7 @@ Status check_library_step(const Artifact& a, int s, const std::vector<uint64_t>&
   const Step* step = a.steps()->Get(s);
   if (step->kind() != StepKind::Library) return Status::Ok();
   if (const Attention* at = step->attention()) {
-    std::string why = attention_problem(*at, *step, *a.values(), value_bytes);
+    std::string why = attention_problem(*at, *step, *a.values(), value_bytes, cuda);
     // CUDA runs it with the kernel the compiler wrote for it (format 1.16: bf16 or f16;
     // 1.17: f32 too; 1.19: a backward on two kernels, the first writing three f32 values
     // per query row). attention_problem bounds the batch and T by 2^40 each, so their

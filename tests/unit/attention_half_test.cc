@@ -4,6 +4,7 @@
 // rounded exactly), each way a model writes attention. Built twice (tests/BUILD): with
 // oneDNN (bf16 products on its primitive where the CPU has one) and without it (every
 // product widened to f32 for OpenBLAS's sgemm).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "base/half_float.h"
+#include "passes/autodiff.h"
 #include "runtime/cpu/score_rows.h"
 #include "runtime/format/artifact.h"
+#include "tests/unit/attention_gradient_graphs.h"
 #include "tests/unit/attention_graphs.h"
 #include "tests/unit/autocast_graph.h"
 #include "tests/unit/half_precisions.h"
@@ -55,6 +58,19 @@ Steps attention_steps(const ir::Graph& g, const std::map<std::string, ir::Tensor
   return steps;
 }
 
+// The interpreter's results of the autocast graph of g, every cast rounded exactly; params
+// stored in the precision (only matmuls read them) take their rounded values.
+std::vector<ir::Tensor> autocast_values(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args,
+                                        const char* precision) {
+  const ir::Graph cast = kiln::testing::autocast_graph(g, precision);
+  auto cast_args = args;
+  for (const ir::Arg& a : cast.args) {
+    ir::Tensor& t = cast_args.at(cast.value_name(a.value));
+    if (cast.type(a.value).dtype != t.type.dtype) t = ir::Tensor::from_doubles(cast.type(a.value), t.floats);
+  }
+  return kiln::testing::eval_ok(cast, cast_args);
+}
+
 // Inputs of scale 0.5 keep the scores near 1, where one unit of the precision moves a
 // probability by a few of its own units.
 void check_half_attention(const std::string& text, uint64_t seed, std::vector<format::DType> f32_types = {}) {
@@ -72,14 +88,7 @@ void check_half_attention(const std::string& text, uint64_t seed, std::vector<fo
       for (size_t i = 0; i < f32_types.size(); ++i)
         CHECK(steps.types[i] == (f32_types[i] == format::DType::F32 ? format::DType::F32 : half));
     }
-    const ir::Graph cast = kiln::testing::autocast_graph(g, p.name);
-    // Params stored in the precision (only matmuls read them) take their rounded values.
-    auto cast_args = args;
-    for (const ir::Arg& a : cast.args) {
-      ir::Tensor& t = cast_args.at(cast.value_name(a.value));
-      if (cast.type(a.value).dtype != t.type.dtype) t = ir::Tensor::from_doubles(cast.type(a.value), t.floats);
-    }
-    const auto want = kiln::testing::eval_ok(cast, cast_args);
+    const auto want = autocast_values(g, args, p.name);
     // The step accumulates in f32 and rounds where the interpreter rounds the exact value:
     // where the two fall on either side of a rounding boundary, a score or probability
     // moves by one unit; a few units of 2^-p at the values' scale (1) bound the result.
@@ -196,26 +205,72 @@ TEST_CASE("a half attention model, 8 threads x 25 runs, each equal to its single
   }
 }
 
-TEST_CASE("a profile names what runs a half attention's products", "[runtime][attention][half]") {
+TEST_CASE("a bf16 or f16 training graph's attention backward is one step with the autocast graph's gradients",
+          "[runtime][attention][half]") {
+  // Format 1.20: the backward computes P again, rounding where the cast graph rounds (P,
+  // dP, dS, every product's result), its products' operands in the precision.
+  for (const std::string name : {"the op, causal", "GPT-2 heads", "BERT additive mask", "head dims 128 and 96"}) {
+    INFO(name);
+    const auto& graphs = kiln::testing::attention_gradient_graphs();
+    const auto graph = std::find_if(graphs.begin(), graphs.end(), [&](const auto& x) { return x.name == name; });
+    REQUIRE(graph != graphs.end());
+    ir::Graph g = kiln::testing::parse_ok(graph->text);
+    REQUIRE(passes::AutodiffPass(graph->wrt).run(g).ok());
+    const auto args = kiln::testing::seeded_arguments(g, graph->seed, 0.5);
+    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+      INFO(p.name);
+      auto bytes = compile_to_artifact(g, options_for(g, args, p.name));
+      if (!bytes.ok()) FAIL(bytes.error().message);
+      auto view = format::read_artifact(*bytes, "cpu-x86_64");
+      if (!view.ok()) FAIL(view.error().message);
+      int forward = 0, backward = 0;
+      for (const format::Step* s : *view->metadata().steps())
+        if (s->attention()) {
+          CHECK(s->attention()->precision() == p.stored);
+          ++(s->attention()->gradient() ? backward : forward);
+        }
+      CHECK(forward == 1);
+      CHECK(backward == 1);
+      const auto want = autocast_values(g, args, p.name);
+      // A rounding of dS or P that falls the other way moves a gradient by one unit of the
+      // precision at its scale, summed over the keys.
+      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+      for (int threads : {1, 4}) {
+        INFO(threads << " threads");
+        auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, p.name), {threads});
+        if (!got.ok()) FAIL(got.error().message);
+        kiln::testing::check_same(*got, want, bound, bound);
+      }
+    }
+  }
+}
+
+TEST_CASE("a profile names what runs a half attention's products, forward and backward", "[runtime][attention][half]") {
   ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%q: f32[1,2,64,16], %k: f32[1,2,64,16], %v: f32[1,2,64,16]) {
     %y: f32[1,2,64,16] = attention(%q, %k, %v) {causal=true}
-    return %y
+    %yy: f32[1,2,64,16] = mul(%y, %y)
+    %l: f32[] = reduce_sum(%yy) {axes=[0,1,2,3]}
+    return %l
   })");
+  REQUIRE(passes::AutodiffPass({"q", "k", "v"}).run(g).ok());
   for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
     INFO(p.name);
     auto bytes = compile_to_artifact(g, options_for(g, {}, p.name));
     if (!bytes.ok()) FAIL(bytes.error().message);
     auto model = runtime::Model::load_bytes(std::move(*bytes), {1});
     if (!model.ok()) FAIL(model.error().message);
-    std::string implementation = "(no attention step)";
-    for (const runtime::StepInfo& step : (*model)->steps())
-      if (step.name.starts_with("attention")) implementation = step.implementation;
-    INFO(implementation);
-    // Without oneDNN (the second build) every product widens; with it, bf16 ones run on
-    // its primitive where the CPU has a bf16 kernel (AVX512-BF16 or AMX here).
-    const bool widened = std::string(p.name) == "f16" || std::getenv("KILN_LIBDNNL") != nullptr;
-    if (widened) CHECK(implementation == std::string("products on sgemm over f32 values rounded to ") + p.name);
-    else CHECK(implementation.starts_with("products in bf16 on oneDNN ("));
+    int steps = 0;
+    for (const runtime::StepInfo& step : (*model)->steps()) {
+      if (!step.name.starts_with("attention")) continue;
+      ++steps;
+      INFO(step.name << ": " << step.implementation);
+      // Without oneDNN (the second build) every product widens; with it, bf16 ones run on
+      // its primitive where the CPU has a bf16 kernel (AVX512-BF16 or AMX here).
+      const bool widened = std::string(p.name) == "f16" || std::getenv("KILN_LIBDNNL") != nullptr;
+      if (widened) CHECK(step.implementation == std::string("products on sgemm over f32 values rounded to ") + p.name);
+      else CHECK(step.implementation.starts_with("products in bf16 on oneDNN ("));
+    }
+    CHECK(steps == 2);
   }
 }
 
