@@ -45,14 +45,16 @@ Result<bool> run_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, in
   return true;
 }
 
-// A block's two bf16 products (`rows` queries by `keys` keys), as run_half_block calls them.
+// A block's two bf16 products (`rows` queries by `keys` keys), as run_half_block calls them:
+// every operand and result dense (rows `keys` or Dv apart), which oneDNN's AMX kernels
+// take; strided ones it runs on its AVX-512 GEMM at about half the rate (docs/cpu.md).
 Bf16Gemm scores_product(const Plan& plan, int64_t rows, int64_t keys) {
   const int64_t d = plan.head_dim;
-  return {true, rows, keys, d, d, d, plan.keys, dnnl_f32};
+  return {true, rows, keys, d, d, d, keys, dnnl_f32};
 }
 Bf16Gemm values_product(const Plan& plan, int64_t rows, int64_t keys) {
-  const int64_t dv = plan.value_dim, ldc = plan.queries == 1 ? dv : plan.out.row_stride();
-  return {false, rows, dv, keys, plan.keys, dv, ldc, plan.out_type == format::DType::F32 ? dnnl_f32 : dnnl_bf16};
+  const int64_t dv = plan.value_dim;
+  return {false, rows, dv, keys, keys, dv, dv, plan.out_type == format::DType::F32 ? dnnl_f32 : dnnl_bf16};
 }
 
 // oneDNN's kernel for a block's bf16 products, where it has an optimized one for both; "".
@@ -64,7 +66,7 @@ std::string native_implementation(const Plan& plan) {
 
 // The calling thread's buffers of the half-precision form.
 struct HalfBuffers {
-  std::vector<uint16_t> q, k, v, probabilities;  // native: bf16 operands, packed
+  std::vector<uint16_t> q, k, v, probabilities;  // native: bf16 operands, packed (P's rows `keys` apart)
   std::vector<float> wide_q, wide_k, wide_v;     // widened: f32 values of the precision, packed
   std::vector<float> tile, out;
   std::vector<uint8_t> row;  // a gathered row of q, k or v
@@ -77,7 +79,7 @@ struct HalfBuffers {
 Result<bool> run_half_block(const Plan& plan, int64_t p, int64_t r0, int64_t rows, int64_t keys, HalfBuffers& buffers,
                             int threads) {
   const int64_t d = plan.head_dim, dv = plan.value_dim, ld = plan.keys;
-  buffers.tile.resize(static_cast<size_t>(plan.block_rows * ld));
+  buffers.tile.resize(static_cast<size_t>(plan.block_rows * std::max(ld, dv)));  // the scores, then the result
   float* tile = buffers.tile.data();
   uint8_t* out_bytes = plan.out.base + (batch_offset(plan, plan.out, p) + r0 * plan.out.row_stride()) *
                                            (plan.out_type == format::DType::F32 ? 4 : 2);
@@ -89,12 +91,16 @@ Result<bool> run_half_block(const Plan& plan, int64_t p, int64_t r0, int64_t row
     pack_rows(plan, plan.q, plan.q_type, p, r0, rows, d, buffers.q.data(), buffers.row);
     KILN_RETURN_IF_ERROR(
         run_bf16_gemm(scores_product(plan, rows, keys), buffers.q.data(), buffers.k.data(), tile, threads));
-    if (!scores_to_probabilities(plan, p, r0, rows, keys, tile, ld, buffers.probabilities.data())) return false;
-    KILN_RETURN_IF_ERROR(run_bf16_gemm(values_product(plan, rows, keys), buffers.probabilities.data(), buffers.v.data(),
-                                       out_bytes, threads));
-    if (wide_out)
-      for (int64_t i = 0; i < rows; ++i)
-        round_to_half(reinterpret_cast<float*>(out_bytes) + i * ldc, dv, plan.half_type);
+    if (!scores_to_probabilities(plan, p, r0, rows, keys, tile, keys, buffers.probabilities.data())) return false;
+    // The result's rows dense in the tile's first bytes (the scores are spent), then out.
+    const int64_t element = wide_out ? 4 : 2;
+    KILN_RETURN_IF_ERROR(
+        run_bf16_gemm(values_product(plan, rows, keys), buffers.probabilities.data(), buffers.v.data(), tile, threads));
+    for (int64_t i = 0; i < rows; ++i) {
+      uint8_t* to = out_bytes + i * ldc * element;
+      std::memcpy(to, reinterpret_cast<uint8_t*>(tile) + i * dv * element, static_cast<size_t>(dv * element));
+      if (wide_out) round_to_half(reinterpret_cast<float*>(to), dv, plan.half_type);
+    }
     return true;
   }
   buffers.wide_q.resize(static_cast<size_t>(plan.block_rows * d));

@@ -64,14 +64,14 @@ Status product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   else return sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, c, ldc, threads, accumulate ? 1.0f : 0.0f);
 }
 
-// Whether oneDNN has optimized bf16 kernels for every product of a block of `rows` rows,
-// dq's rows `dq_ld` apart.
-bool native_products(const Plan& plan, int64_t rows, int64_t dq_ld) {
+// Whether oneDNN has optimized bf16 kernels for every product of a block of `rows` rows
+// (as run_half_block calls them).
+bool native_products(const Plan& plan, int64_t rows) {
   const int64_t s = plan.keys, d = plan.head_dim, dv = plan.value_dim;
   for (const Bf16Gemm& gemm :
-       {Bf16Gemm{false, rows, s, d, d, s, s}, Bf16Gemm{false, rows, s, dv, dv, s, s},
-        Bf16Gemm{false, rows, d, s, s, d, dq_ld}, Bf16Gemm{false, d, s, rows, d, s, s, dnnl_f32, true, true},
-        Bf16Gemm{false, dv, s, rows, dv, s, s, dnnl_f32, true, true}})
+       {Bf16Gemm{true, rows, s, d, d, d, s}, Bf16Gemm{true, rows, s, dv, dv, dv, s},
+        Bf16Gemm{false, rows, d, s, s, d, d}, Bf16Gemm{false, s, d, rows, s, d, d, dnnl_f32, true, true},
+        Bf16Gemm{false, s, dv, rows, s, dv, dv, dnnl_f32, true, true}})
     if (bf16_gemm_implementation(gemm).empty()) return false;
   return true;
 }
@@ -104,9 +104,7 @@ Gradient gradient_of(const format::Attention& at, const AttentionTypes& types, u
   g.scale = plan.alpha;
   for (const attention_plan::Transform& t : plan.transforms)
     if (t.kind == format::ScoreTransformKind::Scale) g.scale *= t.value;
-  const View& dq = g.d_query.view;
-  g.native = plan.half && plan.half_type == Half::BF16 &&
-             native_products(plan, plan.block_rows, dq.col_stride() == 1 ? dq.row_stride() : plan.head_dim);
+  g.native = plan.half && plan.half_type == Half::BF16 && native_products(plan, plan.block_rows);
   return g;
 }
 
@@ -181,12 +179,10 @@ Status run_index(const Gradient& g, int64_t p, int threads) {
 // products) or float (f32 values rounded to it, for sgemm).
 template <class E>
 struct HalfBuffers {
-  // Packed per batch index: q [T, D], k [S, D] and kᵀ [D, S], v [S, Dv] and vᵀ [Dv, S], dO
-  // [T, Dv] (B operands as their rows: oneDNN reorders a transposed B on every call).
-  std::vector<E> q, k, k_t, v, v_t, d_out;
-  std::vector<E> probabilities, d_scores;  // a block's P and dS, rounded
+  std::vector<E> q, k, v, d_out;           // packed per batch index: q [T, D], k [S, D], v [S, Dv], dO [T, Dv]
+  std::vector<E> probabilities, d_scores;  // a block's P and dS, rounded (rows `keys` apart)
   std::vector<float> tile, dp, dq;         // a block's P and dP in f32, its rows of dq
-  std::vector<float> d_key, d_value_t;     // d(kᵀ) [D, S] and dvᵀ [Dv, S], summed over the blocks
+  std::vector<float> d_key, d_value;       // dk [S, D] and dv [S, Dv], summed over the blocks
   std::vector<uint8_t> row;
 };
 
@@ -201,18 +197,9 @@ void to_operand(const Plan& plan, const float* from, E* to, int64_t n) {
   }
 }
 
-// Square tiles of a transpose or a strided copy: each reads and writes a few lines of
+// Square tiles of a strided copy: each reads and writes a few lines of
 // cache at a time (rows a power of two apart alias in L1 otherwise).
 constexpr int64_t kTile = 16;
-
-// A [rows, cols] matrix packed as its transpose [cols, rows].
-template <class E>
-void transpose_tiles(const E* from, int64_t rows, int64_t cols, E* to) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
-        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) to[c * rows + r] = from[r * cols + c];
-}
 
 // Rows [r0, r0 + rows) x cols of a gradient of batch index p (its f32 view) from `from`,
 // element (i, j) at from[i·row_step + j·col_step], rounded to the precision first.
@@ -242,49 +229,42 @@ void store(const Plan& plan, const Target& target, int64_t p, int64_t r0, int64_
     }
 }
 
-// run_block in bf16 or f16, on the operands `b` holds packed.
+// run_block in bf16 or f16, on the operands `b` holds packed. Every product's operands and
+// result are dense (a block's rows `keys` apart): oneDNN runs its AMX kernels only on
+// those, and otherwise falls back to its AVX-512 GEMM (docs/cpu.md).
 template <class E>
 Result<bool> run_half_block(const Gradient& g, int64_t p, int64_t r0, int64_t rows, int64_t keys, HalfBuffers<E>& b,
                             int threads) {
   const Plan& plan = g.plan;
-  const int64_t d = plan.head_dim, dv = plan.value_dim, s = plan.keys;
+  const int64_t d = plan.head_dim, dv = plan.value_dim;
   float *tile = b.tile.data(), *dp = b.dp.data();
-  KILN_RETURN_IF_ERROR(
-      product(false, false, rows, keys, d, b.q.data() + r0 * d, d, b.k_t.data(), s, tile, s, false, threads));
+  E *probabilities = b.probabilities.data(), *d_scores = b.d_scores.data();
+  const E *q = b.q.data() + r0 * d, *d_out = b.d_out.data() + r0 * dv;
+  KILN_RETURN_IF_ERROR(product(false, true, rows, keys, d, q, d, b.k.data(), d, tile, keys, false, threads));
   constexpr bool bits = std::is_same_v<E, uint16_t>;  // P's bits written with P
-  if (!attention_plan::scores_to_probabilities(plan, p, r0, rows, keys, tile, s,
-                                               bits ? reinterpret_cast<uint16_t*>(b.probabilities.data()) : nullptr))
+  if (!attention_plan::scores_to_probabilities(plan, p, r0, rows, keys, tile, keys,
+                                               bits ? reinterpret_cast<uint16_t*>(probabilities) : nullptr))
     return false;
   if (keys < plan.keys)
     for (int64_t i = 0; i < rows; ++i)
-      if (std::isnan(tile[i * s])) return false;
-  if (!bits)
-    for (int64_t i = 0; i < rows; ++i) to_operand(plan, tile + i * s, b.probabilities.data() + i * s, keys);
+      if (std::isnan(tile[i * keys])) return false;
+  if (!bits) to_operand(plan, tile, probabilities, rows * keys);
+  KILN_RETURN_IF_ERROR(product(false, true, rows, keys, dv, d_out, dv, b.v.data(), dv, dp, keys, false, threads));
+  round_to_half(dp, rows * keys, plan.half_type);
+  scores_gradient(g, p, r0, rows, keys, tile, dp, keys);
+  to_operand(plan, dp, d_scores, rows * keys);
   KILN_RETURN_IF_ERROR(
-      product(false, false, rows, keys, dv, b.d_out.data() + r0 * dv, dv, b.v_t.data(), s, dp, s, false, threads));
-  for (int64_t i = 0; i < rows; ++i) round_to_half(dp + i * s, keys, plan.half_type);
-  scores_gradient(g, p, r0, rows, keys, tile, dp, s);
-  for (int64_t i = 0; i < rows; ++i) to_operand(plan, dp + i * s, b.d_scores.data() + i * s, keys);
-  // dq's rows straight into its output where they lie as rows, rounded there.
-  const View& dq = g.d_query.view;
-  if (dq.col_stride() == 1) {
-    float* rows_at = reinterpret_cast<float*>(dq.base) + batch_offset(plan, dq, p) + r0 * dq.row_stride();
-    KILN_RETURN_IF_ERROR(product(false, false, rows, d, keys, b.d_scores.data(), s, b.k.data(), d, rows_at,
-                                 dq.row_stride(), false, threads));
-    for (int64_t i = 0; i < rows; ++i) round_to_half(rows_at + i * dq.row_stride(), d, plan.half_type);
-  } else {
-    KILN_RETURN_IF_ERROR(
-        product(false, false, rows, d, keys, b.d_scores.data(), s, b.k.data(), d, b.dq.data(), d, false, threads));
-    store(plan, g.d_query, p, r0, rows, d, b.dq.data(), d, 1, rows * d);
-  }
-  KILN_RETURN_IF_ERROR(product(true, false, d, keys, rows, b.q.data() + r0 * d, d, b.d_scores.data(), s, b.d_key.data(),
-                               s, true, threads));
-  KILN_RETURN_IF_ERROR(product(true, false, dv, keys, rows, b.d_out.data() + r0 * dv, dv, b.probabilities.data(), s,
-                               b.d_value_t.data(), s, true, threads));
+      product(false, false, rows, d, keys, d_scores, keys, b.k.data(), d, b.dq.data(), d, false, threads));
+  store(plan, g.d_query, p, r0, rows, d, b.dq.data(), d, 1, rows * d);
+  // dk [keys, D] += dSᵀ·q and dv [keys, Dv] += Pᵀ·dO: the keys' first rows, dense for any
+  // count of keys.
+  KILN_RETURN_IF_ERROR(product(true, false, keys, d, rows, d_scores, keys, q, d, b.d_key.data(), d, true, threads));
+  KILN_RETURN_IF_ERROR(
+      product(true, false, keys, dv, rows, probabilities, keys, d_out, dv, b.d_value.data(), dv, true, threads));
   return true;
 }
 
-// run_index in bf16 or f16: q, k, v and dO packed once, d(kᵀ) and dv summed in f32 and
+// run_index in bf16 or f16: q, k, v and dO packed once, dk and dv summed in f32 and
 // rounded once, as the graph's products round them.
 template <class E>
 Status run_half_index(const Gradient& g, int64_t p, int threads) {
@@ -297,22 +277,20 @@ Status run_half_index(const Gradient& g, int64_t p, int threads) {
   };
   pack_rows(plan, plan.q, plan.q_type, p, 0, t, d, sized(b.q, t * d), b.row);
   pack_rows(plan, plan.k, plan.k_type, p, 0, s, d, sized(b.k, s * d), b.row);
-  transpose_tiles(b.k.data(), s, d, sized(b.k_t, d * s));
   pack_rows(plan, plan.v, plan.v_type, p, 0, s, dv, sized(b.v, s * dv), b.row);
-  transpose_tiles(b.v.data(), s, dv, sized(b.v_t, dv * s));
   pack_rows(plan, g.d_out, g.d_out_type, p, 0, t, dv, sized(b.d_out, t * dv), b.row);
   sized(b.probabilities, rows * s);
   sized(b.d_scores, rows * s);
   sized(b.tile, rows * s);
   sized(b.dp, rows * s);
   sized(b.dq, rows * d);
-  std::fill_n(sized(b.d_key, d * s), d * s, 0.0f);
-  std::fill_n(sized(b.d_value_t, dv * s), dv * s, 0.0f);
+  std::fill_n(sized(b.d_key, s * d), s * d, 0.0f);
+  std::fill_n(sized(b.d_value, s * dv), s * dv, 0.0f);
   KILN_RETURN_IF_ERROR(attention_plan::for_blocks(plan, 0, plan.blocks, [&](int64_t r0, int64_t block, int64_t keys) {
     return run_half_block(g, p, r0, block, keys, b, threads);
   }));
-  store(plan, g.d_key, p, 0, d, s, b.d_key.data(), s, 1, d * s);
-  store(plan, g.d_value, p, 0, s, dv, b.d_value_t.data(), 1, s, dv * s);
+  store(plan, g.d_key, p, 0, d, s, b.d_key.data(), 1, d, s * d);  // d(kᵀ)'s (i, j) is dk's (j, i)
+  store(plan, g.d_value, p, 0, s, dv, b.d_value.data(), dv, 1, s * dv);
   return Status::Ok();
 }
 
@@ -330,7 +308,7 @@ std::string attention_plan::gradient_implementation(const format::Attention& at,
   const int64_t d = plan.head_dim;
   if (g.native)
     return "products in bf16 on oneDNN (" +
-           bf16_gemm_implementation(Bf16Gemm{false, plan.block_rows, plan.keys, d, d, plan.keys, plan.keys}) + ")";
+           bf16_gemm_implementation(Bf16Gemm{true, plan.block_rows, plan.keys, d, d, d, plan.keys}) + ")";
   return std::string("products on sgemm over f32 values rounded to ") + (plan.half_type == Half::BF16 ? "bf16" : "f16");
 }
 

@@ -111,6 +111,13 @@ TEST_CASE("bf16 and f16 attention ops run as one step with the autocast graph's 
     return %y
   })",
                        1, {format::DType::F32, format::DType::F32, format::DType::F32, format::DType::F32});
+  // Fewer keys than v's columns: the block's result, dense in the scores' buffer first, is
+  // wider than its rows of scores.
+  check_half_attention(R"(graph @g(%q: f32[1,2,40,16], %k: f32[1,2,6,16], %v: f32[1,2,6,24]) {
+    %y: f32[1,2,40,24] = attention(%q, %k, %v)
+    return %y
+  })",
+                       6);
   // Cross attention with a bool mask per key and v narrower than q.
   check_half_attention(R"(graph @g(%q: f32[2,2,7,8], %k: f32[2,2,33,8], %v: f32[2,2,33,5], %m: bool[7,33]) {
     %y: f32[2,2,7,5] = attention(%q, %k, %v, %m) {scale=0.3}
