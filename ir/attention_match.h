@@ -57,7 +57,10 @@ struct AttentionMatch {
 /// one), so that it is one step that never stores P: with dO its result's gradient,
 ///   dP = dO·vᵀ, dv = Pᵀ·dO, dS = f'(P ∘ (dP − Σ_keys dP ∘ P)), dq = dS·k, d(kᵀ) = qᵀ·dS,
 /// where f' zeroes what f's masks replaced and multiplies by its scalings. P is read by
-/// nothing else; every value between is read once.
+/// nothing else; every value between is read once. In bf16 or f16 (scores.precision),
+/// autocast's form: dv's product reads P cast to the precision, each product is of the
+/// precision cast to f32 (q, k, v and dO read through one cast from f32 each, or stored in
+/// it), dS is cast to it for dq's and d(kᵀ)'s products, and what the step writes is f32.
 struct AttentionGradientMatch {
   /// The recomputed scores: q, k (as [B.., S, D]), f's transforms and scores_call; v
   /// [B.., S, Dv] read by dP's product (values_call and result unset).
@@ -122,7 +125,7 @@ bool cuda_runs_attention(const AttentionMatch& m);
 std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner);
 
 /// Limits of CUDA's attention backward (codegen/cuda/attention_gradient_kernel.h): f32
-/// (as every backward match) with head dims D and Dv up to kCudaF32AttentionMaxHeadDim, any
+/// (bf16 and f16 ones stay the decomposition's steps) with head dims D and Dv up to kCudaF32AttentionMaxHeadDim, any
 /// strides (its kernels read and write element by element).
 bool cuda_runs_attention_gradient(const AttentionGradientMatch& m);
 

@@ -117,20 +117,18 @@ bool split(ir::Graph& g, int div, ir::AttentionRunner runner) {
       half_p = n.result;
   // P's readers and its cast's that are not P·v: the backward's, rewired to its copies.
   std::vector<std::pair<int, size_t>> readers;
-  int values_calls = 0, casts = 0;
+  int values_calls = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (size_t k = 0; k < g.nodes[i].operands.size(); ++k) {
       const ValueId v = g.nodes[i].operands[k];
       if (v != p && v != half_p) continue;
       const bool values_call = g.nodes[i].op == Op::Matmul && k == 0 && g.nodes[i].operands[1] != v;
       if (values_call && (half_p == ir::kNoValue || v == half_p)) ++values_calls;
-      else if (v == p && g.nodes[i].result == half_p) ++casts;
-      else readers.push_back({static_cast<int>(i), k});
+      else if (g.nodes[i].result != half_p) readers.push_back({static_cast<int>(i), k});
     }
   // (A P the graph returns is stored anyway: its readers read it back.)
   auto returned = [&](ValueId v) { return std::find(g.results.begin(), g.results.end(), v) != g.results.end(); };
-  if (values_calls != 1 || readers.empty() || casts > 1 || returned(p) || (half_p != ir::kNoValue && returned(half_p)))
-    return false;
+  if (values_calls != 1 || readers.empty() || returned(p) || (half_p != ir::kNoValue && returned(half_p))) return false;
   const std::vector<Node> nodes_before = g.nodes;
   const size_t values_before = g.values.size();
   auto undo = [&] {
