@@ -71,6 +71,18 @@ std::vector<ir::Tensor> autocast_values(const ir::Graph& g, const std::map<std::
   return kiln::testing::eval_ok(cast, cast_args);
 }
 
+// g compiled at `precision` and run on 1 and 4 threads: each result within `bound`
+// (relative and absolute) of `want`.
+void check_runs(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, const char* precision,
+                const std::vector<ir::Tensor>& want, double bound) {
+  for (int threads : {1, 4}) {
+    INFO(threads << " threads");
+    auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, precision), {threads});
+    if (!got.ok()) FAIL(got.error().message);
+    kiln::testing::check_same(*got, want, bound, bound);
+  }
+}
+
 // Inputs of scale 0.5 keep the scores near 1, where one unit of the precision moves a
 // probability by a few of its own units.
 void check_half_attention(const std::string& text, uint64_t seed, std::vector<format::DType> f32_types = {}) {
@@ -92,13 +104,7 @@ void check_half_attention(const std::string& text, uint64_t seed, std::vector<fo
     // The step accumulates in f32 and rounds where the interpreter rounds the exact value:
     // where the two fall on either side of a rounding boundary, a score or probability
     // moves by one unit; a few units of 2^-p at the values' scale (1) bound the result.
-    const double bound = 8 * std::ldexp(1.0, -p.mantissa_bits);
-    for (int threads : {1, 4}) {
-      INFO(threads << " threads");
-      auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, p.name), {threads});
-      if (!got.ok()) FAIL(got.error().message);
-      kiln::testing::check_same(*got, want, bound, bound);
-    }
+    check_runs(g, args, p.name, want, 8 * std::ldexp(1.0, -p.mantissa_bits));
   }
 }
 
@@ -241,13 +247,7 @@ TEST_CASE("a bf16 or f16 training graph's attention backward is one step with th
       const auto want = autocast_values(g, args, p.name);
       // A rounding of dS or P that falls the other way moves a gradient by one unit of the
       // precision at its scale, summed over the keys.
-      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
-      for (int threads : {1, 4}) {
-        INFO(threads << " threads");
-        auto got = kiln::testing::compile_and_run(g, args, options_for(g, args, p.name), {threads});
-        if (!got.ok()) FAIL(got.error().message);
-        kiln::testing::check_same(*got, want, bound, bound);
-      }
+      check_runs(g, args, p.name, want, 16 * std::ldexp(1.0, -p.mantissa_bits));
     }
   }
 }
