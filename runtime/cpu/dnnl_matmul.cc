@@ -129,10 +129,11 @@ struct PackedPrepared {
   std::string what;
 };
 
-const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm) {
+const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t type,
+                                      dnnl_data_type_t c_type) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, PackedPrepared> cache;
-  std::vector<int64_t> key = {mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b(), mm.lda(), mm.ldb()};
+  std::vector<int64_t> key = {type, c_type, mm.m(), mm.n(), mm.k(), mm.trans_a(), mm.trans_b(), mm.lda(), mm.ldb()};
   key_post_ops(mm, key);
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = cache.try_emplace(key);
@@ -143,11 +144,15 @@ const PackedPrepared& packed_prepared(const DnnlApi& p, const format::Matmul& mm
   if (mm.batch() && mm.batch()->size() > 0) return prep;
   dnnl_memory_desc_t any_b;
   const dnnl_dim_t b_dims[] = {mm.k(), mm.n()};
-  if (!describe(p, mm, dnnl_f32, dnnl_f32, prep.descs) ||
-      p.memory_desc_init_by_tag(&any_b, 2, b_dims, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
+  if (!describe(p, mm, type, c_type, prep.descs) ||
+      p.memory_desc_init_by_tag(&any_b, 2, b_dims, type, dnnl_format_tag_any) != dnnl_success)
     return prep;
   dnnl_primitive_desc_t pd = describe_call(p, mm, prep.descs, any_b);
   if (!pd) return prep;
+  if (dnnl_reference(dnnl_implementation(p, pd))) {  // slower than the unpacked call's fallbacks
+    p.primitive_desc_destroy(pd);
+    return prep;
+  }
   if (const dnnl_memory_desc_t* chosen = p.primitive_desc_query_md(pd, dnnl_query_weights_md, 0)) {
     prep.packed_b = *chosen;
     prep.packed_bytes = p.memory_desc_get_size(chosen);
@@ -211,30 +216,34 @@ Status run_bf16_gemm(const Bf16Gemm& gemm, const uint16_t* a, const uint16_t* b,
   return dnnl_run(*p, prep->primitive, operands, threads, prep->what);
 }
 
-size_t packed_matmul_weights_bytes(const format::Matmul& mm) {
+size_t packed_matmul_weights_bytes(const format::Matmul& mm, dnnl_data_type_t type, dnnl_data_type_t c_type) {
   const DnnlApi* p = dnnl_api();
   if (!p) return 0;
-  const PackedPrepared& prep = packed_prepared(*p, mm);
+  const PackedPrepared& prep = packed_prepared(*p, mm, type, c_type);
   return prep.primitive.primitive ? prep.packed_bytes : 0;
 }
 
-Status pack_matmul_weights(const format::Matmul& mm, const uint8_t* b, uint8_t* to, int threads) {
+Status pack_matmul_weights(const format::Matmul& mm, dnnl_data_type_t type, dnnl_data_type_t c_type, const uint8_t* b,
+                           uint8_t* to, int threads) {
   const DnnlApi* p = dnnl_api();
-  const PackedPrepared* prep = p ? &packed_prepared(*p, mm) : nullptr;
+  const PackedPrepared* prep = p ? &packed_prepared(*p, mm, type, c_type) : nullptr;
   if (!prep || !prep->primitive.primitive)
     return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
-  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->descs.b, const_cast<uint8_t*>(b) + mm.b_offset() * 4},
+  const int64_t element = type == dnnl_f32 ? 4 : 2;
+  const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->descs.b, const_cast<uint8_t*>(b) + mm.b_offset() * element},
                              {DNNL_ARG_TO, &prep->packed_b, to}};
   return dnnl_run(*p, prep->reorder, reorder, threads, "the packing of " + prep->what);
 }
 
-Status dnnl_packed_matmul(const format::Matmul& mm, const uint8_t* packed_b, uint8_t* const* args, int threads) {
+Status dnnl_packed_matmul(const format::Matmul& mm, dnnl_data_type_t type, dnnl_data_type_t c_type,
+                          const uint8_t* packed_b, uint8_t* const* args, int threads) {
   const DnnlApi* p = dnnl_api();
-  const PackedPrepared* prep = p ? &packed_prepared(*p, mm) : nullptr;
+  const PackedPrepared* prep = p ? &packed_prepared(*p, mm, type, c_type) : nullptr;
   if (!prep || !prep->primitive.primitive)
     return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
   const PostOpOperands post = post_op_operands(mm.post_ops(), args);
-  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, args[0] + mm.a_offset() * 4},
+  const int64_t element = type == dnnl_f32 ? 4 : 2;
+  const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, args[0] + mm.a_offset() * element},
                               {DNNL_ARG_WEIGHTS, &prep->packed_b, const_cast<uint8_t*>(packed_b)},
                               {DNNL_ARG_DST, &prep->descs.c, post.result},
                               {DNNL_ARG_BIAS, &prep->descs.bias_md, post.bias}};

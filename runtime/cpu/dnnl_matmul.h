@@ -43,18 +43,19 @@ std::string bf16_gemm_implementation(const Bf16Gemm& gemm);
 /// there is none.
 Status run_bf16_gemm(const Bf16Gemm& gemm, const uint16_t* a, const uint16_t* b, void* c, int threads);
 
-/// The bytes of the B operand of an f32 matmul without batch dims reordered once into the
-/// layout oneDNN's matmul primitive reads (blocked for its AVX-512 kernels), for a B that
-/// never changes: a model's baked-in weights. dnnl_sgemm packs B on every call, which for a
-/// linear layer of a transformer at 128 rows costs a tenth of the GEMM. 0 where oneDNN
-/// has no such primitive for the call.
-size_t packed_matmul_weights_bytes(const format::Matmul& call);
-
+/// The bytes of the B operand of a matmul without batch dims (A and B of `type`, dnnl_f32
+/// or dnnl_bf16; C of `c_type`) reordered once into the layout oneDNN's matmul primitive
+/// reads (blocked for its AVX-512 or AMX kernels), for a B that never changes: a model's
+/// baked-in weights. dnnl_sgemm packs B on every call, which for a linear layer of a
+/// transformer at 128 rows costs a tenth of the GEMM, and the bf16 primitive reorders a
+/// plain B on every call too. 0 where oneDNN has no optimized primitive for the call.
+size_t packed_matmul_weights_bytes(const format::Matmul& call, dnnl_data_type_t type = dnnl_f32,
+                                   dnnl_data_type_t c_type = dnnl_f32);
 /// Reorders B into `to`: packed_matmul_weights_bytes of them, 64-byte aligned.
-Status pack_matmul_weights(const format::Matmul& call, const uint8_t* b, uint8_t* to, int threads);
-
-/// Runs an f32 matmul with B as pack_matmul_weights left it, with its post-ops (`args`: A,
+Status pack_matmul_weights(const format::Matmul& call, dnnl_data_type_t type, dnnl_data_type_t c_type, const uint8_t* b,
+                           uint8_t* to, int threads);
+/// Runs a matmul with B as pack_matmul_weights left it, with its post-ops (`args`: A,
 /// unused, the post-ops' operands, C).
-Status dnnl_packed_matmul(const format::Matmul& call, const uint8_t* packed_b, uint8_t* const* args, int threads);
-
+Status dnnl_packed_matmul(const format::Matmul& call, dnnl_data_type_t type, dnnl_data_type_t c_type,
+                          const uint8_t* packed_b, uint8_t* const* args, int threads);
 }  // namespace kiln::runtime::cpu

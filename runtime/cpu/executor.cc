@@ -127,7 +127,8 @@ class CpuExecutor final : public Executor {
         packed_bytes[s] =
             packed_conv_weights_bytes(*step.conv(), conv_types(step, *a_.values()), layouts_[s].y_blocked);
       else if (step.matmul())
-        packed_bytes[s] = packed_weights_bytes(*step.matmul(), sig_.values[step.inputs()->Get(1)].type);
+        packed_bytes[s] = packed_weights_bytes(*step.matmul(), sig_.values[step.inputs()->Get(1)].type,
+                                               sig_.values[step.outputs()->Get(0)].type);
       packed_offset[s] = total;
       total += (packed_bytes[s] + 63) / 64 * 64;
     }
@@ -143,7 +144,8 @@ class CpuExecutor final : public Executor {
         KILN_RETURN_IF_ERROR(
             pack_conv_weights(*step.conv(), conv_types(step, *a_.values()), w, to, threads_, layouts_[s].y_blocked));
       } else {
-        KILN_RETURN_IF_ERROR(pack_weights(*step.matmul(), sig_.values[step.inputs()->Get(1)].type, w, to, threads_));
+        KILN_RETURN_IF_ERROR(pack_weights(*step.matmul(), sig_.values[step.inputs()->Get(1)].type,
+                                          sig_.values[step.outputs()->Get(0)].type, w, to, threads_));
       }
       packed_at_[s] = to;
     }

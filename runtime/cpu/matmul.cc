@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/cpu/dnnl_matmul.h"
@@ -244,22 +245,39 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
   return Status::Ok();
 }
 
-size_t packed_weights_bytes(const format::Matmul& call, ElementType type) {
-  return type == ElementType::F32 || type == ElementType::F16 ? packed_matmul_weights_bytes(call) : 0;
+namespace {
+
+// The types of a packed call's primitive: bf16 A and B with C bf16 or (post-ops) f32, as
+// run_matmul runs it; f32 for f32 and for f16, which widens.
+std::pair<dnnl_data_type_t, dnnl_data_type_t> packed_types(ElementType type, ElementType c_type) {
+  if (type != ElementType::BF16) return {dnnl_f32, dnnl_f32};
+  return {dnnl_bf16, c_type == ElementType::F32 ? dnnl_f32 : dnnl_bf16};
 }
 
-Status pack_weights(const format::Matmul& call, ElementType type, const uint8_t* b, uint8_t* to, int threads) {
-  if (type != ElementType::F16) return pack_matmul_weights(call, b, to, threads);
+}  // namespace
+
+size_t packed_weights_bytes(const format::Matmul& call, ElementType type, ElementType c_type) {
+  if (type != ElementType::F32 && type != ElementType::F16 && type != ElementType::BF16) return 0;
+  const auto [t, c] = packed_types(type, c_type);
+  return packed_matmul_weights_bytes(call, t, c);
+}
+
+Status pack_weights(const format::Matmul& call, ElementType type, ElementType c_type, const uint8_t* b, uint8_t* to,
+                    int threads) {
+  const auto [t, c] = packed_types(type, c_type);
+  if (type != ElementType::F16) return pack_matmul_weights(call, t, c, b, to, threads);
   std::vector<float> wide(static_cast<size_t>(operand_reach(call, 1)));
   widen_half(reinterpret_cast<const uint16_t*>(b), wide.data(), static_cast<int64_t>(wide.size()), Half::F16);
-  return pack_matmul_weights(call, reinterpret_cast<const uint8_t*>(wide.data()), to, threads);
+  return pack_matmul_weights(call, t, c, reinterpret_cast<const uint8_t*>(wide.data()), to, threads);
 }
 
 Status run_packed_matmul(const format::Matmul& call, ElementType type, ElementType c_type, const uint8_t* packed_b,
                          uint8_t* const* args, int threads, ThreadPool* pool) {
-  if (type == ElementType::F32) return dnnl_packed_matmul(call, packed_b, args, threads);
-  return widened(call, type, c_type, args, threads, pool, true,
-                 [&](uint8_t* const* wide_args) { return dnnl_packed_matmul(call, packed_b, wide_args, threads); });
+  const auto [t, c] = packed_types(type, c_type);
+  if (type != ElementType::F16) return dnnl_packed_matmul(call, t, c, packed_b, args, threads);
+  return widened(call, type, c_type, args, threads, pool, true, [&](uint8_t* const* wide_args) {
+    return dnnl_packed_matmul(call, t, c, packed_b, wide_args, threads);
+  });
 }
 
 }  // namespace kiln::runtime::cpu

@@ -25,11 +25,13 @@ namespace kiln::runtime::cpu {
 Status run_matmul(const format::Matmul& call, ElementType type, ElementType c_type, uint8_t* const* args, int threads,
                   ThreadPool* pool = nullptr);
 
-/// Baked-in B packed once, at load, into the layout oneDNN's f32 matmul primitive reads
-/// (dnnl_matmul.h): for f32 matmuls, and f16 ones, whose B is widened first (A then on
-/// every run, and C rounded after). 0 bytes where the call is not packed.
-size_t packed_weights_bytes(const format::Matmul& call, ElementType type);
-Status pack_weights(const format::Matmul& call, ElementType type, const uint8_t* b, uint8_t* to, int threads);
+/// Baked-in B packed once, at load, into the layout oneDNN's matmul primitive reads
+/// (dnnl_matmul.h): for f32 and bf16 matmuls (C of `c_type`), and f16 ones, whose B is
+/// widened first to f32 (A then on every run, and C rounded after). 0 bytes where the call
+/// is not packed.
+size_t packed_weights_bytes(const format::Matmul& call, ElementType type, ElementType c_type);
+Status pack_weights(const format::Matmul& call, ElementType type, ElementType c_type, const uint8_t* b, uint8_t* to,
+                    int threads);
 /// run_matmul for a call whose B pack_weights packed.
 Status run_packed_matmul(const format::Matmul& call, ElementType type, ElementType c_type, const uint8_t* packed_b,
                          uint8_t* const* args, int threads, ThreadPool* pool = nullptr);

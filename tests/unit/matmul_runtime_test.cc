@@ -5,7 +5,11 @@
 #include <thread>
 
 #include "compiler/compile.h"
+#include "runtime/cpu/host_cpu.h"
+#include "runtime/cpu/matmul.h"
+#include "runtime/format/artifact.h"
 #include "runtime/model.h"
+#include "tests/unit/autocast_graph.h"
 #include "tests/unit/run_util.h"
 
 using namespace kiln;
@@ -61,6 +65,62 @@ TEST_CASE("matmuls by baked-in weights, packed once per session, give the interp
     auto first = (*model)->run(inputs), second = (*model)->run(inputs);
     REQUIRE((first.ok() && second.ok()));
     CHECK(first->at(0).data == second->at(0).data);
+  }
+}
+
+TEST_CASE("bf16 matmuls by baked-in weights are packed once per session and give the autocast graph's values",
+          "[runtime][matmul][half]") {
+  // The weights stored in bf16 (only matmuls read them); the first graph's result is f32
+  // after its cast, the second's feeds a matmul in bf16.
+  const char* graphs[] = {
+      "graph @g(%x: f32[2,5,48], param %w: f32[48,40]) {\n  %y: f32[2,5,40] = matmul(%x, %w)\n  return %y\n}\n",
+      "graph @g(%x: f32[7,24], param %e: f32[33,24], param %w: f32[33,16]) {\n"
+      "  %t: f32[24,33] = transpose(%e) {perm=[1,0]}\n  %h: f32[7,33] = matmul(%x, %t)\n"
+      "  %y: f32[7,16] = matmul(%h, %w)\n  return %y\n}\n",
+  };
+  for (const char* text : graphs) {
+    INFO(text);
+    ir::Graph g = kiln::testing::parse_ok(text);
+    const auto args = seeded_arguments(g, 4);
+    CompileOptions options;
+    options.precision = "bf16";
+    std::map<std::string, runtime::HostTensor> inputs;
+    for (const ir::Arg& a : g.args) {
+      const std::string& name = g.value_name(a.value);
+      if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
+      else inputs[name] = kiln::testing::host(args.at(name), name);
+    }
+    auto artifact = compile_to_artifact(g, options);
+    REQUIRE(artifact.ok());
+    // Where the CPU has bf16 dot products, oneDNN has an optimized primitive to pack for.
+    auto view = format::read_artifact(*artifact, "cpu-x86_64");
+    REQUIRE(view.ok());
+    const auto* values = view->metadata().values();
+    for (const format::Step* s : *view->metadata().steps()) {
+      if (!s->matmul() || !runtime::host_has_cpu_feature("avx512bf16") ||
+          runtime::cpu_matmul_library().rfind("oneDNN", 0) != 0)
+        continue;
+      const auto type = [&](uint32_t v) { return static_cast<runtime::ElementType>(values->Get(v)->dtype()); };
+      CHECK(runtime::cpu::packed_weights_bytes(*s->matmul(), type(s->inputs()->Get(1)), type(s->outputs()->Get(0))) >
+            0);
+    }
+    auto model = runtime::Model::load_bytes(std::move(*artifact), {});
+    REQUIRE(model.ok());
+    auto first = (*model)->run(inputs), second = (*model)->run(inputs);
+    REQUIRE((first.ok() && second.ok()));
+    CHECK(first->at(0).data == second->at(0).data);
+    // The interpreter on the autocast graph, the weights rounded to bf16 as stored: the
+    // products' f32 sums in another order round at most one unit of bf16 apart.
+    const ir::Graph cast = kiln::testing::autocast_graph(g, "bf16");
+    auto cast_args = args;
+    for (const ir::Arg& a : cast.args) {
+      ir::Tensor& t = cast_args.at(cast.value_name(a.value));
+      if (cast.type(a.value).dtype != t.type.dtype) t = ir::Tensor::from_doubles(cast.type(a.value), t.floats);
+    }
+    const auto want = kiln::testing::eval_ok(cast, cast_args);
+    auto got = kiln::testing::compile_and_run(g, args, options);
+    REQUIRE(got.ok());
+    kiln::testing::check_same(*got, want, 1.0 / 128, 1.0 / 128);
   }
 }
 
