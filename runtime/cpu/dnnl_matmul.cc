@@ -22,6 +22,9 @@ struct Descs {
   dnnl_memory_desc_t bias_md{};
 };
 
+// The bytes of one element of A and B: f32, or bf16 (f16 widens before it reaches oneDNN).
+int64_t operand_bytes(dnnl_data_type_t type) { return type == dnnl_f32 ? 4 : 2; }
+
 bool describe(const DnnlApi& p, const format::Matmul& mm, dnnl_data_type_t t, dnnl_data_type_t c_t, Descs& d) {
   std::vector<dnnl_dim_t> a_dims, b_dims, c_dims, a_strides, b_strides, c_strides;
   if (mm.batch())
@@ -229,7 +232,7 @@ Status pack_matmul_weights(const format::Matmul& mm, dnnl_data_type_t type, dnnl
   const PackedPrepared* prep = p ? &packed_prepared(*p, mm, type, c_type) : nullptr;
   if (!prep || !prep->primitive.primitive)
     return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
-  const int64_t element = type == dnnl_f32 ? 4 : 2;
+  const int64_t element = operand_bytes(type);
   const DnnlArg reorder[] = {{DNNL_ARG_FROM, &prep->descs.b, const_cast<uint8_t*>(b) + mm.b_offset() * element},
                              {DNNL_ARG_TO, &prep->packed_b, to}};
   return dnnl_run(*p, prep->reorder, reorder, threads, "the packing of " + prep->what);
@@ -242,7 +245,7 @@ Status dnnl_packed_matmul(const format::Matmul& mm, dnnl_data_type_t type, dnnl_
   if (!prep || !prep->primitive.primitive)
     return make_error("runtime: " + std::string(prep ? prep->what : "a matmul") + " has no oneDNN primitive");
   const PostOpOperands post = post_op_operands(mm.post_ops(), args);
-  const int64_t element = type == dnnl_f32 ? 4 : 2;
+  const int64_t element = operand_bytes(type);
   const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep->descs.a, args[0] + mm.a_offset() * element},
                               {DNNL_ARG_WEIGHTS, &prep->packed_b, const_cast<uint8_t*>(packed_b)},
                               {DNNL_ARG_DST, &prep->descs.c, post.result},
@@ -257,7 +260,7 @@ Result<bool> dnnl_matmul(const format::Matmul& mm, dnnl_data_type_t type, dnnl_d
   const Prepared& prep = prepared(*p, mm, type, c_type);
   if (!prep.primitive.primitive) return false;
   const PostOpOperands post = post_op_operands(mm.post_ops(), args);
-  const int64_t element = type == dnnl_f32 ? 4 : 2;
+  const int64_t element = operand_bytes(type);
   const DnnlArg operands[] = {{DNNL_ARG_SRC, &prep.descs.a, args[0] + mm.a_offset() * element},
                               {DNNL_ARG_WEIGHTS, &prep.descs.b, args[1] + mm.b_offset() * element},
                               {DNNL_ARG_DST, &prep.descs.c, post.result},

@@ -58,19 +58,6 @@ Steps attention_steps(const ir::Graph& g, const std::map<std::string, ir::Tensor
   return steps;
 }
 
-// The interpreter's results of the autocast graph of g, every cast rounded exactly; params
-// stored in the precision (only matmuls read them) take their rounded values.
-std::vector<ir::Tensor> autocast_values(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args,
-                                        const char* precision) {
-  const ir::Graph cast = kiln::testing::autocast_graph(g, precision);
-  auto cast_args = args;
-  for (const ir::Arg& a : cast.args) {
-    ir::Tensor& t = cast_args.at(cast.value_name(a.value));
-    if (cast.type(a.value).dtype != t.type.dtype) t = ir::Tensor::from_doubles(cast.type(a.value), t.floats);
-  }
-  return kiln::testing::eval_ok(cast, cast_args);
-}
-
 // g compiled at `precision` and run on 1 and 4 threads: each result within `bound`
 // (relative and absolute) of `want`.
 void check_runs(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args, const char* precision,
@@ -100,7 +87,7 @@ void check_half_attention(const std::string& text, uint64_t seed, std::vector<fo
       for (size_t i = 0; i < f32_types.size(); ++i)
         CHECK(steps.types[i] == (f32_types[i] == format::DType::F32 ? format::DType::F32 : half));
     }
-    const auto want = autocast_values(g, args, p.name);
+    const auto want = kiln::testing::autocast_values(g, args, p.name);
     // The step accumulates in f32 and rounds where the interpreter rounds the exact value:
     // where the two fall on either side of a rounding boundary, a score or probability
     // moves by one unit; a few units of 2^-p at the values' scale (1) bound the result.
@@ -244,7 +231,7 @@ TEST_CASE("a bf16 or f16 training graph's attention backward is one step with th
         }
       CHECK(forward == 1);
       CHECK(backward == 1);
-      const auto want = autocast_values(g, args, p.name);
+      const auto want = kiln::testing::autocast_values(g, args, p.name);
       // A rounding of dS or P that falls the other way moves a gradient by one unit of the
       // precision at its scale, summed over the keys.
       check_runs(g, args, p.name, want, 16 * std::ldexp(1.0, -p.mantissa_bits));

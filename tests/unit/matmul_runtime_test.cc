@@ -16,6 +16,39 @@ using namespace kiln;
 using kiln::testing::check_against_interpreter;
 using kiln::testing::seeded_arguments;
 
+namespace {
+
+// g compiled with `options`, its params from `args` baked in as weights, and run twice
+// through one session: the two runs' results are the same bytes. The artifact's bytes
+// and the first run's results.
+struct TwoRuns {
+  std::vector<uint8_t> artifact;
+  std::vector<ir::Tensor> results;
+};
+TwoRuns check_two_runs_agree(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args,
+                             CompileOptions options) {
+  std::map<std::string, runtime::HostTensor> inputs;
+  for (const ir::Arg& a : g.args) {
+    const std::string& name = g.value_name(a.value);
+    if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
+    else inputs[name] = kiln::testing::host(args.at(name), name);
+  }
+  auto artifact = compile_to_artifact(g, options);
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  auto model = runtime::Model::load_bytes(*artifact, {});
+  if (!model.ok()) FAIL(model.error().message);
+  auto first = (*model)->run(inputs), second = (*model)->run(inputs);
+  REQUIRE((first.ok() && second.ok()));
+  TwoRuns runs{std::move(*artifact), {}};
+  for (size_t i = 0; i < first->size(); ++i) {
+    CHECK(first->at(i).data == second->at(i).data);
+    runs.results.push_back(kiln::testing::tensor_of(first->at(i)));
+  }
+  return runs;
+}
+
+}  // namespace
+
 TEST_CASE("matmuls of every batch pattern, folded into fewer GEMMs where they can be, give the interpreter's values",
           "[runtime][matmul]") {
   // tests/lit/cli/gemm_shapes.test shows the GEMM each becomes.
@@ -51,20 +84,7 @@ TEST_CASE("matmuls by baked-in weights, packed once per session, give the interp
     ir::Graph g = kiln::testing::parse_ok(text);
     const auto args = seeded_arguments(g, 9);
     check_against_interpreter("matmul by weights", g, args);
-    std::map<std::string, runtime::HostTensor> inputs;
-    CompileOptions options;
-    for (const ir::Arg& a : g.args) {
-      const std::string& name = g.value_name(a.value);
-      if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
-      else inputs[name] = kiln::testing::host(args.at(name), name);
-    }
-    auto artifact = compile_to_artifact(g, options);
-    REQUIRE(artifact.ok());
-    auto model = runtime::Model::load_bytes(std::move(*artifact), {});
-    REQUIRE(model.ok());
-    auto first = (*model)->run(inputs), second = (*model)->run(inputs);
-    REQUIRE((first.ok() && second.ok()));
-    CHECK(first->at(0).data == second->at(0).data);
+    check_two_runs_agree(g, args, {});
   }
 }
 
@@ -84,16 +104,9 @@ TEST_CASE("bf16 matmuls by baked-in weights are packed once per session and give
     const auto args = seeded_arguments(g, 4);
     CompileOptions options;
     options.precision = "bf16";
-    std::map<std::string, runtime::HostTensor> inputs;
-    for (const ir::Arg& a : g.args) {
-      const std::string& name = g.value_name(a.value);
-      if (a.kind == ir::ArgKind::Param) options.weights[name] = args.at(name);
-      else inputs[name] = kiln::testing::host(args.at(name), name);
-    }
-    auto artifact = compile_to_artifact(g, options);
-    REQUIRE(artifact.ok());
+    const TwoRuns runs = check_two_runs_agree(g, args, options);
     // Where the CPU has bf16 dot products, oneDNN has an optimized primitive to pack for.
-    auto view = format::read_artifact(*artifact, "cpu-x86_64");
+    auto view = format::read_artifact(runs.artifact, "cpu-x86_64");
     REQUIRE(view.ok());
     const auto* values = view->metadata().values();
     for (const format::Step* s : *view->metadata().steps()) {
@@ -104,23 +117,10 @@ TEST_CASE("bf16 matmuls by baked-in weights are packed once per session and give
       CHECK(runtime::cpu::packed_weights_bytes(*s->matmul(), type(s->inputs()->Get(1)), type(s->outputs()->Get(0))) >
             0);
     }
-    auto model = runtime::Model::load_bytes(std::move(*artifact), {});
-    REQUIRE(model.ok());
-    auto first = (*model)->run(inputs), second = (*model)->run(inputs);
-    REQUIRE((first.ok() && second.ok()));
-    CHECK(first->at(0).data == second->at(0).data);
     // The interpreter on the autocast graph, the weights rounded to bf16 as stored: the
     // products' f32 sums in another order round at most one unit of bf16 apart.
-    const ir::Graph cast = kiln::testing::autocast_graph(g, "bf16");
-    auto cast_args = args;
-    for (const ir::Arg& a : cast.args) {
-      ir::Tensor& t = cast_args.at(cast.value_name(a.value));
-      if (cast.type(a.value).dtype != t.type.dtype) t = ir::Tensor::from_doubles(cast.type(a.value), t.floats);
-    }
-    const auto want = kiln::testing::eval_ok(cast, cast_args);
-    auto got = kiln::testing::compile_and_run(g, args, options);
-    REQUIRE(got.ok());
-    kiln::testing::check_same(*got, want, 1.0 / 128, 1.0 / 128);
+    const auto want = kiln::testing::autocast_values(g, args, "bf16");
+    kiln::testing::check_same(runs.results, want, 1.0 / 128, 1.0 / 128);
   }
 }
 
