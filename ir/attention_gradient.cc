@@ -215,9 +215,12 @@ std::optional<AttentionGradientMatch> AttentionMatcher::match_gradient(int div) 
   m.d_value = dv.result;
   gradient_writes(m, nodes);
   // Each a step output: read by something or returned (a pipeline without dce may leave one
-  // unread), in f32 (in half precision, after autocast's cast back).
+  // unread), in f32 (in half precision after autocast's cast back, or in the precision
+  // where q, k and v are stored in it and their gradients are too).
   for (ValueId written : m.written)
-    if ((users_[written].empty() && !result_[written]) || g_.type(written).dtype != DType::F32) return std::nullopt;
+    if ((users_[written].empty() && !result_[written]) ||
+        (g_.type(written).dtype != DType::F32 && g_.type(written).dtype != precision))
+      return std::nullopt;
   nodes.push_back(m.queries_call);
   nodes.push_back(m.keys_call);
   std::sort(nodes.begin(), nodes.end());
@@ -251,7 +254,8 @@ std::vector<AttentionGradientMatch> attention_gradient_matches(const Graph& g, A
 
 bool cuda_runs_attention_gradient(const AttentionGradientMatch& m) {
   const int64_t d = m.scores.q_view.shape.back(), dv = m.scores.v_view.shape.back();
-  return m.scores.precision == DType::F32 && d <= kCudaF32AttentionMaxHeadDim && dv <= kCudaF32AttentionMaxHeadDim;
+  if (m.scores.precision == DType::F32) return d <= kCudaF32AttentionMaxHeadDim && dv <= kCudaF32AttentionMaxHeadDim;
+  return detail::is_half(m.scores.precision) && d <= kCudaAttentionMaxHeadDim && dv <= kCudaAttentionMaxHeadDim;
 }
 
 int64_t cuda_attention_gradient_scratch_bytes(const AttentionGradientMatch& m) {

@@ -124,9 +124,10 @@ bool cuda_runs_attention(const AttentionMatch& m);
 /// The matches `runner` runs as one step, in graph order.
 std::vector<AttentionMatch> attention_matches(const Graph& g, AttentionRunner runner);
 
-/// Limits of CUDA's attention backward (codegen/cuda/attention_gradient_kernel.h): f32
-/// (bf16 and f16 ones stay the decomposition's steps) with head dims D and Dv up to kCudaF32AttentionMaxHeadDim, any
-/// strides (its kernels read and write element by element).
+/// Limits of CUDA's attention backward (codegen/cuda/attention_gradient_kernel.h): f32 with
+/// head dims D and Dv up to kCudaF32AttentionMaxHeadDim, or bf16 and f16 (tensor-core
+/// products) with head dims up to kCudaAttentionMaxHeadDim; any strides (its kernels read
+/// and write element by element).
 bool cuda_runs_attention_gradient(const AttentionGradientMatch& m);
 
 /// The backward matches `runner` runs as one step, in graph order.

@@ -22,6 +22,9 @@ constexpr int kThreads = 128;
 // query rows a tile. Each shared row of floats is 4 longer than what it holds, so that a
 // thread's 16-byte reads stay aligned and transposed stores spread over the banks.
 constexpr int kRows = 64, kKeyTile = 32, kKeys = 64, kRowTile = 32;
+// The same in bf16 and f16: four warps of 16 rows (keys), tiles of 64. Each shared row of
+// halves is 8 longer than its 16-padded dim (16 bytes, so ldmatrix's rows stay aligned).
+constexpr int kHalfTile = 64, kHalfPad = 8;
 // An sm_90 SM's shared memory for blocks (228 KB, less 1 KB the system takes a block).
 constexpr int kSmSharedBytes = 227 * 1024;
 
@@ -34,7 +37,8 @@ std::string replaced(std::string text, const std::vector<std::pair<std::string, 
 
 class GradientWriter {
  public:
-  GradientWriter(const ir::Graph& g, const ir::AttentionGradientMatch& m) : g_(g), m_(m), a_(m.scores) {
+  GradientWriter(const ir::Graph& g, const ir::AttentionGradientMatch& m)
+      : g_(g), m_(m), a_(m.scores), half_(m.scores.precision != DType::F32) {
     nb_ = a_.q_view.shape.size() - 2;
     batch_.assign(a_.q_view.shape.begin(), a_.q_view.shape.begin() + static_cast<std::ptrdiff_t>(nb_));
     for (int64_t d : batch_) indices_ *= d;
@@ -47,10 +51,14 @@ class GradientWriter {
   Result<Launch> write(const ir::Step& step, const std::string& symbol, std::string& out) {
     KILN_ASSIGN_OR_RETURN(Parameters params, parameters(step));
     const int64_t dp = (head_dim_ + 31) / 32 * 32, dvp = (value_dim_ + 31) / 32 * 32;
+    const int64_t d16 = (head_dim_ + 15) / 16 * 16, dv16 = (value_dim_ + 15) / 16 * 16;
+    const int rows = half_ ? kHalfTile : kRows, key_tile = half_ ? kHalfTile : kKeyTile;
+    const int keys = half_ ? kHalfTile : kKeys, row_tile = half_ ? kHalfTile : kRowTile;
     std::string constants = fmt::format(
         "  constexpr long long BATCH = {}LL;\n  constexpr int T = {}, S = {}, D = {}, DV = {}, DP = {}, DVP = {}, "
-        "DC = DP / 32, VC = DVP / 32;\n  constexpr int R = {}, KT = {}, KB = {}, QT = {}, STATS = {};\n",
-        indices_, queries_, keys_, head_dim_, value_dim_, dp, dvp, kRows, kKeyTile, kKeys, kRowTile,
+        "DC = DP / 32, VC = DVP / 32, D16 = {}, DV16 = {};\n  constexpr int R = {}, KT = {}, KB = {}, QT = {}, STATS "
+        "= {};\n",
+        indices_, queries_, keys_, head_dim_, value_dim_, dp, dvp, d16, dv16, rows, key_tile, keys, row_tile,
         ir::kCudaAttentionGradientRowValues);
     auto strides = [&](const char* name, const ir::StridedView& view) {
       constants += fmt::format("  constexpr long long {0}RS = {1}LL, {0}CS = {2}LL;\n", name, view.strides[nb_],
@@ -91,27 +99,52 @@ class GradientWriter {
     }
     const std::vector<std::pair<std::string, std::string>> parts = {
         {"$OFFSETS", attention_batch_offsets(batch_, views, "    ")}, {"$TRANSFORMS\n", transforms}, {"$KEPT\n", kept}};
-    Launch launch{kThreads, indices_ * ((keys_ + kKeys - 1) / kKeys)};
+    Launch launch{kThreads, indices_ * ((keys_ + keys - 1) / keys)};
     launch.partial_block_threads = kThreads;
-    launch.partial_grid_blocks = indices_ * ((queries_ + kRows - 1) / kRows);
-    launch.partial_shared_bytes = static_cast<int>(
-        ((head_dim_ + value_dim_) * (kRows + 4) + (dp + value_dim_) * (kKeyTile + 4) + kKeyTile * (kRows + 4)) * 4);
-    launch.shared_bytes =
-        static_cast<int>(((head_dim_ + value_dim_ + 2 * kRowTile) * (kKeys + 4) + (dp + dvp) * (kRowTile + 4) +
-                          ir::kCudaAttentionGradientRowValues * kRowTile) *
-                         4);
+    launch.partial_grid_blocks = indices_ * ((queries_ + rows - 1) / rows);
+    if (half_) {
+      // Both kernels hold two 64-row tiles of each of the [.., D] and [.., DV] operands;
+      // the second also the tile's row values.
+      const int64_t halves = 2 * kHalfTile * (d16 + dv16 + 2 * kHalfPad);
+      launch.partial_shared_bytes = static_cast<int>(halves * 2);
+      launch.shared_bytes = static_cast<int>(halves * 2 + ir::kCudaAttentionGradientRowValues * kHalfTile * 4);
+    } else {
+      launch.partial_shared_bytes = static_cast<int>(
+          ((head_dim_ + value_dim_) * (kRows + 4) + (dp + value_dim_) * (kKeyTile + 4) + kKeyTile * (kRows + 4)) * 4);
+      launch.shared_bytes =
+          static_cast<int>(((head_dim_ + value_dim_ + 2 * kRowTile) * (kKeys + 4) + (dp + dvp) * (kRowTile + 4) +
+                            ir::kCudaAttentionGradientRowValues * kRowTile) *
+                           4);
+    }
     // As many blocks an SM as its shared memory holds (227 KB on sm_90, up to 4) is the
     // kernel's register budget: without it ptxas kept the second kernel at 128 registers
-    // at D=64 and spilled, where more fit the 3 blocks its 69 KB allow.
+    // at D=64 and spilled, where more fit the 3 blocks its 69 KB allow. The half kernels
+    // hold up to 192 floats of sums and products a thread at D=128 (dk, dv and a tile's
+    // scores and dP), and 128 at 64, which only a budget of 2 blocks leaves in registers.
     auto kernel = [&](const std::string& name, const char* body, int shared_bytes) {
-      const int blocks = std::clamp(kSmSharedBytes / std::max(shared_bytes, 1), 1, 4);
+      const int blocks = std::clamp(kSmSharedBytes / std::max(shared_bytes, 1), 1, half_ ? 2 : 4);
       out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, {}) {}({}) {{\n", kThreads, blocks, name,
                          params.list);
       out += constants + params.gradients + replaced(body, parts) + "}\n";
     };
-    out += kAttentionGradientHelpers;
-    kernel(symbol + "_partial", kAttentionGradientRowsKernel, launch.partial_shared_bytes);
-    kernel(symbol, kAttentionGradientKeysKernel, launch.shared_bytes);
+    if (!half_) {
+      out += kAttentionGradientHelpers;
+      kernel(symbol + "_partial", kAttentionGradientRowsKernel, launch.partial_shared_bytes);
+      kernel(symbol, kAttentionGradientKeysKernel, launch.shared_bytes);
+      return launch;
+    }
+    const std::string precision = a_.precision == DType::BF16 ? "bf16" : "f16";
+    out += attention_helpers(a_.precision) + replaced(kAttentionGradientHalfHelpers, {{"$P", precision}});
+    std::string defines, undefines;
+    for (const char* name : {"kiln_att_pack", "kiln_att_round", "kiln_att_mma", "kiln_attg_tile", "kiln_attg_products",
+                             "kiln_attg_accumulate", "kiln_attg_put"}) {
+      defines += fmt::format("#define {0} {0}_{1}\n", name, precision);
+      undefines += fmt::format("#undef {}\n", name);
+    }
+    out += defines;
+    kernel(symbol + "_partial", kAttentionGradientHalfRowsKernel, launch.partial_shared_bytes);
+    kernel(symbol, kAttentionGradientHalfKeysKernel, launch.shared_bytes);
+    out += undefines;
     return launch;
   }
 
@@ -122,15 +155,19 @@ class GradientWriter {
   };
 
   // q, k, v, the masks' operands and dO as the artifact lists the step's inputs, its
-  // outputs, then the scratch.
+  // outputs, then the scratch. In bf16 or f16, q, k, v and dO are f32 (rounded as the
+  // kernels read them) or of the precision.
   Result<Parameters> parameters(const ir::Step& step) const {
     std::vector<std::string> params;
-    for (auto [name, v] : {std::pair{"q", a_.q}, {"k", a_.k}, {"v", a_.v}}) {
-      if (g_.type(v).dtype != DType::F32)
-        return make_error(fmt::format("cuda codegen: attention backward {} reads a {} {}", step.name,
-                                      ir::dtype_name(g_.type(v).dtype), name));
-      params.push_back(fmt::format("const float* __restrict__ {}", name));
-    }
+    auto operand = [&](const char* name, ValueId v) -> Status {
+      const DType type = g_.type(v).dtype;
+      if (type != DType::F32 && type != a_.precision)
+        return make_error(
+            fmt::format("cuda codegen: attention backward {} reads a {} {}", step.name, ir::dtype_name(type), name));
+      params.push_back(fmt::format("const {}* __restrict__ {}", storage_type(type), name));
+      return Status::Ok();
+    };
+    for (auto [name, v] : {std::pair{"q", a_.q}, {"k", a_.k}, {"v", a_.v}}) KILN_RETURN_IF_ERROR(operand(name, v));
     for (size_t i = 0; i < a_.transforms.size(); ++i) {
       const ScoreTransform& t = a_.transforms[i];
       if (t.operand == ir::kNoValue) continue;
@@ -140,16 +177,14 @@ class GradientWriter {
                                       ir::dtype_name(mask_type)));
       params.push_back(fmt::format("const {}* __restrict__ mask{}", storage_type(mask_type), i));
     }
-    if (g_.type(m_.d_out).dtype != DType::F32)
-      return make_error(fmt::format("cuda codegen: attention backward {} reads a {} dO", step.name,
-                                    ir::dtype_name(g_.type(m_.d_out).dtype)));
-    params.push_back("const float* __restrict__ d_out");
+    KILN_RETURN_IF_ERROR(operand("dO", m_.d_out));
+    params.back() = fmt::format("const {}* __restrict__ d_out", storage_type(g_.type(m_.d_out).dtype));
     for (size_t o = 0; o < step.outputs.size(); ++o) {
-      const ValueId v = step.outputs[o];
-      if (g_.type(v).dtype != DType::F32)
-        return make_error(fmt::format("cuda codegen: attention backward {} writes a {} value", step.name,
-                                      ir::dtype_name(g_.type(v).dtype)));
-      params.push_back(fmt::format("float* __restrict__ out{}", o));
+      const DType type = g_.type(step.outputs[o]).dtype;
+      if (type != DType::F32 && type != a_.precision)
+        return make_error(
+            fmt::format("cuda codegen: attention backward {} writes a {} value", step.name, ir::dtype_name(type)));
+      params.push_back(fmt::format("{}* __restrict__ out{}", storage_type(type), o));
     }
     params.push_back("float* __restrict__ scratch");
     Parameters out{fmt::format("{}", fmt::join(params, ", ")), ""};
@@ -159,7 +194,8 @@ class GradientWriter {
       if (at == step.outputs.end())
         return make_error(
             fmt::format("cuda codegen: attention backward {} does not write one of its gradients", step.name));
-      out.gradients += fmt::format("  float* const {} = out{};\n", names[i], at - step.outputs.begin());
+      out.gradients += fmt::format("  {}* const {} = out{};\n", storage_type(g_.type(m_.written[i]).dtype), names[i],
+                                   at - step.outputs.begin());
     }
     return out;
   }
@@ -167,6 +203,7 @@ class GradientWriter {
   const ir::Graph& g_;
   const ir::AttentionGradientMatch& m_;
   const ir::AttentionMatch& a_;
+  const bool half_;  // bf16 or f16: the tensor-core kernels
   size_t nb_ = 0;
   std::vector<int64_t> batch_;
   int64_t indices_ = 1, queries_ = 0, head_dim_ = 0, keys_ = 0, value_dim_ = 0;
@@ -180,8 +217,8 @@ Result<Launch> emit_attention_gradient_kernels(const ir::Graph& g, const ir::Ste
   if (!ir::cuda_runs_attention_gradient(m))
     return make_error(fmt::format(
         "cuda codegen: step {} is an attention backward that CUDA's kernels do not run (they take f32 with head dims "
-        "up to {})",
-        step.name, ir::kCudaF32AttentionMaxHeadDim));
+        "up to {}, or bf16 and f16 with head dims up to {})",
+        step.name, ir::kCudaF32AttentionMaxHeadDim, ir::kCudaAttentionMaxHeadDim));
   return GradientWriter(g, m).write(step, symbol, out);
 }
 

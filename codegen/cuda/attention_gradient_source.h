@@ -14,4 +14,12 @@ extern const char* const kAttentionGradientHelpers;
 extern const char* const kAttentionGradientRowsKernel;
 extern const char* const kAttentionGradientKeysKernel;
 
+// The bf16 and f16 backward's (attention_gradient_half_source.cc): helpers once per
+// precision ($P its name, guard KILN_ATTENTION_GRADIENT_$P, after attention_helpers) and
+// the two bodies, whose products are mma.sync's on tiles of the precision in shared
+// memory (D16 and DV16: D and DV rounded up to 16).
+extern const char* const kAttentionGradientHalfHelpers;
+extern const char* const kAttentionGradientHalfRowsKernel;
+extern const char* const kAttentionGradientHalfKeysKernel;
+
 }  // namespace kiln::codegen::cuda

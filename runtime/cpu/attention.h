@@ -6,6 +6,7 @@
 // block's last query are neither multiplied nor summed (their exp is 0).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,8 @@ namespace kiln::runtime::cpu {
 struct AttentionTypes {
   format::DType q = format::DType::F32, k = format::DType::F32, v = format::DType::F32, out = format::DType::F32,
                 d_out = format::DType::F32;
+  /// A backward's outputs that dq, d(kᵀ) and dv go to: f32, or (1.21) of its precision.
+  std::array<format::DType, 3> gradients = {format::DType::F32, format::DType::F32, format::DType::F32};
 };
 
 /// Runs `call` with q, k, v and the masks' inputs, then the output, in `args`, its blocks

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/half_float.h"
 #include "runtime/cpu/attention.h"
 #include "runtime/cpu/attention_plan.h"
 #include "runtime/cpu/dnnl_matmul.h"
@@ -26,6 +27,7 @@ using attention_plan::View;
 struct Target {
   View view;
   BlasMatrix matrix;
+  format::DType type = format::DType::F32;  // bf16 or f16 in a backward of that precision (1.21)
   // C = op(A)·op(B), or C plus it with beta 1, at row `row` of batch index p: m x n, by k.
   Status gemm(const Plan& plan, int64_t p, int64_t row, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
               const float* a, int64_t lda, const float* b, int64_t ldb, int threads, float beta = 0.0f) const {
@@ -96,7 +98,7 @@ Gradient gradient_of(const format::Attention& at, const AttentionTypes& types, u
     View view{arg(inputs + 1 + static_cast<uint32_t>(at.gradient_outputs()->Get(i))), at.gradient_offsets()->Get(i),
               std::vector<int64_t>(strides->begin() + i * rank, strides->begin() + (i + 1) * rank)};
     const BlasMatrix matrix = *format::blas_matrix(rows[i], cols[i], view.row_stride(), view.col_stride());
-    *targets[i] = {std::move(view), matrix};
+    *targets[i] = {std::move(view), matrix, types.gradients[i]};
   }
   // The reader checked that each is a matrix BLAS reads.
   g.dom = *format::blas_matrix(plan.queries, plan.value_dim, g.d_out.row_stride(), g.d_out.col_stride());
@@ -201,17 +203,17 @@ void to_operand(const Plan& plan, const float* from, E* to, int64_t n) {
 // cache at a time (rows a power of two apart alias in L1 otherwise).
 constexpr int64_t kTile = 16;
 
-// Rows [r0, r0 + rows) x cols of a gradient of batch index p (its f32 view) from `from`,
-// element (i, j) at from[i·row_step + j·col_step], rounded to the precision first.
-void store(const Plan& plan, const Target& target, int64_t p, int64_t r0, int64_t rows, int64_t cols, float* from,
-           int64_t row_step, int64_t col_step, int64_t count) {
-  round_to_half(from, count, plan.half_type);
-  float* base =
-      reinterpret_cast<float*>(target.view.base) + batch_offset(plan, target.view, p) + r0 * target.view.row_stride();
-  const int64_t rs = target.view.row_stride(), cs = target.view.col_stride();
+// store's copy into a view of elements E, each `convert`ed from f32.
+template <class E, class Convert>
+void store_elements(E* base, const Plan& plan, const View& view, int64_t p, int64_t r0, int64_t rows, int64_t cols,
+                    const float* from, int64_t row_step, int64_t col_step, Convert convert) {
+  base += batch_offset(plan, view, p) + r0 * view.row_stride();
+  const int64_t rs = view.row_stride(), cs = view.col_stride();
   if (cs == 1 && col_step == 1) {
     for (int64_t i = 0; i < rows; ++i)
-      std::memcpy(base + i * rs, from + i * row_step, static_cast<size_t>(cols) * sizeof(float));
+      if constexpr (std::is_same_v<E, float>)
+        std::memcpy(base + i * rs, from + i * row_step, static_cast<size_t>(cols) * sizeof(float));
+      else narrow_to_half(from + i * row_step, base + i * rs, cols, plan.half_type);
     return;
   }
   // Tile by tile, along the target's adjacent elements (d(kᵀ) lies with its columns adjacent).
@@ -221,12 +223,29 @@ void store(const Plan& plan, const Target& target, int64_t p, int64_t r0, int64_
       const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
       if (by_rows) {
         for (int64_t i = i0; i < i1; ++i)
-          for (int64_t j = j0; j < j1; ++j) base[i * rs + j * cs] = from[i * row_step + j * col_step];
+          for (int64_t j = j0; j < j1; ++j) base[i * rs + j * cs] = convert(from[i * row_step + j * col_step]);
       } else {
         for (int64_t j = j0; j < j1; ++j)
-          for (int64_t i = i0; i < i1; ++i) base[i * rs + j * cs] = from[i * row_step + j * col_step];
+          for (int64_t i = i0; i < i1; ++i) base[i * rs + j * cs] = convert(from[i * row_step + j * col_step]);
       }
     }
+}
+
+// Rows [r0, r0 + rows) x cols of a gradient of batch index p (its view, f32 or of the
+// precision) from `from`, element (i, j) at from[i·row_step + j·col_step], rounded to the
+// precision first.
+void store(const Plan& plan, const Target& target, int64_t p, int64_t r0, int64_t rows, int64_t cols, float* from,
+           int64_t row_step, int64_t col_step, int64_t count) {
+  round_to_half(from, count, plan.half_type);
+  if (target.type == format::DType::F32)
+    store_elements(reinterpret_cast<float*>(target.view.base), plan, target.view, p, r0, rows, cols, from, row_step,
+                   col_step, [](float x) { return x; });
+  else if (plan.half_type == Half::BF16)
+    store_elements(reinterpret_cast<uint16_t*>(target.view.base), plan, target.view, p, r0, rows, cols, from, row_step,
+                   col_step, float_to_bf16);
+  else
+    store_elements(reinterpret_cast<uint16_t*>(target.view.base), plan, target.view, p, r0, rows, cols, from, row_step,
+                   col_step, float_to_f16);
 }
 
 // run_block in bf16 or f16, on the operands `b` holds packed. Every product's operands and

@@ -168,8 +168,12 @@ class CpuExecutor final : public Executor {
   AttentionTypes attention_types(const format::Step& step) const {
     auto type = [&](uint32_t v) { return a_.values()->Get(v)->dtype(); };
     const uint32_t last = step.inputs()->size() - 1;  // a backward's dO
-    return {type(step.inputs()->Get(0)), type(step.inputs()->Get(1)), type(step.inputs()->Get(2)),
-            type(step.outputs()->Get(0)), type(step.inputs()->Get(last))};
+    AttentionTypes types{type(step.inputs()->Get(0)), type(step.inputs()->Get(1)), type(step.inputs()->Get(2)),
+                         type(step.outputs()->Get(0)), type(step.inputs()->Get(last))};
+    if (const auto* written = step.attention()->gradient_outputs())
+      for (uint32_t i = 0; i < 3 && i < written->size(); ++i)
+        types.gradients[i] = type(step.outputs()->Get(static_cast<uint32_t>(written->Get(i))));
+    return types;
   }
 
   Status run_device(const std::vector<uint64_t>&, const std::vector<uint64_t>&, RunProfile*) const override {

@@ -98,11 +98,12 @@ std::string post_op_problem(const PostOps* post_ops, bool matmul, int64_t channe
 // Why a library attention's parameters do not fit its step's values, or "": its dims and
 // strides in range, q, k, v and the result f32 or of its precision (f32, bf16 or f16),
 // Add's mask f32 and Keep's bool, each matrix with rows or columns adjacent, and every
-// element it reads inside its input; a backward's dO and gradients too (its precision f32
-// on CUDA; bf16 or f16 too on the CPU since 1.20).
+// element it reads inside its input; a backward's dO and gradients too (its precision f32,
+// or bf16 or f16 on the CPU since 1.20 and on CUDA since 1.21; its gradients f32, or of
+// the precision since 1.21).
 std::string attention_problem(const Attention& at, const Step& step,
                               const flatbuffers::Vector<flatbuffers::Offset<Value>>& values,
-                              const std::vector<uint64_t>& value_bytes, bool cuda) {
+                              const std::vector<uint64_t>& value_bytes) {
   constexpr int64_t limit = int64_t{1} << 40;
   if (!at.batch() || !at.q_strides() || !at.k_strides() || !at.v_strides()) return "lacks a shape or strides";
   const uint32_t rank = at.batch()->size() + 2;
@@ -129,7 +130,6 @@ std::string attention_problem(const Attention& at, const Step& step,
       inputs += reads;
     }
   const bool gradient = at.gradient();
-  if (gradient && cuda && precision != DType::F32) return "computes a backward on CUDA in a type other than f32";
   if (gradient && (!at.d_out_strides() || at.out_strides() || !at.gradient_outputs() || !at.gradient_offsets() ||
                    !at.gradient_strides()))
     return "is a backward without dO's strides or where it writes, or with out_strides";
@@ -193,9 +193,11 @@ std::string attention_problem(const Attention& at, const Step& step,
       std::vector<int64_t> strides(at.gradient_strides()->begin() + i * rank,
                                    at.gradient_strides()->begin() + (i + 1) * rank);
       const __int128 end = reach_of(at.gradient_offsets()->Get(i), strides, rows[i], cols[i]);
-      if (values.Get(id)->dtype() != DType::F32 || end < 0 || end * 4 > static_cast<__int128>(value_bytes[id]) ||
+      const DType type = values.Get(id)->dtype();
+      if (!f32_or_precision(type) || end < 0 || end * element_bytes(type) > static_cast<__int128>(value_bytes[id]) ||
           !blas_matrix(rows[i], cols[i], strides[rank - 2], strides[rank - 1]))
-        return "writes a gradient past its f32 output or with neither its rows nor its columns adjacent";
+        return "writes a gradient past its output, into one neither f32 nor of its precision, or with neither its "
+               "rows nor its columns adjacent";
     }
     return "";
   }
@@ -220,7 +222,7 @@ Status check_library_step(const Artifact& a, int s, const std::vector<uint64_t>&
   const Step* step = a.steps()->Get(s);
   if (step->kind() != StepKind::Library) return Status::Ok();
   if (const Attention* at = step->attention()) {
-    std::string why = attention_problem(*at, *step, *a.values(), value_bytes, cuda);
+    std::string why = attention_problem(*at, *step, *a.values(), value_bytes);
     // CUDA runs it with the kernel the compiler wrote for it (format 1.16: bf16 or f16;
     // 1.17: f32 too; 1.19: a backward on two kernels, the first writing three f32 values
     // per query row). attention_problem bounds the batch and T by 2^40 each, so their

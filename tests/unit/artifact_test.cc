@@ -231,8 +231,8 @@ TEST_CASE("golden messages for the refusals users meet most", "[artifact][errors
   std::vector<uint8_t> text = {'g', 'r', 'a', 'p', 'h', ' ', '@', 'g'};
   CHECK(refusal(text).message == "artifact: bad magic: this is not a .kiln artifact");
   std::vector<uint8_t> newer = bytes;
-  newer[10] = 21;  // minor version 21
-  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.21 (this runtime reads 1.0 to 1.20)");
+  newer[10] = 22;  // minor version 22
+  CHECK(refusal(newer).message == "artifact: unsupported version: format 1.22 (this runtime reads 1.0 to 1.21)");
   std::vector<uint8_t> corrupt = bytes;
   corrupt[200] ^= 0x10;
   Error e = refusal(corrupt);
@@ -668,7 +668,9 @@ TEST_CASE(
     CHECK(refused(c) == prefix + "needs 4 inputs and one to three outputs");
   }
   // Where it writes each gradient: inside an f32 output it has, rows or columns adjacent.
-  const std::string writes = "writes a gradient past its f32 output or with neither its rows nor its columns adjacent";
+  const std::string writes =
+      "writes a gradient past its output, into one neither f32 nor of its precision, or with neither its rows nor its "
+      "columns adjacent";
   {
     auto c = good;
     c.values[c.steps[s].outputs[1]].dtype = format::DType::I32;
@@ -714,8 +716,11 @@ TEST_CASE(
     step.scratch_bytes = 48 * 12;
     c.arena_bytes = static_cast<uint64_t>(step.scratch_offset + step.scratch_bytes);
     CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
-    step.attention->precision = format::DType::BF16;
-    CHECK(refused(c, "cuda-sm_80") == prefix + "computes a backward on CUDA in a type other than f32");
+    // In bf16 or f16 too since 1.21 (its values stay f32 or of the precision).
+    for (format::DType half : {format::DType::BF16, format::DType::F16}) {
+      step.attention->precision = half;
+      CHECK(format::read_artifact(format::write_artifact(c), "cuda-sm_80").ok());
+    }
     step.attention->precision = format::DType::F32;
     step.scratch_bytes = 47 * 12;
     CHECK(refused(c, "cuda-sm_80") == no_kernel);

@@ -238,4 +238,24 @@ inline std::vector<AttentionGradientGraph> attention_gradient_graphs() {
   };
 }
 
+/// A training graph whose q, k, v and dO are stored in `precision` (bf16 or f16), as in
+/// bench/cuda_checks/train_attention_*.kir: the gradients autodiff writes for q, k and v
+/// are of that type too, which the backward's step writes (format 1.21). Causal, 100
+/// queries and keys (two blocks of CUDA's kernels, the last partial), heads of 24
+/// (padded to 32 in CUDA's tiles).
+inline std::string half_stored_attention_gradient(const std::string& precision) {
+  std::string text = R"(graph @g(%q: H[2,3,100,24], %k: H[2,3,100,24], %v: H[2,3,100,24], %dy: H[2,3,100,24]) {
+    %qf: f32[2,3,100,24] = cast(%q) {to=f32}
+    %kf: f32[2,3,100,24] = cast(%k) {to=f32}
+    %vf: f32[2,3,100,24] = cast(%v) {to=f32}
+    %y: f32[2,3,100,24] = attention(%qf, %kf, %vf) {causal=true, scale=0.2}
+    %dyf: f32[2,3,100,24] = cast(%dy) {to=f32}
+    %yd: f32[2,3,100,24] = mul(%y, %dyf)
+    %l: f32[] = reduce_sum(%yd) {axes=[0,1,2,3]}
+    return %l
+  })";
+  for (size_t at = text.find("H["); at != std::string::npos; at = text.find("H[", at)) text.replace(at, 1, precision);
+  return text;
+}
+
 }  // namespace kiln::testing

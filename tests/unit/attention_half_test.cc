@@ -239,6 +239,33 @@ TEST_CASE("a bf16 or f16 training graph's attention backward is one step with th
   }
 }
 
+TEST_CASE("a backward whose q, k, v and dO are stored in bf16 or f16 writes its gradients in that type",
+          "[runtime][attention][half]") {
+  // Format 1.21: the gradients autodiff writes for half inputs are half too (the products'
+  // results, d(kᵀ) through a transpose between casts), which the step writes.
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+    INFO(p.name);
+    ir::Graph g = kiln::testing::parse_ok(kiln::testing::half_stored_attention_gradient(p.name));
+    REQUIRE(passes::AutodiffPass({"q", "k", "v"}).run(g).ok());
+    const auto args = kiln::testing::seeded_arguments(g, 21, 0.5);
+    auto bytes = compile_to_artifact(g, options_for(g, args, p.name));
+    if (!bytes.ok()) FAIL(bytes.error().message);
+    auto view = format::read_artifact(*bytes, "cpu-x86_64");
+    if (!view.ok()) FAIL(view.error().message);
+    int backward = 0;
+    const auto* values = view->metadata().values();
+    for (const format::Step* s : *view->metadata().steps())
+      if (s->attention() && s->attention()->gradient()) {
+        ++backward;
+        REQUIRE(s->outputs()->size() == 3);
+        for (uint32_t o = 0; o < 3; ++o) CHECK(values->Get(s->outputs()->Get(o))->dtype() == p.stored);
+      }
+    CHECK(backward == 1);
+    check_runs(g, args, p.name, kiln::testing::autocast_values(g, args, p.name),
+               16 * std::ldexp(1.0, -p.mantissa_bits));
+  }
+}
+
 TEST_CASE("a profile names what runs a half attention's products, forward and backward", "[runtime][attention][half]") {
   ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%q: f32[1,2,64,16], %k: f32[1,2,64,16], %v: f32[1,2,64,16]) {
     %y: f32[1,2,64,16] = attention(%q, %k, %v) {causal=true}

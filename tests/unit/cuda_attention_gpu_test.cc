@@ -137,6 +137,52 @@ TEST_CASE("CUDA: an f32 attention's backward as two kernels gives the interprete
   }
 }
 
+TEST_CASE(
+    "CUDA: a bf16 or f16 attention's backward as two tensor-core kernels gives the autocast graph's gradients; 8 "
+    "threads agree",
+    "[gpu][cuda][attention]") {
+  if (!have_gpu()) return;
+  const kiln::testing::ScopedEnv kernels("KILN_CUDA_ATTENTION_BACKWARD", "kernels");
+  for (const kiln::testing::AttentionGradientGraph& graph : kiln::testing::attention_gradient_graphs()) {
+    INFO(graph.name);
+    ir::Graph g = kiln::testing::parse_ok(graph.text);
+    auto differentiated = passes::AutodiffPass(graph.wrt).run(g);
+    if (!differentiated.ok()) FAIL(differentiated.error().message);
+    const auto args = seeded_arguments(g, graph.seed, 0.5);
+    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+      INFO(p.name);
+      CompileOptions options = cuda_options(true);
+      options.precision = p.name;
+      auto artifact = compile_to_artifact(g, options);
+      if (!artifact.ok()) FAIL(artifact.error().message);
+      CHECK(attention_steps(*artifact, /*backward=*/true) == 1);
+      // As on the CPU (attention_half_test.cc): a rounding of dS or P that falls the other
+      // way moves a gradient by a unit of the precision at its scale, summed over the keys.
+      auto got = kiln::testing::run_artifact(*artifact, g, args);
+      if (!got.ok()) FAIL(got.error().message);
+      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+      check_same(*got, kiln::testing::autocast_values(g, args, p.name), bound, bound);
+      CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+    }
+  }
+  // q, k, v and dO stored in the precision, so the gradients are too (format 1.21).
+  for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
+    INFO(p.name << ", stored in it");
+    ir::Graph g = kiln::testing::parse_ok(kiln::testing::half_stored_attention_gradient(p.name));
+    REQUIRE(passes::AutodiffPass({"q", "k", "v"}).run(g).ok());
+    const auto args = seeded_arguments(g, 21, 0.5);
+    CompileOptions options = cuda_options(true);
+    options.precision = p.name;
+    auto artifact = compile_to_artifact(g, options);
+    if (!artifact.ok()) FAIL(artifact.error().message);
+    CHECK(attention_steps(*artifact, /*backward=*/true) == 1);
+    auto got = kiln::testing::run_artifact(*artifact, g, args);
+    if (!got.ok()) FAIL(got.error().message);
+    const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+    check_same(*got, kiln::testing::autocast_values(g, args, p.name), bound, bound);
+  }
+}
+
 TEST_CASE("CUDA: attention kernels give the same bytes from aligned and unaligned device buffers",
           "[gpu][cuda][attention]") {
   if (!have_gpu()) return;
