@@ -141,14 +141,20 @@ if stage attention; then
     note "f32_attention_gpt2 $arch: exit $? $(grep -E '^ +[0-9]+ +' "$out/f32_attention_gpt2_${arch%%,*}.txt" | tr -s ' ' | tr '\n' ';')"
     rm -f "$out/f32_attention_${arch%%,*}.kiln"
   done
-  # Forward and backward (the backward is the decomposition's) beside flash attention's
-  # fwd+bwd column.
+  # Forward and backward beside flash attention's fwd+bwd column: the backward as the
+  # decomposition's matmuls and softmax kernels (the default), and as the two tensor-core
+  # kernels (format 1.21), in alternating rounds.
   for kir in cuda_checks/train_attention_*.kir; do
     row=$(basename "$kir" .kir)
     timeout 30 bin/kiln opt "$kir" --passes='autodiff{wrt=q,k,v}' > "$out/$row.grad.kir"
-    timeout 90 bin/kiln bench "$out/$row.grad.kir" --target=cuda --precision=bf16 --repeat=10 --warmup=2 --profile \
-      > "$out/$row.txt" 2>&1
-    note "$row (forward and backward): exit $? $(grep -E '^latency|^steps' "$out/$row.txt" | tr -s ' ' | tr '\n' ';')"
+    for round in 1 2; do
+      for backward in matmuls kernels; do
+        result="$out/${row}_${backward}_$round.txt"
+        KILN_CUDA_ATTENTION_BACKWARD=$backward timeout 90 bin/kiln bench "$out/$row.grad.kir" --target=cuda \
+          --precision=bf16 --repeat=10 --warmup=2 --profile > "$result" 2>&1
+        note "$row (forward and backward on $backward), round $round: exit $? $(grep -E '^latency|^steps|^ +[0-9]+ +attention' "$result" | tr -s ' ' | tr '\n' ';')"
+      done
+    done
     rm -f "$out/$row.grad.kir"
   done
   # The models suite's rows, for the runs below.
@@ -169,6 +175,11 @@ if stage attention; then
         --weights "$out/rows/gpt2_block_train.safetensors" --target=cuda --repeat=20 --warmup=3 --profile \
         > "$result" 2>&1
       note "gpt2_block_train f32, backward on $backward, round $round: exit $? $(grep -E '^latency|^steps|^ +[0-9]+ +attention' "$result" | tr -s ' ' | tr '\n' ';')"
+      result="$out/gpt2_block_train_bf16_${backward}_$round.txt"
+      KILN_CUDA_ATTENTION_BACKWARD=$backward timeout 90 bin/kiln bench "$out/rows/gpt2_block_train.kir" \
+        --weights "$out/rows/gpt2_block_train.safetensors" --target=cuda --precision=bf16 --repeat=20 --warmup=3 \
+        --profile > "$result" 2>&1
+      note "gpt2_block_train bf16, backward on $backward, round $round: exit $? $(grep -E '^latency|^steps|^ +[0-9]+ +attention' "$result" | tr -s ' ' | tr '\n' ';')"
     done
   done
   rm -f "$out/train_f32_attention_gpt2.grad.kir"

@@ -3,7 +3,7 @@
 # first call). Run from the repository root with gpu/kiln-gpu.tar.xz (tools/gpu_bundle.sh's
 # bundle less fashion_mnist and lt_compare, repacked with xz -9e to fit the call's 64 MiB) and
 # gpu/kiln-base.xz (the kiln binary of the bundle built at 19adaf7). One device call (H200):
-# the GPU tier but its four longest cases, then the models before
+# the GPU tier but its four longest cases (with the bf16/f16 attention backward's, 2026-12-02), then the models before
 # (bin/kiln-base, built at 19adaf7) and after this session's row-kernel changes, alternating,
 # two rounds, each with --profile; the models beside torch.compile; ncu of the softmax
 # kernels; the fusion suite before and after and the every-op case while time is left.
@@ -21,7 +21,7 @@ L=$O/log.txt
 stage() { echo "== $(date +%T) [$(left) s left] $*" | tee -a "$L"; }
 cd $K
 stage "GPU tier, less its four longest cases"
-KILN_REQUIRE_GPU=1 timeout 150 bin/cuda_gpu_test --durations yes 'CUDA: f32 division*,CUDA: row kernels*,CUDA: split reductions*,CUDA: 30 random graphs*,CUDA: every op in f16 and bf16*,CUDA: graph replay*,CUDA: a result that is a state*,CUDA: state updates*,CUDA: f32 matmuls*,CUDA: cublasLt*,CUDA: f16 and bf16 matmuls*,CUDA: f32 attention as one kernel*,CUDA: an f32 attention*,CUDA: attention kernels give*' \
+KILN_REQUIRE_GPU=1 timeout 150 bin/cuda_gpu_test --durations yes 'CUDA: a bf16 or f16 attention*,CUDA: f32 division*,CUDA: row kernels*,CUDA: split reductions*,CUDA: 30 random graphs*,CUDA: every op in f16 and bf16*,CUDA: graph replay*,CUDA: a result that is a state*,CUDA: state updates*,CUDA: f32 matmuls*,CUDA: cublasLt*,CUDA: f16 and bf16 matmuls*,CUDA: f32 attention as one kernel*,CUDA: an f32 attention*,CUDA: attention kernels give*' \
   > "$O/gpu_tests.txt" 2>&1; echo "tier rc=$?" | tee -a "$L"
 grep -E "FAILED|passed|failed" "$O/gpu_tests.txt" | tail -8 >> "$L"
 stage "before and after"
@@ -36,6 +36,24 @@ for round in 1 2; do
       echo "ab $round $1 $2 $which rc=$? $(grep -E '^latency|^steps' "$r" | tr -s ' ' | tr '\n' ';')" >> "$L"
     done
   done
+done
+stage "bf16 attention backward: two tensor-core kernels (1.21) against the matmuls, racecheck"
+KILN_CUDA_ATTENTION_BACKWARD=kernels KILN_REQUIRE_GPU=1 timeout 90 compute-sanitizer --tool racecheck \
+  bin/cuda_gpu_test "CUDA: a bf16 or f16 attention's backward*" > "$O/racecheck_backward.txt" 2>&1; echo "racecheck rc=$?" >> "$L"
+tail -3 "$O/racecheck_backward.txt" >> "$L"
+for kir in cuda_checks/train_attention_*.kir; do
+  row=$(basename "$kir" .kir)
+  bin/kiln opt "$kir" --passes='autodiff{wrt=q,k,v}' > "$W/$row.grad.kir"
+  for backward in matmuls kernels matmuls kernels; do
+    r="$W/${row}_$backward.txt"
+    KILN_CUDA_ATTENTION_BACKWARD=$backward timeout 60 bin/kiln bench "$W/$row.grad.kir" --target=cuda --precision=bf16 --repeat=10 --warmup=2 --profile > "$r" 2>&1
+    echo "bwd $row $backward rc=$? $(grep -E '^latency|^steps|^ +[0-9]+ +attention' "$r" | tr -s ' ' | tr '\n' ';')" >> "$L"
+  done
+done
+for backward in matmuls kernels matmuls kernels; do
+  r="$W/gpt2_block_train_bf16_$backward.txt"
+  KILN_CUDA_ATTENTION_BACKWARD=$backward timeout 60 bin/kiln bench "$W/rows/gpt2_block_train.kir" --weights "$W/rows/gpt2_block_train.safetensors" --target=cuda --precision=bf16 --repeat=30 --warmup=5 --profile > "$r" 2>&1
+  echo "bwd gpt2_block_train $backward rc=$? $(grep -E '^latency|^steps|^ +[0-9]+ +attention' "$r" | tr -s ' ' | tr '\n' ';')" >> "$L"
 done
 stage "models bf16 beside torch.compile"
 timeout 100 bin/kiln bench --suite=models --target=cuda --repeat=10 --precision=bf16 --filter='^gpt2_block' --json "$W/models_bf16.json" > "$W/models_bf16.txt" 2> "$W/models_bf16_progress.txt"; echo "rc=$?" >> "$L"
@@ -66,4 +84,4 @@ if [ "$(left)" -gt 125 ]; then
 fi
 stage done
 tar -czf "$O/work.tgz" -C "$W" --exclude=rows .
-grep -E "^ab |rc=|^==" "$L" | tail -60
+grep -E "^ab |^bwd |rc=|^==" "$L" | tail -70
