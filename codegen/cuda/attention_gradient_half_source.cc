@@ -74,18 +74,20 @@ __device__ __forceinline__ void kiln_attg_accumulate_$P(float (&acc)[NJ][4], con
 )";
 
 // The first kernel: the row values, then dq. Its arrays: q's rows and a tile of k's (as
-// they lie, [row][d]), dO's rows and v's tile ([row][dv]), in the precision. A warp takes
+// they lie, [row][d]), dO's rows and v's tile ([row][dv]), in the precision. (The dynamic
+// shared array has a name of its own: NVRTC refuses one name declared with two element
+// types in a program, and f32 attention kernels declare it of floats.) A warp takes
 // 16 query rows (its mma's rows g and g + 8: row_a and row_b); a product's operands reach
 // its fragments by ldmatrix (.trans where the tile's rows are the sum's index).
 const char* const kAttentionGradientHalfRowsKernel = R"(
   static_assert(R == 64 && KT == 64, "4 warps of 16 rows, 8 mma tiles of keys");
   static_assert(STATS == 3, "a row's maximum, 1 / sum and sum of P * dP");
   constexpr int QP = D16 + 8, VP = DV16 + 8;
-  KILN_DYNAMIC_SHARED(unsigned short, kiln_shared);
-  unsigned short (*qs)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared);
-  unsigned short (*ks)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared + R * QP);
-  unsigned short (*dos)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared + (R + KT) * QP);
-  unsigned short (*vs)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared + (R + KT) * QP + R * VP);
+  KILN_DYNAMIC_SHARED(unsigned short, kiln_shared_halves);
+  unsigned short (*qs)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared_halves);
+  unsigned short (*ks)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared_halves + R * QP);
+  unsigned short (*dos)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared_halves + (R + KT) * QP);
+  unsigned short (*vs)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared_halves + (R + KT) * QP + R * VP);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float kNegInf = __int_as_float(0xff800000), kLog2e = 1.4426950408889634f;
   constexpr int QBLOCKS = (T + R - 1) / R, TILES = (S + KT - 1) / KT;
@@ -226,12 +228,12 @@ $KEPT
 const char* const kAttentionGradientHalfKeysKernel = R"(
   static_assert(KB == 64 && QT == 64, "4 warps of 16 keys, 8 mma tiles of query rows");
   constexpr int QP = D16 + 8, VP = DV16 + 8;
-  KILN_DYNAMIC_SHARED(unsigned short, kiln_shared);
-  unsigned short (*ks)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared);
-  unsigned short (*qs)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared + KB * QP);
-  unsigned short (*vs)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared + (KB + QT) * QP);
-  unsigned short (*dos)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared + (KB + QT) * QP + KB * VP);
-  float (*stats)[STATS] = reinterpret_cast<float (*)[STATS]>(kiln_shared + (KB + QT) * (QP + VP));
+  KILN_DYNAMIC_SHARED(unsigned short, kiln_shared_halves);
+  unsigned short (*ks)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared_halves);
+  unsigned short (*qs)[QP] = reinterpret_cast<unsigned short (*)[QP]>(kiln_shared_halves + KB * QP);
+  unsigned short (*vs)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared_halves + (KB + QT) * QP);
+  unsigned short (*dos)[VP] = reinterpret_cast<unsigned short (*)[VP]>(kiln_shared_halves + (KB + QT) * QP + KB * VP);
+  float (*stats)[STATS] = reinterpret_cast<float (*)[STATS]>(kiln_shared_halves + (KB + QT) * (QP + VP));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float kLog2e = 1.4426950408889634f;
   constexpr int KBLOCKS = (S + KB - 1) / KB, TILES = (T + QT - 1) / QT;

@@ -242,10 +242,10 @@ void store(const Plan& plan, const Target& target, int64_t p, int64_t r0, int64_
                    col_step, [](float x) { return x; });
   else if (plan.half_type == Half::BF16)
     store_elements(reinterpret_cast<uint16_t*>(target.view.base), plan, target.view, p, r0, rows, cols, from, row_step,
-                   col_step, float_to_bf16);
+                   col_step, [](float x) { return float_to_bf16(x); });
   else
     store_elements(reinterpret_cast<uint16_t*>(target.view.base), plan, target.view, p, r0, rows, cols, from, row_step,
-                   col_step, float_to_f16);
+                   col_step, [](float x) { return float_to_f16(x); });
 }
 
 // run_block in bf16 or f16, on the operands `b` holds packed. Every product's operands and
