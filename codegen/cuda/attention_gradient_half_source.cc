@@ -11,12 +11,40 @@ __device__ __forceinline__ unsigned short kiln_attg_bits_$P(float x) { return (u
 // A gradient's element, f32 or of the precision (x is rounded to it already).
 __device__ __forceinline__ void kiln_attg_put_$P(float* out, long long i, float x) { out[i] = x; }
 __device__ __forceinline__ void kiln_attg_put_$P(unsigned short* out, long long i, float x) { out[i] = kiln_attg_bits_$P(x); }
+// 8 consecutive elements from 16-byte aligned p, as the precision's bits.
+__device__ __forceinline__ kiln_vec4<unsigned> kiln_attg_chunk_$P(const unsigned short* p) {
+  return *reinterpret_cast<const kiln_vec4<unsigned>*>(p);
+}
+__device__ __forceinline__ kiln_vec4<unsigned> kiln_attg_chunk_$P(const float* p) {
+  const kiln_vec4<float> x0 = *reinterpret_cast<const kiln_vec4<float>*>(p);
+  const kiln_vec4<float> x1 = *reinterpret_cast<const kiln_vec4<float>*>(p + 4);
+  kiln_vec4<unsigned> bits;
+  bits.v[0] = kiln_att_pack_$P(x0.v[0], x0.v[1]);
+  bits.v[1] = kiln_att_pack_$P(x0.v[2], x0.v[3]);
+  bits.v[2] = kiln_att_pack_$P(x1.v[0], x1.v[1]);
+  bits.v[3] = kiln_att_pack_$P(x1.v[2], x1.v[3]);
+  return bits;
+}
 // out[r][c] = m[o + (first + r) * rs + c * cs] rounded to the precision, for r < n and
-// c < cols; 0 at rows from `rows` on and columns from `valid` on.
+// c < cols; 0 at rows from `rows` on and columns from `valid` on. 16 bytes of a row at a
+// time where its elements are adjacent and every row starts 16-byte aligned (checked on
+// the pointer, which a caller's buffer may leave unaligned), else element by element.
 template <int P, class E>
 __device__ __forceinline__ void kiln_attg_tile_$P(unsigned short (*out)[P], const E* __restrict__ m, long long o,
                                                  long long rs, long long cs, int first, int n, int rows, int cols,
                                                  int valid) {
+  constexpr int kRowAlignment = 16 / (int)sizeof(E);  // elements
+  if (cs == 1 && valid % 8 == 0 && rs % kRowAlignment == 0 && ((unsigned long long)(m + o) & 15ull) == 0) {
+    const int chunks = cols / 8;
+    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
+      const int r = i / chunks, c = i % chunks * 8, row = first + r;
+      kiln_vec4<unsigned> bits;
+      bits.v[0] = bits.v[1] = bits.v[2] = bits.v[3] = 0u;
+      if (row < rows && c < valid) bits = kiln_attg_chunk_$P(m + o + (long long)row * rs + c);
+      *reinterpret_cast<kiln_vec4<unsigned>*>(&out[r][c]) = bits;
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < n * cols; i += blockDim.x) {
     const int r = i / cols, c = i % cols, row = first + r;
     out[r][c] = row < rows && c < valid ? kiln_attg_bits_$P(m[o + (long long)row * rs + (long long)c * cs])

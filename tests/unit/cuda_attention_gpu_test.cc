@@ -217,3 +217,38 @@ TEST_CASE("CUDA: attention kernels give the same bytes from aligned and unaligne
     CHECK(got[0] == (*aligned)[0].data);
   }
 }
+
+TEST_CASE("CUDA: the bf16 attention backward's kernels give the same bytes from aligned and unaligned device buffers",
+          "[gpu][cuda][attention]") {
+  if (!have_gpu()) return;
+  const kiln::testing::ScopedEnv kernels("KILN_CUDA_ATTENTION_BACKWARD", "kernels");
+  // q, k, v and dO read 16 bytes at a time where their rows start 16-byte aligned (f32
+  // rows of "the op, causal"; bf16 ones stored in the precision), else element by element.
+  std::vector<std::string> texts = {kiln::testing::half_stored_attention_gradient("bf16")};
+  for (const kiln::testing::AttentionGradientGraph& graph : kiln::testing::attention_gradient_graphs())
+    if (graph.name == "the op, causal") texts.push_back(graph.text);
+  REQUIRE(texts.size() == 2);
+  for (const std::string& text : texts) {
+    INFO(text);
+    ir::Graph g = kiln::testing::parse_ok(text);
+    REQUIRE(passes::AutodiffPass({"q", "k", "v"}).run(g).ok());
+    CompileOptions options = cuda_options(true);
+    options.precision = "bf16";
+    auto artifact = compile_to_artifact(g, options);
+    if (!artifact.ok()) FAIL(artifact.error().message);
+    CHECK(attention_steps(*artifact, /*backward=*/true) == 1);
+    auto model = runtime::Model::load_bytes(std::move(*artifact));
+    if (!model.ok()) FAIL(model.error().message);
+    std::map<std::string, runtime::HostTensor> inputs;
+    for (const auto& [name, t] : seeded_arguments(g, 5, 0.5)) inputs[name] = kiln::testing::host(t, name);
+    auto aligned = (*model)->run(inputs);
+    if (!aligned.ok()) FAIL(aligned.error().message);
+    std::vector<std::string> names;
+    for (ir::ValueId r : g.results) names.push_back(g.value_name(r));
+    const std::vector<std::vector<uint8_t>> got = run_unaligned(**model, inputs, names, *aligned);
+    for (size_t o = 0; o < names.size(); ++o) {
+      INFO(names[o]);
+      CHECK(got[o] == (*aligned)[o].data);
+    }
+  }
+}
