@@ -10,6 +10,7 @@
 #include "codegen/cuda/kernel_emitter.h"
 #include "codegen/cuda/nvrtc_compile.h"
 #include "compiler/artifact_contents.h"
+#include "compiler/batch_norm_folding.h"
 #include "compiler/weights.h"
 #include "ir/printer.h"
 #include "ir/row_class.h"
@@ -22,6 +23,8 @@ namespace {
 
 struct CompileTarget;
 Result<const CompileTarget*> find_target(std::string_view name);
+// compile_to_artifact after batch norms are folded (where they are).
+Result<std::vector<uint8_t>> compile_folded(const ir::Graph& graph, const CompileOptions& options);
 
 // The lowest architecture: the least a GPU needs to run the artifact's cubin.
 std::string lowest_arch(const std::vector<std::string>& archs) {
@@ -304,6 +307,19 @@ Status check_matmul_types(const ir::Graph& g, const std::string& target) {
 }
 
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
+  // Inference batch norms join their convolutions where the weights are baked in.
+  if (!options.weights.empty() && std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                                              [](const ir::Node& n) { return n.op == ir::Op::BatchNorm; })) {
+    ir::Graph folded = graph;
+    CompileOptions folded_options = options;
+    if (fold_batch_norms(folded, folded_options.weights) > 0) return compile_folded(folded, folded_options);
+  }
+  return compile_folded(graph, options);
+}
+
+namespace {
+
+Result<std::vector<uint8_t>> compile_folded(const ir::Graph& graph, const CompileOptions& options) {
   int64_t batch = 0;
   if (options.batch) {
     KILN_ASSIGN_OR_RETURN(batch, batch_rows(graph));
@@ -343,6 +359,8 @@ Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const C
   }
   return format::write_artifact(contents);
 }
+
+}  // namespace
 
 Result<std::string> cuda_source(const ir::Graph& graph, const CompileOptions& options) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
