@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/cpu_target.h"
@@ -25,6 +27,19 @@ struct CompileTarget;
 Result<const CompileTarget*> find_target(std::string_view name);
 // compile_to_artifact after batch norms are folded (where they are).
 Result<std::vector<uint8_t>> compile_folded(const ir::Graph& graph, const CompileOptions& options);
+
+// The graph and options with inference batch norms folded into their convolutions
+// (compiler/batch_norm_folding.h), or none where there is none to fold.
+std::optional<std::pair<ir::Graph, CompileOptions>> with_batch_norms_folded(const ir::Graph& graph,
+                                                                            const CompileOptions& options) {
+  if (options.weights.empty() || std::none_of(graph.nodes.begin(), graph.nodes.end(), [](const ir::Node& n) {
+        return n.op == ir::Op::BatchNorm;
+      }))
+    return std::nullopt;
+  std::pair<ir::Graph, CompileOptions> folded{graph, options};
+  if (fold_batch_norms(folded.first, folded.second.weights) == 0) return std::nullopt;
+  return folded;
+}
 
 // The lowest architecture: the least a GPU needs to run the artifact's cubin.
 std::string lowest_arch(const std::vector<std::string>& archs) {
@@ -307,13 +322,7 @@ Status check_matmul_types(const ir::Graph& g, const std::string& target) {
 }
 
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
-  // Inference batch norms join their convolutions where the weights are baked in.
-  if (!options.weights.empty() && std::any_of(graph.nodes.begin(), graph.nodes.end(),
-                                              [](const ir::Node& n) { return n.op == ir::Op::BatchNorm; })) {
-    ir::Graph folded = graph;
-    CompileOptions folded_options = options;
-    if (fold_batch_norms(folded, folded_options.weights) > 0) return compile_folded(folded, folded_options);
-  }
+  if (auto folded = with_batch_norms_folded(graph, options)) return compile_folded(folded->first, folded->second);
   return compile_folded(graph, options);
 }
 
@@ -363,7 +372,8 @@ Result<std::vector<uint8_t>> compile_folded(const ir::Graph& graph, const Compil
 }  // namespace
 
 Result<std::string> cuda_source(const ir::Graph& graph, const CompileOptions& options) {
-  KILN_ASSIGN_OR_RETURN(ir::Graph g, planned(graph, options));
+  const auto folded = with_batch_norms_folded(graph, options);
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, folded ? planned(folded->first, folded->second) : planned(graph, options));
   KILN_ASSIGN_OR_RETURN(codegen::cuda::ProgramSource program, codegen::cuda::emit_program(g));
   return program.kernels;
 }

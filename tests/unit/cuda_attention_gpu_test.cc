@@ -162,7 +162,10 @@ TEST_CASE(
       if (!got.ok()) FAIL(got.error().message);
       const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
       check_same(*got, kiln::testing::autocast_values(g, args, p.name), bound, bound);
-      CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+      // f16's kernels differ from bf16's in their conversions only: on the emulator, whose
+      // fibers run a thread at a time, the 8 threads run bf16's.
+      if (p.stored == format::DType::BF16 || !on_emulator())
+        CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
     }
   }
   // q, k, v and dO stored in the precision, so the gradients are too (format 1.21).
