@@ -11,6 +11,23 @@ __device__ __forceinline__ unsigned short kiln_attg_bits_$P(float x) { return (u
 // A gradient's element, f32 or of the precision (x is rounded to it already).
 __device__ __forceinline__ void kiln_attg_put_$P(float* out, long long i, float x) { out[i] = x; }
 __device__ __forceinline__ void kiln_attg_put_$P(unsigned short* out, long long i, float x) { out[i] = kiln_attg_bits_$P(x); }
+// A warp's 16 rows of a gradient (acc in the mma's C layout: rows r and r + 8 of a lane
+// group), rounded to the precision, at out[o + row * rs + col * cs] for rows below `rows`
+// and columns below `cols`.
+template <int NJ, class E>
+__device__ __forceinline__ void kiln_attg_store_$P(E* out, long long o, long long rs, long long cs,
+                                                  float (&acc)[NJ][4], int r, int rows, int cols, int t) {
+  #pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    kiln_att_round_$P(acc[j][0], acc[j][1]);
+    kiln_att_round_$P(acc[j][2], acc[j][3]);
+    #pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = e < 2 ? r : r + 8, col = j * 8 + 2 * t + (e & 1);
+      if (row < rows && col < cols) kiln_attg_put_$P(out, o + (long long)row * rs + (long long)col * cs, acc[j][e]);
+    }
+  }
+}
 // 8 consecutive elements from 16-byte aligned p, as the precision's bits.
 __device__ __forceinline__ kiln_vec4<unsigned> kiln_attg_chunk_$P(const unsigned short* p) {
   return *reinterpret_cast<const kiln_vec4<unsigned>*>(p);
@@ -237,16 +254,7 @@ $KEPT
       }
       kiln_attg_accumulate(dq, s, ks, lane);
     }
-    #pragma unroll
-    for (int j = 0; j < D16 / 8; ++j) {
-      kiln_att_round(dq[j][0], dq[j][1]);
-      kiln_att_round(dq[j][2], dq[j][3]);
-      #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = e < 2 ? row_a : row_b, col = j * 8 + 2 * t + (e & 1);
-        if (row < T && col < D) kiln_attg_put(dq_out, dqo + (long long)row * DQRS + (long long)col * DQCS, dq[j][e]);
-      }
-    }
+    kiln_attg_store(dq_out, dqo, DQRS, DQCS, dq, row_a, T, D, t);
   }
 )";
 
@@ -323,26 +331,9 @@ $KEPT
       kiln_attg_accumulate(dv, s, dos, lane);
       kiln_attg_accumulate(dk, dp, qs, lane);
     }
-    #pragma unroll
-    for (int j = 0; j < DV16 / 8; ++j) {
-      kiln_att_round(dv[j][0], dv[j][1]);
-      kiln_att_round(dv[j][2], dv[j][3]);
-      #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = e < 2 ? key_a : key_b, col = j * 8 + 2 * t + (e & 1);
-        if (key < S && col < DV) kiln_attg_put(dv_out, dvo + (long long)key * DVRS + (long long)col * DVCS, dv[j][e]);
-      }
-    }
-    #pragma unroll
-    for (int j = 0; j < D16 / 8; ++j) {
-      kiln_att_round(dk[j][0], dk[j][1]);
-      kiln_att_round(dk[j][2], dk[j][3]);
-      #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = e < 2 ? key_a : key_b, col = j * 8 + 2 * t + (e & 1);
-        if (key < S && col < D) kiln_attg_put(dk_out, dko + (long long)col * DKRS + (long long)key * DKCS, dk[j][e]);
-      }
-    }
+    kiln_attg_store(dv_out, dvo, DVRS, DVCS, dv, key_a, S, DV, t);
+    // d(kᵀ)'s element (col, key): a key's row of dk lies along DKCS.
+    kiln_attg_store(dk_out, dko, DKCS, DKRS, dk, key_a, S, D, t);
   }
 )";
 

@@ -137,7 +137,7 @@ class GradientWriter {
     out += attention_helpers(a_.precision) + replaced(kAttentionGradientHalfHelpers, {{"$P", precision}});
     std::string defines, undefines;
     for (const char* name : {"kiln_att_pack", "kiln_att_round", "kiln_att_mma", "kiln_attg_tile", "kiln_attg_products",
-                             "kiln_attg_accumulate", "kiln_attg_put"}) {
+                             "kiln_attg_accumulate", "kiln_attg_store"}) {
       defines += fmt::format("#define {0} {0}_{1}\n", name, precision);
       undefines += fmt::format("#undef {}\n", name);
     }

@@ -43,6 +43,25 @@ std::string graph_named(const std::string& prefix) {
   return "";
 }
 
+// The backward of training graph g in precision p as CUDA's two kernels (one step) against
+// the interpreter on the autocast graph; with `threads`, 8 threads' runs agree too.
+void check_half_gradient(const ir::Graph& g, const std::map<std::string, ir::Tensor>& args,
+                         const kiln::testing::HalfPrecision& p, bool threads) {
+  INFO(p.name);
+  CompileOptions options = cuda_options(true);
+  options.precision = p.name;
+  auto artifact = compile_to_artifact(g, options);
+  if (!artifact.ok()) FAIL(artifact.error().message);
+  CHECK(attention_steps(*artifact, /*backward=*/true) == 1);
+  // As on the CPU (attention_half_test.cc): a rounding of dS or P that falls the other way
+  // moves a gradient by a unit of the precision at its scale, summed over the keys.
+  auto got = kiln::testing::run_artifact(*artifact, g, args);
+  if (!got.ok()) FAIL(got.error().message);
+  const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
+  check_same(*got, kiln::testing::autocast_values(g, args, p.name), bound, bound);
+  if (threads) CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -149,40 +168,17 @@ TEST_CASE(
     auto differentiated = passes::AutodiffPass(graph.wrt).run(g);
     if (!differentiated.ok()) FAIL(differentiated.error().message);
     const auto args = seeded_arguments(g, graph.seed, 0.5);
-    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
-      INFO(p.name);
-      CompileOptions options = cuda_options(true);
-      options.precision = p.name;
-      auto artifact = compile_to_artifact(g, options);
-      if (!artifact.ok()) FAIL(artifact.error().message);
-      CHECK(attention_steps(*artifact, /*backward=*/true) == 1);
-      // As on the CPU (attention_half_test.cc): a rounding of dS or P that falls the other
-      // way moves a gradient by a unit of the precision at its scale, summed over the keys.
-      auto got = kiln::testing::run_artifact(*artifact, g, args);
-      if (!got.ok()) FAIL(got.error().message);
-      const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
-      check_same(*got, kiln::testing::autocast_values(g, args, p.name), bound, bound);
-      // f16's kernels differ from bf16's in their conversions only: on the emulator, whose
-      // fibers run a thread at a time, the 8 threads run bf16's.
-      if (p.stored == format::DType::BF16 || !on_emulator())
-        CHECK(runs_differing(std::move(*artifact), args, repeats(5)) == 0);
-    }
+    // f16's kernels differ from bf16's in their conversions only: on the emulator, whose
+    // fibers run a thread at a time, the 8 threads run bf16's.
+    for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions)
+      check_half_gradient(g, args, p, p.stored == format::DType::BF16 || !on_emulator());
   }
   // q, k, v and dO stored in the precision, so the gradients are too (format 1.21).
   for (const kiln::testing::HalfPrecision& p : kiln::testing::kHalfPrecisions) {
-    INFO(p.name << ", stored in it");
+    INFO("stored in it");
     ir::Graph g = kiln::testing::parse_ok(kiln::testing::half_stored_attention_gradient(p.name));
     REQUIRE(passes::AutodiffPass({"q", "k", "v"}).run(g).ok());
-    const auto args = seeded_arguments(g, 21, 0.5);
-    CompileOptions options = cuda_options(true);
-    options.precision = p.name;
-    auto artifact = compile_to_artifact(g, options);
-    if (!artifact.ok()) FAIL(artifact.error().message);
-    CHECK(attention_steps(*artifact, /*backward=*/true) == 1);
-    auto got = kiln::testing::run_artifact(*artifact, g, args);
-    if (!got.ok()) FAIL(got.error().message);
-    const double bound = 16 * std::ldexp(1.0, -p.mantissa_bits);
-    check_same(*got, kiln::testing::autocast_values(g, args, p.name), bound, bound);
+    check_half_gradient(g, seeded_arguments(g, 21, 0.5), p, false);
   }
 }
 
