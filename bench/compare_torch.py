@@ -21,7 +21,9 @@ beside the wall-clock times, which also count PyTorch's CPU-side launch overhead
 The models suite's rows: `gpt2_block` (GPT-2 small's pre-norm block, causal attention,
 tanh GELU) and `bert_layer` (BERT-base's post-norm encoder layer, erf GELU, LayerNorm eps
 1e-12, an int mask [B,T] of which 0 marks padding, drawn like kiln's inputs as r % 10)
-run forward under no_grad; `gpt2_block_train` (mse_loss against a target, backward,
+and `llama_block` (a LLaMA-style block as Hugging Face's LlamaDecoderLayer: RMSNorm, rotary
+embeddings, grouped-query heads by repeat_interleave, SwiGLU, no biases) run forward under
+no_grad; `gpt2_block_train` and `llama_block_train` (mse_loss against a target, backward,
 torch.optim.AdamW with lr 1e-3 and weight decay 0.01, its default implementation) and
 `mlp_train` / `mlp_train_step` (cross-entropy, backward, torch.optim.Adam, lr 1e-3) time
 one whole step each; `resnet18` (torchvision's ResNet-18, written out here without
@@ -47,7 +49,8 @@ import time
 
 ROWS = {"coscos", "chain2", "chain4", "chain8", "chain16", "chain8_bf16", "bias_gelu", "softmax_256", "softmax_4096",
         "softmax_32768", "softmax_4096_bf16", "layernorm", "residual_layernorm", "mlp_forward", "mlp_train_step",
-        "gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train", "resnet18", "cnn_train"}
+        "gpt2_block", "gpt2_block_train", "bert_layer", "llama_block", "llama_block_train", "mlp_train", "resnet18",
+        "cnn_train"}
 
 # What AdamW's defaults are in PyTorch, and what kiln's gpt2_block_train uses.
 ADAMW_LR, ADAMW_WEIGHT_DECAY = 1e-3, 0.01
@@ -152,6 +155,89 @@ def bert_layer(torch, width, heads, sdpa):
             h = self.attn_norm(x + self.attn_out(y))
             return self.out_norm(h + self.out(F.gelu(self.intermediate(h))))
     return init_dense(torch, Layer())
+
+
+def llama_sizes(row):
+    """(heads, key-value heads, SwiGLU hidden, RMSNorm eps, rotary base) of a LLaMA row, from its description."""
+    text = row.get("description", "")
+    found = re.search(r"eps ([0-9.e+-]+);.*base ([0-9.e+-]+)\), (\d+) heads, (\d+) key-value heads; SwiGLU MLP \d+-(\d+)-",
+                      text)
+    if not found:
+        fail("row %s: its description does not give the LLaMA sizes" % row["name"])
+    eps, base, heads, kv_heads, hidden = found.groups()
+    return int(heads), int(kv_heads), int(hidden), float(eps), float(base)
+
+
+def llama_block(torch, seq, width, sizes, sdpa):
+    """A LLaMA-style decoder block as Hugging Face's LlamaDecoderLayer: pre-RMSNorm, causal
+    attention with rotary embeddings and grouped-query heads (repeat_kv), SwiGLU, no biases."""
+    nn, F = torch.nn, torch.nn.functional
+    heads, kv_heads, hidden, eps, base = sizes
+    d = width // heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(width))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * self.weight
+
+    def rotate_half(x):
+        return torch.cat((-x[..., d // 2:], x[..., :d // 2]), dim=-1)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.o_proj = nn.Linear(width, width, bias=False), nn.Linear(width, width, bias=False)
+            self.k_proj = nn.Linear(width, kv_heads * d, bias=False)
+            self.v_proj = nn.Linear(width, kv_heads * d, bias=False)
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_proj, self.up_proj = (nn.Linear(width, hidden, bias=False) for _ in range(2))
+            self.down_proj = nn.Linear(hidden, width, bias=False)
+
+        def forward(self, h):
+            return self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+    class Block(nn.Module):
+        """Its parameters are named as Hugging Face's and kiln's row name them."""
+        def __init__(self):
+            super().__init__()
+            self.input_layernorm, self.post_attention_layernorm = RMSNorm(), RMSNorm()
+            self.self_attn, self.mlp = Attention(), MLP()
+            inv_freq = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+            angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv_freq).repeat(1, 2)
+            self.register_buffer("cos", angles.cos().float(), persistent=False)
+            self.register_buffer("sin", angles.sin().float(), persistent=False)
+            self.register_buffer("hidden", torch.ones(seq, seq, dtype=torch.bool).triu(1), persistent=False)
+
+        def heads(self, t, n):
+            return t.view(t.shape[0], seq, n, d).transpose(1, 2)
+
+        def forward(self, x):
+            batch, a = x.shape[0], self.self_attn
+            h = self.input_layernorm(x)
+            q, k, v = self.heads(a.q_proj(h), heads), self.heads(a.k_proj(h), kv_heads), self.heads(a.v_proj(h), kv_heads)
+            q, k = (t * self.cos + rotate_half(t) * self.sin for t in (q, k))
+            k, v = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (k, v))
+            if sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+                if scores.dtype == torch.float16:
+                    scores = scores.float()
+                y = torch.softmax(scores.masked_fill(self.hidden, MASKED), dim=-1) @ v
+            x = x + a.o_proj(y.transpose(1, 2).reshape(batch, seq, width))
+            return x + self.mlp(self.post_attention_layernorm(x))
+
+    block = Block()
+    for m in block.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+    return block
 
 
 def resnet18(torch):
@@ -263,6 +349,16 @@ def make_row(torch, row, device, sdpa=False):
         model = gpt2_block(torch, seq, width, heads_of(row), sdpa).to(device)
         x = rand(batch, seq, width)
         if name == "gpt2_block":
+            return no_grad(torch, model), [x]
+        optimizer = torch.optim.AdamW(model.parameters(), lr=ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
+        step = train_step(model, optimizer, lambda m, x, target: F.mse_loss(m(x), target))
+        return step, [x, rand(*shape["target"])]
+    if name in ("llama_block", "llama_block_train"):
+        batch, seq, width = shape["x"]
+        torch.manual_seed(5)
+        model = llama_block(torch, seq, width, llama_sizes(row), sdpa).to(device)
+        x = rand(batch, seq, width)
+        if name == "llama_block":
             return no_grad(torch, model), [x]
         optimizer = torch.optim.AdamW(model.parameters(), lr=ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
         step = train_step(model, optimizer, lambda m, x, target: F.mse_loss(m(x), target))

@@ -125,6 +125,89 @@ Result<SuiteRow> bert_layer(const TransformerSizes& s) {
                   {}};
 }
 
+Result<SuiteRow> llama_block(const TransformerSizes& s, const LlamaSizes& l, bool train) {
+  KILN_RETURN_IF_ERROR(check_sizes(s));
+  const int64_t c = s.width, d = s.width / s.heads;
+  if (l.kv_heads < 1 || s.heads % l.kv_heads != 0 || d % 2 != 0 || l.hidden < 1)
+    return make_error(
+        fmt::format("bench: LLaMA sizes H={} KV={} D={} hidden={} need KV dividing H, an even D and a "
+                    "positive hidden size",
+                    s.heads, l.kv_heads, d, l.hidden));
+  const std::string name = train ? "llama_block_train" : "llama_block";
+  const int64_t group = s.heads / l.kv_heads;
+  Model m(name, 5);
+  Tensor x = m.input("x", {s.batch, s.seq, c});
+  // Hugging Face's LlamaDecoderLayer: its names, nn.Linear's [out, in] weights, no biases.
+  const nn::LinearOptions proj{false, Init::normal(0, 0.02), nn::WeightLayout::OutIn};
+  nn::RMSNorm input_norm(m, "input_layernorm", c, l.eps);
+  nn::Linear q_proj(m, "self_attn.q_proj", c, c, proj);
+  nn::Linear k_proj(m, "self_attn.k_proj", c, l.kv_heads * d, proj);
+  nn::Linear v_proj(m, "self_attn.v_proj", c, l.kv_heads * d, proj);
+  nn::Linear o_proj(m, "self_attn.o_proj", c, c, proj);
+  nn::RMSNorm post_norm(m, "post_attention_layernorm", c, l.eps);
+  nn::Linear gate_proj(m, "mlp.gate_proj", c, l.hidden, proj);
+  nn::Linear up_proj(m, "mlp.up_proj", c, l.hidden, proj);
+  nn::Linear down_proj(m, "mlp.down_proj", l.hidden, c, proj);
+
+  // Rotary embeddings as Hugging Face tabulates them: angle(t, i) = t / base^(2i/D) for the
+  // first half of D, repeated for the second; x·cos + rotate_half(x)·sin.
+  std::vector<double> cos_table(s.seq * d), sin_table(s.seq * d);
+  for (int64_t t = 0; t < s.seq; ++t)
+    for (int64_t i = 0; i < d; ++i) {
+      const double angle = static_cast<double>(t) / std::pow(l.rope_base, static_cast<double>(2 * (i % (d / 2))) / d);
+      cos_table[t * d + i] = std::cos(angle);
+      sin_table[t * d + i] = std::sin(angle);
+    }
+  Tensor cos_t = m.constant(cos_table, {s.seq, d}), sin_t = m.constant(sin_table, {s.seq, d});
+  auto heads = [&](Tensor t, int64_t n) {  // [B,T,n·D] -> [B,n,T,D]
+    return transpose(reshape(t, {s.batch, s.seq, n, d}), {0, 2, 1, 3});
+  };
+  auto rotary = [&](Tensor t) {
+    const int64_t n = t.shape()[1];
+    Tensor first = slice(t, {0, 0, 0, 0}, {s.batch, n, s.seq, d / 2});
+    Tensor second = slice(t, {0, 0, 0, d / 2}, {s.batch, n, s.seq, d});
+    return t * cos_t + concat({-second, first}, 3) * sin_t;
+  };
+  // Grouped-query attention: each key-value head serves `group` query heads (repeat_kv).
+  auto repeat_kv = [&](Tensor t) {
+    if (group == 1) return t;
+    Tensor wide = broadcast(t, {s.batch, l.kv_heads, group, s.seq, d}, {0, 1, 3, 4});
+    return reshape(wide, {s.batch, s.heads, s.seq, d});
+  };
+
+  Tensor h0 = input_norm(x);
+  Tensor q = rotary(heads(q_proj(h0), s.heads));
+  Tensor k = repeat_kv(rotary(heads(k_proj(h0), l.kv_heads)));
+  Tensor v = repeat_kv(heads(v_proj(h0), l.kv_heads));
+  Tensor visible = ge(m.iota({s.seq, s.seq}, 0), m.iota({s.seq, s.seq}, 1));
+  Tensor scores = matmul(q, transpose(k, {0, 1, 3, 2})) * (1.0 / std::sqrt(static_cast<double>(d)));
+  Tensor attended = matmul(softmax(select(visible, scores, m.scalar(kMasked)), -1), v);
+  Tensor h = x + o_proj(reshape(transpose(attended, {0, 2, 1, 3}), {s.batch, s.seq, c}));
+  Tensor h2 = post_norm(h);
+  Tensor y = h + down_proj(silu(gate_proj(h2)) * up_proj(h2));
+
+  const std::string what = fmt::format(
+      "LLaMA-style block (pre-RMSNorm eps {}; causal self-attention with rotary embeddings (base {}), {} heads, {} "
+      "key-value heads; SwiGLU MLP {}-{}-{}; no biases)",
+      l.eps, l.rope_base, s.heads, l.kv_heads, c, l.hidden, c);
+  if (!train) {
+    m.output(y, "y");
+    KILN_ASSIGN_OR_RETURN(ir::Graph g, m.build());
+    return SuiteRow{
+        name, fmt::format("{}, forward, x: f32[{}]", what, sizes_text(s)), std::move(g), m.initial_values(), {}};
+  }
+  Tensor target = m.input("target", {s.batch, s.seq, c});
+  m.output(mse_loss(y, target), "loss");
+  KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam::adamw(1e-3, 0.01)));
+  return SuiteRow{name,
+                  fmt::format("{}, training step: mse_loss(block(x), target), every gradient, one AdamW step "
+                              "(lr 1e-3, weight decay 0.01), x, target: f32[{}]",
+                              what, sizes_text(s)),
+                  std::move(step.graph),
+                  {},
+                  std::move(step.initial_state)};
+}
+
 Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train,
                          const std::optional<MixedPrecision>& mixed) {
   Model m(name, 7);
@@ -161,6 +244,11 @@ Result<std::vector<SuiteRow>> model_rows(bool quick) {
   rows.push_back(gpt2_block(gpt2, false));
   rows.push_back(gpt2_block(gpt2, true));
   rows.push_back(bert_layer(bert));
+  // A LLaMA-style block at GPT-2 small's width and context: 4 key-value heads for 12 query
+  // heads, as LLaMA 3's grouped-query attention (8 for 32), and a SwiGLU hidden of 8/3·C.
+  const LlamaSizes llama = quick ? LlamaSizes{2, 128, 1e-6, 10000} : LlamaSizes{4, 2048, 1e-6, 10000};
+  rows.push_back(llama_block(gpt2, llama, false));
+  rows.push_back(llama_block(gpt2, llama, true));
   rows.push_back(mlp_row("mlp_train", quick ? 8 : 128, true));
   rows.push_back(resnet18(quick ? 1 : 16, quick ? 32 : 224));
   rows.push_back(cnn_train(quick ? 4 : 128));

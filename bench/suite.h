@@ -27,7 +27,8 @@ std::vector<std::string> suite_names();
 /// The rows of a suite, at full size or (quick) small enough for a test. The fusion
 /// suite: coscos, chain2/4/8/16, bias_gelu, softmax_256/4096/32768, layernorm,
 /// residual_layernorm, mlp_forward, mlp_train_step. The models suite (bench/models.h):
-/// gpt2_block, gpt2_block_train, bert_layer, mlp_train.
+/// gpt2_block, gpt2_block_train, bert_layer, llama_block, llama_block_train, mlp_train,
+/// resnet18, cnn_train.
 Result<std::vector<SuiteRow>> suite_rows(const std::string& suite, bool quick);
 
 }  // namespace kiln::bench

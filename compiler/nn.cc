@@ -31,6 +31,11 @@ LayerNorm::LayerNorm(Model& model, const std::string& name, ir::Shape normalized
 
 Tensor LayerNorm::operator()(Tensor x) { return layer_norm(x, scale, bias, -normalized_rank_, eps_); }
 
+RMSNorm::RMSNorm(Model& model, const std::string& name, int64_t width, double eps)
+    : weight(model.param(name + ".weight", {width}, Init::ones())), eps_(eps) {}
+
+Tensor RMSNorm::operator()(Tensor x) { return x * rsqrt(mean(x * x, {-1}, /*keepdims=*/true) + eps_) * weight; }
+
 Tensor activate(Activation activation, Tensor x) {
   switch (activation) {
     case Activation::Relu: return relu(x);

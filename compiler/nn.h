@@ -58,6 +58,18 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+/// Root-mean-square normalization over the last dim (LLaMA's, T5's): x / sqrt(mean(x²) + eps),
+/// times a learned scale NAME.weight (ones), with no mean subtracted and no bias.
+class RMSNorm : public Module {
+ public:
+  RMSNorm(Model& model, const std::string& name, int64_t width, double eps = 1e-6);
+  Tensor operator()(Tensor x) override;
+  Tensor weight;
+
+ private:
+  double eps_;
+};
+
 /// Options of a Conv2d layer, as PyTorch's nn.Conv2d takes them (pads the same on both
 /// sides of each spatial dim).
 struct Conv2dOptions {

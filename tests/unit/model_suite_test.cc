@@ -48,16 +48,18 @@ int64_t count_args(const ir::Graph& g, ir::ArgKind kind) {
   return std::count_if(g.args.begin(), g.args.end(), [&](const ir::Arg& a) { return a.kind == kind; });
 }
 
-TEST_CASE("the models suite is a suite of kiln bench, with its four rows", "[bench][models]") {
+TEST_CASE("the models suite is a suite of kiln bench, with its rows", "[bench][models]") {
   auto names = bench::suite_names();
   CHECK(std::find(names.begin(), names.end(), "models") != names.end());
   std::vector<std::string> rows;
   for (const bench::SuiteRow& row : quick_rows()) rows.push_back(row.name);
-  CHECK(rows ==
-        std::vector<std::string>{"gpt2_block", "gpt2_block_train", "bert_layer", "mlp_train", "resnet18", "cnn_train"});
+  CHECK(rows == std::vector<std::string>{"gpt2_block", "gpt2_block_train", "bert_layer", "llama_block",
+                                         "llama_block_train", "mlp_train", "resnet18", "cnn_train"});
   CHECK(bench::suite_rows("nope", true).error().message == "bench: no suite 'nope' (suites: fusion, models)");
   CHECK(bench::gpt2_block({2, 16, 60, 7}, false).error().message ==
         "bench: transformer sizes B=2 T=16 C=60 H=7 need positive sizes and H dividing C");
+  CHECK(bench::llama_block({2, 16, 64, 4}, {3, 128}, false).error().message ==
+        "bench: LLaMA sizes H=4 KV=3 D=16 hidden=128 need KV dividing H, an even D and a positive hidden size");
 }
 
 TEST_CASE("the full-size layers have their published sizes and parameter counts", "[bench][models]") {
@@ -73,6 +75,14 @@ TEST_CASE("the full-size layers have their published sizes and parameter counts"
   REQUIRE(bert.ok());
   CHECK(inputs_of(bert->graph) == std::vector<std::string>{"x: f32[16,128,768]", "attention_mask: i32[16,128]"});
   CHECK(check_values(bert->graph, ir::ArgKind::Param, bert->weights) == 7'087'872);
+
+  // q and o 768x768, k and v 256x768 (4 key-value heads of 64), the SwiGLU's three
+  // 768x2048, two RMSNorm scales.
+  auto llama = bench::llama_block({8, 512, 768, 12}, {}, false);
+  REQUIRE(llama.ok());
+  CHECK(inputs_of(llama->graph) == std::vector<std::string>{"x: f32[8,512,768]"});
+  CHECK(check_values(llama->graph, ir::ArgKind::Param, llama->weights) == 6'292'992);
+  CHECK(llama->weights.at("self_attn.k_proj.weight").type.shape == ir::Shape{256, 768});
 }
 
 TEST_CASE("the quick rows' arguments, weights and state", "[bench][models]") {
@@ -94,6 +104,12 @@ TEST_CASE("the quick rows' arguments, weights and state", "[bench][models]") {
     } else if (row.name == "bert_layer") {
       CHECK(inputs_of(g) == std::vector<std::string>{"x: f32[2,16,64]", "attention_mask: i32[2,16]"});
       CHECK(count_args(g, ir::ArgKind::Param) == 16);
+    } else if (row.name == "llama_block") {
+      CHECK(inputs_of(g) == std::vector<std::string>{"x: f32[2,16,64]"});
+      CHECK(count_args(g, ir::ArgKind::Param) == 9);
+    } else if (row.name == "llama_block_train") {
+      // 9 weights, Adam's step, and its two moments per weight.
+      CHECK(count_args(g, ir::ArgKind::State) == 9 + 1 + 18);
     } else if (row.name == "mlp_train") {
       CHECK(inputs_of(g) == std::vector<std::string>{"x: f32[8,784]", "labels: i32[8]"});
       CHECK(count_args(g, ir::ArgKind::State) == 6 + 1 + 12);
@@ -115,7 +131,7 @@ double max_change(const ir::Tensor& a, const ir::Tensor& b, const std::vector<in
   return m;
 }
 
-TEST_CASE("the masks: GPT-2's block is causal, BERT's layer ignores padded keys", "[bench][models]") {
+TEST_CASE("the masks: GPT-2's and LLaMA's blocks are causal, BERT's layer ignores padded keys", "[bench][models]") {
   auto gpt2 = bench::gpt2_block({2, 16, 64, 4}, false);
   REQUIRE(gpt2.ok());
   auto args = arguments_of(*gpt2);
@@ -140,6 +156,17 @@ TEST_CASE("the masks: GPT-2's block is causal, BERT's layer ignores padded keys"
   CHECK(max_change(before, after, positions(shape, 0, 0, 3)) == 0);
   CHECK(max_change(before, after, positions(shape, 0, 4, 16)) == 0);
   CHECK(max_change(before, after, positions(shape, 0, 3, 4)) > 0.1);
+
+  // The LLaMA block too, through its rotary embeddings and shared key-value heads.
+  auto llama = bench::llama_block({2, 16, 64, 4}, {2, 128}, false);
+  REQUIRE(llama.ok());
+  args = arguments_of(*llama);
+  before = eval_ok(llama->graph, args)[0];
+  for (int64_t k : positions(shape, 1, 10, 16)) args.at("x").floats[static_cast<size_t>(k)] = 5;
+  after = eval_ok(llama->graph, args)[0];
+  CHECK(max_change(before, after, positions(shape, 1, 0, 10)) == 0);
+  CHECK(max_change(before, after, positions(shape, 1, 10, 16)) > 0.1);
+  CHECK(max_change(before, after, positions(shape, 0, 0, 16)) == 0);
 }
 
 TEST_CASE("each quick row runs on the CPU as the interpreter computes it", "[bench][models][cpu]") {

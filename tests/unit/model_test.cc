@@ -32,6 +32,24 @@ TEST_CASE("an MLP built with nn prints as text IR and evaluates", "[model]") {
     CHECK(probs.floats[row * 3] + probs.floats[row * 3 + 1] + probs.floats[row * 3 + 2] == Approx(1.0).epsilon(1e-6));
 }
 
+TEST_CASE("RMSNorm divides by the root mean square and scales, with no mean subtracted", "[model]") {
+  Model m("rms", 1);
+  Tensor x = m.input("x", {2, 4});
+  nn::RMSNorm norm(m, "norm", 4, 1e-6);
+  m.output(norm(x), "y");
+  auto g = m.build();
+  REQUIRE(g.ok());
+  auto inputs = m.initial_values();
+  CHECK(inputs.at("norm.weight").floats == std::vector<double>{1, 1, 1, 1});
+  inputs["norm.weight"] = kiln::testing::tensor(ir::DType::F32, {4}, {1, 2, 1, 0.5});
+  inputs["x"] = kiln::testing::tensor(ir::DType::F32, {2, 4}, {1, 2, 3, 4, 2, 2, 2, 2});
+  ir::Tensor y = kiln::testing::eval_ok(*g, inputs)[0];
+  // Row 0: mean of squares 7.5; row 1: 4, so x / 2.
+  const double r = 1 / std::sqrt(7.5 + 1e-6), s = 1 / std::sqrt(4 + 1e-6);
+  const std::vector<double> expected{r, 4 * r, 3 * r, 2 * r, 2 * s, 4 * s, 2 * s, s};
+  for (size_t k = 0; k < expected.size(); ++k) CHECK(y.floats[k] == Approx(expected[k]).epsilon(1e-6));
+}
+
 TEST_CASE("numpy-style broadcasting becomes explicit broadcast ops", "[model]") {
   Model m("b");
   Tensor a = m.input("a", {2, 3});

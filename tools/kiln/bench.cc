@@ -32,7 +32,9 @@ The models suite, models people run at the sizes they run them: gpt2_block (GPT-
 block, C=768, 12 heads, causal attention, tanh GELU, B=8, T=512, forward),
 gpt2_block_train (its training step: MSE loss, every gradient, AdamW), bert_layer
 (BERT-base's encoder layer, post-norm, erf GELU, a padding mask, B=16, T=128, forward),
-mlp_train (784-512-512-10, cross entropy, Adam, batch 128), resnet18 (torchvision's
+llama_block and llama_block_train (a LLaMA-style block at GPT-2's sizes: RMSNorm, rotary
+embeddings, 4 key-value heads for 12 query heads, SwiGLU 768-2048-768; forward, and its
+AdamW training step), mlp_train (784-512-512-10, cross entropy, Adam, batch 128), resnet18 (torchvision's
 ResNet-18, inference batch norm, B=16, 224x224) and cnn_train (the Fashion-MNIST CNN's
 training step, Adam, batch 128).
 
