@@ -346,10 +346,62 @@ bool zeros_for_empty_ops(ir::Graph& g) {
   return changed;
 }
 
+// transpose(matmul(a, b)) of matrices, the matmul read by nothing else: matmul(bᵀ, aᵀ).
+// Autodiff gives a [out, in] weight (PyTorch's nn.Linear layout, y = x·wᵀ) the gradient
+// (xᵀ·dy)ᵀ: as written, the product is stored [in, out] and every reader of the gradient
+// (the optimizer's update) walks it transposed, and xᵀ, read by each weight's product, is
+// copied once as a step of its own. As dyᵀ·x the product is stored as the weight is, and
+// the transposes fold into the library call (aᵀ of a transpose is the value itself, by the
+// sweep's transpose(transpose) rule). Matrices only: batched products are attention's,
+// whose matchers read the graph as autodiff writes it.
+bool swap_one_transposed_product(ir::Graph& g) {
+  const std::vector<int> producer = g.producers();
+  const std::vector<int> uses = g.use_counts();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op != Op::Transpose || g.type(n.result).rank() != 2 || n.attrs.get_ints("perm") != std::vector<int64_t>{1, 0})
+      continue;
+    // Casts between (autocast's product in bf16, widened to f32) commute with the transpose.
+    std::vector<int> casts;
+    int mi = producer[n.operands[0]];
+    for (ValueId v = n.operands[0]; mi >= 0 && uses[v] == 1 && g.nodes[mi].op == Op::Cast; mi = producer[v]) {
+      casts.push_back(mi);
+      v = g.nodes[mi].operands[0];
+    }
+    const ValueId product = casts.empty() ? n.operands[0] : g.nodes[casts.back()].operands[0];
+    if (mi < 0 || g.nodes[mi].op != Op::Matmul || uses[product] != 1) continue;
+    const Node mm = g.nodes[static_cast<size_t>(mi)];
+    if (g.type(mm.operands[0]).rank() != 2 || g.type(mm.operands[1]).rank() != 2) continue;
+    auto flipped = [&](ValueId v, ir::DType dtype) {
+      const ir::Shape& shape = g.type(v).shape;
+      return g.add_value({dtype, {shape[1], shape[0]}});
+    };
+    std::vector<Node> nodes;
+    for (ValueId operand : {mm.operands[1], mm.operands[0]}) {
+      Node flip{Op::Transpose, {operand}, {}, flipped(operand, g.type(operand).dtype), n.loc};
+      flip.attrs.set("perm", std::vector<int64_t>{1, 0});
+      nodes.push_back(std::move(flip));
+    }
+    // The product, then the casts from the innermost out, each of the transposed shape; the
+    // last writes the transpose's result.
+    const std::vector<int> widening(casts.rbegin(), casts.rend());
+    auto result = [&](ValueId old) { return old == n.operands[0] ? n.result : flipped(old, g.type(old).dtype); };
+    nodes.push_back(Node{Op::Matmul, {nodes[0].result, nodes[1].result}, mm.attrs, result(product), n.loc});
+    for (int c : widening)
+      nodes.push_back(Node{Op::Cast, {nodes.back().result}, g.nodes[c].attrs, result(g.nodes[c].result), n.loc});
+    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+    g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(i), std::make_move_iterator(nodes.begin()),
+                   std::make_move_iterator(nodes.end()));
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<bool> CanonicalizePass::run(ir::Graph& g) {
   bool changed = zeros_for_empty_ops(g);
+  while (swap_one_transposed_product(g)) changed = true;
   for (int round = 0; round < 16; ++round) {
     KILN_ASSIGN_OR_RETURN(bool swept, Canonicalizer(g).sweep());
     if (!swept) break;

@@ -13,7 +13,8 @@ namespace kiln::passes {
 ///   along one axis, each side's pieces over the other's zeros -> concat(a, b) (the sum of a value's slice
 ///   gradients); ops whose operands are all constants and whose result has at most kMaxFoldElements elements ->
 ///   a constant; an op with no elements, or a matmul that sums nothing (a contracted dim of 0) -> a broadcast
-///   zero.
+///   zero; transpose(matmul(a, b)) of matrices whose product nothing else reads -> matmul(bᵀ, aᵀ) (a weight
+///   gradient stored in the weight's own layout).
 /// Nodes left without users are removed.
 class CanonicalizePass : public Pass {
  public:
