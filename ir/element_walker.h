@@ -99,15 +99,19 @@ class ElementWalker {
     return backend().index_finish(f);
   }
 
-  /// A run of dims from `first` whose indices are a whole flat index unflattened over the
-  /// run's extents (a row's kept dims from its row number, a column sum's reduced dims
-  /// from its step): their part of a flat index is that index times the last one's stride,
-  /// where summing them took a division and products per dim. The run's last dim and the
-  /// flat index, or none (also where the backend does not say how it unflattened dims).
+  /// A run of dims from `first` whose indices are one flat index unflattened over the
+  /// run's extents, consecutive dims at consecutive strides (a row's kept dims from its row
+  /// number, a column sum's reduced dims from its step): their part of a flat index is one
+  /// index times the last one's stride, where summing them took a division and products
+  /// per dim. That index is the flat index itself where the run holds all of it (its first
+  /// dim outermost, its last at stride 1); else one quotient (flat / the last dim's stride)
+  /// and, where the first dim is not outermost, one remainder: the kept dims [B, H] of a sum
+  /// over the middle axis of [B, H, G, T, D], or its [T, D]. The run's last dim and that
+  /// index, or none (also where the backend does not say how it unflattened dims).
   std::optional<std::pair<size_t, V>> unflattened_run(const Shape& shape, const Index& idx, size_t first) {
     if constexpr (requires(Backend & b, const V& v) { b.unflattened(v); }) {
       const std::optional<Unflattened<V>> head = backend().unflattened(idx.dims[first]);
-      if (!head || !head->outermost) return std::nullopt;
+      if (!head || (!head->outermost && head->extent != shape[first])) return std::nullopt;
       size_t last = first;
       int64_t stride = head->stride;
       for (size_t d = first + 1; d < shape.size() && stride > 1; ++d) {
@@ -115,12 +119,14 @@ class ElementWalker {
         const std::optional<Unflattened<V>> next = backend().unflattened(idx.dims[d]);
         if (!next || next->outermost || next->flat != head->flat || next->extent != shape[d] ||
             next->stride * next->extent != stride)
-          return std::nullopt;
+          break;
         stride = next->stride;
         last = d;
       }
-      if (stride != 1 || last == first) return std::nullopt;
-      return std::pair{last, head->flat};
+      if (last == first) return std::nullopt;
+      if (head->outermost && stride == 1) return std::pair{last, head->flat};
+      const int64_t extent = head->extent * (head->stride / stride);
+      return std::pair{last, backend().unflatten_dim(head->flat, stride, extent, head->outermost)};
     } else {
       (void)shape, (void)idx, (void)first;
       return std::nullopt;

@@ -9,7 +9,9 @@ namespace kiln::codegen::cpu::detail {
 
 llvm::Value* KernelEmitter::unflatten_dim(llvm::Value* flat, int64_t stride, int64_t extent, bool outermost) {
   llvm::Value* q = b_.CreateUDiv(flat, i64(stride));
-  return outermost ? q : b_.CreateURem(q, i64(extent));
+  llvm::Value* index = outermost ? q : b_.CreateURem(q, i64(extent));
+  unflattened_.try_emplace(index, ir::Unflattened<llvm::Value*>{flat, stride, extent, outermost});
+  return index;
 }
 
 llvm::Value* KernelEmitter::clamp_index(llvm::Value* j, int64_t extent_value) {

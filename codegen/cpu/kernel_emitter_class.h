@@ -148,6 +148,14 @@ class KernelEmitter : public ElementWalker {
   llvm::Value* index_mul(llvm::Value* a, int64_t c) { return b_.CreateMul(a, i64(c)); }
   llvm::Value* index_finish(llvm::Value* flat) { return flat; }
   llvm::Value* unflatten_dim(llvm::Value* flat, int64_t stride, int64_t extent, bool outermost);
+  // How each dim index unflatten_dim made came from its flat index, so that flat_of sums a
+  // run of them as the flat index itself: a full-tensor sum over [8,512,768] otherwise
+  // divided each element's position by 768 and 512 again to load it, and did not vectorize.
+  std::map<llvm::Value*, ir::Unflattened<llvm::Value*>> unflattened_;
+  std::optional<ir::Unflattened<llvm::Value*>> unflattened(llvm::Value* const& dim) const {
+    auto it = unflattened_.find(dim);
+    return it == unflattened_.end() ? std::nullopt : std::optional(it->second);
+  }
   llvm::Value* affine(llvm::Value* i, int64_t start, int64_t step) {
     return b_.CreateAdd(i64(start), b_.CreateMul(i, i64(step)));
   }
