@@ -34,9 +34,16 @@ bool single_float_sum(const Graph& g, const Step& step, const RowClass& rc) {
 }
 
 bool sums_columns(const Graph& g, const Step& step, const RowClass& rc) {
-  if (rc.contiguous() || rc.kept.empty()) return false;
+  if (rc.contiguous() || rc.kept.empty() || rc.reduced.empty()) return false;
+  const int64_t first = rc.reduced.front();
   for (size_t d = 0; d < rc.reduced.size(); ++d)
-    if (rc.reduced[d] != static_cast<int64_t>(d)) return false;
+    if (rc.reduced[d] != first + static_cast<int64_t>(d)) return false;
+  // Reduced dims inside kept ones (a [B, H, G, T, D] gradient summed over G): a batch of
+  // column sums, each over a [G, T·D] block, as long as a block's rows are long enough to
+  // read a vector at a time.
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(rc.reduced.back()) + 1; d < rc.full.size(); ++d) inner *= rc.full[d];
+  if (first > 0 && inner < kMinColumnBlockRow) return false;
   return single_float_sum(g, step, rc);
 }
 

@@ -33,8 +33,14 @@ struct ReductionSplit {
 /// output computed from that sum (so a row's sum is all the rest of its row needs).
 bool single_float_sum(const Graph& graph, const Step& step, const RowClass& rc);
 
-/// Whether the step's rows are columns of its operand: its reduced dims lead, some dims
-/// are kept, and single_float_sum holds.
+/// The elements after the reduced dims below which a sum over inner dims is not walked by
+/// columns (its operand's rows too short to read a vector at a time).
+inline constexpr int64_t kMinColumnBlockRow = 16;
+
+/// Whether the step's rows are columns of its operand: its reduced dims are consecutive,
+/// not trailing, and lead or have at least kMinColumnBlockRow elements after them (each
+/// block of the operand between kept dims outside them a column sum); some dims are kept,
+/// and single_float_sum holds.
 bool sums_columns(const Graph& graph, const Step& step, const RowClass& rc);
 
 /// When a target splits and into what parts.

@@ -1,6 +1,9 @@
-// Sums over leading dims (bias and layer-norm parameter gradients), walked a row of the
-// operand at a time over a block of columns, where the row walk (row_kernels.cc) would read
-// each column with a stride of a whole row (docs/cpu.md).
+// Sums over leading dims (bias and layer-norm parameter gradients) or over dims inside kept
+// ones (a grouped-query attention's key and value gradients summed over each group),
+// walked a row of the operand at a time over a block of columns, where the row walk
+// (row_kernels.cc) would read each column with a stride of a whole row (docs/cpu.md).
+#include <algorithm>
+
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
 
@@ -14,12 +17,24 @@ Status KernelEmitter::sum_columns(RowKernel& k, llvm::Value* row_begin, llvm::Va
   llvm::AllocaInst* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getDoubleTy(), kColumnBlock));
   sums->setAlignment(llvm::Align(64));
   auto sum_at = [&](llvm::Value* c) { return b_.CreateGEP(b_.getDoubleTy(), sums, c); };
-  llvm::Value* blocks =
-      b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(col_end, col_begin), i64(kColumnBlock - 1)), i64(kColumnBlock));
-  return loop(i64(0), blocks, [&](llvm::Value* block) -> Status {
-    llvm::Value* first = b_.CreateAdd(col_begin, b_.CreateMul(block, i64(kColumnBlock)));
-    llvm::Value* count = b_.CreateSub(col_end, first);
-    count = b_.CreateSelect(b_.CreateICmpSLT(count, i64(kColumnBlock)), count, i64(kColumnBlock));
+  // Reduced dims inside kept ones ([B, H, G, T, D] summed over G): the columns are the
+  // kept dims outside them (an outer index) times those after them (a run of `inner`
+  // columns adjacent in the operand), and a block stays within one outer index, so that
+  // its columns' elements lie at one address plus the column, which the vectorizer reads
+  // as one vector.
+  const auto outside = static_cast<size_t>(k.rc.reduced.front());
+  const Shape outer_shape(k.rc.full.begin(), k.rc.full.begin() + static_cast<std::ptrdiff_t>(outside));
+  const Shape inner_shape(k.rc.full.begin() + k.rc.reduced.back() + 1, k.rc.full.end());
+  const int64_t inner = std::max<int64_t>(ir::num_elements(inner_shape), 1);
+  // Block `first` + [0, count) of the columns of outer index `outer` (first within it).
+  auto block = [&](llvm::Value* outer, llvm::Value* first, llvm::Value* count) -> Status {
+    llvm::Value* inner_first = b_.CreateSub(first, b_.CreateMul(outer, i64(inner)));
+    Index outer_index = unflatten(outer, outer_shape);
+    auto kept_of = [&](llvm::Value* c) {
+      Index kept = outer_index;
+      for (llvm::Value* d : unflatten(b_.CreateAdd(inner_first, c), inner_shape).dims) kept.dims.push_back(d);
+      return kept;
+    };
     KILN_RETURN_IF_ERROR(loop(
         i64(0), count,
         [&](llvm::Value* c) {
@@ -36,7 +51,7 @@ Status KernelEmitter::sum_columns(RowKernel& k, llvm::Value* row_begin, llvm::Va
       return loop(
           i64(0), count,
           [&](llvm::Value* c) -> Status {
-            Index kept = unflatten(b_.CreateAdd(first, c), k.rc.kept_shape);
+            Index kept = kept_of(c);
             llvm::Value* partial = nullptr;
             for (int64_t u = 0; u < rows; ++u) {
               Index reduced = unflatten(b_.CreateAdd(first_row, i64(u)), k.rc.reduced_shape);
@@ -64,6 +79,24 @@ Status KernelEmitter::sum_columns(RowKernel& k, llvm::Value* row_begin, llvm::Va
     llvm::Value* tail = b_.CreateAdd(row_begin, b_.CreateMul(groups, i64(kColumnRows)));
     KILN_RETURN_IF_ERROR(loop(tail, row_end, [&](llvm::Value* i) { return group(i, 1); }));
     return finish(first, count, sums);
+  };
+  // The outer indices whose columns meet [col_begin, col_end), each in blocks of
+  // kColumnBlock of its columns there (one outer index of all columns when the reduced
+  // dims lead).
+  llvm::Value* outer_end = b_.CreateSDiv(b_.CreateAdd(col_end, i64(inner - 1)), i64(inner));
+  return loop(b_.CreateSDiv(col_begin, i64(inner)), outer_end, [&](llvm::Value* outer) -> Status {
+    llvm::Value* start = b_.CreateMul(outer, i64(inner));
+    llvm::Value* stop = b_.CreateAdd(start, i64(inner));
+    start = b_.CreateSelect(b_.CreateICmpSGT(col_begin, start), col_begin, start);
+    stop = b_.CreateSelect(b_.CreateICmpSLT(col_end, stop), col_end, stop);
+    llvm::Value* blocks =
+        b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(stop, start), i64(kColumnBlock - 1)), i64(kColumnBlock));
+    return loop(i64(0), blocks, [&](llvm::Value* n) -> Status {
+      llvm::Value* first = b_.CreateAdd(start, b_.CreateMul(n, i64(kColumnBlock)));
+      llvm::Value* count = b_.CreateSub(stop, first);
+      count = b_.CreateSelect(b_.CreateICmpSLT(count, i64(kColumnBlock)), count, i64(kColumnBlock));
+      return block(outer, first, count);
+    });
   });
 }
 

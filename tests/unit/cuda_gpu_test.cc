@@ -305,7 +305,8 @@ TEST_CASE("CUDA: f32 division, maximum, minimum and rounding to bf16 at the edge
 TEST_CASE("CUDA: split reductions give the interpreter's values, the same bytes over 100 runs from 8 threads",
           "[gpu][cuda][split]") {
   if (!have_gpu()) return;
-  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows, kiln::testing::kLossBesideOutput}) {
+  for (const char* text : {kiln::testing::kBiasGradient, kiln::testing::kLongRows, kiln::testing::kLossBesideOutput,
+                           kiln::testing::kInnerColumns}) {
     ir::Graph g = kiln::testing::parse_ok(text);
     auto args = seeded_arguments(g, 5, 3);
     check_against_interpreter("split", g, args, cuda_options(true));

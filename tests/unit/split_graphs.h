@@ -44,4 +44,21 @@ inline constexpr const char* kLossBesideOutput = R"(graph @g(%x: f32[1536,2048],
 }
 )";
 
+// Sums over dims inside kept ones, each a batch of column sums: a grouped-query
+// attention's key gradient summed over each group of 3 heads ([B, KV, G, T, D] over G, not
+// split on the CPU, split on CUDA); a [2, 512, 1024] product summed over its middle dim
+// beside the product itself (split on both, in parts of whole operand rows); [4, 3, 5, 64]
+// over its two middle dims; and a sum whose rows after the reduced dim are too short to
+// walk by columns ([6, 7, 8] over its middle dim: rows of 7 strided elements).
+inline constexpr const char* kInnerColumns =
+    R"(graph @g(%k: f32[8,2,3,256,64], %x: f32[2,512,1024], %y: f32[2,512,1024], %z: f32[4,3,5,64], %w: f32[6,7,8]) {
+  %dk: f32[8,2,256,64] = reduce_sum(%k) {axes=[2]}
+  %xy: f32[2,512,1024] = mul(%x, %y)
+  %s: f32[2,1024] = reduce_sum(%xy) {axes=[1]}
+  %z2: f32[4,64] = reduce_sum(%z) {axes=[1,2]}
+  %w1: f32[6,8] = reduce_sum(%w) {axes=[1]}
+  return %dk, %xy, %s, %z2, %w1
+}
+)";
+
 }  // namespace kiln::testing
