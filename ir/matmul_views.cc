@@ -111,6 +111,15 @@ bool batch_dims_merge(const StridedView& view) {
   return true;
 }
 
+bool folds_into_matmul(const Graph& g, const Shape& shape, const std::vector<int>& chain, bool single_batch) {
+  std::optional<StridedView> view = view_through(g, shape, chain);
+  std::optional<MatrixView> matrix = view ? matrix_view(*view) : std::nullopt;
+  // A transposed operand only as a whole matrix: oneDNN's sgemm runs a transposed B
+  // slower even packed, more so at rows far apart (docs/cpu.md).
+  return matrix && (!matrix->transposed || matrix->ld == view->shape[view->shape.size() - 2]) &&
+         (!single_batch || batch_dims_merge(*view));
+}
+
 std::vector<int> matmul_operand_folds(const Graph& g, bool single_batch) {
   std::vector<int> folds(g.nodes.size(), -1);
   const std::vector<int> producer = g.producers();
@@ -131,13 +140,7 @@ std::vector<int> matmul_operand_folds(const Graph& g, bool single_batch) {
         if (op != Op::Transpose && op != Op::Slice && op != Op::Reshape) break;
         chain.insert(chain.begin(), p);
         v = g.nodes[p].operands[0];
-        std::optional<StridedView> view = view_through(g, g.type(v).shape, chain);
-        std::optional<MatrixView> matrix = view ? matrix_view(*view) : std::nullopt;
-        // A transposed operand only as a whole matrix: oneDNN's sgemm runs a transposed B
-        // slower even packed, more so at rows far apart (docs/cpu.md).
-        if (matrix && (!matrix->transposed || matrix->ld == view->shape[view->shape.size() - 2]) &&
-            (!single_batch || batch_dims_merge(*view)))
-          best = chain;
+        if (folds_into_matmul(g, g.type(v).shape, chain, single_batch)) best = chain;
       }
       for (int n : best) folds[n] = static_cast<int>(i);
     }

@@ -42,6 +42,12 @@ std::optional<MatrixView> matrix_view(const StridedView& view);
 /// stride each inside the next, so that one strided-batched call walks them all.
 bool batch_dims_merge(const StridedView& view);
 
+/// Whether an f32, bf16 or f16 matmul reads the view that `chain` (as view_through takes
+/// it) gives of a stored value of `shape` in place: matrix_view takes it, transposed only
+/// where the matrix lies whole (its ld the packed one's), and with `single_batch` only
+/// where its batch dims merge.
+bool folds_into_matmul(const Graph& g, const Shape& shape, const std::vector<int>& chain, bool single_batch);
+
 /// Per node: the matmul node whose call reads it in place, or -1. For each operand of an
 /// f32, bf16 or f16 matmul, the longest chain of single-use transposes, slices and
 /// reshapes (none a result) back from the operand whose view matrix_view takes,

@@ -653,6 +653,7 @@ Result<bool> FusionPass::run(ir::Graph& g) {
     split_attention_gradients(g, gradient_runner);
     split_shared_broadcasts(g);
     split_shared_taps(g);
+    if (o.matmul_views) split_shared_matmul_views(g, o.single_batch_views);
   }
   // A partition by the windowed walk of Partitioner::reaches, or, where its steps depend
   // on each other in a cycle, by the exact walk.

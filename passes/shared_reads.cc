@@ -1,5 +1,9 @@
 #include "passes/shared_reads.h"
 
+#include <algorithm>
+
+#include "ir/matmul_views.h"
+
 namespace kiln::passes {
 namespace {
 
@@ -93,6 +97,60 @@ bool split_shared_taps(ir::Graph& g) {
   for (const ir::Node& n : g.nodes)
     if (n.op == ir::Op::Slice && in_memory(n.operands[0])) splittable[n.result] = 1;
   return split_shared(g, producer, splittable);
+}
+
+bool split_shared_matmul_views(ir::Graph& g, bool single_batch) {
+  const std::vector<int> producer = g.producers();
+  const std::vector<std::vector<int>> users = users_of(g);
+  std::vector<char> is_result(g.values.size(), 0);
+  for (ir::ValueId v : g.results) is_result[v] = 1;
+  auto is_view = [&](ir::ValueId v) {
+    const int p = producer[v];
+    return p >= 0 &&
+           (g.nodes[p].op == ir::Op::Transpose || g.nodes[p].op == ir::Op::Reshape || g.nodes[p].op == ir::Op::Slice);
+  };
+  auto is_matmul = [&](int n) {
+    const ir::DType t = g.type(g.nodes[n].result).dtype;
+    return g.nodes[n].op == ir::Op::Matmul && (t == ir::DType::F32 || t == ir::DType::BF16 || t == ir::DType::F16);
+  };
+  std::vector<std::vector<int>> chains(g.values.size());  // the views from the stored value, in graph order
+  bool any = false;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (users[v].size() < 2 || is_result[v] || !is_view(static_cast<ir::ValueId>(v))) continue;
+    if (!std::all_of(users[v].begin(), users[v].end(), is_matmul)) continue;
+    std::vector<int> chain;
+    ir::ValueId base = static_cast<ir::ValueId>(v);
+    for (; is_view(base); base = g.nodes[producer[base]].operands[0]) chain.insert(chain.begin(), producer[base]);
+    if (!folds_into_matmul(g, g.type(base).shape, chain, single_batch)) continue;
+    chains[v] = std::move(chain);
+    any = true;
+  }
+  if (!any) return false;
+  std::vector<char> first_reader_seen(g.values.size(), 0);
+  const std::vector<ir::Node> originals = g.nodes;
+  std::vector<ir::Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (ir::Node& n : g.nodes) {
+    for (ir::ValueId& v : n.operands) {
+      if (chains[v].empty()) continue;
+      if (!first_reader_seen[v]) {  // the first reader keeps the original
+        first_reader_seen[v] = 1;
+        continue;
+      }
+      ir::ValueId read = originals[static_cast<size_t>(chains[v].front())].operands[0];
+      for (int c : chains[v]) {
+        ir::Node copy = originals[static_cast<size_t>(c)];
+        copy.operands[0] = read;
+        copy.result = g.add_value(g.type(copy.result));
+        read = copy.result;
+        nodes.push_back(std::move(copy));
+      }
+      v = read;
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return true;
 }
 
 }  // namespace kiln::passes

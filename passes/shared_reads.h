@@ -23,6 +23,14 @@ bool split_shared_broadcasts(ir::Graph& g);
 /// the pool writes only its result. Returns whether it changed the graph.
 bool split_shared_taps(ir::Graph& g);
 
+/// Gives every f32, bf16 or f16 matmul after the first that reads a view (a chain of
+/// transposes, reshapes and slices of a stored value) read only by such matmuls, each in
+/// place (ir::folds_into_matmul), a chain of its own. CSE merges the flattening reshape of
+/// a layer's input that the weight gradients of q, k and v each read; shared, it is a copy
+/// of its own, where a chain of its own is a stride in each library call. Returns whether
+/// it changed the graph.
+bool split_shared_matmul_views(ir::Graph& g, bool single_batch);
+
 /// The slices that read v, directly or through movement ops other than broadcasts (a
 /// pool's padding); `users` lists each value's reading nodes.
 int window_reads(const ir::Graph& g, const std::vector<std::vector<int>>& users, ir::ValueId v);
