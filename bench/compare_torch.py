@@ -343,23 +343,17 @@ def make_row(torch, row, device, sdpa=False):
         labels = torch.randint(0, 10, (batch,), device=device)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         return train_step(model, optimizer, lambda m, x, labels: F.cross_entropy(m(x), labels)), [x, labels]
-    if name in ("gpt2_block", "gpt2_block_train"):
+    blocks = {"gpt2_block": (2, lambda seq, width: gpt2_block(torch, seq, width, heads_of(row), sdpa)),
+              "llama_block": (5, lambda seq, width: llama_block(torch, seq, width, llama_sizes(row), sdpa))}
+    if name.removesuffix("_train") in blocks:
+        seed, build = blocks[name.removesuffix("_train")]
         batch, seq, width = shape["x"]
-        torch.manual_seed(2)
-        model = gpt2_block(torch, seq, width, heads_of(row), sdpa).to(device)
+        torch.manual_seed(seed)
+        model = build(seq, width).to(device)
         x = rand(batch, seq, width)
-        if name == "gpt2_block":
+        if not name.endswith("_train"):
             return no_grad(torch, model), [x]
-        optimizer = torch.optim.AdamW(model.parameters(), lr=ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
-        step = train_step(model, optimizer, lambda m, x, target: F.mse_loss(m(x), target))
-        return step, [x, rand(*shape["target"])]
-    if name in ("llama_block", "llama_block_train"):
-        batch, seq, width = shape["x"]
-        torch.manual_seed(5)
-        model = llama_block(torch, seq, width, llama_sizes(row), sdpa).to(device)
-        x = rand(batch, seq, width)
-        if name == "llama_block":
-            return no_grad(torch, model), [x]
+        # kiln's rows: one AdamW step on the mean squared error against a target.
         optimizer = torch.optim.AdamW(model.parameters(), lr=ADAMW_LR, weight_decay=ADAMW_WEIGHT_DECAY)
         step = train_step(model, optimizer, lambda m, x, target: F.mse_loss(m(x), target))
         return step, [x, rand(*shape["target"])]

@@ -41,6 +41,29 @@ Status check_sizes(const TransformerSizes& s) {
   return Status::Ok();
 }
 
+// A transformer block's row: its forward (result %y), or (train) one AdamW step on a
+// regression loss against a target of the output's shape, so that every weight gets a
+// gradient.
+Result<SuiteRow> block_row(Model& m, const std::string& name, const std::string& what, const TransformerSizes& s,
+                           Tensor y, bool train) {
+  if (!train) {
+    m.output(y, "y");
+    KILN_ASSIGN_OR_RETURN(ir::Graph g, m.build());
+    return SuiteRow{
+        name, fmt::format("{}, forward, x: f32[{}]", what, sizes_text(s)), std::move(g), m.initial_values(), {}};
+  }
+  Tensor target = m.input("target", {s.batch, s.seq, s.width});
+  m.output(mse_loss(y, target), "loss");
+  KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam::adamw(1e-3, 0.01)));
+  return SuiteRow{name,
+                  fmt::format("{}, training step: mse_loss(block(x), target), every gradient, one AdamW step "
+                              "(lr 1e-3, weight decay 0.01), x, target: f32[{}]",
+                              what, sizes_text(s)),
+                  std::move(step.graph),
+                  {},
+                  std::move(step.initial_state)};
+}
+
 }  // namespace
 
 Result<SuiteRow> gpt2_block(const TransformerSizes& s, bool train) {
@@ -68,23 +91,7 @@ Result<SuiteRow> gpt2_block(const TransformerSizes& s, bool train) {
   const std::string what = fmt::format(
       "GPT-2 small block (pre-norm; causal self-attention, {} heads, fused qkv [{},{}]; tanh-GELU MLP {}-{}-{})",
       s.heads, c, 3 * c, c, 4 * c, c);
-  if (!train) {
-    m.output(y, "y");
-    KILN_ASSIGN_OR_RETURN(ir::Graph g, m.build());
-    return SuiteRow{
-        name, fmt::format("{}, forward, x: f32[{}]", what, sizes_text(s)), std::move(g), m.initial_values(), {}};
-  }
-  // A regression loss against a target of the output's shape: every weight gets a gradient.
-  Tensor target = m.input("target", {s.batch, s.seq, c});
-  m.output(mse_loss(y, target), "loss");
-  KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam::adamw(1e-3, 0.01)));
-  return SuiteRow{name,
-                  fmt::format("{}, training step: mse_loss(block(x), target), every gradient, one AdamW step "
-                              "(lr 1e-3, weight decay 0.01), x, target: f32[{}]",
-                              what, sizes_text(s)),
-                  std::move(step.graph),
-                  {},
-                  std::move(step.initial_state)};
+  return block_row(m, name, what, s, y, train);
 }
 
 Result<SuiteRow> bert_layer(const TransformerSizes& s) {
@@ -190,22 +197,7 @@ Result<SuiteRow> llama_block(const TransformerSizes& s, const LlamaSizes& l, boo
       "LLaMA-style block (pre-RMSNorm eps {}; causal self-attention with rotary embeddings (base {}), {} heads, {} "
       "key-value heads; SwiGLU MLP {}-{}-{}; no biases)",
       l.eps, l.rope_base, s.heads, l.kv_heads, c, l.hidden, c);
-  if (!train) {
-    m.output(y, "y");
-    KILN_ASSIGN_OR_RETURN(ir::Graph g, m.build());
-    return SuiteRow{
-        name, fmt::format("{}, forward, x: f32[{}]", what, sizes_text(s)), std::move(g), m.initial_values(), {}};
-  }
-  Tensor target = m.input("target", {s.batch, s.seq, c});
-  m.output(mse_loss(y, target), "loss");
-  KILN_ASSIGN_OR_RETURN(TrainStep step, build_train_step(m, Adam::adamw(1e-3, 0.01)));
-  return SuiteRow{name,
-                  fmt::format("{}, training step: mse_loss(block(x), target), every gradient, one AdamW step "
-                              "(lr 1e-3, weight decay 0.01), x, target: f32[{}]",
-                              what, sizes_text(s)),
-                  std::move(step.graph),
-                  {},
-                  std::move(step.initial_state)};
+  return block_row(m, name, what, s, y, train);
 }
 
 Result<SuiteRow> mlp_row(const std::string& name, int64_t batch, bool train,

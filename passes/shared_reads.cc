@@ -21,14 +21,15 @@ bool from_argument_or_source(const ir::Graph& g, const std::vector<int>& produce
   return false;
 }
 
-// Gives each reader after the first of a `splittable` value read by several ops a copy of
-// the value's producer, inserted just before it.
-bool split_shared(ir::Graph& g, const std::vector<int>& producer, const std::vector<char>& splittable) {
+// Gives each reader after the first of a value read by several ops a copy of the nodes
+// `chains` lists for it (in graph order, each reading the one before, the last computing
+// the value; none where it stays shared), inserted just before the reader.
+bool split_shared(ir::Graph& g, const std::vector<std::vector<int>>& chains) {
   std::vector<int> readers(g.values.size(), 0);
   for (const ir::Node& n : g.nodes)
     for (ir::ValueId v : n.operands) ++readers[v];
   bool any = false;
-  for (size_t v = 0; v < readers.size(); ++v) any = any || (splittable[v] && readers[v] > 1);
+  for (size_t v = 0; v < readers.size(); ++v) any = any || (!chains[v].empty() && readers[v] > 1);
   if (!any) return false;
   std::vector<char> first_reader_seen(g.values.size(), 0);
   const std::vector<ir::Node> originals = g.nodes;
@@ -36,20 +37,33 @@ bool split_shared(ir::Graph& g, const std::vector<int>& producer, const std::vec
   nodes.reserve(g.nodes.size());
   for (ir::Node& n : g.nodes) {
     for (ir::ValueId& v : n.operands) {
-      if (!splittable[v] || readers[v] < 2) continue;
+      if (chains[v].empty() || readers[v] < 2) continue;
       if (!first_reader_seen[v]) {  // the first reader keeps the original
         first_reader_seen[v] = 1;
         continue;
       }
-      ir::Node copy = originals[static_cast<size_t>(producer[v])];
-      copy.result = g.add_value(g.type(v));
-      v = copy.result;
-      nodes.push_back(std::move(copy));
+      ir::ValueId read = originals[static_cast<size_t>(chains[v].front())].operands[0];
+      for (int c : chains[v]) {
+        ir::Node copy = originals[static_cast<size_t>(c)];
+        if (c != chains[v].front()) copy.operands[0] = read;
+        copy.result = g.add_value(g.type(copy.result));
+        read = copy.result;
+        nodes.push_back(std::move(copy));
+      }
+      v = read;
     }
     nodes.push_back(std::move(n));
   }
   g.nodes = std::move(nodes);
   return true;
+}
+
+// The chain of one node, v's producer, for each value `splittable` marks.
+std::vector<std::vector<int>> producers_of(const std::vector<int>& producer, const std::vector<char>& splittable) {
+  std::vector<std::vector<int>> chains(splittable.size());
+  for (size_t v = 0; v < splittable.size(); ++v)
+    if (splittable[v]) chains[v] = {producer[v]};
+  return chains;
 }
 
 std::vector<std::vector<int>> users_of(const ir::Graph& g) {
@@ -80,7 +94,7 @@ bool split_shared_broadcasts(ir::Graph& g) {
   std::vector<char> splittable(g.values.size(), 0);
   for (const ir::Node& n : g.nodes)
     if (n.op == ir::Op::Broadcast && from_argument_or_source(g, producer, n.operands[0])) splittable[n.result] = 1;
-  return split_shared(g, producer, splittable);
+  return split_shared(g, producers_of(producer, splittable));
 }
 
 bool split_shared_taps(ir::Graph& g) {
@@ -96,7 +110,7 @@ bool split_shared_taps(ir::Graph& g) {
   std::vector<char> splittable(g.values.size(), 0);
   for (const ir::Node& n : g.nodes)
     if (n.op == ir::Op::Slice && in_memory(n.operands[0])) splittable[n.result] = 1;
-  return split_shared(g, producer, splittable);
+  return split_shared(g, producers_of(producer, splittable));
 }
 
 bool split_shared_matmul_views(ir::Graph& g, bool single_batch) {
@@ -125,32 +139,7 @@ bool split_shared_matmul_views(ir::Graph& g, bool single_batch) {
     chains[v] = std::move(chain);
     any = true;
   }
-  if (!any) return false;
-  std::vector<char> first_reader_seen(g.values.size(), 0);
-  const std::vector<ir::Node> originals = g.nodes;
-  std::vector<ir::Node> nodes;
-  nodes.reserve(g.nodes.size());
-  for (ir::Node& n : g.nodes) {
-    for (ir::ValueId& v : n.operands) {
-      if (chains[v].empty()) continue;
-      if (!first_reader_seen[v]) {  // the first reader keeps the original
-        first_reader_seen[v] = 1;
-        continue;
-      }
-      ir::ValueId read = originals[static_cast<size_t>(chains[v].front())].operands[0];
-      for (int c : chains[v]) {
-        ir::Node copy = originals[static_cast<size_t>(c)];
-        copy.operands[0] = read;
-        copy.result = g.add_value(g.type(copy.result));
-        read = copy.result;
-        nodes.push_back(std::move(copy));
-      }
-      v = read;
-    }
-    nodes.push_back(std::move(n));
-  }
-  g.nodes = std::move(nodes);
-  return true;
+  return any && split_shared(g, chains);
 }
 
 }  // namespace kiln::passes
