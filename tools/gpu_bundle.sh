@@ -81,12 +81,13 @@ if stage models; then
   # passed 120 s on an H200's host (2026-11-27); the unfused ResNet-18 takes 31 s of NVRTC on
   # the 2-core development VM.
   [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" f32 "* ]] && models models_f32 f32 . 300
-  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" bf16 "* ]] && models models_bf16 bf16 "${KILN_BF16_ROWS:-^gpt2_block}" 120
+  [[ " ${KILN_MODEL_PRECISIONS:-f32 bf16} " == *" bf16 "* ]] &&
+    models models_bf16 bf16 "${KILN_BF16_ROWS:-^(gpt2|llama)_block}" 180
 fi
 if stage profiles; then
 note "== $(date -u +%T) profiles"
 bin/kiln bench --suite=models --export="$out/rows" > /dev/null
-for row in ${KILN_PROFILE_ROWS:-gpt2_block gpt2_block_train bert_layer mlp_train resnet18 cnn_train}; do
+for row in ${KILN_PROFILE_ROWS:-gpt2_block gpt2_block_train bert_layer llama_block_train mlp_train resnet18 cnn_train}; do
   timeout 40 bin/kiln bench "$out/rows/$row.kir" --weights "$out/rows/$row.safetensors" --target=cuda --repeat=10 \
     --precision="${KILN_PROFILE_PRECISION:-f32}" \
     --warmup=3 --profile --json "$out/profile_$row.json" --trace "$out/trace_$row.json" > "$out/profile_$row.txt" 2>&1

@@ -119,6 +119,7 @@ class KernelEmitter : public ElementWalker {
   void close() {
     --depth_;
     line("}");
+    outer_quotient_ = {};  // it may name a quotient declared in the block just closed
   }
   // A named constant for a non-trivial expression.
   std::string let(std::string_view type, const std::string& expr) {
