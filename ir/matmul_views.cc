@@ -111,6 +111,13 @@ bool batch_dims_merge(const StridedView& view) {
   return true;
 }
 
+bool reads_views(const Graph& g, const Node& n) {
+  const DType type = g.type(n.result).dtype;
+  return n.op == Op::Matmul && (type == DType::F32 || type == DType::BF16 || type == DType::F16);
+}
+
+bool matmul_view_op(Op op) { return op == Op::Transpose || op == Op::Slice || op == Op::Reshape; }
+
 bool folds_into_matmul(const Graph& g, const Shape& shape, const std::vector<int>& chain, bool single_batch) {
   std::optional<StridedView> view = view_through(g, shape, chain);
   std::optional<MatrixView> matrix = view ? matrix_view(*view) : std::nullopt;
@@ -129,15 +136,14 @@ std::vector<int> matmul_operand_folds(const Graph& g, bool single_batch) {
   for (ValueId v : g.results) uses[v] += 2;  // a result is stored whole
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& mm = g.nodes[i];
-    const DType type = g.type(mm.result).dtype;
-    if (mm.op != Op::Matmul || (type != DType::F32 && type != DType::BF16 && type != DType::F16)) continue;
+    if (!reads_views(g, mm)) continue;
     for (ValueId operand : mm.operands) {
       std::vector<int> chain, best;
       for (ValueId v = operand; uses[v] == 1;) {
         const int p = producer[v];
         if (p < 0) break;
         const Op op = g.nodes[p].op;
-        if (op != Op::Transpose && op != Op::Slice && op != Op::Reshape) break;
+        if (!matmul_view_op(op)) break;
         chain.insert(chain.begin(), p);
         v = g.nodes[p].operands[0];
         if (folds_into_matmul(g, g.type(v).shape, chain, single_batch)) best = chain;

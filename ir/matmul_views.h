@@ -42,6 +42,11 @@ std::optional<MatrixView> matrix_view(const StridedView& view);
 /// stride each inside the next, so that one strided-batched call walks them all.
 bool batch_dims_merge(const StridedView& view);
 
+/// Whether a matmul's call can read its operands through views: an f32, bf16 or f16 matmul.
+bool reads_views(const Graph& g, const Node& n);
+/// Whether op is one of the views such a call reads through: transpose, slice, reshape.
+bool matmul_view_op(Op op);
+
 /// Whether an f32, bf16 or f16 matmul reads the view that `chain` (as view_through takes
 /// it) gives of a stored value of `shape` in place: matrix_view takes it, transposed only
 /// where the matrix lies whole (its ld the packed one's), and with `single_batch` only

@@ -118,17 +118,9 @@ bool split_shared_matmul_views(ir::Graph& g, bool single_batch) {
   const std::vector<std::vector<int>> users = users_of(g);
   std::vector<char> is_result(g.values.size(), 0);
   for (ir::ValueId v : g.results) is_result[v] = 1;
-  auto is_view = [&](ir::ValueId v) {
-    const int p = producer[v];
-    return p >= 0 &&
-           (g.nodes[p].op == ir::Op::Transpose || g.nodes[p].op == ir::Op::Reshape || g.nodes[p].op == ir::Op::Slice);
-  };
-  auto is_matmul = [&](int n) {
-    const ir::DType t = g.type(g.nodes[n].result).dtype;
-    return g.nodes[n].op == ir::Op::Matmul && (t == ir::DType::F32 || t == ir::DType::BF16 || t == ir::DType::F16);
-  };
+  auto is_view = [&](ir::ValueId v) { return producer[v] >= 0 && ir::matmul_view_op(g.nodes[producer[v]].op); };
+  auto is_matmul = [&](int n) { return ir::reads_views(g, g.nodes[n]); };
   std::vector<std::vector<int>> chains(g.values.size());  // the views from the stored value, in graph order
-  bool any = false;
   for (size_t v = 0; v < g.values.size(); ++v) {
     if (users[v].size() < 2 || is_result[v] || !is_view(static_cast<ir::ValueId>(v))) continue;
     if (!std::all_of(users[v].begin(), users[v].end(), is_matmul)) continue;
@@ -137,9 +129,8 @@ bool split_shared_matmul_views(ir::Graph& g, bool single_batch) {
     for (; is_view(base); base = g.nodes[producer[base]].operands[0]) chain.insert(chain.begin(), producer[base]);
     if (!folds_into_matmul(g, g.type(base).shape, chain, single_batch)) continue;
     chains[v] = std::move(chain);
-    any = true;
   }
-  return any && split_shared(g, chains);
+  return split_shared(g, chains);
 }
 
 }  // namespace kiln::passes
