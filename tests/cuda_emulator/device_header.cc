@@ -25,6 +25,7 @@ struct kiln_emu_api {
   void (*sync)();
   int (*sync_or)(int);
   void (*exchange)(const void* mine, void* all, unsigned bytes);
+  void (*shuffle)(const void* mine, void* theirs, unsigned bytes, unsigned lane);
   void (*fault)(const char* what);
   void* (*dynamic_shared)();
 };
@@ -47,14 +48,14 @@ extern "C" void kiln_emu_bind(const kiln_emu_api* api) { kiln_emu = api; }
 inline void __syncthreads() { kiln_emu->sync(); }
 inline int __syncthreads_or(int p) { return kiln_emu->sync_or(p); }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
-  T all[32];
-  kiln_emu->exchange(&v, all, sizeof(T));
-  return all[((threadIdx.x & 31) ^ (unsigned)lane_mask) & 31];
+  T theirs;
+  kiln_emu->shuffle(&v, &theirs, sizeof(T), ((threadIdx.x & 31) ^ (unsigned)lane_mask) & 31);
+  return theirs;
 }
 template <class T> inline T __shfl_sync(unsigned, T v, int source) {
-  T all[32];
-  kiln_emu->exchange(&v, all, sizeof(T));
-  return all[source & 31];
+  T theirs;
+  kiln_emu->shuffle(&v, &theirs, sizeof(T), (unsigned)source & 31);
+  return theirs;
 }
 
 template <class To, class From> inline To kiln_emu_bits(From f) { To t; std::memcpy(&t, &f, sizeof t); return t; }

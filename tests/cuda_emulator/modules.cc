@@ -2,7 +2,7 @@
 // emulator finds the image among the NVRTC cache's entries, which keep the source they
 // were compiled from beside them (codegen/cuda/nvrtc_compile.cc), and compiles that
 // source with the host compiler ($KILN_CUDA_EMULATOR_CXX, else c++) after
-// device_header().
+// device_header(), precompiled once per process.
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -93,12 +93,56 @@ bool find_source(std::string_view image, std::string& source, std::string& error
   return true;
 }
 
+// A fresh directory for the compiler's files, under the test's temporary directory.
+bool make_directory(std::string& path, std::string& error) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  path = std::string(tmp && *tmp ? tmp : "/tmp") + "/kiln-cuda-emulator-XXXXXX";
+  if (mkdtemp(path.data())) return true;
+  error = "the emulator cannot make a directory " + path;
+  return false;
+}
+
+// Runs the host compiler on `arguments` (its output to a log in `directory`).
+bool run_compiler(const std::string& arguments, const std::string& directory, std::string& error) {
+  const char* cxx = std::getenv("KILN_CUDA_EMULATOR_CXX");
+  // Without F16C, each f16 conversion is a call into libgcc's software routine: a fifth of
+  // the f16 attention cases' time. F16C converts exactly as that routine does.
+  const char* f16c = __builtin_cpu_supports("f16c") ? " -mf16c" : "";
+  // A load or store through a pointer misaligned for its type (a 16-byte vector one element
+  // past an aligned address) traps, SIGILL, where a GPU faults with a misaligned address;
+  // the checks cost the emulated kernels about 5%.
+  const std::string log = directory + "/log.txt";
+  const std::string command = std::string(cxx && *cxx ? cxx : "c++") +
+                              " -std=c++20 -O1 -fPIC -w -fno-strict-aliasing -fsanitize=alignment "
+                              "-fsanitize-undefined-trap-on-error" +
+                              f16c + " " + arguments + " > " + log + " 2>&1";
+  if (std::system(command.c_str()) == 0) return true;
+  error = "the host compiler failed (" + command + "):\n" + read_file(log).substr(0, 4000);
+  return false;
+}
+
+// The directory of device_header() and its precompiled form, made once per process: the
+// header's standard headers took most of a small program's compile.
+const std::string* header_directory(std::string& error) {
+  static std::string directory;
+  if (!directory.empty()) return &directory;
+  std::string made;
+  if (!make_directory(made, error)) return nullptr;
+  std::ofstream(made + "/kiln_emu_device.h") << device_header();
+  if (!run_compiler("-x c++-header -o " + made + "/kiln_emu_device.h.gch " + made + "/kiln_emu_device.h", made, error))
+    return nullptr;
+  directory = made;
+  return &directory;
+}
+
 // The program as a host library: the header, the source, and per kernel an entry point
 // and its parameters' sizes.
 void* compile_program(const std::string& source, std::string& error) {
   static std::map<std::string, void*> compiled;  // by source
   if (auto known = compiled.find(source); known != compiled.end()) return known->second;
-  std::string text(device_header());
+  const std::string* header = header_directory(error);
+  if (!header) return nullptr;
+  std::string text = "#include \"kiln_emu_device.h\"\n";
   text += source;
   static const std::regex kernel(R"(extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\()");
   for (auto it = std::sregex_iterator(source.begin(), source.end(), kernel); it != std::sregex_iterator(); ++it) {
@@ -107,27 +151,11 @@ void* compile_program(const std::string& source, std::string& error) {
     text += "extern \"C\" unsigned kiln_emu_sizes_" + name + "(unsigned* s) { return kiln_emu_sizes_of(" + name +
             ", s); }\n";
   }
-  char dir_template[] = "/tmp/kiln-cuda-emulator-XXXXXX";
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string pattern = tmp && *tmp ? std::string(tmp) + "/kiln-cuda-emulator-XXXXXX" : dir_template;
-  if (!mkdtemp(pattern.data())) {
-    error = "the emulator cannot make a directory " + pattern;
-    return nullptr;
-  }
-  const std::string cc = pattern + "/program.cc", so = pattern + "/program.so", log = pattern + "/log.txt";
+  std::string directory;
+  if (!make_directory(directory, error)) return nullptr;
+  const std::string cc = directory + "/program.cc", so = directory + "/program.so";
   std::ofstream(cc) << text;
-  const char* cxx = std::getenv("KILN_CUDA_EMULATOR_CXX");
-  // A load or store through a pointer misaligned for its type (a 16-byte vector one element
-  // past an aligned address) traps, SIGILL, where a GPU faults with a misaligned address;
-  // the checks cost the emulated kernels about 5%.
-  const std::string command = std::string(cxx && *cxx ? cxx : "c++") +
-                              " -std=c++20 -O1 -fPIC -shared -w -fno-strict-aliasing -fsanitize=alignment "
-                              "-fsanitize-undefined-trap-on-error -o " +
-                              so + " " + cc + " > " + log + " 2>&1";
-  if (std::system(command.c_str()) != 0) {
-    error = "the host compiler failed (" + command + "):\n" + read_file(log).substr(0, 4000);
-    return nullptr;
-  }
+  if (!run_compiler("-shared -I " + *header + " -o " + so + " " + cc, directory, error)) return nullptr;
   void* library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library) {
     error = std::string("the emulator cannot open the compiled program: ") + dlerror();
@@ -135,7 +163,7 @@ void* compile_program(const std::string& source, std::string& error) {
   }
   // Kept where the compile failed, to read; once open, the files are not needed.
   std::error_code ignored;
-  std::filesystem::remove_all(pattern, ignored);
+  std::filesystem::remove_all(directory, ignored);
   auto bind = reinterpret_cast<void (*)(const void*)>(dlsym(library, "kiln_emu_bind"));
   bind_program(bind);
   return compiled[source] = library;

@@ -11,9 +11,11 @@
 
 #include "tests/cuda_emulator/emulator.h"
 
-// Saves the callee-saved registers, the SSE and x87 control words and the stack pointer
-// (to *from), and resumes the fiber whose stack pointer is `to` (x86-64 System V). A
-// switch of its own, since ucontext's makes a system call for the signal mask each time.
+// Saves the callee-saved registers and the stack pointer (to *from), and resumes the
+// fiber whose stack pointer is `to` (x86-64 System V). A switch of its own, since
+// ucontext's makes a system call for the signal mask each time. The SSE and x87 control
+// words, which nothing in the emulator or its programs changes, are not switched: saving
+// and loading them was 80% of a switch's time.
 extern "C" void kiln_emu_switch(void** from, void* to);
 asm(R"(
   .text
@@ -26,14 +28,8 @@ kiln_emu_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -58,6 +54,7 @@ struct Api {  // the program's kiln_emu_api
   void (*sync)();
   int (*sync_or)(int);
   void (*exchange)(const void* mine, void* all, unsigned bytes);
+  void (*shuffle)(const void* mine, void* theirs, unsigned bytes, unsigned lane);
   void (*fault)(const char* what);
   void* (*dynamic_shared)();
 };
@@ -68,6 +65,7 @@ constexpr unsigned kExchangeBytes = 64;
 struct Barrier {
   unsigned arrived = 0, generation = 0, members = 0;
   int any = 0, result = 0;
+  uint32_t lanes = 0;  // a warp's: those of its lanes still running
 };
 
 struct Fiber {
@@ -75,12 +73,12 @@ struct Fiber {
   ThreadState state;
   bool done = false;
   unsigned warp = 0;
-  char exchange[kExchangeBytes];
 };
 
 struct Block {
   std::vector<Fiber> fibers;
   std::vector<Barrier> warp_barriers;
+  std::vector<char> exchanges;  // per warp, 32 lanes' slots side by side
   Barrier block_barrier;
   void* scheduler_sp = nullptr;
   Fiber* running = nullptr;
@@ -94,7 +92,20 @@ ThreadState* g_current = nullptr;
 char* g_stacks = nullptr;
 size_t g_stack_count = 0;
 
-void yield() { kiln_emu_switch(&g_block->running->sp, g_block->scheduler_sp); }
+// Hands over to the next fiber of the block that has not returned, or, past the last one,
+// back to the scheduler (which ends its pass there): one switch per waiting fiber.
+void yield() {
+  Block& block = *g_block;
+  Fiber* self = block.running;
+  for (Fiber* f = self + 1; f != block.fibers.data() + block.fibers.size(); ++f) {
+    if (f->done) continue;
+    block.running = f;
+    g_current = &f->state;
+    kiln_emu_switch(&self->sp, f->sp);
+    return;
+  }
+  kiln_emu_switch(&self->sp, block.scheduler_sp);
+}
 
 // Waits until `b` opens; the last of its members to arrive opens it and goes on.
 void arrive_and_wait(Barrier& b) {
@@ -120,24 +131,49 @@ int sync_or(int predicate) {
   return b.result;
 }
 
-// Every lane of the warp leaves `bytes` of its own; each gets all 32 (lanes past the
-// block's end, or returned, leave zeros).
-void exchange(const void* mine, void* all, unsigned bytes) {
+// Every lane of the warp leaves `bytes` of its own in its slot of the warp's exchange
+// area; when all have, `take` reads the slots (lanes past the block's end, or returned,
+// read as zeros), and the warp waits again before any lane can write its slot anew.
+template <class Take>
+void exchange_through_slots(const void* mine, unsigned bytes, Take take) {
   if (bytes > kExchangeBytes) {  // the device header's own use: a fragment is 24 bytes
     std::fprintf(stderr, "kiln CUDA emulator: an exchange of %u bytes (at most %u)\n", bytes, kExchangeBytes);
     std::abort();
   }
   Block& block = *g_block;
   Fiber& self = *block.running;
-  std::memcpy(self.exchange, mine, bytes);
+  const size_t lane = static_cast<size_t>(&self - block.fibers.data()) % 32;
+  char* slots = block.exchanges.data() + static_cast<size_t>(self.warp) * 32 * kExchangeBytes;
+  std::memcpy(slots + lane * bytes, mine, bytes);
   Barrier& b = block.warp_barriers[self.warp];
   arrive_and_wait(b);
-  char* out = static_cast<char*>(all);
-  std::memset(out, 0, 32 * bytes);
-  const size_t first = static_cast<size_t>(self.warp) * 32;
-  for (size_t l = 0; l < 32 && first + l < block.fibers.size(); ++l)
-    if (!block.fibers[first + l].done) std::memcpy(out + l * bytes, block.fibers[first + l].exchange, bytes);
+  take(static_cast<const char*>(slots), b.lanes);
   arrive_and_wait(b);
+}
+
+// Each lane gets all 32 lanes' bytes (ldmatrix, mma).
+void exchange(const void* mine, void* all, unsigned bytes) {
+  exchange_through_slots(mine, bytes, [&](const char* slots, uint32_t lanes) {
+    // 8 bytes at a time (32 slots are a multiple of 8 bytes): a memcpy of unknown size
+    // became `rep movs`, slow to start at these sizes.
+    char* out = static_cast<char*>(all);
+    for (size_t k = 0; k < 32 * bytes; k += 8) {
+      uint64_t word;
+      std::memcpy(&word, slots + k, 8);
+      std::memcpy(out + k, &word, 8);
+    }
+    if (lanes != ~uint32_t{0})
+      for (size_t l = 0; l < 32; ++l)
+        if (!(lanes >> l & 1)) std::memset(out + l * bytes, 0, bytes);
+  });
+}
+
+// Each lane gets one lane's bytes (__shfl_sync, __shfl_xor_sync).
+void shuffle(const void* mine, void* theirs, unsigned bytes, unsigned lane) {
+  exchange_through_slots(mine, bytes, [&](const char* slots, uint32_t lanes) {
+    if (lanes >> lane & 1) std::memcpy(theirs, slots + lane * bytes, bytes);
+    else std::memset(theirs, 0, bytes);
+  });
 }
 
 // A fault a GPU would report (a misaligned address): the grid's launch fails with it.
@@ -155,7 +191,7 @@ constexpr char kSharedGuard = static_cast<char>(0xa5);
 std::vector<char> g_dynamic_shared;
 void* dynamic_shared() { return g_dynamic_shared.empty() ? nullptr : g_dynamic_shared.data(); }
 
-const Api kApi = {&g_current, sync, sync_or, exchange, fault, dynamic_shared};
+const Api kApi = {&g_current, sync, sync_or, exchange, shuffle, fault, dynamic_shared};
 
 void fiber_main() {
   Block& block = *g_block;
@@ -163,6 +199,7 @@ void fiber_main() {
   Fiber& self = *block.running;
   self.done = true;
   ++block.progress;
+  block.warp_barriers[self.warp].lanes &= ~(uint32_t{1} << (static_cast<size_t>(&self - block.fibers.data()) % 32));
   // A returned thread no longer counts at barriers: open those it held back.
   for (Barrier* b : {&block.block_barrier, &block.warp_barriers[self.warp]}) {
     --b->members;
@@ -182,22 +219,18 @@ void fiber_main() {
   __builtin_unreachable();
 }
 
-// A new fiber's stack as kiln_emu_switch leaves one: the control words, six registers
-// (zero) and fiber_start as the return address, 16-byte aligned as at a call.
-void* initial_stack(char* stack) {
-  auto* top = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack + kStackBytes) & ~uintptr_t{15});
+// A new fiber's stack as kiln_emu_switch leaves one: six registers
+// (zero) and fiber_start as the return address, 16-byte aligned as at a call. Fiber i's
+// top sits (i mod 1024) cache lines below its stack's end: tops a multiple of 256 KiB
+// apart would all fall in the same cache sets, and each switch would miss.
+void* initial_stack(char* stack, size_t fiber) {
+  char* end = stack + kStackBytes - (fiber % 1024) * 64;
+  auto* top = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(end) & ~uintptr_t{15});
   uint64_t* sp = top - 2;
   sp[1] = 0;
   sp[0] = reinterpret_cast<uint64_t>(&fiber_start);
   sp -= 6;
   for (int r = 0; r < 6; ++r) sp[r] = 0;
-  sp -= 1;
-  uint32_t mxcsr;
-  uint16_t control;
-  asm volatile("stmxcsr %0" : "=m"(mxcsr));
-  asm volatile("fnstcw %0" : "=m"(control));
-  std::memcpy(sp, &mxcsr, 4);
-  std::memcpy(reinterpret_cast<char*>(sp) + 4, &control, 2);
   return sp;
 }
 
@@ -219,8 +252,12 @@ std::string run_block(Block& block, Dim3 block_index, Dim3 block_dim, Dim3 grid_
   block.fibers.assign(threads, Fiber{});
   const size_t warps = (threads + 31) / 32;
   block.warp_barriers.assign(warps, Barrier{});
-  for (size_t w = 0; w < warps; ++w)
-    block.warp_barriers[w].members = static_cast<unsigned>(std::min<size_t>(32, threads - w * 32));
+  for (size_t w = 0; w < warps; ++w) {
+    Barrier& b = block.warp_barriers[w];
+    b.members = static_cast<unsigned>(std::min<size_t>(32, threads - w * 32));
+    b.lanes = b.members == 32 ? ~uint32_t{0} : (uint32_t{1} << b.members) - 1;
+  }
+  block.exchanges.resize(warps * 32 * kExchangeBytes);
   block.block_barrier = Barrier{};
   block.block_barrier.members = static_cast<unsigned>(threads);
   for (size_t i = 0; i < threads; ++i) {
@@ -229,19 +266,23 @@ std::string run_block(Block& block, Dim3 block_index, Dim3 block_dim, Dim3 grid_
                    z = static_cast<unsigned>(i / block_dim.x / block_dim.y);
     f.state = {{x, y, z}, block_index, block_dim, grid_dim};
     f.warp = static_cast<unsigned>(i / 32);
-    f.sp = initial_stack(stack + i * kStackBytes);
+    f.sp = initial_stack(stack + i * kStackBytes, i);
   }
+  // A pass resumes the fibers in order; each that waits hands over to the next itself, and
+  // control comes back here after the last, or when one returns.
   size_t live = threads;
   while (live > 0) {
     const uint64_t before = block.progress;
-    live = 0;
-    for (Fiber& f : block.fibers) {
+    for (size_t i = 0; i < threads; ++i) {
+      Fiber& f = block.fibers[i];
       if (f.done) continue;
       block.running = &f;
       g_current = &f.state;
       kiln_emu_switch(&block.scheduler_sp, f.sp);
-      live += !f.done;
+      i = static_cast<size_t>(block.running - block.fibers.data());
     }
+    live = static_cast<size_t>(
+        std::count_if(block.fibers.begin(), block.fibers.end(), [](const Fiber& f) { return !f.done; }));
     if (live > 0 && block.progress == before)
       return std::to_string(live) + " threads of block (" + std::to_string(block_index.x) + ", " +
              std::to_string(block_index.y) + ", " + std::to_string(block_index.z) +
