@@ -21,6 +21,7 @@ const DnnlLibrary& dnnl_library() {
     d.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(d.handle, "omp_set_num_threads"));
     d.gomp_parallel =
         reinterpret_cast<void (*)(void (*)(void*), void*, unsigned, unsigned)>(dlsym(d.handle, "GOMP_parallel"));
+    d.omp_get_thread_num = reinterpret_cast<int (*)()>(dlsym(d.handle, "omp_get_thread_num"));
     return d;
   }();
   return opened;

@@ -25,6 +25,8 @@ struct DnnlLibrary {
   /// its kernels on, so that kernels and oneDNN's calls share one team of threads; null
   /// where oneDNN threads otherwise.
   void (*gomp_parallel)(void (*)(void*), void*, unsigned, unsigned) = nullptr;
+  /// A team thread's number (omp_get_thread_num), by which the pool gives each its part.
+  int (*omp_get_thread_num)() = nullptr;
 };
 /// libdnnl.so.2, or $KILN_LIBDNNL, opened once.
 const DnnlLibrary& dnnl_library();

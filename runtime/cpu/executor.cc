@@ -96,8 +96,8 @@ class CpuExecutor final : public Executor {
       // Where oneDNN runs on libgomp, the kernels run on its team too (thread_pool.h);
       // ViT-B/16's loop and row steps took twice as long on threads of their own.
       const DnnlLibrary& dnnl = dnnl_library();
-      pool_ = dnnl.gomp_parallel && dnnl.omp_set_num_threads
-                  ? std::make_unique<ThreadPool>(threads - 1, dnnl.gomp_parallel)
+      pool_ = dnnl.gomp_parallel && dnnl.omp_set_num_threads && dnnl.omp_get_thread_num
+                  ? std::make_unique<ThreadPool>(threads - 1, dnnl.gomp_parallel, dnnl.omp_get_thread_num)
                   : std::make_unique<ThreadPool>(threads - 1);
     } catch (const std::system_error& e) {
       return make_error("runtime: cannot start " + std::to_string(threads) + " threads: " + e.code().message());

@@ -13,6 +13,8 @@ namespace kiln::runtime {
 /// libgomp's entry point for a parallel region (GOMP_parallel): runs fn(data) on a team of
 /// `threads` threads, the caller's among them.
 using OpenMpTeam = void (*)(void (*fn)(void*), void* data, unsigned threads, unsigned flags);
+/// The calling thread's number in its team (omp_get_thread_num): 0 for the caller.
+using OpenMpThreadNumber = int (*)();
 
 /// Runs fn(begin, end) over chunks of [0, n) on the pool's threads and the caller's.
 class ThreadPool {
@@ -22,8 +24,12 @@ class ThreadPool {
   explicit ThreadPool(int threads);
   /// A pool whose chunks run on OpenMP's team of threads + 1 (the caller's): the threads
   /// oneDNN's calls run on, which spin for a while after each call. With threads of its
-  /// own, a kernel after a convolution or matmul shared the cores with them.
-  ThreadPool(int threads, OpenMpTeam team) : team_(team), team_threads_(threads + 1) {}
+  /// own, a kernel after a convolution or matmul shared the cores with them. Team thread
+  /// t first takes the chunks of the t-th of as many equal parts of a range, then helps
+  /// the others: a thread then reads what it wrote in the step before, or what oneDNN
+  /// (which splits its work in contiguous parts too) wrote on it, from its own core's cache.
+  ThreadPool(int threads, OpenMpTeam team, OpenMpThreadNumber thread_number)
+      : team_(team), thread_number_(thread_number), team_threads_(threads + 1) {}
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -39,6 +45,7 @@ class ThreadPool {
   void parallel_for_team(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   OpenMpTeam team_ = nullptr;
+  OpenMpThreadNumber thread_number_ = nullptr;
   int team_threads_ = 0;
 
   std::vector<std::thread> workers_;

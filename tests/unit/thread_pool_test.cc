@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -55,10 +56,45 @@ TEST_CASE("the thread pool visits every index once, on OpenMP's team", "[runtime
     FAIL("oneDNN not found: " << dnnl.why_not);
   }
   REQUIRE(dnnl.gomp_parallel != nullptr);
-  ThreadPool one(0, dnnl.gomp_parallel);
+  REQUIRE(dnnl.omp_get_thread_num != nullptr);
+  ThreadPool one(0, dnnl.gomp_parallel, dnnl.omp_get_thread_num);
   check_covers(one, false);
-  ThreadPool three(3, dnnl.gomp_parallel);
+  ThreadPool three(3, dnnl.gomp_parallel, dnnl.omp_get_thread_num);
   check_covers(three, true);
+}
+
+TEST_CASE("on OpenMP's team, each thread runs its own part of a range first, run after run", "[runtime][cpu]") {
+  const cpu::DnnlLibrary& dnnl = cpu::dnnl_library();
+  REQUIRE(dnnl.handle);
+  ThreadPool pool(1, dnnl.gomp_parallel, dnnl.omp_get_thread_num);
+  // Two parts of 4 chunks each. Every chunk waits until both threads have started one, so
+  // that neither can take a second chunk (and run out of its own part, and take the
+  // other's) before the other has taken its first: each thread's first chunk is the start
+  // of its own part, whichever thread the team starts first.
+  constexpr int64_t n = 16000;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id worker;
+  for (int run = 0; run < 5; ++run) {
+    INFO("run " << run);
+    std::mutex mutex;
+    std::map<std::thread::id, int64_t> first;
+    std::atomic<int> started{0};
+    pool.parallel_for(n, 2000, [&](int64_t begin, int64_t) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (first.try_emplace(std::this_thread::get_id(), begin).second) ++started;
+      }
+      for (int wait = 0; started < 2 && wait < 10000; ++wait) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    REQUIRE(first.size() == 2);
+    CHECK(first.at(caller) == 0);
+    for (const auto& [thread, begin] : first)
+      if (thread != caller) {
+        CHECK(begin == n / 2);
+        if (run == 0) worker = thread;
+        CHECK(thread == worker);  // the same team thread, run after run
+      }
+  }
 }
 
 }  // namespace
