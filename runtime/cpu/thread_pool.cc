@@ -29,9 +29,10 @@ void ThreadPool::stop() {
 
 void ThreadPool::parallel_for_team(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   // Part t of [0, n) is team thread t's home: its chunks go in order from `next[t]`.
-  // Chunks assigned by one shared counter went to the threads alternately, and on the
-  // 2-core VM a step after a convolution then read half of its input from the other
-  // core's cache: an SE block's scale ran 8x slower on 2 threads than on 1 (docs/cpu.md).
+  // Chunks assigned by one shared counter went to the threads alternately, and a step
+  // after a convolution then read half of its input from the other core's cache
+  // (docs/cpu.md has the measurements). No part is shorter than a grain; where there are
+  // fewer parts than threads, thread t starts on part t mod parts.
   struct Region {
     const std::function<void(int64_t, int64_t)>* fn;
     int64_t n, chunk;
@@ -44,7 +45,8 @@ void ThreadPool::parallel_for_team(int64_t n, int64_t grain, const std::function
       for (int64_t begin = next[t].fetch_add(chunk); begin < past; begin = next[t].fetch_add(chunk))
         (*fn)(begin, std::min(past, begin + chunk));
     }
-  } region{&fn, n, std::max(grain, (n + team_threads_ * 4 - 1) / (team_threads_ * 4)), team_threads_,
+  } region{&fn, n, std::max(grain, (n + team_threads_ * 4 - 1) / (team_threads_ * 4)),
+           static_cast<int>(std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1, team_threads_)),
            std::vector<std::atomic<int64_t>>(static_cast<size_t>(team_threads_))};
   for (int t = 0; t < region.parts; ++t) region.next[static_cast<size_t>(t)] = region.part_begin(t);
   struct Call {
@@ -55,7 +57,7 @@ void ThreadPool::parallel_for_team(int64_t n, int64_t grain, const std::function
       [](void* data) {
         auto* c = static_cast<Call*>(data);
         Region& r = *c->region;
-        const int home = std::clamp(c->thread_number(), 0, r.parts - 1);
+        const int home = std::max(c->thread_number(), 0) % r.parts;
         for (int k = 0; k < r.parts; ++k) r.drain((home + k) % r.parts);
       },
       &call, static_cast<unsigned>(team_threads_), 0);

@@ -105,8 +105,9 @@ bool make_directory(std::string& path, std::string& error) {
 // Runs the host compiler on `arguments` (its output to a log in `directory`).
 bool run_compiler(const std::string& arguments, const std::string& directory, std::string& error) {
   const char* cxx = std::getenv("KILN_CUDA_EMULATOR_CXX");
-  // Without F16C, each f16 conversion is a call into libgcc's software routine: a fifth of
-  // the f16 attention cases' time. F16C converts exactly as that routine does.
+  // Without F16C, each f16 conversion is a call into libgcc's software routine, a large
+  // part of the f16 attention cases' time (docs/benchmarks.md). F16C converts exactly as
+  // that routine does.
   const char* f16c = __builtin_cpu_supports("f16c") ? " -mf16c" : "";
   // A load or store through a pointer misaligned for its type (a 16-byte vector one element
   // past an aligned address) traps, SIGILL, where a GPU faults with a misaligned address;

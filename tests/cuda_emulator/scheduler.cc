@@ -15,7 +15,7 @@
 // fiber whose stack pointer is `to` (x86-64 System V). A switch of its own, since
 // ucontext's makes a system call for the signal mask each time. The SSE and x87 control
 // words, which nothing in the emulator or its programs changes, are not switched: saving
-// and loading them was 80% of a switch's time.
+// and loading them was most of a switch's time.
 extern "C" void kiln_emu_switch(void** from, void* to);
 asm(R"(
   .text

@@ -2,6 +2,7 @@
 // and on OpenMP's team (libgomp, found through oneDNN as the executor finds it).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -18,16 +19,18 @@ namespace {
 
 // Runs ranges of several sizes and grains; each index must be visited once, and the
 // chunks must come from more than one thread where the range is long enough.
-void check_covers(ThreadPool& pool, bool expect_threads) {
+void check_covers(ThreadPool& pool, int threads_in_all, bool expect_threads) {
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{1000}, int64_t{100003}}) {
     for (int64_t grain : {int64_t{1}, int64_t{16}, int64_t{16384}}) {
       std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
       std::mutex mutex;
       std::set<std::thread::id> threads;
+      std::atomic<int> short_chunks{0};
       pool.parallel_for(n, grain, [&](int64_t begin, int64_t end) {
         REQUIRE(0 <= begin);
         REQUIRE(begin < end);
         REQUIRE(end <= n);
+        short_chunks += end - begin < grain;
         for (int64_t i = begin; i < end; ++i) seen[static_cast<size_t>(i)]++;
         // Long enough that another thread takes a chunk meanwhile.
         std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -36,6 +39,9 @@ void check_covers(ThreadPool& pool, bool expect_threads) {
       });
       INFO("n " << n << ", grain " << grain);
       for (int64_t i = 0; i < n; ++i) CHECK(seen[static_cast<size_t>(i)] == 1);
+      // Chunks of at least a grain, but for the last of each part: at most one part per
+      // thread, and none shorter than a grain.
+      CHECK(short_chunks <= std::max<int64_t>(1, std::min<int64_t>(threads_in_all, n / grain)));
       if (expect_threads && n >= 4 * grain && n > 16) CHECK(threads.size() > 1);
     }
   }
@@ -43,9 +49,9 @@ void check_covers(ThreadPool& pool, bool expect_threads) {
 
 TEST_CASE("the thread pool visits every index once, on threads of its own", "[runtime][cpu]") {
   ThreadPool none(0);
-  check_covers(none, false);
+  check_covers(none, 1, false);
   ThreadPool three(3);
-  check_covers(three, true);
+  check_covers(three, 4, true);
 }
 
 TEST_CASE("the thread pool visits every index once, on OpenMP's team", "[runtime][cpu]") {
@@ -58,9 +64,9 @@ TEST_CASE("the thread pool visits every index once, on OpenMP's team", "[runtime
   REQUIRE(dnnl.gomp_parallel != nullptr);
   REQUIRE(dnnl.omp_get_thread_num != nullptr);
   ThreadPool one(0, dnnl.gomp_parallel, dnnl.omp_get_thread_num);
-  check_covers(one, false);
+  check_covers(one, 1, false);
   ThreadPool three(3, dnnl.gomp_parallel, dnnl.omp_get_thread_num);
-  check_covers(three, true);
+  check_covers(three, 4, true);
 }
 
 TEST_CASE("on OpenMP's team, each thread runs its own part of a range first, run after run", "[runtime][cpu]") {
