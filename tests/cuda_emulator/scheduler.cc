@@ -72,7 +72,7 @@ struct Fiber {
   void* sp = nullptr;
   ThreadState state;
   bool done = false;
-  unsigned warp = 0;
+  unsigned warp = 0, lane = 0;
 };
 
 struct Block {
@@ -142,7 +142,7 @@ void exchange_through_slots(const void* mine, unsigned bytes, Take take) {
   }
   Block& block = *g_block;
   Fiber& self = *block.running;
-  const size_t lane = static_cast<size_t>(&self - block.fibers.data()) % 32;
+  const size_t lane = self.lane;
   char* slots = block.exchanges.data() + static_cast<size_t>(self.warp) * 32 * kExchangeBytes;
   std::memcpy(slots + lane * bytes, mine, bytes);
   Barrier& b = block.warp_barriers[self.warp];
@@ -199,7 +199,7 @@ void fiber_main() {
   Fiber& self = *block.running;
   self.done = true;
   ++block.progress;
-  block.warp_barriers[self.warp].lanes &= ~(uint32_t{1} << (static_cast<size_t>(&self - block.fibers.data()) % 32));
+  block.warp_barriers[self.warp].lanes &= ~(uint32_t{1} << self.lane);
   // A returned thread no longer counts at barriers: open those it held back.
   for (Barrier* b : {&block.block_barrier, &block.warp_barriers[self.warp]}) {
     --b->members;
@@ -266,6 +266,7 @@ std::string run_block(Block& block, Dim3 block_index, Dim3 block_dim, Dim3 grid_
                    z = static_cast<unsigned>(i / block_dim.x / block_dim.y);
     f.state = {{x, y, z}, block_index, block_dim, grid_dim};
     f.warp = static_cast<unsigned>(i / 32);
+    f.lane = static_cast<unsigned>(i % 32);
     f.sp = initial_stack(stack + i * kStackBytes, i);
   }
   // A pass resumes the fibers in order; each that waits hands over to the next itself, and
