@@ -32,9 +32,8 @@ Result<std::vector<uint8_t>> compile_folded(const ir::Graph& graph, const Compil
 // (compiler/batch_norm_folding.h), or none where there is none to fold.
 std::optional<std::pair<ir::Graph, CompileOptions>> with_batch_norms_folded(const ir::Graph& graph,
                                                                             const CompileOptions& options) {
-  if (options.weights.empty() || std::none_of(graph.nodes.begin(), graph.nodes.end(), [](const ir::Node& n) {
-        return n.op == ir::Op::BatchNorm;
-      }))
+  if (options.weights.empty() ||
+      std::none_of(graph.nodes.begin(), graph.nodes.end(), [](const ir::Node& n) { return n.op == ir::Op::BatchNorm; }))
     return std::nullopt;
   std::pair<ir::Graph, CompileOptions> folded{graph, options};
   if (fold_batch_norms(folded.first, folded.second.weights) == 0) return std::nullopt;
@@ -160,6 +159,12 @@ Status add_cuda_code(const ir::Graph& g, const CompileOptions& options, format::
       return make_error("cuda codegen: step " + contents.steps[s].name +
                         " is split in the kernels but not the "
                         "metadata, or the other way round");
+    // A step may launch an earlier step's kernels (the same code: codegen shares them).
+    if (!program.symbols[s].empty()) {
+      contents.steps[s].symbol = program.symbols[s];
+      if (!contents.steps[s].partial_symbol.empty())
+        contents.steps[s].partial_symbol = format::partial_kernel_symbol(program.symbols[s]);
+    }
   }
   codegen::cuda::NvrtcOptions nvrtc;
   nvrtc.archs = options.cuda_archs;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <map>
 
 #include "codegen/cuda/attention_gradient_kernel.h"
 #include "codegen/cuda/attention_kernel.h"
@@ -123,30 +124,43 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
   ProgramSource program;
   const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
   const std::vector<ir::AttentionGradientMatch> gradients = ir::attention_gradient_matches(g);
+  // Each step's kernels are written under one placeholder name (no generated identifier is
+  // upper case), so two steps' texts compare equal exactly when their code is the same.
+  constexpr std::string_view kPlaceholder = "KILN_STEP_KERNEL";
+  std::map<std::string, std::string> symbol_of_text;
   for (const ir::Step& step : g.program->steps) {
-    const std::string symbol = std::string(symbol_prefix) + step.name;
+    const std::string placeholder(kPlaceholder);
+    std::string text;
+    Launch launch;
     if (step.kind == ir::StepKind::Library) {
       // Matmuls run on cuBLAS; an attention step on a kernel of its own, its backward on two.
       if (const ir::AttentionMatch* attention = ir::attention_of(attentions, step)) {
-        KILN_ASSIGN_OR_RETURN(Launch launch, emit_attention_kernel(g, step, *attention, symbol, program.kernels));
-        program.launches.push_back(launch);
+        KILN_ASSIGN_OR_RETURN(launch, emit_attention_kernel(g, step, *attention, placeholder, text));
       } else if (const ir::AttentionGradientMatch* gradient = ir::attention_gradient_of(gradients, step)) {
-        KILN_ASSIGN_OR_RETURN(Launch launch,
-                              emit_attention_gradient_kernels(g, step, *gradient, symbol, program.kernels));
-        program.launches.push_back(launch);
+        KILN_ASSIGN_OR_RETURN(launch, emit_attention_gradient_kernels(g, step, *gradient, placeholder, text));
       } else {
         program.launches.push_back({});
+        program.symbols.emplace_back();
+        continue;
       }
-      continue;
+    } else {
+      Launch partial;
+      if (step.kind == ir::StepKind::Reduction && ir::reduction_split(g, step, ir::kCudaSplit)) {
+        KILN_ASSIGN_OR_RETURN(partial, detail::KernelEmitter(g, step, placeholder, true).write(text));
+      }
+      KILN_ASSIGN_OR_RETURN(launch, detail::KernelEmitter(g, step, placeholder).write(text));
+      launch.partial_block_threads = partial.block_threads;
+      launch.partial_grid_blocks = partial.grid_blocks;
     }
-    Launch partial;
-    if (step.kind == ir::StepKind::Reduction && ir::reduction_split(g, step, ir::kCudaSplit)) {
-      KILN_ASSIGN_OR_RETURN(partial, detail::KernelEmitter(g, step, symbol, true).write(program.kernels));
+    const auto [first, is_new] = symbol_of_text.emplace(text, std::string(symbol_prefix) + step.name);
+    const std::string& symbol = first->second;
+    if (is_new) {
+      for (size_t at = text.find(kPlaceholder); at != std::string::npos; at = text.find(kPlaceholder, at))
+        text.replace(at, kPlaceholder.size(), symbol);
+      program.kernels += text;
     }
-    KILN_ASSIGN_OR_RETURN(Launch launch, detail::KernelEmitter(g, step, symbol).write(program.kernels));
-    launch.partial_block_threads = partial.block_threads;
-    launch.partial_grid_blocks = partial.grid_blocks;
     program.launches.push_back(launch);
+    program.symbols.push_back(symbol);
   }
   return program;
 }

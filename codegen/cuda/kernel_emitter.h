@@ -30,6 +30,10 @@ struct ProgramSource {
   std::string kernels;
   /// Per step of the program (library steps but attention's: zero).
   std::vector<Launch> launches;
+  /// Per step, the function it launches (its first kernel: this + "_partial"): its own
+  /// (`symbol_prefix` + the step's name), or an earlier step's whose kernels are the same
+  /// text; empty for library steps that launch none.
+  std::vector<std::string> symbols;
 };
 
 /// The device helpers every program starts with (no #include; NVRTC needs no headers).
@@ -51,6 +55,8 @@ std::string_view prelude();
 ///    (`double* parts_scratch`); the step's kernel adds each row's parts in a fixed
 ///    order and finishes the row;
 ///  - an attention library step (ir/attention_match.h): attention_kernel.h's kernel.
+/// Steps whose kernels would be the same text but for their names (a model's repeated
+/// blocks) share the first one's: the program holds each kernel once.
 Result<ProgramSource> emit_kernels(const ir::Graph& planned, std::string_view symbol_prefix = "kiln_");
 
 /// The whole program: prelude() then emit_kernels(planned).kernels.

@@ -18,9 +18,12 @@
 namespace kiln::codegen::cuda {
 namespace {
 
-// The options every compile passes: C++17, fused multiply-adds (nvcc's default), and no
-// warnings (generated code names values it may not use; the log then holds errors only).
-constexpr const char* kCommonOptions[] = {"-std=c++17", "--fmad=true", "--disable-warnings"};
+// The options every compile passes: C++17, fused multiply-adds (nvcc's default), no
+// warnings (generated code names values it may not use; the log then holds errors only),
+// and the optimizer's work split over threads (docs/cuda.md: a model's kernels compiled on
+// one core took twice as long on two). A fixed split, not one per hardware thread: the
+// cubin's bytes depend on it, and an artifact's bytes should not depend on the machine.
+constexpr const char* kCommonOptions[] = {"-std=c++17", "--fmad=true", "--disable-warnings", "--split-compile=8"};
 
 // Written to a temporary name and renamed, so a concurrent reader never sees half a file.
 // Returns why it could not be stored, or "".
@@ -134,7 +137,7 @@ Result<std::vector<CodeObject>> compile_program(const std::string& source, const
     std::string cubin_path;
     std::string not_stored;  // why the cache could not keep the result, or ""
   };
-  // One thread per architecture: NVRTC compiles each program on one core.
+  // One thread per architecture (each compile splits its work over threads of its own).
   auto compile_one = [&](const std::string& arch) {
     Compiled c;
     std::string keyed = source + '\0' + arch + "\0cache entries with xxh64";
