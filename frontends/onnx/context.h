@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,10 +19,26 @@
 
 namespace kiln::onnx_import {
 
+/// A constant's tensor, which every copy of its Value shares: converters take their inputs
+/// by value, and a weight read that way was copied each time (BERT-base's import spent
+/// most of its time in memcpy).
+class SharedTensor {
+ public:
+  SharedTensor() = default;
+  SharedTensor(std::nullopt_t) {}
+  SharedTensor(ir::Tensor t) : tensor_(std::make_shared<const ir::Tensor>(std::move(t))) {}
+  explicit operator bool() const { return tensor_ != nullptr; }
+  const ir::Tensor& operator*() const { return *tensor_; }
+  const ir::Tensor* operator->() const { return tensor_.get(); }
+
+ private:
+  std::shared_ptr<const ir::Tensor> tensor_;
+};
+
 /// An ONNX value: a graph value, or a constant (an initializer, a Constant node, or folded).
 struct Value {
   std::optional<ir::ValueId> id;
-  std::optional<ir::Tensor> constant;
+  SharedTensor constant;
   /// An initializer: it becomes a param (its value a weight) when the graph reads it.
   bool initializer = false;
   std::string name;  // the ONNX name
