@@ -124,8 +124,8 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
   ProgramSource program;
   const std::vector<ir::AttentionMatch> attentions = ir::attention_matches(g);
   const std::vector<ir::AttentionGradientMatch> gradients = ir::attention_gradient_matches(g);
-  // Each step's kernels are written under one placeholder name (no generated identifier is
-  // upper case), so two steps' texts compare equal exactly when their code is the same.
+  // Each step's kernels are written under one placeholder name (which generated code never
+  // uses otherwise), so two steps' texts compare equal exactly when their code is the same.
   constexpr std::string_view kPlaceholder = "KILN_STEP_KERNEL";
   std::map<std::string, std::string> symbol_of_text;
   for (const ir::Step& step : g.program->steps) {

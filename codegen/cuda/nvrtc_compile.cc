@@ -20,9 +20,9 @@ namespace {
 
 // The options every compile passes: C++17, fused multiply-adds (nvcc's default), no
 // warnings (generated code names values it may not use; the log then holds errors only),
-// and the optimizer's work split over threads (docs/cuda.md: a model's kernels compiled on
-// one core took twice as long on two). A fixed split, not one per hardware thread: the
-// cubin's bytes depend on it, and an artifact's bytes should not depend on the machine.
+// and the optimizer's work split over threads (docs/cuda.md). A fixed split, not one per
+// hardware thread: the cubin's bytes depend on it, and an artifact's bytes should not
+// depend on the machine that compiled it.
 constexpr const char* kCommonOptions[] = {"-std=c++17", "--fmad=true", "--disable-warnings", "--split-compile=8"};
 
 // Written to a temporary name and renamed, so a concurrent reader never sees half a file.

@@ -4,6 +4,7 @@
 // NVRTC's errors are checked as text. Running the kernels is the GPU tier's job
 // (cuda_gpu_test).
 #include <fmt/format.h>
+#include <algorithm>
 #include <filesystem>
 
 #include "codegen/cuda/kernel_emitter.h"
@@ -80,6 +81,8 @@ TEST_CASE("every generated kernel compiles with NVRTC for sm_80 and sm_90", "[co
     source += program->kernels;
   }
   CHECK(symbols.size() > 500);
+  // Each step's kernels are written under a placeholder name, replaced where they are kept.
+  CHECK(source.find("KILN_STEP_KERNEL") == std::string::npos);
   CHECK(kernels_in_rows > 50);
   codegen::cuda::NvrtcOptions options;
   options.archs = {"sm_80", "sm_90"};
