@@ -147,13 +147,25 @@ Result<ir::ValueId> Context::constant_value(const ir::Tensor& t, const std::stri
   return builder_.add(ir::Op::Constant, {}, std::move(attrs), t.type.dtype);
 }
 
+ir::Tensor SharedTensor::take() {
+  ir::Tensor t = tensor_.use_count() == 1 ? std::move(*tensor_) : *tensor_;
+  tensor_.reset();
+  return t;
+}
+
+void Context::store_weights() {
+  values_.clear();
+  for (auto& [name, tensor] : initializer_weights_) weights_[name] = tensor.take();
+  initializer_weights_.clear();
+}
+
 Result<ir::ValueId> Context::operand(const std::string& name) {
   Value& v = values_.at(name);
   if (v.id) return *v.id;
   ir::ValueId id;
   if (v.initializer) {
     const std::string kname = unique_name(name);
-    weights_[kname] = *v.constant;
+    initializer_weights_.emplace_back(kname, v.constant);
     id = builder_.arg(kname, v.constant->type, ir::ArgKind::Param);
   } else {
     KILN_ASSIGN_OR_RETURN(id, constant_value(*v.constant, name));

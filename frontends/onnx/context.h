@@ -26,13 +26,15 @@ class SharedTensor {
  public:
   SharedTensor() = default;
   SharedTensor(std::nullopt_t) {}
-  SharedTensor(ir::Tensor t) : tensor_(std::make_shared<const ir::Tensor>(std::move(t))) {}
+  SharedTensor(ir::Tensor t) : tensor_(std::make_shared<ir::Tensor>(std::move(t))) {}
   explicit operator bool() const { return tensor_ != nullptr; }
   const ir::Tensor& operator*() const { return *tensor_; }
   const ir::Tensor* operator->() const { return tensor_.get(); }
+  /// The tensor, moved out where this is its last holder (else copied); empties this.
+  ir::Tensor take();
 
  private:
-  std::shared_ptr<const ir::Tensor> tensor_;
+  std::shared_ptr<ir::Tensor> tensor_;
 };
 
 /// An ONNX value: a graph value, or a constant (an initializer, a Constant node, or folded).
@@ -84,6 +86,9 @@ class Context {
   Result<ir::ValueId> materialize(const Value& v);
   /// A kiln name for an ONNX name, unique in the graph.
   std::string unique_name(const std::string& onnx_name);
+  /// Ends the import: forgets every value, then moves the initializers the graph reads
+  /// into the weights (until now they are shared with the values, not copied).
+  void store_weights();
 
  private:
   // A constant as a graph value: a literal if small, else a param with its value.
@@ -93,6 +98,8 @@ class Context {
   std::map<std::string, ir::Tensor>& weights_;
   int64_t opset_;
   std::map<std::string, Value> values_;
+  // The initializers that became params, by kiln name, for store_weights().
+  std::vector<std::pair<std::string, SharedTensor>> initializer_weights_;
   std::set<std::string> used_names_;
   // Params made from folded constants, by content_hash: each distinct value once.
   std::multimap<uint64_t, std::pair<const ir::Tensor*, ir::ValueId>> constant_params_;

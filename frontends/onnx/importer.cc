@@ -136,8 +136,13 @@ Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportO
   ExternalData external(options.model_dir);
   for (const onnx::TensorProto& init : graph.initializer()) {
     if (ctx.defined(init.name())) return make_error(fmt::format("onnx: initializer '{}' is given twice", init.name()));
-    KILN_ASSIGN_OR_RETURN(onnx::TensorProto inlined, external.inline_data(init));
-    KILN_ASSIGN_OR_RETURN(ir::Tensor t, tensor_of(inlined));
+    ir::Tensor t;
+    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      KILN_ASSIGN_OR_RETURN(onnx::TensorProto inlined, external.inline_data(init));
+      KILN_ASSIGN_OR_RETURN(t, tensor_of(inlined));
+    } else {  // read where it is (inline_data would copy it)
+      KILN_ASSIGN_OR_RETURN(t, tensor_of(init));
+    }
     // A float initializer of one element is an exporter's constant (GELU's 0.5 and 3.0),
     // not a weight: as a constant it folds, and kernels compute with it as an immediate.
     const bool weight = !(ir::is_float(t.type.dtype) && t.size() == 1);
@@ -187,6 +192,7 @@ Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportO
     imported.outputs.push_back({output.name(), name, i});
   }
   if (imported.graph.results.empty()) return make_error("onnx: the model has no outputs");
+  ctx.store_weights();
   Status verified = ir::verify(imported.graph);
   if (!verified.ok()) return make_error("onnx: the imported graph does not verify: " + verified.error().message);
   return imported;

@@ -1,5 +1,8 @@
 #include <xxhash.h>
 #include <cstring>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "runtime/format/artifact.h"
 
@@ -10,24 +13,42 @@ void put(std::vector<uint8_t>& out, size_t at, const void* data, size_t size) {
   std::memcpy(out.data() + at, data, size);
 }
 
-// Appends a blob at the next 64-byte boundary and describes it.
-Section append_section(std::vector<uint8_t>& out, std::span<const uint8_t> blob) {
-  out.resize((out.size() + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment, 0);
-  uint64_t offset = out.size();
-  out.insert(out.end(), blob.begin(), blob.end());
-  return Section(offset, blob.size(), XXH64(blob.data(), blob.size(), 0));
-}
+// The sections' places, then their bytes: the file is allocated once at its size and each
+// blob copied once (appending grew a vector of a model's weights, GPT-2 small's 500 MB,
+// through copies of everything before).
+class SectionLayout {
+ public:
+  // Places a blob at the next 64-byte boundary and describes it.
+  Section place(std::span<const uint8_t> blob) {
+    const uint64_t offset = (end_ + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment;
+    end_ = offset + blob.size();
+    blobs_.emplace_back(offset, blob);
+    return Section(offset, blob.size(), XXH64(blob.data(), blob.size(), 0));
+  }
+  uint64_t end() const { return end_; }
+  // The file: the header's bytes zero, every placed blob where it was placed.
+  std::vector<uint8_t> write() const {
+    std::vector<uint8_t> out(end_, 0);
+    for (const auto& [offset, blob] : blobs_)
+      if (!blob.empty()) std::memcpy(out.data() + offset, blob.data(), blob.size());
+    return out;
+  }
+
+ private:
+  uint64_t end_ = kHeaderBytes;
+  std::vector<std::pair<uint64_t, std::span<const uint8_t>>> blobs_;
+};
 
 }  // namespace
 
 std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
   // Header first, then the sections, then the metadata that points at them.
-  std::vector<uint8_t> out(kHeaderBytes, 0);
+  SectionLayout layout;
   std::vector<std::pair<const ArtifactContents::CodeInfo*, Section>> code;
-  for (const auto& obj : c.code) code.emplace_back(&obj, append_section(out, obj.bytes));
+  for (const auto& obj : c.code) code.emplace_back(&obj, layout.place(obj.bytes));
   std::vector<Section> weights;
-  for (const auto& w : c.weights) weights.push_back(append_section(out, w));
-  Section ir = append_section(out, std::span(reinterpret_cast<const uint8_t*>(c.ir.data()), c.ir.size()));
+  for (const auto& w : c.weights) weights.push_back(layout.place(w));
+  Section ir = layout.place(std::span(reinterpret_cast<const uint8_t*>(c.ir.data()), c.ir.size()));
 
   flatbuffers::FlatBufferBuilder fb;
   std::vector<flatbuffers::Offset<flatbuffers::String>> flags;
@@ -98,7 +119,8 @@ std::vector<uint8_t> write_artifact(const ArtifactContents& c) {
                              fb.CreateVector(copies), fb.CreateVector(objects), fb.CreateVectorOfStructs(weights), &ir,
                              c.allow_tf32, c.batch);
   FinishArtifactBuffer(fb, root);
-  Section metadata = append_section(out, std::span(fb.GetBufferPointer(), fb.GetSize()));
+  Section metadata = layout.place(std::span(fb.GetBufferPointer(), fb.GetSize()));
+  std::vector<uint8_t> out = layout.write();
 
   put(out, 0, kMagic, 8);
   uint16_t major = kFormatMajor, minor = kFormatMinor;
