@@ -25,7 +25,6 @@ class SectionLayout {
     blobs_.emplace_back(offset, blob);
     return Section(offset, blob.size(), XXH64(blob.data(), blob.size(), 0));
   }
-  uint64_t end() const { return end_; }
   // The file: the header's bytes zero, every placed blob where it was placed.
   std::vector<uint8_t> write() const {
     std::vector<uint8_t> out(end_, 0);
