@@ -126,10 +126,9 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
   const std::vector<ir::AttentionGradientMatch> gradients = ir::attention_gradient_matches(g);
   // Each step's kernels are written under one placeholder name (which generated code never
   // uses otherwise), so two steps' texts compare equal exactly when their code is the same.
-  constexpr std::string_view kPlaceholder = "KILN_STEP_KERNEL";
+  const std::string placeholder = "KILN_STEP_KERNEL";
   std::map<std::string, std::string> symbol_of_text;
   for (const ir::Step& step : g.program->steps) {
-    const std::string placeholder(kPlaceholder);
     std::string text;
     Launch launch;
     if (step.kind == ir::StepKind::Library) {
@@ -155,8 +154,8 @@ Result<ProgramSource> emit_kernels(const ir::Graph& g, std::string_view symbol_p
     const auto [first, is_new] = symbol_of_text.emplace(text, std::string(symbol_prefix) + step.name);
     const std::string& symbol = first->second;
     if (is_new) {
-      for (size_t at = text.find(kPlaceholder); at != std::string::npos; at = text.find(kPlaceholder, at))
-        text.replace(at, kPlaceholder.size(), symbol);
+      for (size_t at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder, at))
+        text.replace(at, placeholder.size(), symbol);
       program.kernels += text;
     }
     program.launches.push_back(launch);

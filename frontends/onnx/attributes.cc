@@ -1,6 +1,4 @@
 // Attributes, element types and tensors of ONNX messages.
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "base/half_float.h"
@@ -15,13 +13,6 @@ std::string onnx_type_name(int32_t type) {
   return onnx::TensorProto_DataType_IsValid(type)
              ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(type))
              : fmt::format("{} (no TensorProto data type)", type);
-}
-
-template <class T>
-T load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
 }
 
 }  // namespace
