@@ -66,6 +66,89 @@ def gpt2_small():
     return Wrapped(), (ids,), ["input_ids"]
 
 
+def causal_lm(name, seq=128, **sizes):
+    """A Hugging Face causal language model (`name`: llama, ...) with random weights, its
+    logits for one sequence of `seq` tokens."""
+    import transformers
+
+    def build():
+        config = transformers.AutoConfig.for_model(name, use_cache=False, **sizes)
+        model = transformers.AutoModelForCausalLM.from_config(config)
+        ids = torch.randint(0, config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(0))
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lm = model
+
+            def forward(self, input_ids):
+                return self.lm(input_ids=input_ids, use_cache=False).logits
+
+        return Wrapped(), (ids,), ["input_ids"]
+
+    return build
+
+
+def bert_base_sdpa():
+    """BERT-base as transformers builds it by default (scaled_dot_product_attention),
+    its last hidden state."""
+    from transformers import BertConfig, BertModel
+
+    model = BertModel(BertConfig(), add_pooling_layer=False)
+    ids = torch.randint(0, model.config.vocab_size, (1, 128), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(1, 128, dtype=torch.int64)
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = model
+
+        def forward(self, input_ids, attention_mask):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    return Wrapped(), (ids, mask), ["input_ids", "attention_mask"]
+
+
+def t5_small():
+    """T5-small, encoder and decoder: 64 input tokens, the logits of 16 decoder tokens."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    model = T5ForConditionalGeneration(T5Config(use_cache=False))
+    ids = torch.randint(0, model.config.vocab_size, (1, 64), generator=torch.Generator().manual_seed(0))
+    decoder_ids = torch.randint(0, model.config.vocab_size, (1, 16), generator=torch.Generator().manual_seed(1))
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t5 = model
+
+        def forward(self, input_ids, decoder_input_ids):
+            return self.t5(input_ids=input_ids, decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
+    return Wrapped(), (ids, decoder_ids), ["input_ids", "decoder_input_ids"]
+
+
+def whisper_encoder():
+    """Whisper-tiny's audio encoder (two 1-d convolutions, four layers of 6 heads over
+    1500 positions): 30 s of 80 mel bins."""
+    from transformers import WhisperConfig, WhisperModel
+
+    config = WhisperConfig(d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6,
+                           decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536)
+    encoder = WhisperModel(config).get_encoder()
+    features = torch.randn(1, 80, 3000, generator=torch.Generator().manual_seed(0))
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_features):
+            return self.encoder(input_features=input_features).last_hidden_state
+
+    return Wrapped(), (features,), ["input_features"]
+
+
 # name -> (builder, exporter): "dynamo" is torch.onnx.export(dynamo=True), the default of
 # recent PyTorch; "torchscript" the older tracing exporter, which most existing files
 # came from.
@@ -86,6 +169,15 @@ for _name in ["efficientnet_b0", "mobilenet_v3_small", "mnasnet1_0", "shufflenet
 # Plain stacks of 3x3 convolutions at every scale, for Winograd's (docs/cpu.md).
 for _name in ["resnet34", "vgg16"]:
     MODELS[_name] = (torchvision_model(_name), "torchscript")
+# Transformers as transformers builds them by default (scaled_dot_product_attention) and
+# the dynamo exporter writes them: rotary embeddings, RMSNorm, grouped-query heads and
+# SwiGLU (a LLaMA of 6 layers at GPT-2 small's width), relative position buckets and an
+# encoder-decoder (T5), attention over 1500 positions after 1-d convolutions (Whisper).
+MODELS["llama_small"] = (causal_lm("llama", hidden_size=768, intermediate_size=2048, num_hidden_layers=6,
+                                   num_attention_heads=12, num_key_value_heads=4, vocab_size=32000), "dynamo")
+MODELS["bert_base_sdpa"] = (bert_base_sdpa, "dynamo")
+MODELS["t5_small"] = (t5_small, "dynamo")
+MODELS["whisper_tiny_encoder"] = (whisper_encoder, "dynamo")
 MODELS["googlenet"] = (torchvision_model("googlenet", aux_logits=False, init_weights=True), "torchscript")
 MODELS["inception_v3"] = (torchvision_model("inception_v3", 299, aux_logits=False, init_weights=True), "torchscript")
 

@@ -199,10 +199,11 @@ def main():
     mixed = "" if args.precision == "f32" else " (ONNX Runtime in f32, PyTorch eager under torch.autocast)"
     print(f"target {args.target}; precision {args.precision}{mixed}; "
           f"ONNX Runtime {rows[0]['ort_version'] if rows else ''}")
-    print(f"{'model':<14} {'kiln ms':>9} {'ORT ms':>9} {'torch ms':>9} {'ORT/kiln':>9} {'torch/kiln':>10}"
+    width = max([14] + [len(r["model"]) for r in rows])
+    print(f"{'model':<{width}} {'kiln ms':>9} {'ORT ms':>9} {'torch ms':>9} {'ORT/kiln':>9} {'torch/kiln':>10}"
           f" {'max rel err':>12} {'compile s':>10}")
     for r in rows:
-        print(f"{r['model']:<14} {r['kiln_ms']:>9.2f} {r['ort_ms']:>9.2f} {r['torch_eager_ms']:>9.2f}"
+        print(f"{r['model']:<{width}} {r['kiln_ms']:>9.2f} {r['ort_ms']:>9.2f} {r['torch_eager_ms']:>9.2f}"
               f" {r['ort_over_kiln']:>9.2f} {r['torch_over_kiln']:>10.2f}"
               f" {max(r['max_rel_error'].values()):>12.2e} {r['compile_s']:>10.1f}")
     for line in failed:

@@ -1,6 +1,7 @@
 #include "runtime/cpu/attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -151,9 +152,18 @@ Status run_blocks(const Plan& plan, int64_t p, int64_t first, int64_t last, int 
 
 }  // namespace
 
-int64_t attention_block_rows(int64_t queries, int64_t keys, bool half) {
-  const int64_t rows = half ? std::clamp<int64_t>(262144 / std::max<int64_t>(keys, 1), 16, 128)
-                            : std::clamp<int64_t>(32768 / std::max<int64_t>(keys, 1), 16, 256);
+int64_t attention_block_rows(int64_t queries, int64_t keys, bool half, bool causal) {
+  keys = std::max<int64_t>(keys, 1);
+  if (half) return std::min(std::clamp<int64_t>(262144 / keys, 16, 128), queries);
+  // Each sgemm packs its k or v operand again, once per block: blocks take as many rows as
+  // keep the scores within 4 MiB. A causal block of r rows also multiplies the keys up to
+  // its last query, about r/2 more per row than the row needs: there sqrt(8·keys) rows
+  // balance the two, and never fewer than 128 KiB of scores hold (docs/cpu.md).
+  int64_t rows = std::clamp<int64_t>((int64_t{1} << 20) / keys, 16, 256);
+  if (causal) {
+    const auto balanced = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(std::sqrt(8.0 * keys))));
+    rows = std::min(rows, std::max(std::clamp<int64_t>(32768 / keys, 16, 256), balanced));
+  }
   return std::min(rows, queries);
 }
 
@@ -209,7 +219,7 @@ Plan plan_of(const format::Attention& at, const AttentionTypes& types, uint8_t* 
       stride *= d < plan.batch.size() ? plan.batch[d] : plan.queries;
     }
   }
-  plan.block_rows = attention_block_rows(plan.queries, plan.keys, plan.half);
+  plan.block_rows = attention_block_rows(plan.queries, plan.keys, plan.half, plan.skip_masked);
   plan.blocks = (plan.queries + plan.block_rows - 1) / plan.block_rows;
   if (plan.half && at.precision() == format::DType::BF16) {
     // A causal block's keys in steps of a sixteenth of them (at least 64), so that a few

@@ -51,8 +51,9 @@ Status run_attention_gradient(const format::Attention& call, const AttentionType
 std::string attention_implementation(const format::Attention& call, const AttentionTypes& types);
 
 /// Query rows per block for `keys` keys: in f32 as many as keep a block's scores within
-/// 128 KiB (16 to 256 rows); in bf16 and f16, where each block also packs its q rows and
-/// calls oneDNN twice, up to 128 rows within 1 MiB (16 to 128; docs/benchmarks.md).
-int64_t attention_block_rows(int64_t queries, int64_t keys, bool half = false);
+/// 4 MiB (16 to 256 rows), a causal block at most sqrt(8·keys) (but never fewer than within
+/// 128 KiB); in bf16 and f16, where each block also packs its q rows and calls oneDNN
+/// twice, up to 128 rows within 1 MiB (16 to 128; docs/benchmarks.md).
+int64_t attention_block_rows(int64_t queries, int64_t keys, bool half = false, bool causal = false);
 
 }  // namespace kiln::runtime::cpu

@@ -30,6 +30,17 @@ inline std::vector<AttentionGradientGraph> attention_gradient_graphs() {
   })",
        {"q", "k", "v"},
        1},
+      // Not causal, 300 queries by 40 keys: blocks of 256 rows on the CPU (whole rows of
+      // keys, however few), the last partial.
+      {"not causal, 300 queries",
+       R"(graph @g(%q: f32[1,2,300,8], %k: f32[1,2,40,8], %v: f32[1,2,40,8], %w: f32[1,2,300,8]) {
+    %y: f32[1,2,300,8] = attention(%q, %k, %v) {scale=0.4}
+    %yw: f32[1,2,300,8] = mul(%y, %w)
+    %l: f32[] = reduce_sum(%yw) {axes=[0,1,2,3]}
+    return %l
+  })",
+       {"q", "k", "v"},
+       13},
       // Cross attention with a bool mask per key, v narrower than q.
       {"cross attention, bool mask",
        R"(graph @g(%q: f32[2,2,7,8], %k: f32[2,2,33,8], %v: f32[2,2,33,5], %m: bool[7,33], %w: f32[2,2,7,5]) {

@@ -60,6 +60,12 @@ TEST_CASE("the attention op, causal or with a mask, runs as one step with the in
     return %y
   })",
                   2);
+  // Not causal, 600 queries: blocks of 256 rows (the last one partial) over every key.
+  check_attention(R"(graph @g(%q: f32[1,2,600,8], %k: f32[1,2,50,8], %v: f32[1,2,50,8]) {
+    %y: f32[1,2,600,8] = attention(%q, %k, %v) {scale=0.4}
+    return %y
+  })",
+                  7);
   // Cross attention with a bool mask per key (none masked whole) and v narrower than q.
   check_attention(R"(graph @g(%q: f32[2,2,7,8], %k: f32[2,2,33,8], %v: f32[2,2,33,5], %m: bool[7,33]) {
     %y: f32[2,2,7,5] = attention(%q, %k, %v, %m) {scale=0.3}
