@@ -139,8 +139,9 @@ Status convert_cumsum(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"exclusive", "reverse"}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
   const ir::TensorType t = ctx.type_of(x);
-  if (!ir::is_float(t.dtype))
-    return node_error(node, fmt::format("CumSum of {} is not supported (only floats)", t.to_string()));
+  // Integers too: RoBERTa's position ids are a cumsum of its i64 padding mask.
+  if (t.dtype == ir::DType::Bool)
+    return node_error(node, fmt::format("CumSum of {} is not supported (only numbers)", t.to_string()));
   KILN_ASSIGN_OR_RETURN(auto axes, constant_ints(ctx, node, 1, "axis"));
   if (axes.size() != 1) return node_error(node, "axis must be one integer");
   KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node, axes[0], t.rank()));

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "base/file.h"
 
@@ -387,6 +388,34 @@ TEST_CASE("what kiln does not import is an error naming the node, op and attribu
   CHECK(import_error(m) ==
         "onnx: node 'Relu_0' (Cast): attribute 'to' has element type 999 (no TensorProto data type), which kiln "
         "does not have (it has FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, INT64, INT8, UINT8 and BOOL)");
+}
+
+TEST_CASE("CumSum of integers, as RoBERTa's position ids are made; of bools refused", "[onnx]") {
+  for (auto [type, dtype, name] : {std::tuple{onnx::TensorProto::INT64, ir::DType::I64, "i64"},
+                                   {onnx::TensorProto::INT32, ir::DType::I32, "i32"},
+                                   {onnx::TensorProto::BOOL, ir::DType::Bool, "bool"}}) {
+    INFO(name);
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(14);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {2, 5}, {}, type);
+    add_value(g->mutable_output(), "y", {2, 5}, {}, type);
+    onnx::AttributeProto* a = add_node(g, "Constant", {}, {"axis"}, "axis")->add_attribute();
+    a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS), a->add_ints(1);
+    add_node(g, "CumSum", {"x", "axis"}, {"y"}, "positions");
+    auto r = import_model(bytes_of(m));
+    if (type == onnx::TensorProto::BOOL) {
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().message ==
+            "onnx: node 'positions' (CumSum): CumSum of bool[2,5] is not supported (only numbers)");
+      continue;
+    }
+    if (!r.ok()) FAIL(r.error().message);
+    auto x = ir::Tensor::from_doubles({dtype, {2, 5}}, {1, 1, 1, 0, 0, 1, 1, 1, 1, 1});
+    auto out = ir::evaluate(r->graph, {{"x", x}});
+    REQUIRE(out.ok());
+    kiln::testing::check_close((*out)[0], std::string(name) + "[2,5]", {1, 2, 3, 3, 3, 1, 2, 3, 4, 5});
+  }
 }
 
 TEST_CASE("CumSum adds each element to the ones before it only: an inf or NaN stays where it is", "[onnx]") {
