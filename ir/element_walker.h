@@ -21,6 +21,7 @@
 #include "ir/graph.h"
 #include "ir/movement_index.h"
 #include "ir/shape_inference.h"
+#include "ir/value_range.h"
 
 namespace kiln::ir {
 
@@ -285,7 +286,11 @@ class ElementWalker {
     Index at, result;
     for (size_t k = 0; k < rank; ++k) at.dims.push_back(gathered.dims[static_cast<size_t>(axis) + k]);
     KILN_ASSIGN_OR_RETURN(V j, value_at(indices, at));
-    V clamped = backend().clamp_index(j, table[static_cast<size_t>(axis)]);
+    // Indices that cannot leave [0, extent) (an im2col's, computed from iotas) are used as
+    // they are: clamped, consecutive ones stopped being consecutive loads.
+    const int64_t extent = table[static_cast<size_t>(axis)];
+    const std::optional<IntegerRange> range = integer_range(g_, producer_, indices);
+    V clamped = range && range->min >= 0 && range->max < extent ? j : backend().clamp_index(j, extent);
     for (size_t d = 0; d < table.size(); ++d) {
       if (static_cast<int64_t>(d) < axis) result.dims.push_back(gathered.dims[d]);
       else if (static_cast<int64_t>(d) == axis) result.dims.push_back(clamped);

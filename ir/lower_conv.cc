@@ -43,10 +43,49 @@ struct ConvSizes {
   bool depthwise() const { return group_in == 1 && group_out == 1 && groups > 1; }
 };
 
+// Beyond this many taps the columns are one gather, not a slice per tap and a concat of
+// them all: those exceed what one kernel fuses (wav2vec2's positional convolution, 128
+// taps, ran as 129 kernels, its concat at 0.12 of copy).
+constexpr int64_t kMaxSlicedTaps = 16;
+
+// The columns as [C, taps, N, positions], gathered from the padded input with its spatial
+// dims flattened: tap t's element at position p lies at offset(t) + offset(p) there, each
+// a sum over the spatial dims of an iota times the dim's pitch (and dilation or stride),
+// which the gather's kernel computes as it reads.
+ValueId gathered_columns(GraphBuilder& b, ValueId xp, const ConvSizes& c) {
+  const Shape padded = b.type(xp).shape;
+  const int64_t k = c.win.spatial_rank();
+  Shape index_shape(c.win.window.begin(), c.win.window.end());
+  index_shape.insert(index_shape.end(), c.win.output.begin(), c.win.output.end());
+  int64_t pitch = 1;
+  ValueId index = kNoValue;
+  auto add_term = [&](int64_t axis, int64_t factor) {
+    Attrs attrs;
+    attrs.set("shape", index_shape);
+    attrs.set("axis", axis);
+    ValueId term = *b.add(Op::Iota, {}, std::move(attrs), DType::I64);
+    if (factor != 1) term = b.binary(Op::Mul, term, b.scalar(static_cast<double>(factor), DType::I64));
+    index = index == kNoValue ? term : b.binary(Op::Add, index, term);
+  };
+  for (int64_t d = k; d-- > 0;) {
+    const auto dim = static_cast<size_t>(d);
+    add_term(d, c.win.dilations[dim] * pitch);
+    add_term(k + d, c.win.strides[dim] * pitch);
+    pitch *= padded[2 + dim];
+  }
+  ValueId flat = reshape_to(b, xp, {c.batch, c.channels, pitch});
+  Attrs attrs;
+  attrs.set("axis", int64_t{2});
+  ValueId cols = b.emit(Op::Gather, {flat, reshape_to(b, index, {c.taps, c.positions})}, std::move(attrs));
+  return b.emit(Op::Transpose, {cols}, perm_attrs({1, 2, 0, 3}));  // [C, taps, N, positions]
+}
+
 // The columns (im2col) as [groups, C/groups·taps, N·positions]: channel-major rows, taps
 // within, as w's rows; the batch folded into the columns, so that each group is one GEMM
 // with a long N (and the weights' gradient one with a long K), not a small GEMM per image.
 ValueId columns_of(GraphBuilder& b, ValueId xp, const ConvSizes& c) {
+  if (c.taps > kMaxSlicedTaps)
+    return reshape_to(b, gathered_columns(b, xp, c), {c.groups, c.group_in * c.taps, c.batch * c.positions});
   std::vector<ValueId> columns;
   for_each_tap(b, xp, c.win, [&](int64_t, ValueId slice) {
     columns.push_back(reshape_to(b, slice, {c.batch, c.channels, 1, c.positions}));

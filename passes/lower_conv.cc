@@ -1,13 +1,33 @@
 #include "passes/lower_conv.h"
 
+#include <functional>
+#include <numeric>
+
 #include "ir/decompose.h"
 
 namespace kiln::passes {
+namespace {
+
+int64_t product(auto begin, auto end) { return std::accumulate(begin, end, int64_t{1}, std::multiplies<>()); }
+
+}  // namespace
+
+bool LowerConvPass::columns_beat_library(const ir::Graph& graph, const ir::Node& n) {
+  if (n.op != ir::Op::Conv) return false;
+  const ir::Shape& x = graph.type(n.operands[0]).shape;
+  const ir::Shape& w = graph.type(n.operands[1]).shape;
+  const ir::Shape& y = graph.type(n.result).shape;
+  if (x.size() != 3) return false;                          // images: oneDNN's direct kernels
+  if (w[1] == 1 && w[0] == x[1] && x[1] > 1) return false;  // depthwise: oneDNN's brdgmm
+  const int64_t taps = product(w.begin() + 2, w.end()), positions = product(y.begin() + 2, y.end());
+  return taps > kManyTaps && positions <= kFewPositions && x[1] * taps * x[0] * positions <= kMaxColumns;
+}
 
 Result<bool> LowerConvPass::run(ir::Graph& graph) {
   return ir::lower_convolutions(graph, [&](const ir::Node& n) {
     const ir::DType t = graph.type(n.result).dtype;
-    return !keep_library_ || !(t == ir::DType::F32 || t == ir::DType::BF16 || t == ir::DType::F16);
+    return !keep_library_ || !(t == ir::DType::F32 || t == ir::DType::BF16 || t == ir::DType::F16) ||
+           columns_beat_library(graph, n);
   });
 }
 

@@ -8,12 +8,23 @@ namespace kiln::passes {
 /// Rewrites each convolution into strided slices of its padded input (which fusion makes
 /// one gather kernel) and a matmul per group: for targets without a convolution library
 /// (CUDA, until cuDNN). The CPU runs convolutions on oneDNN: with keep_library, those of
-/// f32, bf16 and f16 stay library ops and only the others (f64) are lowered.
+/// f32, bf16 and f16 stay library ops, and only the others (f64) and those whose columns
+/// beat oneDNN (columns_beat_library) are lowered.
 class LowerConvPass : public Pass {
  public:
+  /// Long 1-D windows over few positions, with columns that stay in cache (wav2vec2's
+  /// positional convolution) ran faster as columns and a GEMM than on oneDNN, whose direct
+  /// kernels won on images (a ResNet stem, 5x5 and 7x7 convolutions; docs/cpu.md).
+  static constexpr int64_t kManyTaps = 16, kFewPositions = 1024, kMaxColumns = int64_t{1} << 21;
+
   explicit LowerConvPass(bool keep_library = false) : keep_library_(keep_library) {}
   std::string_view name() const override { return "lower-conv"; }
   Result<bool> run(ir::Graph& graph) override;
+
+  /// A 1-D conv (not depthwise) with more than kManyTaps taps, at most kFewPositions
+  /// output positions, and columns (channels x taps x batch x positions) of at most
+  /// kMaxColumns elements.
+  static bool columns_beat_library(const ir::Graph& graph, const ir::Node& n);
 
  private:
   bool keep_library_;

@@ -136,6 +136,40 @@ TEST_CASE("conv and its gradients: the lowering matches the direct sums for ever
   CHECK(refused > 0);  // windows larger than the padded input
 }
 
+TEST_CASE("conv with more than 16 taps: gathered columns match the direct sums", "[window]") {
+  // Beyond 16 taps the lowering gathers the columns with indices computed from iotas
+  // (ir/lower_conv.cc), where fewer taps are slices: windows of 17 to 27 taps in one, two
+  // and three dims, with strides, dilations, padding and groups.
+  int gathered = 0;
+  for (int64_t k : {1, 2, 3}) {
+    const std::vector<int64_t> dims = k == 1   ? std::vector<int64_t>{30}
+                                      : k == 2 ? std::vector<int64_t>{9, 11}
+                                               : std::vector<int64_t>{5, 4, 6};
+    const std::vector<int64_t> kernel = k == 1 ? std::vector<int64_t>{17} : k == 2 ? std::vector<int64_t>{5, 4}
+                                                                                   : std::vector<int64_t>{3, 3, 3};
+    for (int64_t stride : {1, 2})
+      for (int64_t pad : {0, 2})
+        for (int64_t dilation : {1, 2})
+          for (int64_t groups : {1, 2}) {
+            auto g = one_op([&](Model& m) {
+              Tensor x = m.input("x", spatial(2, 4, dims));
+              Tensor w = m.input("w", spatial(6, 4 / groups, kernel));
+              ConvOptions o{repeat(stride, k), repeat(pad, 2 * k), repeat(dilation, k), groups};
+              return conv_with_gradients(m, x, w, o);
+            });
+            if (!g) continue;
+            ir::Graph lowered = *g;
+            ir::lower_convolutions(lowered);
+            gathered += std::count_if(lowered.nodes.begin(), lowered.nodes.end(),
+                                      [](const ir::Node& n) { return n.op == ir::Op::Gather; }) > 0;
+            check_decomposition(fmt::format("conv {}-D stride {} pads {} dilation {} groups {}", k, stride, pad,
+                                            dilation, groups),
+                                *g);
+          }
+  }
+  CHECK(gathered > 20);
+}
+
 TEST_CASE("max_pool and avg_pool: the decompositions match the direct sums", "[window]") {
   int accepted = 0;
   for (ir::Op op : {ir::Op::MaxPool, ir::Op::AvgPool})
@@ -189,6 +223,20 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          Tensor y = conv(m.input("x", {2, 4, 9, 8}), m.param("w", {6, 2, 3, 3}, Init::uniform(-1, 1)),
                          {{2, 2}, {1, 1, 1, 0}, {}, 2});
          return relu(y + broadcast(m.param("b", {6}, Init::uniform(-1, 1)), y.shape(), {1}));
+       }},
+      // A long window over few positions runs as gathered columns and a GEMM, not on
+      // oneDNN (passes/lower_conv.h): wav2vec2's positional convolution at a small size,
+      // 1-D windows of 33 taps in 4 groups, padded, with GELU after it.
+      {"conv of 33 taps in 4 groups over 20 positions, then GELU",
+       [](Model& m) {
+         Tensor y = conv(m.input("x", {2, 16, 20}), m.param("w", {16, 4, 33}, Init::uniform(-0.3, 0.3)),
+                         {{1}, {16, 16}, {}, 4});
+         return gelu(y);
+       }},
+      {"conv of 17 taps, stride 2, dilation 2, 2 groups",
+       [](Model& m) {
+         return conv(m.input("x", {1, 6, 60}), m.param("w", {6, 3, 17}, Init::uniform(-0.3, 0.3)),
+                     {{2}, {8, 8}, {2}, 2});
        }},
       // The epilogues a convolution's call applies (bias, relu, clip, a residual add), and
       // activations passed between convolutions in oneDNN's layout (16 and 32 channels),
