@@ -149,6 +149,45 @@ def whisper_encoder():
     return Wrapped(), (features,), ["input_features"]
 
 
+def roberta():
+    """RoBERTa (4 layers at BERT-base's width), its last hidden state: position ids are a
+    cumulative sum of its i64 padding mask."""
+    from transformers import RobertaConfig, RobertaModel
+
+    model = RobertaModel(RobertaConfig(num_hidden_layers=4), add_pooling_layer=False)
+    ids = torch.randint(3, model.config.vocab_size, (1, 128), generator=torch.Generator().manual_seed(0))
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.roberta = model
+
+        def forward(self, input_ids):
+            return self.roberta(input_ids=input_ids).last_hidden_state
+
+    return Wrapped(), (ids,), ["input_ids"]
+
+
+def wav2vec2_small():
+    """wav2vec 2.0 at a small width (256, 2 layers), 1 s of 16 kHz audio: seven strided 1-d
+    convolutions with a group norm, then a positional convolution of 128 taps in 16 groups."""
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    model = Wav2Vec2Model(Wav2Vec2Config(hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=1024))
+    audio = torch.randn(1, 16000, generator=torch.Generator().manual_seed(0))
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wav2vec2 = model
+
+        def forward(self, input_values):
+            return self.wav2vec2(input_values=input_values).last_hidden_state
+
+    return Wrapped(), (audio,), ["input_values"]
+
+
 # name -> (builder, exporter): "dynamo" is torch.onnx.export(dynamo=True), the default of
 # recent PyTorch; "torchscript" the older tracing exporter, which most existing files
 # came from.
@@ -172,12 +211,15 @@ for _name in ["resnet34", "vgg16"]:
 # Transformers as transformers builds them by default (scaled_dot_product_attention) and
 # the dynamo exporter writes them: rotary embeddings, RMSNorm, grouped-query heads and
 # SwiGLU (a LLaMA of 6 layers at GPT-2 small's width), relative position buckets and an
-# encoder-decoder (T5), attention over 1500 positions after 1-d convolutions (Whisper).
+# encoder-decoder (T5), attention over 1500 positions after 1-d convolutions (Whisper),
+# position ids summed from the mask (RoBERTa), a long grouped 1-d convolution (wav2vec 2.0).
 MODELS["llama_small"] = (causal_lm("llama", hidden_size=768, intermediate_size=2048, num_hidden_layers=6,
                                    num_attention_heads=12, num_key_value_heads=4, vocab_size=32000), "dynamo")
 MODELS["bert_base_sdpa"] = (bert_base_sdpa, "dynamo")
 MODELS["t5_small"] = (t5_small, "dynamo")
 MODELS["whisper_tiny_encoder"] = (whisper_encoder, "dynamo")
+MODELS["roberta"] = (roberta, "dynamo")
+MODELS["wav2vec2_small"] = (wav2vec2_small, "dynamo")
 MODELS["googlenet"] = (torchvision_model("googlenet", aux_logits=False, init_weights=True), "torchscript")
 MODELS["inception_v3"] = (torchvision_model("inception_v3", 299, aux_logits=False, init_weights=True), "torchscript")
 
