@@ -1,6 +1,9 @@
-// RNN, GRU and LSTM, unrolled over the sequence (which is static): per step and direction,
-// the gates as matmuls with the slices of W and R, in ONNX's gate orders (GRU: z, r, h;
-// LSTM: i, o, f, c) and default activations (sigmoid and tanh).
+// RNN, GRU and LSTM, unrolled over the sequence (which is static), in ONNX's gate orders
+// (GRU: z, r, h; LSTM: i, o, f, c) and default activations (sigmoid and tanh). Per
+// direction the input's projection x Wᵀ is one matmul for every step, and each step one
+// matmul h Rᵀ of all its gates (a GRU's h gate apart, where r multiplies h before Rh): a
+// matmul per gate and step made a bidirectional 2-layer LSTM of 50 steps 1600 library
+// calls, at 0.14x ONNX Runtime's speed.
 #include <fmt/format.h>
 
 #include "frontends/onnx/ops.h"
@@ -22,21 +25,25 @@ struct Recurrence {
   Result<Value> slice(const Value& v, int64_t axis, int64_t begin, int64_t end) {
     return slice_axis(ctx, node, v, axis, begin, end);
   }
-  // Gate g of a [gates * hidden, n] weight of direction d, transposed to [n, hidden].
-  Result<Value> gate_weight(const Value& w, int64_t d, int64_t g) {
+  // Gates [first, first + count) of a [dirs, gates * hidden, n] weight, direction d,
+  // transposed to [n, count * hidden].
+  Result<Value> gate_weights(const Value& w, int64_t d, int64_t first, int64_t count) {
     KILN_ASSIGN_OR_RETURN(Value wd, slice(w, 0, d, d + 1));
-    KILN_ASSIGN_OR_RETURN(Value wg, slice(wd, 1, g * hidden, (g + 1) * hidden));
+    KILN_ASSIGN_OR_RETURN(Value wg, slice(wd, 1, first * hidden, (first + count) * hidden));
     const int64_t n = ctx.type_of(wg).shape[2];
-    KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, wg, {hidden, n}));
+    KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, wg, {count * hidden, n}));
     return transposed(ctx, node, flat, {1, 0});
   }
-  // A [hidden] slice of a bias [num_dir, k * hidden], or zeros.
-  Result<Value> bias(const std::optional<Value>& b, int64_t d, int64_t part) {
-    if (!b) return ctx.broadcast_to(node, scalar(0.0, dtype), {hidden});
+  // Parts [first, first + count) of `hidden` each of a bias [dirs, 2 * gates * hidden]
+  // (W's biases, then R's), or zeros.
+  Result<Value> biases(const std::optional<Value>& b, int64_t d, int64_t first, int64_t count) {
+    if (!b) return ctx.broadcast_to(node, scalar(0.0, dtype), {count * hidden});
     KILN_ASSIGN_OR_RETURN(Value bd, slice(*b, 0, d, d + 1));
-    KILN_ASSIGN_OR_RETURN(Value bp, slice(bd, 1, part * hidden, (part + 1) * hidden));
-    return reshaped(ctx, node, bp, {hidden});
+    KILN_ASSIGN_OR_RETURN(Value bp, slice(bd, 1, first * hidden, (first + count) * hidden));
+    return reshaped(ctx, node, bp, {count * hidden});
   }
+  // Gate g's [batch, hidden] columns of a [batch, k * hidden] product.
+  Result<Value> gate(const Value& product, int64_t g) { return slice(product, 1, g * hidden, (g + 1) * hidden); }
   // x @ w + bias, over the batch.
   Result<Value> affine(const Value& x, const Value& w, const Value& b) {
     KILN_ASSIGN_OR_RETURN(Value xw, ctx.apply(node, Op::Matmul, {x, w}));
@@ -126,13 +133,22 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
   std::vector<Value> last_h, last_c;
   for (int64_t d = 0; d < dirs; ++d) {
     const bool reverse = direction == "reverse" || d == 1;
-    std::vector<Value> wg, rg, wb, rb;
-    for (int64_t g = 0; g < gates; ++g) {
-      KILN_ASSIGN_OR_RETURN(Value a, rec.gate_weight(w, d, g));
-      KILN_ASSIGN_OR_RETURN(Value c, rec.gate_weight(r, d, g));
-      KILN_ASSIGN_OR_RETURN(Value bw, rec.bias(b, d, g));
-      KILN_ASSIGN_OR_RETURN(Value br, rec.bias(b, d, gates + g));
-      wg.push_back(a), rg.push_back(c), wb.push_back(bw), rb.push_back(br);
+    // x Wᵀ + Wb for every step: [seq, batch, gates * hidden].
+    const int64_t inputs = ctx.type_of(x).shape[2];
+    KILN_ASSIGN_OR_RETURN(Value w_all, rec.gate_weights(w, d, 0, gates));
+    KILN_ASSIGN_OR_RETURN(Value wb_all, rec.biases(b, d, 0, gates));
+    KILN_ASSIGN_OR_RETURN(Value x_rows, reshaped(ctx, node, x, {seq * batch, inputs}));
+    KILN_ASSIGN_OR_RETURN(Value projected, rec.affine(x_rows, w_all, wb_all));
+    KILN_ASSIGN_OR_RETURN(projected, reshaped(ctx, node, projected, {seq, batch, gates * hidden}));
+    // h Rᵀ + Rb per step, of every gate but a GRU's h gate where r multiplies h first.
+    const bool gru_reset_first = cell == Cell::Gru && !lbr;
+    const int64_t recurrent_gates = gru_reset_first ? 2 : gates;
+    KILN_ASSIGN_OR_RETURN(Value r_main, rec.gate_weights(r, d, 0, recurrent_gates));
+    KILN_ASSIGN_OR_RETURN(Value rb_main, rec.biases(b, d, gates, recurrent_gates));
+    std::optional<Value> r_h, rb_h;
+    if (gru_reset_first) {
+      KILN_ASSIGN_OR_RETURN(r_h, rec.gate_weights(r, d, 2, 1));
+      KILN_ASSIGN_OR_RETURN(rb_h, rec.biases(b, d, gates + 2, 1));
     }
     auto initial = [&](const std::optional<Value>& given) -> Result<Value> {
       if (!given) return ctx.broadcast_to(node, scalar(0.0, xt.dtype), state);
@@ -143,37 +159,38 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
     KILN_ASSIGN_OR_RETURN(Value c, initial(c0));
     std::vector<Value> p(3);
     for (int64_t k = 0; k < 3 && peepholes; ++k) {
-      KILN_ASSIGN_OR_RETURN(p[static_cast<size_t>(k)], rec.bias(peepholes, d, k));
+      KILN_ASSIGN_OR_RETURN(p[static_cast<size_t>(k)], rec.biases(peepholes, d, k, 1));
     }
     ys[static_cast<size_t>(d)].resize(static_cast<size_t>(seq));
     for (int64_t step = 0; step < seq; ++step) {
       const int64_t t = reverse ? seq - 1 - step : step;
-      KILN_ASSIGN_OR_RETURN(Value xt_step, rec.slice(x, 0, t, t + 1));
-      KILN_ASSIGN_OR_RETURN(Value xs, reshaped(ctx, node, xt_step, {batch, ctx.type_of(x).shape[2]}));
-      // Gate g's pre-activation: x W_g + Wb_g + h R_g + Rb_g.
-      auto gate = [&](int64_t g, const Value& from) -> Result<Value> {
-        KILN_ASSIGN_OR_RETURN(Value a, rec.affine(xs, wg[static_cast<size_t>(g)], wb[static_cast<size_t>(g)]));
-        KILN_ASSIGN_OR_RETURN(Value b2, rec.affine(from, rg[static_cast<size_t>(g)], rb[static_cast<size_t>(g)]));
+      KILN_ASSIGN_OR_RETURN(Value xw_step, rec.slice(projected, 0, t, t + 1));
+      KILN_ASSIGN_OR_RETURN(Value xw, reshaped(ctx, node, xw_step, {batch, gates * hidden}));
+      KILN_ASSIGN_OR_RETURN(Value hr, rec.affine(h, r_main, rb_main));
+      // Gate g's pre-activation: (x W + Wb)_g + (h R + Rb)_g.
+      auto gate = [&](int64_t g) -> Result<Value> {
+        KILN_ASSIGN_OR_RETURN(Value a, rec.gate(xw, g));
+        KILN_ASSIGN_OR_RETURN(Value b2, rec.gate(hr, g));
         return rec.add(a, b2);
       };
       if (cell == Cell::Rnn) {
-        KILN_ASSIGN_OR_RETURN(Value pre, gate(0, h));
+        KILN_ASSIGN_OR_RETURN(Value pre, gate(0));
         KILN_ASSIGN_OR_RETURN(h, rec.unary(Op::Tanh, pre));
       } else if (cell == Cell::Gru) {
-        KILN_ASSIGN_OR_RETURN(Value zp, gate(0, h));
+        KILN_ASSIGN_OR_RETURN(Value zp, gate(0));
         KILN_ASSIGN_OR_RETURN(Value z, rec.unary(Op::Sigmoid, zp));
-        KILN_ASSIGN_OR_RETURN(Value rp, gate(1, h));
+        KILN_ASSIGN_OR_RETURN(Value rp, gate(1));
         KILN_ASSIGN_OR_RETURN(Value rs, rec.unary(Op::Sigmoid, rp));
-        Value hp;
+        KILN_ASSIGN_OR_RETURN(Value xh, rec.gate(xw, 2));
+        Value hh;
         if (lbr) {  // x Wh + Wbh + r * (h Rh + Rbh)
-          KILN_ASSIGN_OR_RETURN(Value a, rec.affine(xs, wg[2], wb[2]));
-          KILN_ASSIGN_OR_RETURN(Value hr, rec.affine(h, rg[2], rb[2]));
-          KILN_ASSIGN_OR_RETURN(Value g2, rec.mul(rs, hr));
-          KILN_ASSIGN_OR_RETURN(hp, rec.add(a, g2));
+          KILN_ASSIGN_OR_RETURN(Value hrh, rec.gate(hr, 2));
+          KILN_ASSIGN_OR_RETURN(hh, rec.mul(rs, hrh));
         } else {  // x Wh + Wbh + (r * h) Rh + Rbh
           KILN_ASSIGN_OR_RETURN(Value rh, rec.mul(rs, h));
-          KILN_ASSIGN_OR_RETURN(hp, gate(2, rh));
+          KILN_ASSIGN_OR_RETURN(hh, rec.affine(rh, *r_h, *rb_h));
         }
+        KILN_ASSIGN_OR_RETURN(Value hp, rec.add(xh, hh));
         KILN_ASSIGN_OR_RETURN(Value ht, rec.unary(Op::Tanh, hp));
         // h = (1 - z) * ht + z * h = ht + z * (h - ht)
         KILN_ASSIGN_OR_RETURN(Value diff, ctx.apply(node, Op::Sub, {h, ht}));
@@ -185,18 +202,18 @@ Status convert_recurrent(Context& ctx, const onnx::NodeProto& node) {
           KILN_ASSIGN_OR_RETURN(Value pc, binary(ctx, node, Op::Mul, cell_state, p[static_cast<size_t>(k)]));
           return rec.add(pre, pc);
         };
-        KILN_ASSIGN_OR_RETURN(Value ip, gate(0, h));
+        KILN_ASSIGN_OR_RETURN(Value ip, gate(0));
         KILN_ASSIGN_OR_RETURN(ip, peep(ip, 0, c));
         KILN_ASSIGN_OR_RETURN(Value i, rec.unary(Op::Sigmoid, ip));
-        KILN_ASSIGN_OR_RETURN(Value fp, gate(2, h));
+        KILN_ASSIGN_OR_RETURN(Value fp, gate(2));
         KILN_ASSIGN_OR_RETURN(fp, peep(fp, 2, c));
         KILN_ASSIGN_OR_RETURN(Value f, rec.unary(Op::Sigmoid, fp));
-        KILN_ASSIGN_OR_RETURN(Value cp, gate(3, h));
+        KILN_ASSIGN_OR_RETURN(Value cp, gate(3));
         KILN_ASSIGN_OR_RETURN(Value ct, rec.unary(Op::Tanh, cp));
         KILN_ASSIGN_OR_RETURN(Value fc, rec.mul(f, c));
         KILN_ASSIGN_OR_RETURN(Value ic, rec.mul(i, ct));
         KILN_ASSIGN_OR_RETURN(c, rec.add(fc, ic));
-        KILN_ASSIGN_OR_RETURN(Value op, gate(1, h));
+        KILN_ASSIGN_OR_RETURN(Value op, gate(1));
         KILN_ASSIGN_OR_RETURN(op, peep(op, 1, c));
         KILN_ASSIGN_OR_RETURN(Value o, rec.unary(Op::Sigmoid, op));
         KILN_ASSIGN_OR_RETURN(Value tc, rec.unary(Op::Tanh, c));
