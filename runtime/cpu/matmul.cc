@@ -144,6 +144,12 @@ int64_t operand_reach(const format::Matmul& mm, int which) {
   return reach;
 }
 
+// Below 64 rows of A, oneDNN's matmul primitive (its brgemm kernels, packed B or not)
+// ran f32 GEMMs slower than its sgemm on the same B, up to 3x at one row (docs/cpu.md): a
+// recurrent layer's steps and a decoder's single tokens are such GEMMs. Their post-ops
+// then apply over C after sgemm, which is small.
+bool few_rows(const format::Matmul& mm) { return mm.m() < 64; }
+
 // A bf16 or f16 matmul as the f32 one (widened.h): A and B widened as far as the call
 // reaches into them (B at load already where `packed`), the f32 call with its post-ops (on
 // oneDNN's primitive where it applies them), C rounded once to its type. Widening each
@@ -176,7 +182,7 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
   // f32 with post-ops (a bias and an activation) there too: they apply while C is in
   // cache, where the portable path below goes over C again for each.
   const bool post_ops = mm.post_ops() && mm.post_ops()->size() > 0;
-  if (t == ElementType::BF16 || (t == ElementType::F32 && post_ops)) {
+  if (t == ElementType::BF16 || (t == ElementType::F32 && post_ops && !few_rows(mm))) {
     const dnnl_data_type_t c = c_type == ElementType::F32 ? dnnl_f32 : dnnl_bf16;
     KILN_ASSIGN_OR_RETURN(bool ran, dnnl_matmul(mm, t == ElementType::BF16 ? dnnl_bf16 : dnnl_f32, c, ptr, threads));
     if (ran) return Status::Ok();
@@ -258,6 +264,7 @@ std::pair<dnnl_data_type_t, dnnl_data_type_t> packed_types(ElementType type, Ele
 
 size_t packed_weights_bytes(const format::Matmul& call, ElementType type, ElementType c_type) {
   if (type != ElementType::F32 && type != ElementType::F16 && type != ElementType::BF16) return 0;
+  if (type == ElementType::F32 && few_rows(call)) return 0;  // sgemm reads B as it is
   const auto [t, c] = packed_types(type, c_type);
   return packed_matmul_weights_bytes(call, t, c);
 }

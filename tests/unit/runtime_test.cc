@@ -320,6 +320,36 @@ TEST_CASE("nn::Linear in PyTorch's [out, in] layout: the transpose folds into th
     }
 }
 
+TEST_CASE("matmuls of baked-in weights with a bias and an activation, at few rows (sgemm) and many (packed)",
+          "[runtime][matmul]") {
+  // Below 64 rows the weights stay as they are and the post-ops apply after sgemm; from
+  // 64 the weights are packed once for oneDNN's primitive, which applies them (matmul.cc).
+  for (int64_t rows : {1, 7, 63, 64, 130}) {
+    INFO(rows << " rows");
+    const std::string text = fmt::format(R"(graph @g(%x: f32[{0},40], param %w: f32[40,72], param %b: f32[72],
+                                                   param %w2: f32[72,24]) {{
+      %h: f32[{0},72] = matmul(%x, %w)
+      %bb: f32[{0},72] = broadcast(%b) {{shape=[{0},72], dims=[1]}}
+      %a: f32[{0},72] = add(%h, %bb)
+      %g: f32[{0},72] = gelu(%a) {{approximate="tanh"}}
+      %y: f32[{0},24] = matmul(%g, %w2)
+      %r: f32[{0},24] = relu(%y)
+      return %r
+    }})",
+                                         rows);
+    const ir::Graph g = kiln::testing::parse_ok(text);
+    const std::vector<uint8_t> bytes =
+        kiln::testing::compiled_artifact(g, kiln::testing::param_weights(g, kiln::testing::seeded_arguments(g, 5)));
+    auto view = format::read_artifact(bytes, "cpu-x86_64");
+    if (!view.ok()) FAIL(view.error().message);
+    int with_post_ops = 0;
+    for (const format::Step* s : *view->metadata().steps())
+      with_post_ops += s->matmul() && s->matmul()->post_ops() && s->matmul()->post_ops()->size() > 0;
+    CHECK(with_post_ops == 2);
+    kiln::testing::check_against_interpreter("weights matmuls", g, kiln::testing::seeded_arguments(g, 5));
+  }
+}
+
 TEST_CASE("a state update left out of a run's outputs stays in the state, in place or copied", "[runtime][state]") {
   // %n.next is written over %n in place (an elementwise update); %m.next, a matmul of %m
   // with itself, cannot be, so the runtime copies it into %m after the last step.
