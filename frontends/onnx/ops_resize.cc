@@ -1,6 +1,7 @@
 // Resize (and the older Upsample): separable along each spatial axis. Where an output
 // coordinate comes from is known at import, so nearest is a gather with constant indices,
 // and linear and cubic a sum over their 2 or 4 taps of a gather times constant weights.
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -132,8 +133,9 @@ Result<Value> resize_axis(Context& ctx, const onnx::NodeProto& node, const Value
 
 // Resize(X, roi, scales, sizes) from opset 11; Resize(X, scales) at opset 10; Upsample.
 Status convert_resize(Context& ctx, const onnx::NodeProto& node) {
-  KILN_RETURN_IF_ERROR(check_attributes(node, {"coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
-                                               "extrapolation_value", "mode", "nearest_mode", "scales"}));
+  KILN_RETURN_IF_ERROR(
+      check_attributes(node, {"antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                              "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode", "scales"}));
   KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
   const ir::TensorType t = ctx.type_of(x);
   ResizeMode m;
@@ -150,24 +152,56 @@ Status convert_resize(Context& ctx, const onnx::NodeProto& node) {
     return node_error(node, fmt::format("mode '{}' is none of nearest, linear and cubic", m.mode));
   if (m.transform == "tf_crop_and_resize")
     return node_error(node, "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+  // Opset 18's axes (the dims scales and sizes list; every dim by default) and aspect
+  // policy; opset 19's antialias, which only the default 0 is.
+  KILN_ASSIGN_OR_RETURN(int64_t antialias, int_attribute(node, "antialias", 0));
+  if (antialias) return node_error(node, "antialias 1 is not supported");
+  KILN_ASSIGN_OR_RETURN(std::string policy, string_attribute(node, "keep_aspect_ratio_policy", "stretch"));
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    return node_error(
+        node, fmt::format("keep_aspect_ratio_policy '{}' is none of stretch, not_larger and not_smaller", policy));
+  std::vector<int64_t> axes;
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> given_axes, ints_attribute(node, "axes", std::vector<int64_t>{}));
+  for (int64_t a : given_axes) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(node, a, t.rank()));
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end())
+      return node_error(node, fmt::format("axis {} is listed twice", a));
+    axes.push_back(axis);
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < t.rank(); ++d) axes.push_back(d);
   std::vector<double> scales(static_cast<size_t>(t.rank()), 1.0);
   std::vector<int64_t> sizes(t.shape.begin(), t.shape.end());
   const int scales_input = modern ? 2 : 1;
   if (modern && Context::has_input(node, 3)) {
-    KILN_ASSIGN_OR_RETURN(sizes, constant_ints(ctx, node, 3, "sizes"));
-    if (static_cast<int64_t>(sizes.size()) != t.rank())
-      return node_error(node, fmt::format("{} sizes for rank {}", sizes.size(), t.rank()));
-    for (size_t d = 0; d < sizes.size(); ++d)
-      scales[d] = static_cast<double>(sizes[d]) / static_cast<double>(t.shape[d]);
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> given, constant_ints(ctx, node, 3, "sizes"));
+    if (given.size() != axes.size())
+      return node_error(node, fmt::format("{} sizes for {} axes", given.size(), axes.size()));
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto d = static_cast<size_t>(axes[k]);
+      sizes[d] = given[k];
+      scales[d] = static_cast<double>(given[k]) / static_cast<double>(t.shape[d]);
+    }
+    if (policy != "stretch") {  // one scale for every listed axis: the least or the greatest
+      double scale = scales[static_cast<size_t>(axes[0])];
+      for (int64_t d : axes)
+        scale = policy == "not_larger" ? std::min(scale, scales[static_cast<size_t>(d)])
+                                       : std::max(scale, scales[static_cast<size_t>(d)]);
+      for (int64_t d : axes) {
+        scales[static_cast<size_t>(d)] = scale;
+        sizes[static_cast<size_t>(d)] =
+            static_cast<int64_t>(std::floor(scale * static_cast<double>(t.shape[static_cast<size_t>(d)]) + 0.5));
+      }
+    }
   } else if (Context::has_input(node, scales_input)) {
     KILN_ASSIGN_OR_RETURN(Value s, ctx.input(node, scales_input));
     if (!s.constant) return node_error(node, "the scales are computed at run time; kiln needs it known at import");
-    if (s.constant->size() != t.rank())
-      return node_error(node, fmt::format("{} scales for rank {}", s.constant->size(), t.rank()));
-    for (int64_t d = 0; d < t.rank(); ++d) {
-      scales[static_cast<size_t>(d)] = s.constant->get(d);
-      sizes[static_cast<size_t>(d)] = static_cast<int64_t>(
-          std::floor(static_cast<double>(t.shape[static_cast<size_t>(d)]) * scales[static_cast<size_t>(d)]));
+    if (s.constant->size() != static_cast<int64_t>(axes.size()))
+      return node_error(node, fmt::format("{} scales for {} axes", s.constant->size(), axes.size()));
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto d = static_cast<size_t>(axes[k]);
+      scales[d] = s.constant->get(static_cast<int64_t>(k));
+      sizes[d] = static_cast<int64_t>(std::floor(static_cast<double>(t.shape[d]) * scales[d]));
     }
   } else if (const onnx::AttributeProto* a = attribute(node, "scales");
              a && node.op_type() == "Upsample" && ctx.opset() < 9) {  // an attribute before opset 9

@@ -519,6 +519,51 @@ TEST_CASE("a TopK of 0 and a layout-1 recurrence's initial state are refused as 
   CHECK(import_error(gru) == "onnx: node 'gru' (GRU): initial states with layout 1 are not supported");
 }
 
+TEST_CASE("Resize of opset 18 and 19: axes, keep_aspect_ratio_policy, antialias 0 (PyTorch's dynamo export)",
+          "[onnx]") {
+  // x [1,1,4,6] = 0..23; sizes [2,2] for axes 2 and 3: stretch gives [2,2]; not_larger one
+  // scale, min(2/4, 2/6) = 1/3, so [1,2]; not_smaller max = 1/2, so [2,3]: nearest (floor,
+  // asymmetric) rows 0 and 2, columns 0, 2 and 4.
+  auto model = [](const std::string& policy, int64_t antialias) {
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(19);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {1, 1, 4, 6});
+    add_value(g->mutable_output(), "y", {});
+    onnx::TensorProto* sizes = g->add_initializer();
+    sizes->set_name("sizes"), sizes->set_data_type(onnx::TensorProto::INT64), sizes->add_dims(2);
+    sizes->add_int64_data(2), sizes->add_int64_data(2);
+    onnx::NodeProto* n = add_node(g, "Resize", {"x", "", "", "sizes"}, {"y"}, "r");
+    auto text = [&](const char* name, const std::string& value) {
+      onnx::AttributeProto* a = n->add_attribute();
+      a->set_name(name), a->set_type(onnx::AttributeProto::STRING), a->set_s(value);
+    };
+    text("keep_aspect_ratio_policy", policy);
+    text("coordinate_transformation_mode", "asymmetric");
+    text("nearest_mode", "floor");
+    onnx::AttributeProto* axes = n->add_attribute();
+    axes->set_name("axes"), axes->set_type(onnx::AttributeProto::INTS), axes->add_ints(2), axes->add_ints(-1);
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("antialias"), a->set_type(onnx::AttributeProto::INT), a->set_i(antialias);
+    return m;
+  };
+  std::vector<double> x(24);
+  for (int i = 0; i < 24; ++i) x[static_cast<size_t>(i)] = i;
+  for (auto [policy, type, want] : {std::tuple{"stretch", "f32[1,1,2,2]", std::vector<double>{0, 3, 12, 15}},
+                                    {"not_larger", "f32[1,1,1,2]", std::vector<double>{0, 3}},
+                                    {"not_smaller", "f32[1,1,2,3]", std::vector<double>{0, 2, 4, 12, 14, 16}}}) {
+    INFO(policy);
+    auto r = import_model(bytes_of(model(policy, 0)));
+    if (!r.ok()) FAIL(r.error().message);
+    auto out = ir::evaluate(r->graph, {{"x", ir::Tensor::from_doubles({ir::DType::F32, {1, 1, 4, 6}}, x)}});
+    REQUIRE(out.ok());
+    kiln::testing::check_close((*out)[0], type, want);
+  }
+  CHECK(import_error(model("stretch", 1)) == "onnx: node 'r' (Resize): antialias 1 is not supported");
+  CHECK(import_error(model("fit", 0)) ==
+        "onnx: node 'r' (Resize): keep_aspect_ratio_policy 'fit' is none of stretch, not_larger and not_smaller");
+}
+
 TEST_CASE("a recurrent layer makes one input projection per direction and one recurrent matmul per step", "[onnx]") {
   // A matmul per gate and step made a bidirectional 2-layer LSTM of 50 steps 1600 library
   // calls (ops_rnn.cc); a GRU with r applied before Rh (linear_before_reset 0) needs its h
