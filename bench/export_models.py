@@ -66,6 +66,31 @@ def gpt2_small():
     return Wrapped(), (ids,), ["input_ids"]
 
 
+class Keywords(torch.nn.Module):
+    """`model` called with its inputs by name (exporters pass them by position), and
+    `output` of what it returns."""
+
+    def __init__(self, model, names, output):
+        super().__init__()
+        self.model, self.names, self.output = model, names, output
+
+    def forward(self, *inputs):
+        return self.output(self.model(**dict(zip(self.names, inputs))))
+
+
+def keyword_model(model, inputs, output):
+    """A builder's (module, inputs, names) for `model` called with `inputs` (a dict)."""
+    return Keywords(model, list(inputs), output), tuple(inputs.values()), list(inputs)
+
+
+def tokens(vocabulary, length, seed=0, low=0):
+    return torch.randint(low, vocabulary, (1, length), generator=torch.Generator().manual_seed(seed))
+
+
+def last_hidden_state(out):
+    return out.last_hidden_state
+
+
 def causal_lm(name, seq=128, **sizes):
     """A Hugging Face causal language model (`name`: llama, ...) with random weights, its
     logits for one sequence of `seq` tokens."""
@@ -74,17 +99,7 @@ def causal_lm(name, seq=128, **sizes):
     def build():
         config = transformers.AutoConfig.for_model(name, use_cache=False, **sizes)
         model = transformers.AutoModelForCausalLM.from_config(config)
-        ids = torch.randint(0, config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(0))
-
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.lm = model
-
-            def forward(self, input_ids):
-                return self.lm(input_ids=input_ids, use_cache=False).logits
-
-        return Wrapped(), (ids,), ["input_ids"]
+        return keyword_model(model, {"input_ids": tokens(config.vocab_size, seq)}, lambda out: out.logits)
 
     return build
 
@@ -95,18 +110,9 @@ def bert_base_sdpa():
     from transformers import BertConfig, BertModel
 
     model = BertModel(BertConfig(), add_pooling_layer=False)
-    ids = torch.randint(0, model.config.vocab_size, (1, 128), generator=torch.Generator().manual_seed(0))
-    mask = torch.ones(1, 128, dtype=torch.int64)
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bert = model
-
-        def forward(self, input_ids, attention_mask):
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    return Wrapped(), (ids, mask), ["input_ids", "attention_mask"]
+    inputs = {"input_ids": tokens(model.config.vocab_size, 128),
+              "attention_mask": torch.ones(1, 128, dtype=torch.int64)}
+    return keyword_model(model, inputs, last_hidden_state)
 
 
 def t5_small():
@@ -114,18 +120,9 @@ def t5_small():
     from transformers import T5Config, T5ForConditionalGeneration
 
     model = T5ForConditionalGeneration(T5Config(use_cache=False))
-    ids = torch.randint(0, model.config.vocab_size, (1, 64), generator=torch.Generator().manual_seed(0))
-    decoder_ids = torch.randint(0, model.config.vocab_size, (1, 16), generator=torch.Generator().manual_seed(1))
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.t5 = model
-
-        def forward(self, input_ids, decoder_input_ids):
-            return self.t5(input_ids=input_ids, decoder_input_ids=decoder_input_ids, use_cache=False).logits
-
-    return Wrapped(), (ids, decoder_ids), ["input_ids", "decoder_input_ids"]
+    inputs = {"input_ids": tokens(model.config.vocab_size, 64),
+              "decoder_input_ids": tokens(model.config.vocab_size, 16, seed=1)}
+    return keyword_model(model, inputs, lambda out: out.logits)
 
 
 def whisper_encoder():
@@ -135,18 +132,8 @@ def whisper_encoder():
 
     config = WhisperConfig(d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6,
                            decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536)
-    encoder = WhisperModel(config).get_encoder()
     features = torch.randn(1, 80, 3000, generator=torch.Generator().manual_seed(0))
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = encoder
-
-        def forward(self, input_features):
-            return self.encoder(input_features=input_features).last_hidden_state
-
-    return Wrapped(), (features,), ["input_features"]
+    return keyword_model(WhisperModel(config).get_encoder(), {"input_features": features}, last_hidden_state)
 
 
 def roberta():
@@ -155,17 +142,7 @@ def roberta():
     from transformers import RobertaConfig, RobertaModel
 
     model = RobertaModel(RobertaConfig(num_hidden_layers=4), add_pooling_layer=False)
-    ids = torch.randint(3, model.config.vocab_size, (1, 128), generator=torch.Generator().manual_seed(0))
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.roberta = model
-
-        def forward(self, input_ids):
-            return self.roberta(input_ids=input_ids).last_hidden_state
-
-    return Wrapped(), (ids,), ["input_ids"]
+    return keyword_model(model, {"input_ids": tokens(model.config.vocab_size, 128, low=3)}, last_hidden_state)
 
 
 def wav2vec2_small():
@@ -176,16 +153,7 @@ def wav2vec2_small():
     model = Wav2Vec2Model(Wav2Vec2Config(hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
                                          intermediate_size=1024))
     audio = torch.randn(1, 16000, generator=torch.Generator().manual_seed(0))
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wav2vec2 = model
-
-        def forward(self, input_values):
-            return self.wav2vec2(input_values=input_values).last_hidden_state
-
-    return Wrapped(), (audio,), ["input_values"]
+    return keyword_model(model, {"input_values": audio}, last_hidden_state)
 
 
 # name -> (builder, exporter): "dynamo" is torch.onnx.export(dynamo=True), the default of
