@@ -3,6 +3,7 @@
 
 #include "compiler/model.h"
 #include "compiler/nn.h"
+#include "ir/value_range.h"
 #include "passes/decompose.h"
 #include "passes/pipeline.h"
 #include "tests/unit/test_util.h"
@@ -110,4 +111,47 @@ TEST_CASE("unknown pass names are refused with the list of known ones", "[passes
   CHECK(p.error().message ==
         "unknown pass 'fuse' (known passes: autocast, autodiff, decompose, canonicalize, cse, dce, fusion, lower-conv, "
         "memory-plan)");
+}
+
+TEST_CASE("integer ranges: iotas, constants, sums, products and views; none where a type could wrap", "[ir][range]") {
+  // Where a gather's indices provably stay in its table, kernels read them unclamped
+  // (ir/element_walker.h): a wrong range would read outside the table.
+  const ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%x: i64[4,6]) {
+    %t: i64[4,6] = iota {shape=[4,6], axis=0}
+    %p: i64[4,6] = iota {shape=[4,6], axis=1}
+    %three: i64[] = constant {value=3}
+    %neg: i64[] = constant {value=-2}
+    %tp: i64[4,6] = mul(%t, %three)
+    %idx: i64[4,6] = add(%tp, %p)
+    %flat: i64[24] = reshape(%idx) {shape=[24]}
+    %back: i64[4,6] = sub(%p, %t)
+    %scaled: i64[4,6] = mul(%back, %neg)
+    %in: i64[4,6] = add(%idx, %x)
+    %b: u8[300] = iota {shape=[300], axis=0}
+    %c: i32[2] = constant {value=[7, -9]}
+    %s0: i64[4,6] = add(%idx, %idx)
+    %s1: i64[4,6] = add(%s0, %s0)
+    %s2: i64[4,6] = add(%s1, %s1)
+    %s3: i64[4,6] = add(%s2, %s2)
+    %s4: i64[4,6] = add(%s3, %s3)
+    %s5: i64[4,6] = add(%s4, %s4)
+    %s6: i64[4,6] = add(%s5, %s5)
+    %s7: i64[4,6] = add(%s6, %s6)
+    %s8: i64[4,6] = add(%s7, %s7)
+    return %flat, %scaled, %in, %b, %c, %s8
+  })");
+  const std::vector<int> producers = g.producers();
+  auto range = [&](const std::string& name) {
+    for (ir::ValueId v = 0; v < static_cast<ir::ValueId>(g.values.size()); ++v)
+      if (g.values[static_cast<size_t>(v)].name == name) return ir::integer_range(g, producers, v);
+    FAIL("no value " << name);
+    return std::optional<ir::IntegerRange>{};
+  };
+  auto is = [](std::optional<ir::IntegerRange> r, int64_t lo, int64_t hi) { return r && r->min == lo && r->max == hi; };
+  CHECK(is(range("flat"), 0, 14));     // 3·[0,3] + [0,5]
+  CHECK(is(range("scaled"), -10, 6));  // -2·([0,5] - [0,3])
+  CHECK(is(range("c"), -9, 7));
+  CHECK_FALSE(range("in"));  // an input's values are unknown
+  CHECK_FALSE(range("b"));   // 0..299 does not fit u8: it wraps
+  CHECK_FALSE(range("s8"));  // past the visits a walk may take (2^9 paths to the iotas)
 }
