@@ -16,6 +16,10 @@ class LowerConvPass : public Pass {
   /// positional convolution) ran faster as columns and a GEMM than on oneDNN, whose direct
   /// kernels won on images (a ResNet stem, 5x5 and 7x7 convolutions; docs/cpu.md).
   static constexpr int64_t kManyTaps = 16, kFewPositions = 1024, kMaxColumns = int64_t{1} << 21;
+  /// Fewer output channels than one of oneDNN's 16-channel blocks: a 1x1 convolution to
+  /// them (a segmentation head's classes) ran padded to the block, several times slower
+  /// than the same product as a matmul (docs/cpu.md).
+  static constexpr int64_t kFewChannels = 16;
 
   explicit LowerConvPass(bool keep_library = false) : keep_library_(keep_library) {}
   std::string_view name() const override { return "lower-conv"; }
@@ -25,6 +29,10 @@ class LowerConvPass : public Pass {
   /// output positions, and columns (channels x taps x batch x positions) of at most
   /// kMaxColumns elements.
   static bool columns_beat_library(const ir::Graph& graph, const ir::Node& n);
+  /// A 1x1 convolution (stride 1, no padding, one group) to fewer than kFewChannels
+  /// channels over at least kFewPositions pixels: a matmul over them, which
+  /// columns_beat_library also lowers.
+  static bool pointwise_to_few_channels(const ir::Graph& graph, const ir::Node& n);
 
  private:
   bool keep_library_;

@@ -145,8 +145,9 @@ TEST_CASE("conv with more than 16 taps: gathered columns match the direct sums",
     const std::vector<int64_t> dims = k == 1   ? std::vector<int64_t>{30}
                                       : k == 2 ? std::vector<int64_t>{9, 11}
                                                : std::vector<int64_t>{5, 4, 6};
-    const std::vector<int64_t> kernel = k == 1 ? std::vector<int64_t>{17} : k == 2 ? std::vector<int64_t>{5, 4}
-                                                                                   : std::vector<int64_t>{3, 3, 3};
+    const std::vector<int64_t> kernel = k == 1   ? std::vector<int64_t>{17}
+                                        : k == 2 ? std::vector<int64_t>{5, 4}
+                                                 : std::vector<int64_t>{3, 3, 3};
     for (int64_t stride : {1, 2})
       for (int64_t pad : {0, 2})
         for (int64_t dilation : {1, 2})
@@ -162,9 +163,8 @@ TEST_CASE("conv with more than 16 taps: gathered columns match the direct sums",
             ir::lower_convolutions(lowered);
             gathered += std::count_if(lowered.nodes.begin(), lowered.nodes.end(),
                                       [](const ir::Node& n) { return n.op == ir::Op::Gather; }) > 0;
-            check_decomposition(fmt::format("conv {}-D stride {} pads {} dilation {} groups {}", k, stride, pad,
-                                            dilation, groups),
-                                *g);
+            check_decomposition(
+                fmt::format("conv {}-D stride {} pads {} dilation {} groups {}", k, stride, pad, dilation, groups), *g);
           }
   }
   CHECK(gathered > 20);
@@ -232,6 +232,13 @@ TEST_CASE("windowed ops on the CPU code generator match the interpreter", "[wind
          Tensor y = conv(m.input("x", {2, 16, 20}), m.param("w", {16, 4, 33}, Init::uniform(-0.3, 0.3)),
                          {{1}, {16, 16}, {}, 4});
          return gelu(y);
+       }},
+      // A 1x1 convolution to 3 channels over 32x36 pixels (a segmentation head's), as a
+      // matmul: a batch of 2, with its bias.
+      {"1x1 conv to 3 channels over 1152 pixels + bias",
+       [](Model& m) {
+         Tensor y = conv(m.input("x", {2, 8, 32, 36}), m.param("w", {3, 8, 1, 1}, Init::uniform(-0.3, 0.3)));
+         return y + broadcast(m.param("b", {3}, Init::uniform(-1, 1)), y.shape(), {1});
        }},
       {"conv of 17 taps, stride 2, dilation 2, 2 groups",
        [](Model& m) {
