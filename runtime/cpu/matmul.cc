@@ -147,8 +147,9 @@ int64_t operand_reach(const format::Matmul& mm, int which) {
 // Below 64 rows of A, oneDNN's matmul primitive (its brgemm kernels, packed B or not)
 // ran f32 GEMMs slower than its sgemm on the same B, up to 3x at one row (docs/cpu.md): a
 // recurrent layer's steps and a decoder's single tokens are such GEMMs. Their post-ops
-// then apply over C after sgemm, which is small.
-bool few_rows(const format::Matmul& mm) { return mm.m() < 64; }
+// then apply over C after sgemm, which is small. A batched call (windows of attention)
+// stays one call of the primitive, not a loop of sgemm and post-ops per batch index.
+bool few_rows(const format::Matmul& mm) { return mm.m() < 64 && (!mm.batch() || mm.batch()->size() == 0); }
 
 // A bf16 or f16 matmul as the f32 one (widened.h): A and B widened as far as the call
 // reaches into them (B at load already where `packed`), the f32 call with its post-ops (on
