@@ -156,6 +156,70 @@ def wav2vec2_small():
     return keyword_model(model, {"input_values": audio}, last_hidden_state)
 
 
+def recurrent(kind, layers=2, hidden=128):
+    """A bidirectional LSTM or GRU over 64 steps of 32 features for 8 series, then a linear head."""
+
+    class Recurrent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(torch.nn, kind)(32, hidden, num_layers=layers, batch_first=True, bidirectional=True)
+            self.head = torch.nn.Linear(2 * hidden, 4)
+
+        def forward(self, series):
+            return self.head(self.rnn(series)[0])
+
+    def build():
+        return Recurrent(), (torch.randn(8, 64, 32, generator=torch.Generator().manual_seed(0)),), ["series"]
+
+    return build
+
+
+def unet():
+    """A 3-level U-Net: 3x3 convolutions with batch norm and ReLU, max pools, transposed
+    convolutions up, skip concats, on one 3x128x128 image."""
+    nn = torch.nn
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(),
+                             nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU())
+
+    class UNet(nn.Module):
+        def __init__(self, widths=(16, 32, 64)):
+            super().__init__()
+            self.down = nn.ModuleList()
+            cin = 3
+            for w in widths:
+                self.down.append(block(cin, w))
+                cin = w
+            self.middle = block(widths[-1], 2 * widths[-1])
+            self.up = nn.ModuleList(nn.ConvTranspose2d(2 * w, w, 2, stride=2) for w in reversed(widths))
+            self.merge = nn.ModuleList(block(2 * w, w) for w in reversed(widths))
+            self.out = nn.Conv2d(widths[0], 2, 1)
+
+        def forward(self, image):
+            skips = []
+            x = image
+            for down in self.down:
+                x = down(x)
+                skips.append(x)
+                x = nn.functional.max_pool2d(x, 2)
+            x = self.middle(x)
+            for up, merge, skip in zip(self.up, self.merge, reversed(skips)):
+                x = merge(torch.cat([up(x), skip], dim=1))
+            return self.out(x)
+
+    def build():
+        model = UNet()
+        # Batch norm's running statistics away from 0 and 1, so folding them is tested.
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+        return model, (torch.randn(1, 3, 128, 128, generator=torch.Generator().manual_seed(0)),), ["image"]
+
+    return build
+
+
 # name -> (builder, exporter): "dynamo" is torch.onnx.export(dynamo=True), the default of
 # recent PyTorch; "torchscript" the older tracing exporter, which most existing files
 # came from.
@@ -188,6 +252,12 @@ MODELS["t5_small"] = (t5_small, "dynamo")
 MODELS["whisper_tiny_encoder"] = (whisper_encoder, "dynamo")
 MODELS["roberta"] = (roberta, "dynamo")
 MODELS["wav2vec2_small"] = (wav2vec2_small, "dynamo")
+# Recurrent networks and a U-Net from both exporters: the tracing exporter writes ONNX
+# LSTM/GRU ops, the dynamo exporter unrolls the steps into matmuls and slices.
+for _exporter, _suffix in [("torchscript", "ts"), ("dynamo", "dyn")]:
+    MODELS[f"lstm_{_suffix}"] = (recurrent("LSTM"), _exporter)
+    MODELS[f"gru_{_suffix}"] = (recurrent("GRU"), _exporter)
+    MODELS[f"unet_{_suffix}"] = (unet(), _exporter)
 MODELS["googlenet"] = (torchvision_model("googlenet", aux_logits=False, init_weights=True), "torchscript")
 MODELS["inception_v3"] = (torchvision_model("inception_v3", 299, aux_logits=False, init_weights=True), "torchscript")
 

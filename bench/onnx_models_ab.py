@@ -39,6 +39,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json")
+    # The CPU only: onnx_models.py's helpers read the target.
+    parser.set_defaults(target="cpu")
     args = parser.parse_args()
     work = tempfile.mkdtemp()
     builds = {"before": args.before, "after": args.after}

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cstdlib>
+#include <future>
 #include <optional>
 #include <set>
 #include <utility>
@@ -200,16 +201,27 @@ bool same_code_as_listed(const ir::Graph& g, const std::string& name, const std:
   return name.substr(plus) == "+avx512bf16" && !kernels_round_to_bf16(g);
 }
 
-// One kernel library per CPU of the list, each with the features its code needs.
+// One kernel library per CPU of the list, each with the features its code needs. The CPUs
+// compile at once, each on a thread of its own (LLVM compiles in separate contexts
+// independently); the libraries keep the list's order.
 Status add_cpu_code(const ir::Graph& g, const CompileOptions& options, format::ArtifactContents& contents) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> cpus, cpu_list(options.cpu));
+  std::vector<std::string> names;
+  std::vector<std::future<Result<codegen::cpu::KernelLibrary>>> libraries;
   for (const std::string& name : cpus) {
     if (same_code_as_listed(g, name, cpus)) continue;
     codegen::cpu::CompileOptions cpu;
     cpu.cpu = name;
     cpu.streaming_store_bytes = options.streaming_store_bytes;
-    KILN_ASSIGN_OR_RETURN(codegen::cpu::KernelLibrary library, codegen::cpu::compile_kernels(g, cpu));
-    contents.code.push_back({"elf", "x86_64", std::move(library.elf), std::move(library.cpu_features), name});
+    names.push_back(name);
+    libraries.push_back(std::async(std::launch::async, [&g, cpu] { return codegen::cpu::compile_kernels(g, cpu); }));
+  }
+  std::vector<Result<codegen::cpu::KernelLibrary>> compiled;
+  for (auto& library : libraries) compiled.push_back(library.get());
+  for (size_t k = 0; k < compiled.size(); ++k) {
+    if (!compiled[k].ok()) return compiled[k].error();
+    contents.code.push_back(
+        {"elf", "x86_64", std::move(compiled[k]->elf), std::move(compiled[k]->cpu_features), names[k]});
   }
   contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
   if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)

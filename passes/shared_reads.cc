@@ -66,6 +66,33 @@ std::vector<std::vector<int>> producers_of(const std::vector<int>& producer, con
   return chains;
 }
 
+// Whether `readers` are unit-stride slices of one value that take disjoint boxes of it:
+// parts of a split (an LSTM's gates), which read each element once, unlike windows. Past
+// kMaxParts, pairwise checks cost more than the answer is worth, and the slices count as
+// windows.
+bool disjoint_parts(const ir::Graph& g, const std::vector<int>& readers) {
+  constexpr size_t kMaxParts = 256;
+  if (readers.size() < 2 || readers.size() > kMaxParts) return false;
+  for (int r : readers) {
+    const ir::Node& n = g.nodes[r];
+    if (n.op != ir::Op::Slice) return false;
+    const std::vector<int64_t>& strides = n.attrs.get_ints("strides");
+    if (std::any_of(strides.begin(), strides.end(), [](int64_t s) { return s != 1; })) return false;
+  }
+  for (size_t a = 0; a < readers.size(); ++a)
+    for (size_t b = a + 1; b < readers.size(); ++b) {
+      const ir::Node& x = g.nodes[readers[a]];
+      const ir::Node& y = g.nodes[readers[b]];
+      const std::vector<int64_t>&xs = x.attrs.get_ints("starts"), &xe = x.attrs.get_ints("ends");
+      const std::vector<int64_t>&ys = y.attrs.get_ints("starts"), &ye = y.attrs.get_ints("ends");
+      if (xs.size() != ys.size() || xe.size() != xs.size() || ye.size() != ys.size()) return false;
+      bool apart = false;  // along some dim, one box ends where the other starts or before
+      for (size_t d = 0; d < xs.size() && !apart; ++d) apart = xe[d] <= ys[d] || ye[d] <= xs[d];
+      if (!apart) return false;
+    }
+  return true;
+}
+
 std::vector<std::vector<int>> users_of(const ir::Graph& g) {
   std::vector<std::vector<int>> users(g.values.size());
   for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -76,6 +103,7 @@ std::vector<std::vector<int>> users_of(const ir::Graph& g) {
 }  // namespace
 
 int window_reads(const ir::Graph& g, const std::vector<std::vector<int>>& users, ir::ValueId v) {
+  if (disjoint_parts(g, users[v])) return 0;
   int reads = 0;
   auto walk = [&](auto& self, ir::ValueId value, int depth) -> void {
     for (int u : users[value]) {

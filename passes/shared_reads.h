@@ -32,7 +32,9 @@ bool split_shared_taps(ir::Graph& g);
 bool split_shared_matmul_views(ir::Graph& g, bool single_batch);
 
 /// The slices that read v, directly or through movement ops other than broadcasts (a
-/// pool's padding); `users` lists each value's reading nodes.
+/// pool's padding); `users` lists each value's reading nodes. None where every reader is a
+/// unit-stride slice of v and their boxes are disjoint: the parts of a split (an LSTM's
+/// four gates) read each element once, and are no windows.
 int window_reads(const ir::Graph& g, const std::vector<std::vector<int>>& users, ir::ValueId v);
 
 }  // namespace kiln::passes

@@ -1,5 +1,6 @@
 #include "codegen/cpu/compile.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/IR/DiagnosticInfo.h>
@@ -59,15 +60,17 @@ Status link(const std::string& linker, const std::string& object, const std::str
                                    "-lm",
                                    "-lc"};
   std::string log = output + ".log";
+  // The child only calls what is safe between fork and exec in a process with threads
+  // (CPUs compile on threads of their own): no allocation, no stdio.
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) return make_error("cpu codegen: cannot start the linker");
   if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stderr);
-    (void)f;
-    std::vector<char*> args;
-    for (std::string& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    execv(linker.c_str(), args.data());
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, STDERR_FILENO);
+    execv(args[0], args.data());
     _exit(127);
   }
   int status = 0;

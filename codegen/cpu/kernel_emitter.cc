@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "codegen/cpu/identical_kernels.h"
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
 #include "ir/channel_layouts.h"
@@ -575,12 +576,18 @@ void emit_signature(const ir::Graph& g, const ir::Step& step, llvm::Module& m) {
 Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store_bytes, int vector_bytes) {
   if (!g.program) return make_error("cpu codegen: the graph has no program; run fusion first");
   const std::vector<std::vector<int64_t>> layouts = ir::channel_layouts_of_steps(g);
+  IdenticalKernels kernels(m);
+  auto add = [&](const ir::Graph& graph, const ir::Step& step, bool partial) {
+    const std::string symbol = format::kernel_symbol(step.name);
+    return kernels.add(partial ? format::partial_kernel_symbol(symbol) : symbol, [&](llvm::Module& module) {
+      return detail::KernelEmitter(graph, step, module, streaming_store_bytes, vector_bytes, partial).emit();
+    });
+  };
   for (size_t s = 0; s < g.program->steps.size(); ++s) {
     const ir::Step& step = g.program->steps[s];
     if (step.kind == ir::StepKind::Library) continue;
-    if (ir::reduction_split(g, step, ir::kCpuSplit))
-      KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes, true).emit());
-    KILN_RETURN_IF_ERROR(detail::KernelEmitter(g, step, m, streaming_store_bytes, vector_bytes).emit());
+    if (ir::reduction_split(g, step, ir::kCpuSplit)) KILN_RETURN_IF_ERROR(add(g, step, true));
+    KILN_RETURN_IF_ERROR(add(g, step, false));
     emit_signature(g, step, m);
     // The same step over activations in oneDNN's layouts (ir/channel_layouts.h).
     for (int64_t layout : layouts[s]) {
@@ -589,7 +596,7 @@ Status emit_kernels(const ir::Graph& g, llvm::Module& m, int64_t streaming_store
         return make_error(fmt::format("cpu codegen: internal error: step {} has no kernel in layout {}", step.name,
                                       ir::channel_layout_name(step.name, layout)));
       const ir::Step& only = laid->program->steps[0];
-      KILN_RETURN_IF_ERROR(detail::KernelEmitter(*laid, only, m, streaming_store_bytes, vector_bytes).emit());
+      KILN_RETURN_IF_ERROR(add(*laid, only, false));
       emit_signature(*laid, only, m);
     }
   }

@@ -21,6 +21,7 @@ namespace kiln::codegen::cpu {
 /// over the split's partial_items, then kiln_STEP over the step's rows; both take the
 /// scratch (split.scratch_bytes) as one more argument after the outputs, and the
 /// signature ends with the scratch bytes and the partial items.
+/// A kernel identical to an earlier one is an alias of it (codegen/cpu/identical_kernels.h).
 Status emit_kernels(const ir::Graph& graph, llvm::Module& module, int64_t streaming_store_bytes, int vector_bytes = 32);
 
 }  // namespace kiln::codegen::cpu

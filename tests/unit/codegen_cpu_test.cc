@@ -70,7 +70,7 @@ Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const std::map<
 
 // With `half_ulp`, a bf16 or f16 result may also be one unit in its last place off (2^-7 or
 // 2^-10 relative): a kernel's f32 value, summed in another order, may round to the
-// neighbouring half (the text-test models' inputs are seeded by their place in the list).
+// neighbouring half (the text-test models' inputs are seeded by their names).
 void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want, double tolerance,
                 bool half_ulp = false) {
   REQUIRE(got.size() == want.size());
@@ -104,7 +104,7 @@ TEST_CASE("every text-test model compiles and agrees with the interpreter", "[co
   for (size_t k = 0; k < models.size(); ++k) {
     const auto& [path, parsed] = models[k];
     INFO(path);
-    auto inputs = kiln::testing::seeded_arguments(parsed, k + 1);
+    auto inputs = kiln::testing::seeded_arguments(parsed, kiln::testing::model_seed(path));
     auto expected = kiln::testing::eval_ok(parsed, inputs);
     ir::Graph g = planned(parsed, true);
     auto got = run_compiled(g, inputs, "model" + std::to_string(k));

@@ -50,7 +50,7 @@ TEST_CASE("CUDA: every op, element type and text-test model gives the interprete
   auto models = kiln::testing::text_test_models();
   for (size_t k = 0; k < models.size(); ++k) {
     const auto& [path, g] = models[k];
-    check_against_interpreter(path, g, seeded_arguments(g, k + 1), cuda_options(true));
+    check_against_interpreter(path, g, seeded_arguments(g, kiln::testing::model_seed(path)), cuda_options(true));
   }
   CHECK(models.size() >= 20);
 }

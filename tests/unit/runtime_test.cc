@@ -40,7 +40,7 @@ TEST_CASE("every text-test model: the compiled artifact, fused and unfused, give
   auto models = kiln::testing::text_test_models();
   for (size_t k = 0; k < models.size(); ++k) {
     const auto& [path, g] = models[k];
-    check_against_interpreter(path, g, seeded_arguments(g, k + 1));
+    check_against_interpreter(path, g, seeded_arguments(g, kiln::testing::model_seed(path)));
   }
   CHECK(models.size() >= 20);
 }

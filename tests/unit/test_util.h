@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -30,9 +31,18 @@ inline std::string parse_error(std::string_view text) {
   return g.error().message;
 }
 
+/// The seed of a text-test model's inputs, from its name: the same on every machine
+/// and whatever other files tests/lit holds (seeds by place in a directory's order
+/// changed with each new file, and across file systems).
+inline uint64_t model_seed(std::string_view name) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return hash;
+}
+
 /// Every .kir file under tests/lit that parses (the malformed ones under errors/ do not)
 /// and is not marked "# not a model to run:" (those need more memory than any machine),
-/// with its path, in directory order.
+/// with its path (and part), sorted by it; seed each one's inputs with model_seed(path).
 inline std::vector<std::pair<std::string, ir::Graph>> text_test_models() {
   std::vector<std::pair<std::string, ir::Graph>> models;
   for (const auto& entry : std::filesystem::recursive_directory_iterator("tests/lit")) {
@@ -48,6 +58,7 @@ inline std::vector<std::pair<std::string, ir::Graph>> text_test_models() {
       if (g.ok()) models.emplace_back(name, std::move(g).value());
     }
   }
+  std::sort(models.begin(), models.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return models;
 }
 
