@@ -2,11 +2,11 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
