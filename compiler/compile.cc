@@ -206,22 +206,18 @@ bool same_code_as_listed(const ir::Graph& g, const std::string& name, const std:
 // independently); the libraries keep the list's order.
 Status add_cpu_code(const ir::Graph& g, const CompileOptions& options, format::ArtifactContents& contents) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> cpus, cpu_list(options.cpu));
-  std::vector<std::string> names;
-  std::vector<std::future<Result<codegen::cpu::KernelLibrary>>> libraries;
+  std::vector<std::pair<std::string, std::future<Result<codegen::cpu::KernelLibrary>>>> compiles;
   for (const std::string& name : cpus) {
     if (same_code_as_listed(g, name, cpus)) continue;
     codegen::cpu::CompileOptions cpu;
     cpu.cpu = name;
     cpu.streaming_store_bytes = options.streaming_store_bytes;
-    names.push_back(name);
-    libraries.push_back(std::async(std::launch::async, [&g, cpu] { return codegen::cpu::compile_kernels(g, cpu); }));
+    compiles.emplace_back(name,
+                          std::async(std::launch::async, [&g, cpu] { return codegen::cpu::compile_kernels(g, cpu); }));
   }
-  std::vector<Result<codegen::cpu::KernelLibrary>> compiled;
-  for (auto& library : libraries) compiled.push_back(library.get());
-  for (size_t k = 0; k < compiled.size(); ++k) {
-    if (!compiled[k].ok()) return compiled[k].error();
-    contents.code.push_back(
-        {"elf", "x86_64", std::move(compiled[k]->elf), std::move(compiled[k]->cpu_features), names[k]});
+  for (auto& [name, compile] : compiles) {
+    KILN_ASSIGN_OR_RETURN(codegen::cpu::KernelLibrary library, compile.get());
+    contents.code.push_back({"elf", "x86_64", std::move(library.elf), std::move(library.cpu_features), name});
   }
   contents.flags = {"--target=cpu", "--cpu=" + options.cpu};
   if (options.streaming_store_bytes != CompileOptions{}.streaming_store_bytes)

@@ -39,7 +39,6 @@ Status IdenticalKernels::add(const std::string& symbol, const std::function<Stat
     llvm::Function* original = module_.getFunction(known->second);
     llvm::GlobalAlias::create(original->getFunctionType(), 0, llvm::GlobalValue::ExternalLinkage, symbol, original,
                               &module_);
-    ++aliased_;
     return Status::Ok();
   }
   if (llvm::Linker::linkModules(module_, std::move(kernel)))

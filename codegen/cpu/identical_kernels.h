@@ -26,13 +26,9 @@ class IdenticalKernels {
   /// given, and adds that function to the module (or an alias of an identical one).
   Status add(const std::string& symbol, const std::function<Status(llvm::Module&)>& emit);
 
-  /// How many kernels became aliases.
-  int aliased() const { return aliased_; }
-
  private:
   llvm::Module& module_;
   std::unordered_map<std::string, std::string> symbol_of_text_;
-  int aliased_ = 0;
 };
 
 }  // namespace kiln::codegen::cpu
