@@ -138,6 +138,19 @@ Result<std::unique_ptr<ModelBuffers>> make_buffers(const runtime::Model& model, 
 // The steps' figures and the summary, from the profiled runs.
 void summarize(ModelBenchResult& r, const std::vector<runtime::StepInfo>& steps, double copy_gbps, int64_t copy_bytes,
                bool cuda) {
+  // The time some step ran: steps that ran side by side overlap, and count once.
+  auto time_in_steps = [](const runtime::RunProfile& profile) {
+    std::vector<runtime::StepTime> steps = profile.steps;
+    std::sort(steps.begin(), steps.end(),
+              [](const runtime::StepTime& a, const runtime::StepTime& b) { return a.start_ms < b.start_ms; });
+    double covered = 0, reached = 0;
+    for (const runtime::StepTime& st : steps) {
+      const double end = st.start_ms + st.ms;
+      if (end > reached) covered += end - std::max(reached, st.start_ms);
+      reached = std::max(reached, end);
+    }
+    return covered;
+  };
   ProfileSummary s;
   s.runs = static_cast<int>(r.traced.size());
   s.clock = r.traced.front().profile.clock;
@@ -159,10 +172,8 @@ void summarize(ModelBenchResult& r, const std::vector<runtime::StepInfo>& steps,
   }
   std::vector<double> run_ms, unaccounted;
   for (const TracedRun& t : r.traced) {
-    double sum = 0;
-    for (const runtime::StepTime& st : t.profile.steps) sum += st.ms;
     run_ms.push_back(t.profile.total_ms);
-    unaccounted.push_back(t.profile.total_ms - sum);
+    unaccounted.push_back(t.profile.total_ms - time_in_steps(t.profile));
   }
   s.profiled_run_ms = median_of(run_ms);
   s.unaccounted_ms = median_of(unaccounted);
@@ -241,8 +252,11 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
   const std::map<std::string, int64_t> bounds = graph ? index_bounds(*graph) : std::map<std::string, int64_t>{};
   r.arena_bytes = static_cast<int64_t>(view.metadata().arena_bytes());
   const bool cuda = r.target == "cuda";
+  runtime::Options load_options;
+  load_options.threads = options.threads;
+  load_options.side_by_side_steps = options.side_by_side_steps;
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Model> model,
-                        runtime::Model::load_bytes(std::move(artifact), {options.threads}));
+                        runtime::Model::load_bytes(std::move(artifact), load_options));
   r.threads = cuda                  ? 0
               : options.threads > 0 ? options.threads
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -254,6 +268,7 @@ Result<ModelBenchResult> bench_model(const ModelSource& source, const ModelBench
   } else {
     r.device = cpu_model_name();
     r.code = model->code();
+    r.side_by_side = model->schedule();
     r.huge_pages = runtime::cpu::transparent_huge_pages();
     r.latency_clock = "host steady_clock around run on host buffers (64-byte aligned)";
   }

@@ -32,7 +32,8 @@ struct ModelBenchOptions {
   std::string cpu = std::string(kDefaultCpus);
   int repeat = 100;  ///< timed runs (and profiled runs, with a profile)
   int warmup = 10;
-  int threads = 0;  ///< 0: one per hardware thread
+  int threads = 0;                 ///< 0: one per hardware thread
+  bool side_by_side_steps = true;  ///< runtime::Options::side_by_side_steps
   bool profile = false;
   bool allow_tf32 = false;        ///< CUDA: CompileOptions::allow_tf32 for a graph
   std::string precision = "f32";  ///< CompileOptions::precision for a graph
@@ -81,6 +82,8 @@ struct ModelBenchResult {
   std::string model, target, device, date;
   /// CPU: the --cpu the kernels that ran were compiled for (runtime::Model::code).
   std::string code;
+  /// CPU: which steps ran side by side (runtime::Model::schedule), or "".
+  std::string side_by_side;
   std::optional<double> compile_s;  ///< for a compiled graph
   int64_t arena_bytes = 0;
   /// CPU: the system's transparent huge page mode, which decides whether the arena and

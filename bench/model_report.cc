@@ -32,6 +32,7 @@ std::string model_table(const ModelBenchResult& r) {
                                 r.code.empty() ? "" : ", kernels for --cpu=" + r.code, r.device);
   if (r.compile_s) out += fmt::format("compile: {:.3f} s\n", *r.compile_s);
   out += fmt::format("arena: {}\n", bytes_text(r.arena_bytes));
+  if (!r.side_by_side.empty()) out += fmt::format("schedule: {} (on {} threads)\n", r.side_by_side, r.threads);
   if (!r.huge_pages.empty())
     out += fmt::format("transparent huge pages: {} (the arena and packed weights ask for them)\n", r.huge_pages);
   for (const std::string& input : r.random_inputs) out += "random input " + input + "\n";
@@ -59,7 +60,8 @@ std::string model_table(const ModelBenchResult& r) {
       "({:.1f}%)\n",
       s.steps_ms, s.memory_bound_ms, share(s.memory_bound_ms), s.library_ms, share(s.library_ms), s.other_ms,
       share(s.other_ms));
-  out += fmt::format("overhead: {:.4f} ms (the latency's median minus the steps)\n", s.overhead_ms);
+  out += fmt::format("overhead: {:.4f} ms (the latency's median minus the steps{})\n", s.overhead_ms,
+                     r.side_by_side.empty() ? "" : "; steps side by side overlap, so the steps can add up to more");
   out += fmt::format(
       "a profiled run: {:.4f} ms, {:.4f} ms of it outside the steps ({}; allowed: 10% plus {} ms per "
       "step)\n",
@@ -75,6 +77,7 @@ std::string model_json(const ModelBenchResult& r) {
   j["target"] = r.target;
   j["device"] = r.device;
   j["code"] = r.code.empty() ? json(nullptr) : json(r.code);
+  j["side_by_side"] = r.side_by_side.empty() ? json(nullptr) : json(r.side_by_side);
   j["date"] = r.date;
   j["compile_s"] = r.compile_s ? json(*r.compile_s) : json(nullptr);
   j["arena_bytes"] = r.arena_bytes;

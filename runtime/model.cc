@@ -347,6 +347,7 @@ Result<RunProfile> Model::profile_device(const std::map<std::string, uint64_t>& 
 int64_t Model::batch() const { return impl_->view.metadata().batch(); }
 std::string Model::target() const { return impl_->view.metadata().target()->str(); }
 std::string Model::code() const { return impl_->executor->code(); }
+std::string Model::schedule() const { return impl_->executor->schedule(); }
 
 namespace {
 

@@ -70,8 +70,9 @@ class Model {
   /// exactly its size.
   Status run_device(const std::map<std::string, uint64_t>& inputs,
                     const std::map<std::string, uint64_t>& outputs) const;
-  /// The steps of the program, in the order a run takes them, then the copies after them
-  /// (StepInfo): what `kiln inspect` lists and what profile() times.
+  /// The steps of the program, in program order, then the copies after them (StepInfo):
+  /// what `kiln inspect` lists and what profile() times. A run takes them in this order,
+  /// or, on the CPU, some side by side in an order they allow (schedule()).
   const std::vector<StepInfo>& steps() const;
   /// Runs once like run() on the caller's buffers, timing every step of steps(): on the
   /// CPU with the steady clock around each step, on CUDA with events between plain
@@ -92,6 +93,10 @@ class Model {
   /// "x86-64-v4+avx512bf16" where the CPU has AVX512-BF16 and the artifact such kernels);
   /// "" where the program has none, and on CUDA.
   std::string code() const;
+  /// Which steps a run takes side by side, on several threads at once (CPU: independent
+  /// steps that each use one thread, Options::side_by_side_steps); "" where it runs every
+  /// step in program order.
+  std::string schedule() const;
   /// Reads a state tensor (for example trained weights).
   Result<HostTensor> read_state(const std::string& name) const;
   /// Sets a state tensor (its type must match).

@@ -81,6 +81,10 @@ struct Options {
   /// Threads that split kernels: 1 to kMaxThreads, or 0 for one per hardware thread.
   /// Anything else, or threads the system cannot start, is a load error.
   int threads = 0;
+  /// CPU artifacts: run independent steps that each use one thread (small matmuls and
+  /// kernels, such as a bidirectional RNN's two directions) on several threads at once.
+  /// False runs every step in program order.
+  bool side_by_side_steps = true;
   /// CUDA artifacts: the device ordinal to run on.
   int cuda_device = 0;
   /// CUDA artifacts: capture the steps into a CUDA Graph once per session and replay it

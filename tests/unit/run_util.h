@@ -134,7 +134,11 @@ inline void check_against_interpreter(const std::string& name, const ir::Graph& 
   for (bool fuse : {true, false}) {
     INFO(name << (fuse ? " fused" : " unfused"));
     options.fuse = fuse;
-    auto got = compile_and_run(g, args, options);
+    // Two threads, on any machine: independent one-thread steps then run side by side
+    // (runtime/cpu/step_schedule.h) wherever the schedule finds them.
+    runtime::Options load;
+    load.threads = 2;
+    auto got = compile_and_run(g, args, options, load);
     if (!got.ok()) FAIL(got.error().message);
     check_same(*got, expected, 1e-4, 1e-4, /*half_ulp=*/true);
   }

@@ -94,10 +94,11 @@ int export_suite(const std::string& suite, bool quick, const std::string& dir) {
 int run_bench(std::span<char* const> argv) {
   constexpr std::string_view cmd = "kiln bench";
   // The suites' flags and a model's, in one parser: a model is a positional argument.
-  constexpr FlagSpec specs[] = {
-      {"target", true}, {"cpu", true}, {"suite", true}, {"filter", true},  {"repeat", true},   {"threads", true},
-      {"json", true},   {"svg", true}, {"quick"},       {"weights", true}, {"random-weights"}, {"input", true, true},
-      {"warmup", true}, {"profile"},   {"trace", true}, {"export", true},  {"allow-tf32"},     {"precision", true}};
+  constexpr FlagSpec specs[] = {{"target", true}, {"cpu", true},       {"suite", true},    {"filter", true},
+                                {"repeat", true}, {"threads", true},   {"json", true},     {"svg", true},
+                                {"quick"},        {"weights", true},   {"random-weights"}, {"input", true, true},
+                                {"warmup", true}, {"profile"},         {"trace", true},    {"export", true},
+                                {"allow-tf32"},   {"precision", true}, {"steps-in-order"}};
   auto parsed = parse_args(cmd, argv, specs);
   if (!parsed.ok()) return fail_located(parsed.error());
   if (parsed->help) {
@@ -105,7 +106,8 @@ int run_bench(std::span<char* const> argv) {
     return 0;
   }
   if (!parsed->positional.empty()) return run_bench_model(*parsed);
-  for (std::string_view model_flag : {"weights", "random-weights", "input", "warmup", "profile", "trace"})
+  for (std::string_view model_flag :
+       {"weights", "random-weights", "input", "warmup", "profile", "trace", "steps-in-order"})
     if (parsed->has(model_flag))
       return fail(cmd, fmt::format("--{} is a flag of kiln bench MODEL; the suites take none", model_flag));
   if (parsed->has("export")) {

@@ -13,7 +13,7 @@ namespace kiln::cli {
 constexpr std::string_view kBenchModelHelp =
     R"(usage: kiln bench MODEL.kir|MODEL.kiln [--target=cpu|cuda] [--weights W.safetensors | --random-weights]
                   [--input NAME=X.npy ...] [--repeat=N] [--warmup=N] [--threads=N] [--cpu=LIST]
-                  [--json FILE] [--profile] [--trace FILE] [--quick]
+                  [--json FILE] [--profile] [--trace FILE] [--quick] [--steps-in-order]
 
 Times one model: a .kir is compiled first (the compile time is reported), a .kiln is loaded
 as it is. Prints a table on stdout and progress on stderr. Build with -c opt for real
@@ -49,6 +49,9 @@ says in latency_clock.
   --trace=FILE        with --profile: write the profiled runs as Chrome trace events,
                       for Perfetto (ui.perfetto.dev) or chrome://tracing
   --quick             5 timed runs after 1 warm-up, for a first look and tests
+  --steps-in-order    the CPU: run every step in program order, none side by side
+                      (runtime::Options::side_by_side_steps off), to measure what the
+                      side-by-side schedule (the header's "schedule:" line) gains
   -h, --help          this help
 )";
 
@@ -92,6 +95,7 @@ int run_bench_model(const Args& args) {
   options.target = args.get("target");
   options.cpu = args.get("cpu", options.cpu);
   options.profile = args.has("profile");
+  options.side_by_side_steps = !args.has("steps-in-order");
   options.allow_tf32 = args.has("allow-tf32");
   options.precision = args.get("precision", "f32");
   if (args.has("quick")) options.repeat = 5, options.warmup = 1;
