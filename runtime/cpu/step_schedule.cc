@@ -274,11 +274,13 @@ StepPlan plan_cpu_steps(const format::Artifact& a, const std::vector<int64_t>& v
   for (uint32_t v = 0; v < value_bytes.size(); ++v)
     if (own[v] >= 0)
       group_bytes[static_cast<size_t>(own[v])] = std::max(group_bytes[static_cast<size_t>(own[v])], value_bytes[v]);
+  // Aligned as the memory plan aligns (kernels read and write whole vectors).
+  const uint64_t align = std::max<uint64_t>(64, a.alignment());
   for (uint32_t v = 0; v < value_bytes.size(); ++v) {
     if (own[v] < 0) continue;
     int64_t& offset = group_offset[static_cast<size_t>(own[v])];
     if (offset < 0) {
-      offset = static_cast<int64_t>((plan.arena_bytes + 63) / 64 * 64);
+      offset = static_cast<int64_t>((plan.arena_bytes + align - 1) / align * align);
       plan.arena_bytes = static_cast<uint64_t>(offset + group_bytes[static_cast<size_t>(own[v])]);
     }
     plan.own_offsets[v] = offset;

@@ -170,6 +170,8 @@ TEST_CASE("two chains of small matmuls run side by side on two threads as the in
   REQUIRE(plan.schedule.phases[0].side_by_side);
   CHECK(plan.schedule.phases[0].follows[second_chain] == 0);
   CHECK(plan.arena_bytes > a.arena_bytes());
+  for (int64_t offset : plan.own_offsets)  // after the arena, aligned as the memory plan aligns
+    if (offset >= 0) CHECK((offset >= static_cast<int64_t>(a.arena_bytes()) && offset % a.alignment() == 0));
 
   runtime::Options side_by_side;
   side_by_side.threads = 2;
