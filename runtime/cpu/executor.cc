@@ -327,8 +327,9 @@ Status CpuExecutor::run_host(const std::vector<const uint8_t*>& inputs, const st
   // Step s on `threads` threads of `pool`, or on the calling thread alone where `pool` is null.
   auto run_step = [&](uint32_t s, int threads, ThreadPool* pool) -> Status {
     const format::Step& step = *a_.steps()->Get(s);
-    std::vector<uint8_t*> ptrs;
-    ptrs.reserve(step.inputs()->size() + step.outputs()->size() + 1);
+    // Each thread's own, reused from step to step: steps side by side fill theirs at once.
+    thread_local std::vector<uint8_t*> ptrs;
+    ptrs.clear();
     for (uint32_t v : *step.inputs()) ptrs.push_back(where[v]);
     for (uint32_t v : *step.outputs()) ptrs.push_back(where[v]);
     Kernel kernel = layouts_[s].channel_layout != StepLayout::kPlain

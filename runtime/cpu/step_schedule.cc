@@ -82,7 +82,7 @@ std::vector<std::vector<uint32_t>> step_dependencies(const std::vector<std::vect
   return after;
 }
 
-std::vector<int64_t> values_of_one_thread_steps(const format::Artifact& a, const std::vector<char>& one_thread) {
+std::vector<int64_t> values_of_one_thread_steps(const format::Artifact& a, const std::vector<StepCost>& costs) {
   const uint32_t values = a.values()->size();
   // A kernel that writes over its dying input in place computes the same into bytes of
   // its own, which then no longer order it after the input's other readers (an RNN's
@@ -109,7 +109,7 @@ std::vector<int64_t> values_of_one_thread_steps(const format::Artifact& a, const
   if (a.state_copies())
     for (const format::StateCopy* c : *a.state_copies()) ok[find(c->value())] = 0;
   for (uint32_t s = 0; s < a.steps()->size(); ++s) {
-    if (one_thread[s]) continue;
+    if (costs[s].one_thread) continue;
     const format::Step& step = *a.steps()->Get(s);
     for (uint32_t v : *step.inputs()) ok[find(v)] = 0;
     for (uint32_t v : *step.outputs()) ok[find(v)] = 0;
@@ -180,14 +180,20 @@ void plan_phase(StepPhase& phase, const std::vector<std::vector<uint32_t>>& depe
   }
 }
 
+// One phase of every step in program order.
+StepSchedule program_order(size_t steps) {
+  StepSchedule in_order;
+  in_order.phases.emplace_back();
+  for (uint32_t s = 0; s < steps; ++s) in_order.phases[0].steps.push_back(s);
+  return in_order;
+}
+
 }  // namespace
 
 StepSchedule plan_step_schedule(const std::vector<std::vector<uint32_t>>& dependencies,
                                 const std::vector<StepCost>& costs, int threads) {
   const uint32_t n = static_cast<uint32_t>(dependencies.size());
-  StepSchedule in_order;
-  in_order.phases.emplace_back();
-  for (uint32_t s = 0; s < n; ++s) in_order.phases[0].steps.push_back(s);
+  const StepSchedule in_order = program_order(n);
   if (threads < 2) return in_order;
 
   std::vector<std::vector<uint32_t>> followers(n);
@@ -240,14 +246,14 @@ StepSchedule plan_step_schedule(const std::vector<std::vector<uint32_t>>& depend
 
 StepPlan plan_cpu_steps(const format::Artifact& a, const std::vector<int64_t>& value_bytes,
                         const std::vector<StepCost>& costs, int threads) {
-  std::vector<char> one_thread(costs.size(), 0);
-  for (size_t s = 0; s < costs.size(); ++s) one_thread[s] = costs[s].one_thread;
   StepPlan plan;
   plan.arena_bytes = a.arena_bytes();
   plan.own_offsets.assign(value_bytes.size(), -1);
-  std::vector<int64_t> own =
-      threads > 1 ? values_of_one_thread_steps(a, one_thread) : std::vector<int64_t>(value_bytes.size(), -1);
+  plan.schedule = program_order(costs.size());
+  if (threads < 2) return plan;
+  std::vector<int64_t> own = values_of_one_thread_steps(a, costs);
   plan.schedule = plan_step_schedule(step_dependencies(artifact_step_accesses(a, value_bytes, own)), costs, threads);
+  if (plan.schedule.side_by_side_steps == 0) return plan;  // the program order, every value in place
   // Bytes of their own only for the values of steps that run side by side: elsewhere the
   // memory plan's reuse keeps a chain's values in cache. The schedule is then planned again
   // on the final places, so that it follows every reuse left.
@@ -264,12 +270,7 @@ StepPlan plan_cpu_steps(const format::Artifact& a, const std::vector<int64_t>& v
   for (int64_t& group : own)
     if (group >= 0 && dropped[static_cast<size_t>(group)]) group = -1;
   plan.schedule = plan_step_schedule(step_dependencies(artifact_step_accesses(a, value_bytes, own)), costs, threads);
-  if (plan.schedule.side_by_side_steps == 0) {
-    plan.schedule = plan_step_schedule(
-        step_dependencies(artifact_step_accesses(a, value_bytes, std::vector<int64_t>(value_bytes.size(), -1))), costs,
-        1);
-    return plan;
-  }
+  if (plan.schedule.side_by_side_steps == 0) return plan;  // the program order, every value in place
   std::vector<int64_t> group_bytes(value_bytes.size(), 0), group_offset(value_bytes.size(), -1);
   for (uint32_t v = 0; v < value_bytes.size(); ++v)
     if (own[v] >= 0)

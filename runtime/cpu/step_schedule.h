@@ -28,13 +28,19 @@ struct StepAccess {
 /// last written. Each list is sorted, without repeats.
 std::vector<std::vector<uint32_t>> step_dependencies(const std::vector<std::vector<StepAccess>>& accesses);
 
-/// The arena values that only one-thread steps write and read (`one_thread` per step):
+/// What a step costs, in any one unit: on one thread, and on the whole pool.
+struct StepCost {
+  bool one_thread = false;  ///< it may run on one thread beside others
+  double alone = 1, on_pool = 1;
+};
+
+/// The arena values that only one-thread steps write and read (StepCost::one_thread):
 /// per value, the group of values it shares bytes with in place (named by one of them), or
 /// -1. A group qualifies whole: none of its values is a result or a state update, or read
 /// or written by a step on the pool. Given bytes of its own (StepPlan::own_offsets), a
 /// group no longer orders the steps that reused its bytes in the memory plan (planned for
 /// program order), so independent chains of small steps can run side by side.
-std::vector<int64_t> values_of_one_thread_steps(const format::Artifact& a, const std::vector<char>& one_thread);
+std::vector<int64_t> values_of_one_thread_steps(const format::Artifact& a, const std::vector<StepCost>& costs);
 
 /// What each step of an artifact reads and writes: its inputs and outputs where the memory
 /// plan put them (values with a group in `own_bytes` in that group's storage of its own),
@@ -60,12 +66,6 @@ struct StepPhase {
 struct StepSchedule {
   std::vector<StepPhase> phases;
   uint32_t side_by_side_steps = 0;  ///< steps in phases that run side by side
-};
-
-/// What a step costs, in any one unit: on one thread, and on the whole pool.
-struct StepCost {
-  bool one_thread = false;  ///< it may run on one thread beside others
-  double alone = 1, on_pool = 1;
 };
 
 /// Plans the phases: a step that uses the whole pool runs alone as soon as the steps it

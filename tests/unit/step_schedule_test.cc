@@ -152,17 +152,14 @@ TEST_CASE("two chains of small matmuls run side by side on two threads as the in
     value_bytes.push_back(bytes);
   }
   std::vector<StepCost> costs;
-  std::vector<char> one_thread;
-  for (const format::Step* step : *a.steps()) {
+  for (const format::Step* step : *a.steps())
     costs.push_back({true, step->kind() == format::StepKind::Library ? 2.0 : 1.0, 1.0});
-    one_thread.push_back(1);
-  }
   uint32_t second_chain = 0;  // the first step that reads %wb
   while (a.values()->Get(a.steps()->Get(second_chain)->inputs()->Get(1))->name()->str() != "wb") ++second_chain;
   const auto planned_deps = runtime::cpu::step_dependencies(
       runtime::cpu::artifact_step_accesses(a, value_bytes, std::vector<int64_t>(value_bytes.size(), -1)));
   CHECK(!planned_deps[second_chain].empty());
-  const auto own = runtime::cpu::values_of_one_thread_steps(a, one_thread);
+  const auto own = runtime::cpu::values_of_one_thread_steps(a, costs);
   CHECK(
       runtime::cpu::step_dependencies(runtime::cpu::artifact_step_accesses(a, value_bytes, own))[second_chain].empty());
   const runtime::cpu::StepPlan plan = runtime::cpu::plan_cpu_steps(a, value_bytes, costs, 2);
