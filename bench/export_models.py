@@ -156,6 +156,18 @@ def wav2vec2_small():
     return keyword_model(model, {"input_values": audio}, last_hidden_state)
 
 
+def hf_vision(model_class, config_class, size=224, output=last_hidden_state, **sizes):
+    """A Hugging Face vision model (by class names) with random weights, one image of size²."""
+    def build():
+        import transformers
+
+        model = getattr(transformers, model_class)(getattr(transformers, config_class)(**sizes))
+        pixels = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))
+        return keyword_model(model, {"pixel_values": pixels}, output)
+
+    return build
+
+
 def recurrent(kind, layers=2, hidden=128):
     """A bidirectional LSTM or GRU over 64 steps of 32 features for 8 series, then a linear head."""
 
@@ -258,6 +270,13 @@ for _exporter, _suffix in [("torchscript", "ts"), ("dynamo", "dyn")]:
     MODELS[f"lstm_{_suffix}"] = (recurrent("LSTM"), _exporter)
     MODELS[f"gru_{_suffix}"] = (recurrent("GRU"), _exporter)
     MODELS[f"unet_{_suffix}"] = (unet(), _exporter)
+# Vision transformers whose patches go between [C, H, W] and tokens (transposes of the
+# last two dims inside kernels: SegFormer's Mix-FFN, four stages at small widths), and
+# BEiT's relative-position bias, whose index the exporter builds from scatters of aranges.
+MODELS["segformer"] = (hf_vision("SegformerModel", "SegformerConfig", 128, depths=[1, 1, 1, 1],
+                                 hidden_sizes=[32, 64, 160, 256]), "dynamo")
+MODELS["beit"] = (hf_vision("BeitModel", "BeitConfig", hidden_size=256, intermediate_size=1024, num_hidden_layers=2,
+                            num_attention_heads=4, use_relative_position_bias=True), "dynamo")
 MODELS["googlenet"] = (torchvision_model("googlenet", aux_logits=False, init_weights=True), "torchscript")
 MODELS["inception_v3"] = (torchvision_model("inception_v3", 299, aux_logits=False, init_weights=True), "torchscript")
 

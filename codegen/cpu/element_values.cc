@@ -23,11 +23,23 @@ llvm::Value* KernelEmitter::clamp_index(llvm::Value* j, int64_t extent_value) {
 }
 
 llvm::Value* KernelEmitter::load(ValueId v, llvm::Value* flat) {
-  return load_element(b_, type(v).dtype, bases_[slot_[v]], flat);
+  if (tile_walk_ == TileWalk::kNone) return load_element(b_, type(v).dtype, bases_[slot_[v]], flat);
+  llvm::Type* t = compute_type(ctx_, type(v).dtype);
+  auto buffer = tile_buffers_.find(v);
+  if (buffer == tile_buffers_.end())  // filling a tile needs no other input
+    return tile_walk_ == TileWalk::kFill ? llvm::PoisonValue::get(t)
+                                         : load_element(b_, type(v).dtype, bases_[slot_[v]], flat);
+  llvm::Value* at = b_.CreateGEP(t, buffer->second, tile_at_);
+  if (tile_walk_ == TileWalk::kRead) return b_.CreateLoad(t, at);
+  llvm::Value* x = load_element(b_, type(v).dtype, bases_[slot_[v]], flat);
+  b_.CreateStore(x, at);
+  return x;
 }
 
 Result<llvm::Value*> KernelEmitter::elementwise(const Node& n, std::span<llvm::Value* const> operands,
                                                 std::span<const ir::DType> dtypes) {
+  // Filling a tile computes nothing: only its loads are kept.
+  if (tile_walk_ == TileWalk::kFill) return llvm::PoisonValue::get(compute_type(ctx_, type(n.result).dtype));
   return cpu::elementwise(b_, m_, n.op, n.attrs, operands, dtypes, type(n.result).dtype);
 }
 

@@ -14,6 +14,7 @@
 #include "codegen/cpu/kernel_emitter_class.h"
 #include "codegen/cpu/scalar_ops.h"
 #include "ir/channel_layouts.h"
+#include "ir/element_probe.h"
 #include "ir/shape_inference.h"
 #include "runtime/format/target.h"
 
@@ -203,6 +204,19 @@ Status KernelEmitter::loop(llvm::Value* begin, llvm::Value* end, const std::func
     hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)}));
   };
   bool width_given = false;
+  if (tile_loops_ != TileLoops::kNone && (unroll == Unroll::kDefault || unroll == Unroll::kVectorOnly)) {
+    // A whole tile's row or column is one vector, rather than the vectorizer's 4
+    // interleaved, which left every column of a tile to the scalar remainder loop. In a
+    // part of a tile (at the edges of the output or of a thread's range) the rows are
+    // vectors with masked tails where the CPU has them, and the fill is scalar: vectorized,
+    // it took LLVM longer to compile than the rest of the kernel.
+    const bool scalar = tile_loops_ == TileLoops::kPart && tile_walk_ == TileWalk::kFill;
+    hint("llvm.loop.vectorize.width", b_.getInt32(scalar ? 1 : static_cast<int>(tile_side())));
+    hint("llvm.loop.interleave.count", b_.getInt32(1));
+    if (tile_loops_ == TileLoops::kPart && !scalar && masked_tails_)
+      hint("llvm.loop.vectorize.predicate.enable", b_.getTrue());
+    width_given = true;
+  }
   if (short_rows_ && unroll == Unroll::kDefault && interleave == 0) {
     if (masked_tails_) {
       hint("llvm.loop.vectorize.predicate.enable", b_.getTrue());
@@ -446,10 +460,6 @@ Status KernelEmitter::emit_loop() {
     return c.op == ir::Op::Concat &&
            std::count_if(c.operands.begin(), c.operands.end(), [&](ValueId x) { return !padding(x); }) > 1;
   });
-  llvm::Value* begin = fn_->getArg(1);
-  llvm::Value* end = fn_->getArg(2);
-  llvm::Value* first_row = b_.CreateSDiv(begin, i64(last));
-  llvm::Value* end_row = b_.CreateSDiv(b_.CreateAdd(end, i64(last - 1)), i64(last));
   const bool stream = worth_streaming(step_.outputs, last);
   // A padded window's taps (a pool's) read the padding only in the first and last few
   // columns of a row: those run apart, and between them each tap reads its input
@@ -472,33 +482,42 @@ Status KernelEmitter::emit_loop() {
     }
     parts.emplace_back(first, last);
   }
-  return loop(first_row, end_row, [&](llvm::Value* r) -> Status {
-    llvm::Value* row_start = b_.CreateMul(r, i64(last));
-    // The row's columns within the work range [begin, end).
-    llvm::Value* from = b_.CreateSub(begin, row_start);
-    from = b_.CreateSelect(b_.CreateICmpSGT(from, i64(0)), from, i64(0));
-    llvm::Value* to = b_.CreateSub(end, row_start);
-    to = b_.CreateSelect(b_.CreateICmpSLT(to, i64(last)), to, i64(last));
-    Index row = unflatten(r, leading);
-    short_rows_ = (last < kShortRow || parts.size() > 1) && !joins_along_rows;
-    for (auto [first, past] : parts) {
-      llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(from, i64(first)), from, i64(first));
-      llvm::Value* hi = b_.CreateSelect(b_.CreateICmpSLT(to, i64(past)), to, i64(past));
-      KILN_RETURN_IF_ERROR(store_range(
-          lo, hi, step_.outputs, stream, [&](llvm::Value* c) { return b_.CreateAdd(row_start, c); },
-          [&, first = first, past = past](llvm::Value* c) {
-            Index idx = row;
-            idx.dims.push_back(c);
-            column_range_ = ColumnRange{c, first, past - 1};
-            auto values = outputs_at(idx);
-            column_range_.reset();
-            return values;
-          },
-          [&](llvm::Value* c, int64_t count) { prefetch_ahead(b_.CreateAdd(row_start, c), count); }));
-    }
-    short_rows_ = false;
-    return Status::Ok();
-  });
+  // The rows of the flat range [range_begin, range_end) within the work range.
+  auto walk_rows = [&](llvm::Value* range_begin, llvm::Value* range_end) -> Status {
+    llvm::Value* first_row = b_.CreateSDiv(range_begin, i64(last));
+    llvm::Value* end_row = b_.CreateSDiv(b_.CreateAdd(range_end, i64(last - 1)), i64(last));
+    return loop(first_row, end_row, [&](llvm::Value* r) -> Status {
+      llvm::Value* row_start = b_.CreateMul(r, i64(last));
+      // The row's columns within the range.
+      llvm::Value* from = b_.CreateSub(range_begin, row_start);
+      from = b_.CreateSelect(b_.CreateICmpSGT(from, i64(0)), from, i64(0));
+      llvm::Value* to = b_.CreateSub(range_end, row_start);
+      to = b_.CreateSelect(b_.CreateICmpSLT(to, i64(last)), to, i64(last));
+      Index row = unflatten(r, leading);
+      short_rows_ = (last < kShortRow || parts.size() > 1) && !joins_along_rows;
+      for (auto [first, past] : parts) {
+        llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(from, i64(first)), from, i64(first));
+        llvm::Value* hi = b_.CreateSelect(b_.CreateICmpSLT(to, i64(past)), to, i64(past));
+        KILN_RETURN_IF_ERROR(store_range(
+            lo, hi, step_.outputs, stream, [&](llvm::Value* c) { return b_.CreateAdd(row_start, c); },
+            [&, first = first, past = past](llvm::Value* c) {
+              Index idx = row;
+              idx.dims.push_back(c);
+              column_range_ = ColumnRange{c, first, past - 1};
+              auto values = outputs_at(idx);
+              column_range_.reset();
+              return values;
+            },
+            [&](llvm::Value* c, int64_t count) { prefetch_ahead(b_.CreateAdd(row_start, c), count); }));
+      }
+      short_rows_ = false;
+      return Status::Ok();
+    });
+  };
+  if (parts.size() == 1)
+    if (std::optional<ir::ReadAcrossRows> across = ir::inputs_read_across_rows(g_, step_); across && tiles_fit(*across))
+      return emit_tiles(*across, walk_rows);
+  return walk_rows(fn_->getArg(1), fn_->getArg(2));
 }
 
 Status KernelEmitter::hoist_scalars() {

@@ -1,8 +1,8 @@
 // The emitter of one kernel step's LLVM function. Internal to codegen/cpu: its methods are
 // defined in kernel_emitter.cc (loops, streaming stores, loop and scatter kernels),
 // element_values.cc (a value at an index), row_kernels.cc (reductions over rows),
-// column_sums.cc (sums over leading dims) and split_sums.cc (sums split into parts across
-// work items, ir/reduction_split.h).
+// column_sums.cc (sums over leading dims), split_sums.cc (sums split into parts across
+// work items, ir/reduction_split.h) and tiled_loops.cc (loop kernels walked in tiles).
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "ir/element_probe.h"
 #include "ir/element_walker.h"
 #include "ir/graph.h"
 #include "ir/reduction_split.h"
@@ -130,6 +131,21 @@ class KernelEmitter : public ElementWalker {
 
   // A loop kernel: its outputs over the work range, streamed where worth it.
   Status emit_loop();
+  // Whether a loop kernel reading inputs across rows (ir/element_probe.h) is walked in
+  // tiles: at least one whole tile fits down and across, and the tile buffers (f32) hold
+  // those inputs' elements.
+  bool tiles_fit(const ir::ReadAcrossRows& across) const;
+  // A loop kernel's work range walked in tiles of tile_side() by tile_side(): rows down
+  // `across.dim`, columns along the dims after it. Rows of a band of tiles the work range
+  // only partly holds (a thread's range starts or ends within it) are walked as rows, by
+  // walk_rows(flat begin, flat end).
+  Status emit_tiles(const ir::ReadAcrossRows& across,
+                    const std::function<Status(llvm::Value*, llvm::Value*)>& walk_rows);
+  // A tile's side: one vector of f32 (16 with AVX-512, 8 with AVX2), whose transpose takes
+  // log2 of it rounds of shuffles; 16 by 16 with AVX2 took LLVM twice as long to compile.
+  int64_t tile_side() const { return vector_bytes_ / 4; }
+  // Transposes the tile_side() x tile_side() f32 buffer `from` into `to`.
+  void transpose_tile(llvm::Value* from, llvm::Value* to);
 
   // Scalars that depend on no loop (rank-0 inputs, and rank-0 ops on them that no
   // reduction feeds) are computed once, in the entry block, so every use is dominated.
@@ -285,6 +301,16 @@ class KernelEmitter : public ElementWalker {
   // masked strided loads are scalar, so there 4-lane vectors run the row uninterleaved
   // (docs/cpu.md).
   bool short_rows_ = false;
+  // A tiled walk (emit_tiles): kFill keeps only the loads of the inputs with a tile buffer
+  // and stores them there; kRead reads those inputs from their buffers. tile_at_ is the
+  // element's offset in the tile.
+  enum class TileWalk { kNone, kFill, kRead };
+  TileWalk tile_walk_ = TileWalk::kNone;
+  // Loops over a whole tile's row or column, or a part of one (their vector width).
+  enum class TileLoops { kNone, kWhole, kPart };
+  TileLoops tile_loops_ = TileLoops::kNone;
+  std::map<ValueId, llvm::AllocaInst*> tile_buffers_;
+  llvm::Value* tile_at_ = nullptr;
   static constexpr int64_t kShortRow = 32;
   static constexpr size_t kRolledBodyLimit = 24;
   const std::optional<ir::ReductionSplit> split_;

@@ -186,6 +186,17 @@ Result<Value> Context::input(const onnx::NodeProto& node, int index) {
   return it->second;
 }
 
+bool Context::inputs_known_at_import(const onnx::NodeProto& node) const {
+  for (const std::string& name : node.input()) {
+    if (name.empty()) continue;
+    auto it = values_.find(name);
+    if (it == values_.end()) return false;
+    const Value& v = it->second;
+    if (v.id || !v.constant || (v.initializer && ir::is_float(v.constant->type.dtype))) return false;
+  }
+  return true;
+}
+
 Result<Value> Context::apply(const onnx::NodeProto& node, ir::Op op, const std::vector<Value>& operands,
                              ir::Attrs attrs, std::optional<ir::DType> dtype) {
   Status attrs_ok = ir::check_attrs(op, attrs);
@@ -207,7 +218,13 @@ Result<Value> Context::apply(const onnx::NodeProto& node, ir::Op op, const std::
   const bool grows = op == ir::Op::Broadcast && ir::is_float(type->dtype) &&
                      type->num_elements() > kMostGrownElements && types[0].num_elements() > 1 &&
                      type->num_elements() > types[0].num_elements();
-  if (all_constant && foldable(op) && !grows && type->num_elements() <= kMostFoldedElements) {
+  // A source op (iota) folds where every input of the node is known at import, since its
+  // result is then known too: BEiT's relative-position index is scatters of aranges,
+  // which the one-hot ScatterElements compares with an iota. Elsewhere it stays a node,
+  // never a weight of positions.
+  const bool fold =
+      foldable(op) || (ir::op_kind(op) == ir::OpKind::Source && op != ir::Op::Constant && inputs_known_at_import(node));
+  if (all_constant && fold && !grows && type->num_elements() <= kMostFoldedElements) {
     std::vector<const ir::Tensor*> tensors;
     for (const Value& v : operands) tensors.push_back(&*v.constant);
     auto folded = ir::evaluate_op(op, tensors, attrs, *type);

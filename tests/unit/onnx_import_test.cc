@@ -20,6 +20,7 @@
 namespace kiln::onnx_import {
 namespace {
 
+using kiln::testing::add_int_attribute;
 using kiln::testing::add_node;
 using kiln::testing::add_value;
 using kiln::testing::bytes_of;
@@ -265,6 +266,58 @@ TEST_CASE("index tensors built from constants fold too, past shape arithmetic's 
   if (!y.ok()) FAIL(y.error().message);
   REQUIRE(y->size() == 1);
   for (int64_t i = 0; i < kCount; i += 97) CHECK((*y)[0].get(kCount - 1 - i) == u[static_cast<size_t>(i)]);
+}
+
+TEST_CASE("a ScatterElements of constants folds, so GatherND may read it; of graph values it stays a node", "[onnx]") {
+  // BEiT's relative-position index: ScatterElements (one-hot, compared with an iota) of
+  // constants, read by GatherND as its indices, which must be known at import.
+  auto model = [](bool updates_known, bool gather) {
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {4});
+    if (gather) {
+      add_value(g->mutable_output(), "y", {4});
+    } else {
+      add_value(g->mutable_output(), "index", {4, 1}, {}, onnx::TensorProto::INT64);
+    }
+    auto ints = [&](const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> values) {
+      onnx::AttributeProto* a = add_node(g, "Constant", {}, {name}, name)->add_attribute();
+      a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+      for (int64_t d : dims) a->mutable_t()->add_dims(d);
+      for (int64_t v : values) a->mutable_t()->add_int64_data(v);
+    };
+    ints("data", {4, 1}, {0, 0, 0, 0});
+    ints("where", {2, 1}, {1, 3});
+    if (updates_known) {
+      ints("updates", {2, 1}, {3, 1});
+    } else {
+      add_value(g->mutable_input(), "updates", {2, 1}, {}, onnx::TensorProto::INT64);
+    }
+    add_int_attribute(add_node(g, "ScatterElements", {"data", "where", "updates"}, {"index"}), "axis", 0);
+    if (gather) add_node(g, "GatherND", {"x", "index"}, {"y"});
+    return m;
+  };
+  auto r = import_model(bytes_of(model(true, true)));
+  if (!r.ok()) FAIL(r.error().message);
+  const std::string printed = ir::print(r->graph);
+  CHECK(printed.find("iota") == std::string::npos);
+  std::map<std::string, ir::Tensor> args = r->weights;
+  args["x"] = ir::Tensor::from_doubles(ir::TensorType{ir::DType::F32, {4}}, {10, 11, 12, 13});
+  auto y = ir::evaluate(r->graph, args);
+  if (!y.ok()) FAIL(y.error().message);
+  REQUIRE(y->size() == 1);
+  CHECK((*y)[0].floats == std::vector<double>{10, 13, 10, 11});
+  // With updates known only at run time the index is too, and GatherND says so.
+  CHECK(import_error(model(false, true)) ==
+        "onnx: node 'GatherND_0' (GatherND): input 1 (indices) is computed at run time; kiln needs it known at import");
+  // Such a scatter computes its positions at run time: an iota node, not a weight.
+  auto runtime = import_model(bytes_of(model(false, false)));
+  if (!runtime.ok()) FAIL(runtime.error().message);
+  INFO(ir::print(runtime->graph));
+  CHECK(ir::print(runtime->graph).find(" = iota {") != std::string::npos);
+  CHECK(runtime->weights.empty());
 }
 
 TEST_CASE("ScatterND into more rows than its table may hold is refused, not allocated", "[onnx]") {
