@@ -65,19 +65,4 @@ inline Result<std::vector<ir::Tensor>> run_compiled(const ir::Graph& g, const st
   return result;
 }
 
-// With `half_ulp`, a bf16 or f16 result may also be one unit in its last place off (2^-7 or
-// 2^-10 relative): a kernel's f32 value, summed in another order, may round to the
-// neighbouring half (the text-test models' inputs are seeded by their names).
-inline void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want, double tolerance,
-                       bool half_ulp = false) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    std::vector<double> expected;
-    for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
-    const ir::DType dtype = want[i].type.dtype;
-    const double ulp = half_ulp ? kiln::testing::half_ulp(dtype) : 0;
-    kiln::testing::check_close(got[i], want[i].type.to_string(), expected, std::max(tolerance, ulp), tolerance / 10);
-  }
-}
-
 }  // namespace kiln::testing

@@ -110,22 +110,6 @@ inline int mismatches_across_threads(const runtime::Model& model, const std::str
   return mismatches;
 }
 
-/// Checks outputs against the interpreter's: their types, and values at the matmul
-/// tolerance (1e-4) unless given others. With `half_ulp`, a bf16 or f16 result is also
-/// allowed one unit in its last place (2^-7 or 2^-10 relative): a kernel's f32 value,
-/// computed in another order than the interpreter's, may round to the neighbouring half.
-inline void check_same(const std::vector<ir::Tensor>& got, const std::vector<ir::Tensor>& want, double rtol = 1e-4,
-                       double atol = 1e-4, bool half_ulp = false) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    std::vector<double> expected;
-    for (int64_t k = 0; k < want[i].size(); ++k) expected.push_back(want[i].get(k));
-    const ir::DType dtype = want[i].type.dtype;
-    const double ulp = half_ulp ? kiln::testing::half_ulp(dtype) : 0;
-    check_close(got[i], want[i].type.to_string(), expected, std::max(rtol, ulp), atol);
-  }
-}
-
 /// Compiles `g` with `options`, fused and unfused, runs it with `args`, and checks the
 /// outputs against the interpreter's (check_same).
 inline void check_against_interpreter(const std::string& name, const ir::Graph& g,

@@ -195,7 +195,7 @@ TEST_CASE("tiled loop kernels give the interpreter's values, whole and in pieces
       INFO("pieces of " << chunk);
       auto got = kiln::testing::run_compiled(g, inputs, fmt::format("tiles-{}-{}", k, chunk), chunk);
       if (!got.ok()) FAIL(got.error().message);
-      kiln::testing::check_same(*got, expected, 1e-5, /*half_ulp=*/true);
+      kiln::testing::check_same(*got, expected, 1e-5, 1e-6, /*half_ulp=*/true);
     }
   }
 }
