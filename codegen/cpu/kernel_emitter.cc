@@ -417,15 +417,6 @@ Status KernelEmitter::emit_loop() {
   // Flat indexing: the vectorizer's best case.
   const bool flat = ir::flat_iteration(g_, step_);
   KILN_RETURN_IF_ERROR(hoist_scalars());
-  auto outputs_at = [&](const Index& idx) -> Result<std::vector<llvm::Value*>> {
-    std::vector<llvm::Value*> v;
-    for (ValueId o : step_.outputs) {
-      KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, idx));
-      v.push_back(x);
-    }
-    drop_loop_values();
-    return v;
-  };
   auto identity = [](llvm::Value* i) { return i; };
   // Inputs of the output's shape are read at the output's flat index. Each streamed block
   // asks for theirs kPrefetchBlocks blocks ahead, which pays with two streams
@@ -518,6 +509,16 @@ Status KernelEmitter::emit_loop() {
     if (std::optional<ir::ReadAcrossRows> across = ir::inputs_read_across_rows(g_, step_); across && tiles_fit(*across))
       return emit_tiles(*across, walk_rows);
   return walk_rows(fn_->getArg(1), fn_->getArg(2));
+}
+
+Result<std::vector<llvm::Value*>> KernelEmitter::outputs_at(const Index& idx) {
+  std::vector<llvm::Value*> v;
+  for (ValueId o : step_.outputs) {
+    KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, idx));
+    v.push_back(x);
+  }
+  drop_loop_values();
+  return v;
 }
 
 Status KernelEmitter::hoist_scalars() {

@@ -131,6 +131,8 @@ class KernelEmitter : public ElementWalker {
 
   // A loop kernel: its outputs over the work range, streamed where worth it.
   Status emit_loop();
+  // The step's outputs at idx, then the values computed for them forgotten.
+  Result<std::vector<llvm::Value*>> outputs_at(const Index& idx);
   // Whether a loop kernel reading inputs across rows (ir/element_probe.h) is walked in
   // tiles: at least one whole tile fits down and across, and the tile buffers (f32) hold
   // those inputs' elements.

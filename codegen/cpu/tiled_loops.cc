@@ -49,18 +49,12 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
       buffer->setAlignment(llvm::Align(64));
       (*buffers)[x] = buffer;
     }
-  auto outputs_at = [&](const Index& row, llvm::Value* c) -> Result<std::vector<llvm::Value*>> {
+  auto outputs_at_column = [&](const Index& row, llvm::Value* c) {
     Index idx = row;
     if (trailing.size() == 1) idx.dims.push_back(c);
     else
       for (llvm::Value* d : unflatten(c, trailing).dims) idx.dims.push_back(d);
-    std::vector<llvm::Value*> v;
-    for (ValueId o : step_.outputs) {
-      KILN_ASSIGN_OR_RETURN(llvm::Value * x, value_at(o, idx));
-      v.push_back(x);
-    }
-    drop_loop_values();
-    return v;
+    return outputs_at(idx);
   };
   // A tile is rows [band_first, band_first + side), all in the work range, by columns
   // [chunk_first, chunk_end). A whole one is side columns wide, and its rows share every
@@ -88,7 +82,7 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
           i64(0), i64(side),
           [&](llvm::Value* j) -> Status {
             tile_at_ = b_.CreateAdd(column_at, j);
-            auto values = outputs_at(row_index(t, band_row, whole, j), c);
+            auto values = outputs_at_column(row_index(t, band_row, whole, j), c);
             return values.ok() ? Status::Ok() : Status(values.error());
           },
           whole ? Unroll::kVectorOnly : Unroll::kDefault);
@@ -105,7 +99,7 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
           i64(0), width(t, whole),
           [&](llvm::Value* k) -> Status {
             tile_at_ = b_.CreateAdd(row_at, k);
-            KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, outputs_at(row, b_.CreateAdd(t.chunk_first, k)));
+            KILN_ASSIGN_OR_RETURN(std::vector<llvm::Value*> v, outputs_at_column(row, b_.CreateAdd(t.chunk_first, k)));
             for (size_t o = 0; o < v.size(); ++o)
               store_element(b_, type(step_.outputs[o]).dtype, bases_[slot_[step_.outputs[o]]],
                             b_.CreateAdd(row_chunk, k), v[o]);
