@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <compare>
+#include <initializer_list>
 #include <string_view>
 
 #include "ir/element_walker.h"
@@ -11,16 +12,21 @@ namespace kiln::ir {
 namespace {
 
 // An index or element as the probe knows it: absent (the walker's "none"), unknown (an
-// element's value, or an index computed from one), or a known integer.
+// element's value, or an index computed from one), or a known integer. As in the CPU code
+// generator, whose constants are uniqued and whose other index arithmetic is a new
+// instruction each time, a constant is known by its value (serial 0) and every other
+// index computed has a serial of its own. So the walker's memo joins two reads only where
+// the code generator's does, never where two paths reach the same index at the probed
+// element only (an input read transposed, and again through a slice of its first batch
+// index: one load at batch 0, two elsewhere).
 struct Probed {
   bool present = false;
   bool known = false;
   int64_t value = 0;
+  int64_t serial = 0;
 
   bool empty() const { return !present; }
   auto operator<=>(const Probed&) const = default;
-  static Probed of(int64_t v) { return {true, true, v}; }
-  static Probed unknown() { return {true, false, 0}; }
 };
 
 class Probe : public ElementWalker<Probe, Probed> {
@@ -29,7 +35,7 @@ class Probe : public ElementWalker<Probe, Probed> {
 
   std::optional<std::vector<std::pair<ValueId, int64_t>>> reads(const std::vector<int64_t>& at) {
     Index idx;
-    for (int64_t i : at) idx.dims.push_back(Probed::of(i));
+    for (int64_t i : at) idx.dims.push_back(of(i));
     for (ValueId o : step_.outputs)
       if (!value_at(o, idx).ok()) return std::nullopt;
     if (unknown_load_) return std::nullopt;
@@ -39,40 +45,45 @@ class Probe : public ElementWalker<Probe, Probed> {
  private:
   friend ElementWalker;
 
-  Probed index_constant(int64_t c) { return Probed::of(c); }
-  Probed index_add(Probed a, Probed b) {
-    return a.known && b.known ? Probed::of(a.value + b.value) : Probed::unknown();
+  // A known index computed from `from`: a constant where all of them are.
+  Probed of(int64_t v, std::initializer_list<Probed> from = {}) {
+    const bool constant = from.size() > 0 && std::all_of(from.begin(), from.end(),
+                                                         [](const Probed& p) { return p.known && p.serial == 0; });
+    return {true, true, v, constant ? 0 : ++serial_};
   }
-  Probed index_mul(Probed a, int64_t c) { return a.known ? Probed::of(a.value * c) : Probed::unknown(); }
+  Probed unknown() { return {true, false, 0, ++serial_}; }
+
+  Probed index_constant(int64_t c) { return {true, true, c, 0}; }
+  Probed index_add(Probed a, Probed b) { return a.known && b.known ? of(a.value + b.value, {a, b}) : unknown(); }
+  Probed index_mul(Probed a, int64_t c) { return a.known ? of(a.value * c, {a}) : unknown(); }
   Probed index_finish(Probed flat) { return flat; }
   Probed unflatten_dim(Probed flat, int64_t stride, int64_t extent, bool outermost) {
-    if (!flat.known) return Probed::unknown();
+    if (!flat.known) return unknown();
     const int64_t q = flat.value / stride;
-    return Probed::of(outermost ? q : q % extent);
+    return of(outermost ? q : q % extent, {flat});
   }
-  Probed affine(Probed i, int64_t start, int64_t step) {
-    return i.known ? Probed::of(start + i.value * step) : Probed::unknown();
-  }
-  Probed clamp_index(Probed, int64_t) { return Probed::unknown(); }
+  Probed affine(Probed i, int64_t start, int64_t step) { return i.known ? of(start + i.value * step, {i}) : unknown(); }
+  Probed clamp_index(Probed, int64_t) { return unknown(); }
   std::optional<Probed> special_value(ValueId, const Key&) { return std::nullopt; }
   Probed load(ValueId v, Probed flat) {
     if (!flat.known) unknown_load_ = true;
     else reads_.emplace_back(v, flat.value);
-    return Probed::unknown();
+    return unknown();
   }
-  Result<Probed> elementwise(const Node&, std::span<const Probed>, std::span<const DType>) { return Probed::unknown(); }
-  Result<Probed> iota(Probed, DType) { return Probed::unknown(); }
-  Probed scalar_constant(DType, double, int64_t) { return Probed::unknown(); }
-  Probed dense_constant(const Literal&, DType, Probed) { return Probed::unknown(); }
+  Result<Probed> elementwise(const Node&, std::span<const Probed>, std::span<const DType>) { return unknown(); }
+  Result<Probed> iota(Probed, DType) { return unknown(); }
+  Probed scalar_constant(DType, double, int64_t) { return unknown(); }
+  Probed dense_constant(const Literal&, DType, Probed) { return unknown(); }
   // A concat's operands are read where its index falls: not followed, so not known.
   Result<Probed> concat(const Node&, const Index&) {
     unknown_load_ = true;
-    return Probed::unknown();
+    return unknown();
   }
   std::string_view codegen_name() const { return "element probe"; }
 
   std::vector<std::pair<ValueId, int64_t>> reads_;
   bool unknown_load_ = false;
+  int64_t serial_ = 0;
 };
 
 }  // namespace

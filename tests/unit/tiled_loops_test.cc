@@ -127,6 +127,30 @@ TEST_CASE("the element probe finds the inputs a loop step reads across rows", "[
             .empty());
 }
 
+TEST_CASE("two reads of one input that meet at every probed element are still two reads", "[codegen][cpu][tiles]") {
+  // x read transposed, and again through its first batch index: one element at batch 0,
+  // where the probe looks, two elsewhere. Fusion materializes such a slice, so this step
+  // is built by hand: the probe must not count on fusion to keep the reads apart.
+  ir::Graph g = kiln::testing::parse_ok(R"(graph @g(%x: f32[2,24,40]) {
+  %x0: f32[1,24,40] = slice(%x) {starts=[0,0,0], ends=[1,24,40]}
+  %xb: f32[2,24,40] = broadcast(%x0) {shape=[2,24,40], dims=[0,1,2]}
+  %d: f32[2,24,40] = sub(%x, %xb)
+  %y: f32[2,40,24] = transpose(%d) {perm=[0,2,1]}
+  return %y
+}
+)");
+  ir::Step step;
+  step.name = "by_hand";
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n) step.nodes.push_back(n);
+  step.inputs = {g.args[0].value};
+  step.outputs = {g.results[0]};
+  auto reads = ir::element_reads(g, step, {1, 0, 0});
+  REQUIRE(reads);
+  CHECK(reads->size() == 2);                                  // x[1,0,0] and x[0,0,0]
+  CHECK(ir::element_reads(g, step, {0, 0, 0})->size() == 2);  // the same element, by two reads
+  CHECK(!ir::inputs_read_across_rows(g, step));
+}
+
 TEST_CASE("tiled loop kernels give the interpreter's values, whole and in pieces that split rows and tiles",
           "[codegen][cpu][tiles]") {
   const std::vector<std::string> models = {
