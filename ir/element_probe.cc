@@ -96,34 +96,31 @@ std::optional<std::vector<std::pair<ValueId, int64_t>>> element_reads(const Grap
 
 namespace {
 
+using Reads = std::vector<std::pair<ValueId, int64_t>>;
+
 // The inputs whose index moves by one per step along `dim` for a tile's rows from the
-// origin, and by more than one along the last dim; nullopt where the walk is not known.
-std::optional<std::vector<ValueId>> read_down(const Graph& graph, const Step& step, size_t dim) {
+// origin, and by more than one along the last dim (`base`: the reads at the origin,
+// `column`: one step along the last dim); nullopt where the walk is not known.
+std::optional<std::vector<ValueId>> read_down(const Graph& graph, const Step& step, size_t dim, const Reads& base,
+                                              const Reads& column) {
   const Shape& shape = graph.type(step.outputs[0]).shape;
-  const size_t rank = shape.size();
   // A tile's rows: one vector of f32 down (16 with AVX-512). An input counts where its
   // index moves by one per row for all of them: MaxViT's windows of 7 moved by one for 7
   // rows, then jumped, and their tiles loaded as slowly as the rows had.
   constexpr int64_t kTileRows = 16;
   const int64_t rows = std::min(shape[dim], kTileRows);
-  std::vector<int64_t> at(rank, 0);
-  auto base = element_reads(graph, step, at);
-  at[rank - 1] = 1;
-  auto column = element_reads(graph, step, at);
-  if (!base || !column || column->size() != base->size()) return std::nullopt;
-  std::vector<std::vector<std::pair<ValueId, int64_t>>> down;
-  at[rank - 1] = 0;
+  std::vector<int64_t> at(shape.size(), 0);
+  std::vector<Reads> down;
   for (int64_t r = 1; r < rows; ++r) {
     at[dim] = r;
     auto reads = element_reads(graph, step, at);
-    if (!reads || reads->size() != base->size()) return std::nullopt;
+    if (!reads || reads->size() != base.size()) return std::nullopt;
     down.push_back(std::move(*reads));
   }
   std::vector<ValueId> across;
-  for (size_t k = 0; k < base->size(); ++k) {
-    const auto [input, flat] = (*base)[k];
-    if ((*column)[k].first != input) return std::nullopt;
-    const int64_t along_columns = (*column)[k].second - flat;
+  for (size_t k = 0; k < base.size(); ++k) {
+    const auto [input, flat] = base[k];
+    const int64_t along_columns = column[k].second - flat;
     bool one_per_row = true;
     for (size_t r = 0; r < down.size(); ++r) {
       if (down[r][k].first != input) return std::nullopt;
@@ -133,7 +130,7 @@ std::optional<std::vector<ValueId>> read_down(const Graph& graph, const Step& st
   }
   // A tile of an input read more than once could not stand for each of its reads.
   for (ValueId x : across)
-    if (std::count_if(base->begin(), base->end(), [&](const auto& read) { return read.first == x; }) != 1)
+    if (std::count_if(base.begin(), base.end(), [&](const auto& read) { return read.first == x; }) != 1)
       return std::nullopt;
   return across;
 }
@@ -145,10 +142,17 @@ std::optional<ReadAcrossRows> inputs_read_across_rows(const Graph& graph, const 
   const Shape& shape = graph.type(step.outputs[0]).shape;
   const size_t rank = shape.size();
   if (rank < 2) return std::nullopt;
+  std::vector<int64_t> at(rank, 0);
+  const auto base = element_reads(graph, step, at);
+  at[rank - 1] = 1;
+  const auto column = element_reads(graph, step, at);
+  if (!base || !column || column->size() != base->size()) return std::nullopt;
+  for (size_t k = 0; k < base->size(); ++k)
+    if ((*column)[k].first != (*base)[k].first) return std::nullopt;
   int64_t columns = shape[rank - 1];  // the dims after `dim` taken together
   for (size_t dim = rank - 1; dim-- > 0; columns *= shape[dim]) {
     if (shape[dim] < 8 || columns < 8) continue;  // narrower than any tile
-    auto across = read_down(graph, step, dim);
+    auto across = read_down(graph, step, dim, *base, *column);
     if (!across) return std::nullopt;
     if (!across->empty()) return ReadAcrossRows{static_cast<int64_t>(dim), std::move(*across)};
   }

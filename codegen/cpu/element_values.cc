@@ -29,10 +29,9 @@ llvm::Value* KernelEmitter::load(ValueId v, llvm::Value* flat) {
   if (buffer == tile_buffers_.end())  // filling a tile needs no other input
     return tile_walk_ == TileWalk::kFill ? llvm::PoisonValue::get(t)
                                          : load_element(b_, type(v).dtype, bases_[slot_[v]], flat);
-  llvm::Value* at = b_.CreateGEP(t, buffer->second, tile_at_);
-  if (tile_walk_ == TileWalk::kRead) return b_.CreateLoad(t, at);
+  if (tile_walk_ == TileWalk::kRead) return b_.CreateLoad(t, b_.CreateGEP(t, buffer->second.by_rows, tile_at_));
   llvm::Value* x = load_element(b_, type(v).dtype, bases_[slot_[v]], flat);
-  b_.CreateStore(x, at);
+  b_.CreateStore(x, b_.CreateGEP(t, buffer->second.by_columns, tile_at_));
   return x;
 }
 

@@ -303,15 +303,18 @@ class KernelEmitter : public ElementWalker {
   // masked strided loads are scalar, so there 4-lane vectors run the row uninterleaved
   // (docs/cpu.md).
   bool short_rows_ = false;
-  // A tiled walk (emit_tiles): kFill keeps only the loads of the inputs with a tile buffer
-  // and stores them there; kRead reads those inputs from their buffers. tile_at_ is the
-  // element's offset in the tile.
+  // A tiled walk (emit_tiles): kFill keeps only the loads of the inputs with tile buffers
+  // and stores them in by_columns; kRead reads those inputs from by_rows (its transpose).
+  // tile_at_ is the element's offset in the tile.
   enum class TileWalk { kNone, kFill, kRead };
   TileWalk tile_walk_ = TileWalk::kNone;
   // Loops over a whole tile's row or column, or a part of one (their vector width).
   enum class TileLoops { kNone, kWhole, kPart };
   TileLoops tile_loops_ = TileLoops::kNone;
-  std::map<ValueId, llvm::AllocaInst*> tile_buffers_;
+  struct TileBuffers {
+    llvm::AllocaInst *by_columns, *by_rows;
+  };
+  std::map<ValueId, TileBuffers> tile_buffers_;
   llvm::Value* tile_at_ = nullptr;
   static constexpr int64_t kShortRow = 32;
   static constexpr size_t kRolledBodyLimit = 24;

@@ -42,13 +42,12 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
   // it took longer than the loads it replaced.
   fn_->addFnAttr("no-builtin-memcpy");
   llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-  std::map<ValueId, llvm::AllocaInst*> by_columns;  // [column][row] as filled; tile_buffers_ holds [row][column]
-  for (ValueId x : across)
-    for (auto* buffers : {&by_columns, &tile_buffers_}) {
-      llvm::AllocaInst* buffer = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), side * side));
-      buffer->setAlignment(llvm::Align(64));
-      (*buffers)[x] = buffer;
-    }
+  auto buffer = [&] {
+    llvm::AllocaInst* tile = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), side * side));
+    tile->setAlignment(llvm::Align(64));
+    return tile;
+  };
+  for (ValueId x : across) tile_buffers_[x] = TileBuffers{buffer(), buffer()};
   auto outputs_at_column = [&](const Index& row, llvm::Value* c) {
     Index idx = row;
     if (trailing.size() == 1) idx.dims.push_back(c);
@@ -64,17 +63,17 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
   // a kernel.
   struct Tile {
     llvm::Value *whole, *band_first, *chunk_first, *chunk_end;
+    const Index& band_row;  // the index of the band's first row
   };
-  auto row_index = [&](const Tile& t, const Index& band_row, bool whole, llvm::Value* j) {
+  auto row_index = [&](const Tile& t, bool whole, llvm::Value* j) {
     if (!whole) return unflatten(b_.CreateAdd(t.band_first, j), leading);
-    Index row = band_row;
+    Index row = t.band_row;
     row.dims.back() = b_.CreateAdd(row.dims.back(), j);
     return row;
   };
   auto width = [&](const Tile& t, bool whole) { return whole ? i64(side) : b_.CreateSub(t.chunk_end, t.chunk_first); };
   // Loads each input's elements of the tile into its buffer, column by column.
   auto fill = [&](const Tile& t, bool whole) -> Status {
-    const Index band_row = unflatten(t.band_first, leading);
     return loop(i64(0), width(t, whole), [&](llvm::Value* k) -> Status {
       llvm::Value* c = b_.CreateAdd(t.chunk_first, k);
       llvm::Value* column_at = b_.CreateMul(k, i64(side));
@@ -82,7 +81,7 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
           i64(0), i64(side),
           [&](llvm::Value* j) -> Status {
             tile_at_ = b_.CreateAdd(column_at, j);
-            auto values = outputs_at_column(row_index(t, band_row, whole, j), c);
+            auto values = outputs_at_column(row_index(t, whole, j), c);
             return values.ok() ? Status::Ok() : Status(values.error());
           },
           whole ? Unroll::kVectorOnly : Unroll::kDefault);
@@ -90,11 +89,10 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
   };
   // Computes and stores the tile's outputs row by row, reading those inputs from their buffers.
   auto compute = [&](const Tile& t, bool whole) -> Status {
-    const Index band_row = unflatten(t.band_first, leading);
     return loop(i64(0), i64(side), [&](llvm::Value* j) -> Status {
       llvm::Value* row_chunk = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(t.band_first, j), i64(last)), t.chunk_first);
       llvm::Value* row_at = b_.CreateMul(j, i64(side));
-      const Index row = row_index(t, band_row, whole, j);
+      const Index row = row_index(t, whole, j);
       return loop(
           i64(0), width(t, whole),
           [&](llvm::Value* k) -> Status {
@@ -128,10 +126,8 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
   };
   auto tile = [&](const Tile& t) -> Status {
     tile_walk_ = TileWalk::kFill;
-    std::swap(tile_buffers_, by_columns);
     KILN_RETURN_IF_ERROR(both(t, fill));
-    std::swap(tile_buffers_, by_columns);
-    for (ValueId x : across) transpose_tile(by_columns[x], tile_buffers_[x]);
+    for (ValueId x : across) transpose_tile(tile_buffers_[x].by_columns, tile_buffers_[x].by_rows);
     tile_walk_ = TileWalk::kRead;
     KILN_RETURN_IF_ERROR(both(t, compute));
     tile_walk_ = TileWalk::kNone;
@@ -155,6 +151,7 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
   const int64_t chunks = (last + side - 1) / side;
   Status done = loop(bands_from, bands_to, [&](llvm::Value* band) -> Status {
     llvm::Value* band_first = b_.CreateMul(band, i64(side));
+    const Index band_row = unflatten(band_first, leading);
     llvm::Value* one_run =
         b_.CreateICmpSLE(b_.CreateAdd(b_.CreateSRem(band_first, i64(rows_per_run)), i64(side)), i64(rows_per_run));
     return loop(i64(0), i64(chunks), [&](llvm::Value* chunk) -> Status {
@@ -162,7 +159,7 @@ Status KernelEmitter::emit_tiles(const ir::ReadAcrossRows& read_across,
       llvm::Value* chunk_end = b_.CreateAdd(chunk_first, i64(side));
       llvm::Value* chunk_whole = b_.CreateICmpSLE(chunk_end, i64(last));
       chunk_end = b_.CreateSelect(chunk_whole, chunk_end, i64(last));
-      return tile(Tile{b_.CreateAnd(one_run, chunk_whole), band_first, chunk_first, chunk_end});
+      return tile(Tile{b_.CreateAnd(one_run, chunk_whole), band_first, chunk_first, chunk_end, band_row});
     });
   });
   tile_buffers_.clear();

@@ -186,13 +186,16 @@ Result<Value> Context::input(const onnx::NodeProto& node, int index) {
   return it->second;
 }
 
+bool Context::foldable_constant(const Value& v) {
+  // Float initializers are weights: they stay params, which compute at run time.
+  return !v.id && v.constant && !(v.initializer && ir::is_float(v.constant->type.dtype));
+}
+
 bool Context::inputs_known_at_import(const onnx::NodeProto& node) const {
   for (const std::string& name : node.input()) {
     if (name.empty()) continue;
     auto it = values_.find(name);
-    if (it == values_.end()) return false;
-    const Value& v = it->second;
-    if (v.id || !v.constant || (v.initializer && ir::is_float(v.constant->type.dtype))) return false;
+    if (it == values_.end() || !foldable_constant(it->second)) return false;
   }
   return true;
 }
@@ -205,8 +208,7 @@ Result<Value> Context::apply(const onnx::NodeProto& node, ir::Op op, const std::
   bool all_constant = true;
   for (const Value& v : operands) {
     types.push_back(type_of(v));
-    // Float initializers are weights: they stay params, which compute at run time.
-    all_constant = all_constant && !v.id && v.constant && !(v.initializer && ir::is_float(v.constant->type.dtype));
+    all_constant = all_constant && foldable_constant(v);
   }
   auto type = ir::infer_type(op, types, attrs, dtype);
   if (!type.ok()) return node_error(node, type.error().message);

@@ -71,8 +71,10 @@ class Context {
   /// node. Errors name the node.
   Result<Value> apply(const onnx::NodeProto& node, ir::Op op, const std::vector<Value>& operands, ir::Attrs attrs = {},
                       std::optional<ir::DType> dtype = std::nullopt);
-  /// Whether every input of the node is a constant (float initializers, the weights, are
-  /// not): its result is then known at import.
+  /// Whether apply() folds over the value: a constant not yet a graph value, and not a
+  /// float initializer (a weight).
+  static bool foldable_constant(const Value& v);
+  /// Whether every input of the node is such a constant: its result is then known at import.
   bool inputs_known_at_import(const onnx::NodeProto& node) const;
   /// A defined value by name, for apply().
   Result<Value> input(const onnx::NodeProto& node, int index);
