@@ -1,4 +1,4 @@
-// ONNX ops that move or generate data: Split, Tile, Pad, Trilu, Range.
+// ONNX ops that move or generate data: Split, Tile, Pad, Trilu, Range, Col2Im.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -208,6 +208,76 @@ Status convert_depth_space(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 0, r);
 }
 
+// Col2Im (PyTorch's fold): blocks of columns [N, C·prod(block), L] summed into images
+// [N, C, image...]. That sum is the input gradient of the convolution that cuts the blocks
+// out (groups C, a one-hot weight per block position); blocks that tile the image exactly
+// (stride the block, no padding or dilation) are only a transpose.
+Status convert_col2im(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"dilations", "pads", "strides"}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  const ir::TensorType t = ctx.type_of(x);
+  KILN_ASSIGN_OR_RETURN(auto image, constant_ints(ctx, node, 1, "image_shape"));
+  KILN_ASSIGN_OR_RETURN(auto block, constant_ints(ctx, node, 2, "block_shape"));
+  const size_t k = image.size();
+  if (k == 0 || block.size() != k)
+    return node_error(node, fmt::format("image_shape and block_shape need the same count of dims, got {} and {}",
+                                        image.size(), block.size()));
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_attribute(node, "strides", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
+  KILN_ASSIGN_OR_RETURN(auto pads, ints_attribute(node, "pads", std::vector<int64_t>(2 * k, 0)));
+  if (strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
+    return node_error(node, fmt::format("strides and dilations need {} entries, pads {}", k, 2 * k));
+  int64_t positions = 1, count = 1;
+  std::vector<int64_t> blocks(k);
+  bool tiles = true;
+  for (size_t i = 0; i < k; ++i) {
+    if (image[i] < 1 || block[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[k + i] < 0)
+      return node_error(node, "image_shape, block_shape, strides and dilations must be positive, pads not negative");
+    const int64_t span = dilations[i] * (block[i] - 1) + 1, padded = image[i] + pads[i] + pads[k + i];
+    if (padded < span) return node_error(node, fmt::format("a block of {} does not fit an image of {}", span, padded));
+    blocks[i] = (padded - span) / strides[i] + 1;
+    positions *= block[i], count *= blocks[i];
+    tiles = tiles && strides[i] == block[i] && dilations[i] == 1 && pads[i] == 0 && pads[k + i] == 0 &&
+            blocks[i] * block[i] == image[i];
+  }
+  if (t.rank() != 3 || t.shape[1] % positions != 0 || t.shape[2] != count)
+    return node_error(node,
+                      fmt::format("expected [N, C·{}, {}] for these blocks, got {}", positions, count, t.to_string()));
+  const int64_t n = t.shape[0], c = t.shape[1] / positions;
+  ir::Shape out = {n, c};
+  out.insert(out.end(), image.begin(), image.end());
+  if (tiles) {
+    // [N, C, block..., blocks...] to [N, C, blocks_1, block_1, blocks_2, block_2, ...].
+    ir::Shape split = {n, c};
+    split.insert(split.end(), block.begin(), block.end());
+    split.insert(split.end(), blocks.begin(), blocks.end());
+    std::vector<int64_t> perm = {0, 1};
+    for (size_t i = 0; i < k; ++i)
+      perm.push_back(static_cast<int64_t>(2 + k + i)), perm.push_back(static_cast<int64_t>(2 + i));
+    KILN_ASSIGN_OR_RETURN(Value s, reshaped(ctx, node, x, split));
+    KILN_ASSIGN_OR_RETURN(Value p, transposed(ctx, node, s, perm));
+    KILN_ASSIGN_OR_RETURN(Value r, reshaped(ctx, node, p, out));
+    return define_output(ctx, node, 0, r);
+  }
+  ir::Shape columns = {n, c * positions};
+  columns.insert(columns.end(), blocks.begin(), blocks.end());
+  KILN_ASSIGN_OR_RETURN(Value cols, reshaped(ctx, node, x, columns));
+  // Weight [C·positions, 1, block...]: output channel c·positions + p reads block position p.
+  ir::Shape weight_shape = {c * positions, 1};
+  weight_shape.insert(weight_shape.end(), block.begin(), block.end());
+  std::vector<double> one_hot(static_cast<size_t>(c * positions * positions), 0.0);
+  for (int64_t o = 0; o < c * positions; ++o) one_hot[static_cast<size_t>(o * positions + o % positions)] = 1.0;
+  const Value weight{std::nullopt, ir::Tensor::from_doubles({t.dtype, weight_shape}, one_hot), false, ""};
+  ir::Attrs attrs;
+  attrs.set("shape", out);
+  attrs.set("strides", strides);
+  attrs.set("pads", pads);
+  attrs.set("dilations", dilations);
+  attrs.set("groups", c);
+  KILN_ASSIGN_OR_RETURN(Value y, ctx.apply(node, Op::ConvInputGrad, {cols, weight}, std::move(attrs)));
+  return define_output(ctx, node, 0, y);
+}
+
 // The window functions: a constant of `size` elements (known at import), periodic or
 // symmetric, as a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N).
 template <int kind>
@@ -266,6 +336,7 @@ Status convert_compress(Context& ctx, const onnx::NodeProto& node) {
 
 constexpr OpConverter kConverters[] = {
     {"BlackmanWindow", convert_window<2>},
+    {"Col2Im", convert_col2im},
     {"Compress", convert_compress},
     {"DepthToSpace", convert_depth_space<true>},
     {"HammingWindow", convert_window<1>},

@@ -195,32 +195,22 @@ Status convert_arg(Context& ctx, const onnx::NodeProto& node) {
   return define_output(ctx, node, 0, r);
 }
 
-// TopK with k known at import, as k rounds that each take one element not taken yet: the
-// values and their indices, largest first (smallest: as the largest of the negation);
-// among equals the lower index first, as ONNX sorts them; a NaN counts as larger than any
-// number, so first when largest and last when smallest, as onnxruntime and PyTorch order
-// it (ONNX leaves it open). A round ranks what is left in three classes (NaN above or below
-// the numbers, then the numbers), takes the best class's largest value, and the first
-// element that holds it: taken elements are out by the mask, never by a value, so a row
-// of infinities gives each of its indices once.
-Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
-  KILN_RETURN_IF_ERROR(check_attributes(node, {"axis", "largest", "sorted"}));
-  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
-  const ir::TensorType t = ctx.type_of(x);
-  if (!ir::is_float(t.dtype))
-    return node_error(node, fmt::format("TopK of {} is not supported (only floats)", t.to_string()));
-  KILN_ASSIGN_OR_RETURN(auto ks, constant_ints(ctx, node, 1, "K"));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", -1));
-  KILN_ASSIGN_OR_RETURN(axis, normalize_axis(node, axis, t.rank()));
-  KILN_ASSIGN_OR_RETURN(int64_t largest, int_attribute(node, "largest", 1));
-  const int64_t n = t.shape[static_cast<size_t>(axis)];
-  if (ks.size() != 1 || ks[0] < 0 || ks[0] > n)
-    return node_error(node, fmt::format("K must be one count from 0 to {}", n));
-  if (ks[0] > 64) return node_error(node, fmt::format("TopK of {} elements is not supported (at most 64)", ks[0]));
-  Value v = x;
-  if (!largest) {
-    KILN_ASSIGN_OR_RETURN(v, ctx.apply(node, Op::Neg, {x}));
-  }
+// TopK orders elements as ONNX sorts them: largest first (smallest: as the largest of the
+// negation), among equals the lower index first; a NaN counts as larger than any number, so
+// first when largest and last when smallest, as onnxruntime and PyTorch order it (ONNX
+// leaves it open). Each element has a class (NaN above or below the numbers), then a value.
+struct TopKOperands {
+  Value x, v, nan, classes;  // v: x or its negation; classes f32: 1 numbers, 2 or 0 NaN
+  ir::TensorType type;
+  int64_t axis = 0, k = 0;
+};
+
+// k rounds that each take one element not taken yet: a round takes the best class's largest
+// value and the first element that holds it. Taken elements are out by the mask, never by
+// a value, so a row of infinities gives each of its indices once.
+Result<std::pair<Value, Value>> top_k_in_rounds(Context& ctx, const onnx::NodeProto& node, TopKOperands o) {
+  const ir::TensorType& t = o.type;
+  const int64_t axis = o.axis;
   auto full = [&](double value, ir::DType dtype) { return ctx.broadcast_to(node, scalar(value, dtype), t.shape); };
   auto along_axis = [&](Op op, const Value& of) -> Result<Value> {
     ir::Attrs attrs;
@@ -232,36 +222,32 @@ Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
   ir::Attrs over;
   over.set("axis", axis);
   KILN_ASSIGN_OR_RETURN(Value positions, iota(ctx, node, t.shape, axis, ir::DType::I64));
-  KILN_ASSIGN_OR_RETURN(Value nan, ctx.apply(node, Op::Ne, {v, v}));
-  // Classes as f32: 1 for numbers, 2 (largest) or 0 (smallest) for NaN, -1 once taken.
-  KILN_ASSIGN_OR_RETURN(Value number_class, full(1, ir::DType::F32));
-  KILN_ASSIGN_OR_RETURN(Value nan_class, full(largest ? 2 : 0, ir::DType::F32));
   KILN_ASSIGN_OR_RETURN(Value taken_class, full(-1, ir::DType::F32));
-  KILN_ASSIGN_OR_RETURN(Value classes, ctx.apply(node, Op::Select, {nan, nan_class, number_class}));
   KILN_ASSIGN_OR_RETURN(Value lowest, full(-std::numeric_limits<double>::infinity(), t.dtype));
   KILN_ASSIGN_OR_RETURN(Value one, full(1, ir::DType::F32));
   KILN_ASSIGN_OR_RETURN(Value zero, full(0, ir::DType::F32));
   ir::Shape one_along = t.shape;
   one_along[static_cast<size_t>(axis)] = 1;
   std::vector<Value> values, indices;
-  for (int64_t i = 0; i < ks[0]; ++i) {
+  Value classes = o.classes;
+  for (int64_t i = 0; i < o.k; ++i) {
     KILN_ASSIGN_OR_RETURN(Value best_class, along_axis(Op::ReduceMax, classes));
     KILN_ASSIGN_OR_RETURN(Value in_class, ctx.apply(node, Op::Eq, {classes, best_class}));
-    KILN_ASSIGN_OR_RETURN(Value numbers, ctx.apply(node, Op::Select, {in_class, v, lowest}));
-    KILN_ASSIGN_OR_RETURN(Value numbers_only, ctx.apply(node, Op::Select, {nan, lowest, numbers}));
+    KILN_ASSIGN_OR_RETURN(Value numbers, ctx.apply(node, Op::Select, {in_class, o.v, lowest}));
+    KILN_ASSIGN_OR_RETURN(Value numbers_only, ctx.apply(node, Op::Select, {o.nan, lowest, numbers}));
     KILN_ASSIGN_OR_RETURN(Value best, along_axis(Op::ReduceMax, numbers_only));
-    KILN_ASSIGN_OR_RETURN(Value equal, ctx.apply(node, Op::Eq, {v, best}));
+    KILN_ASSIGN_OR_RETURN(Value equal, ctx.apply(node, Op::Eq, {o.v, best}));
     // In a NaN class every element is NaN and a candidate; in the numbers' those equal to
     // the best.
     KILN_ASSIGN_OR_RETURN(Value matches, ctx.apply(node, Op::Select, {equal, one, zero}));
-    KILN_ASSIGN_OR_RETURN(Value matches_or_nan, ctx.apply(node, Op::Select, {nan, one, matches}));
+    KILN_ASSIGN_OR_RETURN(Value matches_or_nan, ctx.apply(node, Op::Select, {o.nan, one, matches}));
     KILN_ASSIGN_OR_RETURN(Value candidates, ctx.apply(node, Op::Select, {in_class, matches_or_nan, zero}));
     KILN_ASSIGN_OR_RETURN(Value first, ctx.apply(node, Op::Argmax, {candidates}, over));
     KILN_ASSIGN_OR_RETURN(Value first_along, reshaped(ctx, node, first, one_along));
     KILN_ASSIGN_OR_RETURN(Value first_wide, ctx.broadcast_to(node, first_along, t.shape));
     KILN_ASSIGN_OR_RETURN(Value hit, ctx.apply(node, Op::Eq, {positions, first_wide}));
     // The one element hit, the rest -inf: its maximum is that element (NaN and -0 too).
-    KILN_ASSIGN_OR_RETURN(Value picked, ctx.apply(node, Op::Select, {hit, x, lowest}));
+    KILN_ASSIGN_OR_RETURN(Value picked, ctx.apply(node, Op::Select, {hit, o.x, lowest}));
     ir::Attrs max;
     max.set("axes", std::vector<int64_t>{axis});
     max.set("keepdims", true);
@@ -272,13 +258,113 @@ Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
   }
   ir::Attrs cat;
   cat.set("axis", axis);
-  if (values.empty()) return node_error(node, "K is 0: kiln takes the top 1 or more (empty outputs are not supported)");
   KILN_ASSIGN_OR_RETURN(Value all_values,
                         values.size() == 1 ? Result<Value>(values[0]) : ctx.apply(node, Op::Concat, values, cat));
   KILN_ASSIGN_OR_RETURN(Value all_indices,
                         indices.size() == 1 ? Result<Value>(indices[0]) : ctx.apply(node, Op::Concat, indices, cat));
-  KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, all_values));
-  return define_output(ctx, node, 1, all_indices);
+  return std::pair{all_values, all_indices};
+}
+
+// By rank, a graph of the same size for any k: element i's rank is how many elements go
+// before it (a better class; the same class and a larger value; or equal and a lower
+// index), summed over the pairs [.., i, j, ..] in one reduction; output r is the element of
+// rank r. The pairs cost n^2 per row, which bounds n.
+Result<std::pair<Value, Value>> top_k_by_rank(Context& ctx, const onnx::NodeProto& node, TopKOperands o) {
+  const ir::TensorType& t = o.type;
+  const int64_t axis = o.axis;
+  const auto a = static_cast<size_t>(axis);
+  auto with_dim = [&](size_t at, int64_t extent, const ir::Shape& shape) {
+    ir::Shape s = shape;
+    s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), extent);
+    return s;
+  };
+  const ir::Shape as_i = with_dim(a + 1, 1, t.shape), as_j = with_dim(a, 1, t.shape);
+  const ir::Shape pairs = with_dim(a + 1, t.shape[a], t.shape);
+  // NaN's value is out of the comparison: its class tells it apart, and equal NaN go by index.
+  KILN_ASSIGN_OR_RETURN(Value zeros, ctx.broadcast_to(node, scalar(0, t.dtype), t.shape));
+  KILN_ASSIGN_OR_RETURN(Value v, ctx.apply(node, Op::Select, {o.nan, zeros, o.v}));
+  KILN_ASSIGN_OR_RETURN(Value vi, reshaped(ctx, node, v, as_i));
+  KILN_ASSIGN_OR_RETURN(Value vj, reshaped(ctx, node, v, as_j));
+  KILN_ASSIGN_OR_RETURN(Value ci, reshaped(ctx, node, o.classes, as_i));
+  KILN_ASSIGN_OR_RETURN(Value cj, reshaped(ctx, node, o.classes, as_j));
+  KILN_ASSIGN_OR_RETURN(Value pi, iota(ctx, node, pairs, axis, ir::DType::I64));
+  KILN_ASSIGN_OR_RETURN(Value pj, iota(ctx, node, pairs, axis + 1, ir::DType::I64));
+  KILN_ASSIGN_OR_RETURN(Value better_class, binary(ctx, node, Op::Gt, cj, ci));
+  KILN_ASSIGN_OR_RETURN(Value same_class, binary(ctx, node, Op::Eq, cj, ci));
+  KILN_ASSIGN_OR_RETURN(Value larger, binary(ctx, node, Op::Gt, vj, vi));
+  KILN_ASSIGN_OR_RETURN(Value equal, binary(ctx, node, Op::Eq, vj, vi));
+  KILN_ASSIGN_OR_RETURN(Value lower_index, ctx.apply(node, Op::Lt, {pj, pi}));
+  KILN_ASSIGN_OR_RETURN(Value tie_first, binary(ctx, node, Op::And, equal, lower_index));
+  KILN_ASSIGN_OR_RETURN(Value by_value, binary(ctx, node, Op::Or, larger, tie_first));
+  KILN_ASSIGN_OR_RETURN(Value in_class_first, binary(ctx, node, Op::And, same_class, by_value));
+  KILN_ASSIGN_OR_RETURN(Value before, binary(ctx, node, Op::Or, better_class, in_class_first));
+  KILN_ASSIGN_OR_RETURN(Value one, ctx.broadcast_to(node, scalar(1, ir::DType::F32), pairs));
+  KILN_ASSIGN_OR_RETURN(Value zero, ctx.broadcast_to(node, scalar(0, ir::DType::F32), pairs));
+  KILN_ASSIGN_OR_RETURN(Value counted, ctx.apply(node, Op::Select, {before, one, zero}));
+  ir::Attrs sum;
+  sum.set("axes", std::vector<int64_t>{axis + 1});
+  sum.set("keepdims", false);
+  KILN_ASSIGN_OR_RETURN(Value rank, ctx.apply(node, Op::ReduceSum, {counted}, std::move(sum)));  // exact in f32
+  // [.., r, j, ..]: where element j has rank r.
+  ir::Shape out_shape = t.shape;
+  out_shape[a] = o.k;
+  const ir::Shape ranked = with_dim(a + 1, t.shape[a], out_shape);
+  KILN_ASSIGN_OR_RETURN(Value rank_j, reshaped(ctx, node, rank, as_j));
+  KILN_ASSIGN_OR_RETURN(Value r, iota(ctx, node, with_dim(a + 1, 1, out_shape), axis, ir::DType::F32));
+  KILN_ASSIGN_OR_RETURN(Value hit, binary(ctx, node, Op::Eq, rank_j, r));
+  KILN_ASSIGN_OR_RETURN(Value x_j, reshaped(ctx, node, o.x, as_j));
+  KILN_ASSIGN_OR_RETURN(Value x_wide, ctx.broadcast_to(node, x_j, ranked));
+  KILN_ASSIGN_OR_RETURN(Value lowest,
+                        ctx.broadcast_to(node, scalar(-std::numeric_limits<double>::infinity(), t.dtype), ranked));
+  // The one element hit, the rest -inf: its maximum is that element (NaN and -0 too).
+  KILN_ASSIGN_OR_RETURN(Value picked, ctx.apply(node, Op::Select, {hit, x_wide, lowest}));
+  ir::Attrs max;
+  max.set("axes", std::vector<int64_t>{axis + 1});
+  max.set("keepdims", false);
+  KILN_ASSIGN_OR_RETURN(Value values, ctx.apply(node, Op::ReduceMax, {picked}, std::move(max)));
+  KILN_ASSIGN_OR_RETURN(Value one_hit, ctx.broadcast_to(node, scalar(1, ir::DType::F32), ranked));
+  KILN_ASSIGN_OR_RETURN(Value no_hit, ctx.broadcast_to(node, scalar(0, ir::DType::F32), ranked));
+  KILN_ASSIGN_OR_RETURN(Value hits, ctx.apply(node, Op::Select, {hit, one_hit, no_hit}));
+  ir::Attrs over;
+  over.set("axis", axis + 1);
+  KILN_ASSIGN_OR_RETURN(Value indices, ctx.apply(node, Op::Argmax, {hits}, std::move(over)));
+  return std::pair{values, indices};
+}
+
+// Rounds cost k passes over a row and k times the graph; the ranks n^2 per row in one graph.
+constexpr int64_t kMostRounds = 16, kMostRanked = 16384, kMostRoundsOfLongRows = 64;
+
+Status convert_top_k(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {"axis", "largest", "sorted"}));
+  TopKOperands o;
+  KILN_ASSIGN_OR_RETURN(o.x, ctx.input(node, 0));
+  const ir::TensorType t = o.type = ctx.type_of(o.x);
+  if (!ir::is_float(t.dtype))
+    return node_error(node, fmt::format("TopK of {} is not supported (only floats)", t.to_string()));
+  KILN_ASSIGN_OR_RETURN(auto ks, constant_ints(ctx, node, 1, "K"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, int_attribute(node, "axis", -1));
+  KILN_ASSIGN_OR_RETURN(o.axis, normalize_axis(node, axis, t.rank()));
+  KILN_ASSIGN_OR_RETURN(int64_t largest, int_attribute(node, "largest", 1));
+  const int64_t n = t.shape[static_cast<size_t>(o.axis)];
+  if (ks.size() != 1 || ks[0] < 0 || ks[0] > n)
+    return node_error(node, fmt::format("K must be one count from 0 to {}", n));
+  o.k = ks[0];
+  if (o.k == 0) return node_error(node, "K is 0: kiln takes the top 1 or more (empty outputs are not supported)");
+  const bool rounds = o.k <= kMostRounds || (n > kMostRanked && o.k <= kMostRoundsOfLongRows);
+  if (!rounds && n > kMostRanked)
+    return node_error(node, fmt::format("TopK of {} of {} elements is not supported (at most {} of more than {})", o.k,
+                                        n, kMostRoundsOfLongRows, kMostRanked));
+  o.v = o.x;
+  if (!largest) {
+    KILN_ASSIGN_OR_RETURN(o.v, ctx.apply(node, Op::Neg, {o.x}));
+  }
+  KILN_ASSIGN_OR_RETURN(o.nan, ctx.apply(node, Op::Ne, {o.v, o.v}));
+  KILN_ASSIGN_OR_RETURN(Value number_class, ctx.broadcast_to(node, scalar(1, ir::DType::F32), t.shape));
+  KILN_ASSIGN_OR_RETURN(Value nan_class, ctx.broadcast_to(node, scalar(largest ? 2 : 0, ir::DType::F32), t.shape));
+  KILN_ASSIGN_OR_RETURN(o.classes, ctx.apply(node, Op::Select, {o.nan, nan_class, number_class}));
+  KILN_ASSIGN_OR_RETURN(auto outputs, rounds ? top_k_in_rounds(ctx, node, o) : top_k_by_rank(ctx, node, o));
+  KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, outputs.first));
+  return define_output(ctx, node, 1, outputs.second);
 }
 
 constexpr OpConverter kConverters[] = {

@@ -4,8 +4,10 @@
 // the outputs whose taps read it, no further.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,19 +26,23 @@ using kiln::testing::bytes_of;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// TopK of x: f32[rows, cols] along the last axis, k = cols, largest or smallest first.
-std::vector<ir::Tensor> top_k(const std::vector<double>& x, int64_t rows, int64_t cols, bool largest) {
+// TopK of x: f32[rows, cols] along `axis`, largest or smallest first (k: the whole axis).
+std::vector<ir::Tensor> top_k(const std::vector<double>& x, int64_t rows, int64_t cols, bool largest,
+                              std::optional<int64_t> k_given = std::nullopt, int64_t axis = 1) {
+  const int64_t k_count = k_given.value_or(axis == 1 ? cols : rows);
+  const std::vector<int64_t> out_shape = axis == 1 ? std::vector<int64_t>{rows, k_count} : std::vector{k_count, cols};
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
   onnx::GraphProto* g = m.mutable_graph();
   add_value(g->mutable_input(), "x", {rows, cols});
-  add_value(g->mutable_output(), "values", {rows, cols});
-  add_value(g->mutable_output(), "indices", {rows, cols}, {}, onnx::TensorProto::INT64);
+  add_value(g->mutable_output(), "values", out_shape);
+  add_value(g->mutable_output(), "indices", out_shape, {}, onnx::TensorProto::INT64);
   onnx::TensorProto* k = g->add_initializer();
-  k->set_name("k"), k->set_data_type(onnx::TensorProto::INT64), k->add_dims(1), k->add_int64_data(cols);
+  k->set_name("k"), k->set_data_type(onnx::TensorProto::INT64), k->add_dims(1), k->add_int64_data(k_count);
   onnx::NodeProto* n = add_node(g, "TopK", {"x", "k"}, {"values", "indices"});
   add_int_attribute(n, "largest", largest ? 1 : 0);
+  add_int_attribute(n, "axis", axis);
   auto model = import_model(bytes_of(m));
   if (!model.ok()) FAIL(model.error().message);
   auto out = ir::evaluate(model->graph, {{"x", ir::Tensor::from_doubles({ir::DType::F32, {rows, cols}}, x)}});
@@ -68,6 +74,60 @@ TEST_CASE("TopK takes each index once, infinities and ties in index order, NaN a
   const std::vector<ir::Tensor> infinities = top_k({1, kInf, kInf, 0}, 1, 4, false);
   kiln::testing::check_close(infinities[0], "f32[1,4]", {0, 1, kInf, kInf});
   check_indices(infinities[1], {3, 0, 1, 2});
+}
+
+// What TopK should give along `axis`: each line's indices stably sorted by class (NaN above
+// the numbers when largest, below when smallest), then by value, the first k.
+std::pair<std::vector<double>, std::vector<int64_t>> sorted_reference(const std::vector<double>& x, int64_t rows,
+                                                                      int64_t cols, bool largest, int64_t k,
+                                                                      int64_t axis) {
+  const int64_t lines = axis == 1 ? rows : cols, n = axis == 1 ? cols : rows;
+  auto at = [&](int64_t line, int64_t i) { return axis == 1 ? line * cols + i : i * cols + line; };
+  auto out_at = [&](int64_t line, int64_t r) { return axis == 1 ? line * k + r : r * cols + line; };
+  std::vector<double> values(static_cast<size_t>(lines * k));
+  std::vector<int64_t> indices(values.size());
+  for (int64_t line = 0; line < lines; ++line) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const double va = x[static_cast<size_t>(at(line, a))], vb = x[static_cast<size_t>(at(line, b))];
+      const bool a_nan = std::isnan(va), b_nan = std::isnan(vb);
+      if (a_nan || b_nan) return a_nan != b_nan && a_nan == largest;
+      return largest ? va > vb : va < vb;
+    });
+    for (int64_t r = 0; r < k; ++r) {
+      const auto o = static_cast<size_t>(out_at(line, r));
+      indices[o] = order[static_cast<size_t>(r)];
+      values[o] = x[static_cast<size_t>(at(line, order[static_cast<size_t>(r)]))];
+    }
+  }
+  return {values, indices};
+}
+
+TEST_CASE("TopK by rank (k above 16) orders as the rounds do: ties, infinities, NaN, any axis", "[onnx]") {
+  const double nan = std::nan("");
+  const int64_t rows = 3, cols = 40;
+  std::vector<double> x(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>((i * 7919) % 13) - 6;  // many ties
+  for (size_t i : {3u, 17u, 45u, 46u, 100u}) x[i] = nan;
+  for (size_t i : {5u, 60u, 61u}) x[i] = kInf;
+  for (size_t i : {9u, 62u, 119u}) x[i] = -kInf;
+  x[11] = -0.0;
+  for (bool largest : {true, false}) {
+    for (int64_t k : {40, 17, 16, 3}) {  // 16 and 3: in rounds, the same order
+      INFO("largest " << largest << ", k " << k);
+      const std::vector<ir::Tensor> got = top_k(x, rows, cols, largest, k);
+      const auto [values, indices] = sorted_reference(x, rows, cols, largest, k, 1);
+      kiln::testing::check_close(got[0], fmt::format("f32[{},{}]", rows, k), values);
+      check_indices(got[1], indices);
+    }
+    // Along the first axis of its transpose: 40 rows of 3, k = 20 of the 40.
+    INFO("axis 0, largest " << largest);
+    const std::vector<ir::Tensor> got = top_k(x, cols, rows, largest, 20, 0);
+    const auto [values, indices] = sorted_reference(x, cols, rows, largest, 20, 0);
+    kiln::testing::check_close(got[0], fmt::format("f32[20,{}]", rows), values);
+    check_indices(got[1], indices);
+  }
 }
 
 TEST_CASE("a linear Resize carries a NaN pixel to its neighbours only", "[onnx]") {

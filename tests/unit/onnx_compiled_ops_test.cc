@@ -1,0 +1,149 @@
+// ONNX ops that import as compositions of kiln ops, against references written here and
+// compiled for this CPU against the interpreter: Col2Im (PyTorch's fold), whether its
+// blocks tile the image (a transpose) or overlap (a grouped convolution's input
+// gradient), and TopK by rank, whose pairs make one reduction of And and Or.
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "frontends/onnx/importer.h"
+#include "tests/unit/onnx_builder.h"
+#include "tests/unit/run_util.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using kiln::testing::add_node;
+using kiln::testing::add_value;
+using kiln::testing::bytes_of;
+
+struct Fold {
+  std::vector<int64_t> input, image, block, strides, dilations, pads;
+};
+
+onnx::TensorProto* int_initializer(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& v) {
+  onnx::TensorProto* t = g->add_initializer();
+  t->set_name(name), t->set_data_type(onnx::TensorProto::INT64), t->add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t i : v) t->add_int64_data(i);
+  return t;
+}
+
+void add_ints_attribute(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  if (v.empty()) return;
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t i : v) a->add_ints(i);
+}
+
+Result<ImportedModel> col2im_model(const Fold& f, std::vector<int64_t> out) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(18);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", f.input);
+  add_value(g->mutable_output(), "y", std::move(out));
+  int_initializer(g, "image", f.image);
+  int_initializer(g, "block", f.block);
+  onnx::NodeProto* n = add_node(g, "Col2Im", {"x", "image", "block"}, {"y"}, "fold");
+  add_ints_attribute(n, "strides", f.strides);
+  add_ints_attribute(n, "dilations", f.dilations);
+  add_ints_attribute(n, "pads", f.pads);
+  return import_model(bytes_of(m));
+}
+
+// Col2Im by its definition, for 1 or 2 spatial dims: each column's value added at its
+// block's position in the image, dropped where it falls in the padding.
+std::vector<double> col2im_reference(const Fold& f, const std::vector<double>& x) {
+  const size_t k = f.image.size();
+  auto at = [&](const std::vector<int64_t>& v, size_t i, int64_t fallback) { return v.empty() ? fallback : v[i]; };
+  std::vector<int64_t> blocks(2, 1), image(2, 1), block(2, 1), stride(2, 1), dil(2, 1), pad(2, 0);
+  for (size_t i = 0; i < k; ++i) {
+    image[i] = f.image[i], block[i] = f.block[i], stride[i] = at(f.strides, i, 1), dil[i] = at(f.dilations, i, 1);
+    pad[i] = at(f.pads, i, 0);
+    blocks[i] = (image[i] + pad[i] + at(f.pads, k + i, 0) - dil[i] * (block[i] - 1) - 1) / stride[i] + 1;
+  }
+  const int64_t n = f.input[0], positions = block[0] * block[1], c = f.input[1] / positions;
+  std::vector<double> y(static_cast<size_t>(n * c * image[0] * image[1]), 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c * positions; ++ch)
+      for (int64_t l = 0; l < blocks[0] * blocks[1]; ++l) {
+        const int64_t p = ch % positions;
+        const int64_t y0 = (l / blocks[1]) * stride[0] - pad[0] + (p / block[1]) * dil[0];
+        const int64_t y1 = (l % blocks[1]) * stride[1] - pad[1] + (p % block[1]) * dil[1];
+        if (y0 < 0 || y0 >= image[0] || y1 < 0 || y1 >= image[1]) continue;
+        y[static_cast<size_t>(((b * c + ch / positions) * image[0] + y0) * image[1] + y1)] +=
+            x[static_cast<size_t>((b * c * positions + ch) * blocks[0] * blocks[1] + l)];
+      }
+  return y;
+}
+
+TEST_CASE("Col2Im sums blocks into images: tiling, overlapping, strided, dilated, padded, 1-d", "[onnx]") {
+  const std::vector<std::pair<std::string, Fold>> cases = {
+      {"2x2 blocks tiling 6x8", {{2, 3 * 4, 12}, {6, 8}, {2, 2}, {2, 2}, {}, {}}},
+      {"3x3 blocks at stride 1, padded 1 (the fold of an unfold)",
+       {{1, 2 * 9, 20}, {4, 5}, {3, 3}, {}, {}, {1, 1, 1, 1}}},
+      {"2x3 blocks at stride 2x1, dilated 2x1, padded unevenly",
+       {{2, 3 * 6, 2 * 4}, {5, 5}, {2, 3}, {2, 1}, {2, 1}, {0, 1, 1, 0}}},
+      {"1-d blocks of 4 at stride 3", {{1, 2 * 4, 5}, {16}, {4}, {3}, {}, {}}},
+      {"1-d blocks of 4 tiling 16", {{2, 3 * 4, 4}, {16}, {4}, {4}, {}, {}}},
+  };
+  for (const auto& [name, f] : cases) {
+    INFO(name);
+    const int64_t positions = f.block.size() == 2 ? f.block[0] * f.block[1] : f.block[0];
+    std::vector<int64_t> out = {f.input[0], f.input[1] / positions};
+    out.insert(out.end(), f.image.begin(), f.image.end());
+    auto model = col2im_model(f, out);
+    if (!model.ok()) FAIL(model.error().message);
+    const ir::Tensor x = kiln::testing::wave_input(f.input, 1);
+    std::vector<double> xs(static_cast<size_t>(x.size()));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = x.get(static_cast<int64_t>(i));
+    ir::TensorType out_type{ir::DType::F32, out};
+    std::map<std::string, ir::Tensor> args = model->weights;
+    args["x"] = x;
+    const std::vector<ir::Tensor> got = kiln::testing::eval_ok(model->graph, args);
+    kiln::testing::check_close(got[0], out_type.to_string(), col2im_reference(f, xs), 1e-6, 1e-6);
+    kiln::testing::check_against_interpreter(name, model->graph, args);
+  }
+}
+
+TEST_CASE("Col2Im's refusals name what is wrong", "[onnx]") {
+  auto wrong_count = col2im_model({{1, 8, 5}, {4, 4}, {2, 2}, {2, 2}, {}, {}}, {1, 2, 4, 4});
+  REQUIRE(!wrong_count.ok());
+  CHECK(wrong_count.error().message ==
+        "onnx: node 'fold' (Col2Im): expected [N, C·4, 4] for these blocks, got f32[1,8,5]");
+  auto too_big = col2im_model({{1, 4, 1}, {2, 2}, {3, 3}, {}, {}, {}}, {1, 1, 2, 2});
+  REQUIRE(!too_big.ok());
+  CHECK(too_big.error().message == "onnx: node 'fold' (Col2Im): a block of 3 does not fit an image of 2");
+  auto dims = col2im_model({{1, 4, 1}, {2, 2}, {2}, {}, {}, {}}, {1, 1, 2, 2});
+  REQUIRE(!dims.ok());
+  CHECK(dims.error().message ==
+        "onnx: node 'fold' (Col2Im): image_shape and block_shape need the same count of dims, got 2 and 1");
+}
+
+TEST_CASE("TopK by rank compiles for the CPU: a full sort and the top 20 of 40, on both axes", "[onnx]") {
+  for (auto [axis, k] : {std::pair<int64_t, int64_t>{1, 40}, {1, 20}, {0, 24}}) {
+    INFO("axis " << axis << ", k " << k);
+    const std::vector<int64_t> shape = axis == 1 ? std::vector<int64_t>{5, 40} : std::vector<int64_t>{40, 5};
+    std::vector<int64_t> out = shape;
+    out[static_cast<size_t>(axis)] = k;
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", shape);
+    add_value(g->mutable_output(), "values", out);
+    add_value(g->mutable_output(), "indices", out, {}, onnx::TensorProto::INT64);
+    int_initializer(g, "k", {k});
+    kiln::testing::add_int_attribute(add_node(g, "TopK", {"x", "k"}, {"values", "indices"}), "axis", axis);
+    auto model = import_model(bytes_of(m));
+    if (!model.ok()) FAIL(model.error().message);
+    // Values with ties: sin rounded to tenths.
+    ir::Tensor x = kiln::testing::wave_input(shape, 3);
+    for (double& v : x.floats) v = std::round(v * 10) / 10;
+    kiln::testing::check_against_interpreter("top_k", model->graph, {{"x", x}});
+  }
+}
+
+}  // namespace
+}  // namespace kiln::onnx_import
