@@ -248,7 +248,8 @@ Status run_matmul(const format::Matmul& mm, ElementType t, ElementType c_type, u
   } else {
     for (int64_t p = 0; p < count; ++p) KILN_RETURN_IF_ERROR(gemm_at(p, threads));
   }
-  if (post_ops) apply_post_ops(mm.post_ops(), operands, count * m * n, n, 1);  // f32 sums (the reader checks)
+  if (post_ops)
+    apply_post_ops_to_rows(mm.post_ops(), operands, count * m, n, pool, threads);  // f32 (the reader checks)
   return Status::Ok();
 }
 

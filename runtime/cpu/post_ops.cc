@@ -1,7 +1,10 @@
 #include "runtime/cpu/post_ops.h"
 
+#include "runtime/cpu/activation_rows.h"
+
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace kiln::runtime::cpu {
 
@@ -32,27 +35,69 @@ void apply_post_ops(const PostOps* post_ops, const PostOpOperands& operands, int
   for (uint32_t k = 0; k < post_ops->size(); ++k) {
     const format::PostOp* p = post_ops->Get(k);
     const float* operand = reinterpret_cast<const float*>(operands.per_post_op[k]);
+    std::optional<Activation> activation;
+    switch (p->kind()) {
+      case format::PostOpKind::Sigmoid: activation = Activation::Sigmoid; break;
+      case format::PostOpKind::Tanh: activation = Activation::Tanh; break;
+      case format::PostOpKind::Silu: activation = Activation::Silu; break;
+      case format::PostOpKind::GeluErf: activation = Activation::GeluErf; break;
+      case format::PostOpKind::GeluTanh: activation = Activation::GeluTanh; break;
+      default: break;
+    }
+    if (activation) {
+      activation_in_place(y, elements, *activation);
+      continue;
+    }
+    std::optional<ChannelOp> channel_op;
+    switch (p->kind()) {
+      case format::PostOpKind::Bias:
+      case format::PostOpKind::ChannelAdd: channel_op = ChannelOp::Add; break;
+      case format::PostOpKind::ChannelSub: channel_op = ChannelOp::Sub; break;
+      case format::PostOpKind::ChannelMul: channel_op = ChannelOp::Mul; break;
+      default: break;
+    }
+    if (channel_op) {
+      if (channels * inner > 0)
+        channel_op_in_place(y, operand, elements / (channels * inner), channels, inner, *channel_op);
+      continue;
+    }
     for (int64_t i = 0; i < elements; ++i) {
       float& v = y[i];
       switch (p->kind()) {
-        case format::PostOpKind::Bias:
-        case format::PostOpKind::ChannelAdd: v += operand[i / inner % channels]; break;
-        case format::PostOpKind::ChannelSub: v -= operand[i / inner % channels]; break;
-        case format::PostOpKind::ChannelMul: v *= operand[i / inner % channels]; break;
         case format::PostOpKind::Relu: v = std::isnan(v) ? v : std::max(v, 0.0f); break;
         case format::PostOpKind::Clip: v = std::isnan(v) ? v : std::min(std::max(v, p->lo()), p->hi()); break;
         case format::PostOpKind::Add: v += operand[i]; break;
-        case format::PostOpKind::Sigmoid: v = 1.0f / (1.0f + std::exp(-v)); break;
-        case format::PostOpKind::Tanh: v = std::tanh(v); break;
-        case format::PostOpKind::Silu: v = v / (1.0f + std::exp(-v)); break;
         case format::PostOpKind::HardSwish: v = v * std::min(std::max(v / 6.0f + 0.5f, 0.0f), 1.0f); break;
-        case format::PostOpKind::GeluErf: v = 0.5f * v * (1.0f + std::erf(v * static_cast<float>(M_SQRT1_2))); break;
+        case format::PostOpKind::Sigmoid:
+        case format::PostOpKind::Tanh:
+        case format::PostOpKind::Silu:
+        case format::PostOpKind::GeluErf:
         case format::PostOpKind::GeluTanh:
-          v = 0.5f * v * (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
-          break;
+        case format::PostOpKind::Bias:
+        case format::PostOpKind::ChannelAdd:
+        case format::PostOpKind::ChannelSub:
+        case format::PostOpKind::ChannelMul: break;  // activation_in_place and channel_op_in_place above
       }
     }
   }
+}
+
+void apply_post_ops_to_rows(const PostOps* post_ops, const PostOpOperands& operands, int64_t rows, int64_t columns,
+                            ThreadPool* pool, int threads) {
+  if (!post_ops) return;
+  // Below this many elements a split costs more than it saves.
+  constexpr int64_t kElementsToSplit = int64_t{1} << 15;
+  if (!pool || threads < 2 || rows < 2 || rows * columns < kElementsToSplit)
+    return apply_post_ops(post_ops, operands, rows * columns, columns, 1);
+  pool->parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+    // The rows' part of the result and of each operand of the result's shape.
+    PostOpOperands part = operands;
+    const size_t offset = static_cast<size_t>(begin * columns) * sizeof(float);
+    part.result += offset;
+    for (uint32_t k = 0; k < post_ops->size(); ++k)
+      if (post_ops->Get(k)->kind() == format::PostOpKind::Add) part.per_post_op[k] += offset;
+    apply_post_ops(post_ops, part, (end - begin) * columns, columns, 1);
+  });
 }
 
 bool append_dnnl_activation(const DnnlApi& api, dnnl_post_ops_t to, const format::PostOp& op) {

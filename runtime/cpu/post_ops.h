@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/cpu/dnnl.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/format/artifact.h"
 
 namespace kiln::runtime::cpu {
@@ -30,6 +31,12 @@ uint32_t result_argument(const PostOps* post_ops);
 /// columns: inner 1). The portable path; oneDNN applies them inside its primitive.
 void apply_post_ops(const PostOps* post_ops, const PostOpOperands& operands, int64_t elements, int64_t channels,
                     int64_t inner);
+
+/// apply_post_ops over a matmul's result of `rows` rows of `columns` (its channels), the
+/// rows split across `pool`'s threads (on the calling thread alone without a pool, with one
+/// thread, or where the result is small).
+void apply_post_ops_to_rows(const PostOps* post_ops, const PostOpOperands& operands, int64_t rows, int64_t columns,
+                            ThreadPool* pool, int threads);
 
 /// Appends oneDNN's post-op for an activation or clip; false for another kind or where
 /// oneDNN refuses.
