@@ -14,6 +14,7 @@
 #include "codegen/cuda/nvrtc_compile.h"
 #include "compiler/artifact_contents.h"
 #include "compiler/batch_norm_folding.h"
+#include "compiler/param_folding.h"
 #include "compiler/weights.h"
 #include "ir/printer.h"
 #include "ir/row_class.h"
@@ -26,18 +27,20 @@ namespace {
 
 struct CompileTarget;
 Result<const CompileTarget*> find_target(std::string_view name);
-// compile_to_artifact after batch norms are folded (where they are).
+// compile_to_artifact after weights are folded (where they are).
 Result<std::vector<uint8_t>> compile_folded(const ir::Graph& graph, const CompileOptions& options);
 
-// The graph and options with inference batch norms folded into their convolutions
-// (compiler/batch_norm_folding.h), or none where there is none to fold.
-std::optional<std::pair<ir::Graph, CompileOptions>> with_batch_norms_folded(const ir::Graph& graph,
-                                                                            const CompileOptions& options) {
-  if (options.weights.empty() ||
-      std::none_of(graph.nodes.begin(), graph.nodes.end(), [](const ir::Node& n) { return n.op == ir::Op::BatchNorm; }))
-    return std::nullopt;
+// The graph and options with computations on params alone done (compiler/param_folding.h)
+// and inference batch norms folded into their convolutions (compiler/batch_norm_folding.h),
+// or none where there is neither.
+std::optional<std::pair<ir::Graph, CompileOptions>> with_weights_folded(const ir::Graph& graph,
+                                                                        const CompileOptions& options) {
+  const bool batch_norms =
+      std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const ir::Node& n) { return n.op == ir::Op::BatchNorm; });
+  if (options.weights.empty() || (!batch_norms && !computes_on_params(graph, options.weights))) return std::nullopt;
   std::pair<ir::Graph, CompileOptions> folded{graph, options};
-  if (fold_batch_norms(folded.first, folded.second.weights) == 0) return std::nullopt;
+  const int computations = fold_param_computations(folded.first, folded.second.weights);
+  if (fold_batch_norms(folded.first, folded.second.weights) == 0 && computations == 0) return std::nullopt;
   return folded;
 }
 
@@ -335,7 +338,7 @@ Status check_matmul_types(const ir::Graph& g, const std::string& target) {
 }
 
 Result<std::vector<uint8_t>> compile_to_artifact(const ir::Graph& graph, const CompileOptions& options) {
-  if (auto folded = with_batch_norms_folded(graph, options)) return compile_folded(folded->first, folded->second);
+  if (auto folded = with_weights_folded(graph, options)) return compile_folded(folded->first, folded->second);
   return compile_folded(graph, options);
 }
 
@@ -385,7 +388,7 @@ Result<std::vector<uint8_t>> compile_folded(const ir::Graph& graph, const Compil
 }  // namespace
 
 Result<std::string> cuda_source(const ir::Graph& graph, const CompileOptions& options) {
-  const auto folded = with_batch_norms_folded(graph, options);
+  const auto folded = with_weights_folded(graph, options);
   KILN_ASSIGN_OR_RETURN(ir::Graph g, folded ? planned(folded->first, folded->second) : planned(graph, options));
   KILN_ASSIGN_OR_RETURN(codegen::cuda::ProgramSource program, codegen::cuda::emit_program(g));
   return program.kernels;

@@ -1,0 +1,28 @@
+// Computations on params alone done once, at compile time: a value that only params
+// (whose weights the compiler bakes into the artifact) and constants determine becomes a
+// param of its own, so no run computes it again. BiT's weight standardization (each
+// convolution's weights less their mean, over their deviation) otherwise ran on every
+// inference, and its convolutions read weights oneDNN could not pack ahead.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace kiln {
+
+/// Each value computed from params with weights in `weights` and from constants alone (with
+/// arithmetic: params only reshaped, transposed or sliced stay as they are), that a node
+/// depending on anything else reads, and that holds no more bytes than the largest param it
+/// is computed from (so a broadcast of a bias, or a quantized weight's dequantization, stays
+/// in the kernels that read it): evaluated with the reference
+/// interpreter, and made a param named after it with ".folded" (and a number where that is
+/// taken), its weight added to `weights`. Params no node reads any more leave the graph and
+/// `weights`. Returns how many values it folded.
+int fold_param_computations(ir::Graph& g, std::map<std::string, ir::Tensor>& weights);
+/// Whether fold_param_computations would fold any value (without changing anything).
+bool computes_on_params(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights);
+
+}  // namespace kiln
