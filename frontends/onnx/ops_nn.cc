@@ -230,6 +230,13 @@ Status convert_pool(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
   KILN_ASSIGN_OR_RETURN(int64_t ceil_mode, int_attribute(node, "ceil_mode", 0));
   KILN_ASSIGN_OR_RETURN(auto pads, window_pads(node, xs, window, strides, dilations));
+  // With ceil_mode, a window past the padded input still has one output, over all of it
+  // (as PyTorch and onnxruntime pool; Hugging Face's EfficientNet pools 7x7 with a window
+  // of 2560): that window is the padded input's extent.
+  for (size_t d = 0; d < k; ++d) {
+    const int64_t padded = xs[2 + d] + pads[d] + pads[k + d];
+    if (ceil_mode && dilations[d] == 1 && window[d] > padded && padded > 0) window[d] = padded;
+  }
   ir::Attrs attrs;
   attrs.set("window", window);
   attrs.set("strides", strides);

@@ -1,9 +1,11 @@
 // ONNX ops that import as compositions of kiln ops, against references written here and
 // compiled for this CPU against the interpreter: Col2Im (PyTorch's fold), whether its
 // blocks tile the image (a transpose) or overlap (a grouped convolution's input
-// gradient), and TopK by rank, whose pairs make one reduction of And and Or.
+// gradient), TopK by rank, whose pairs make one reduction of And and Or, and pools whose
+// window (with ceil_mode) is larger than the padded input.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,33 @@ TEST_CASE("TopK by rank compiles for the CPU: a full sort and the top 20 of 40, 
     ir::Tensor x = kiln::testing::wave_input(shape, 3);
     for (double& v : x.floats) v = std::round(v * 10) / 10;
     kiln::testing::check_against_interpreter("top_k", model->graph, {{"x", x}});
+  }
+}
+
+TEST_CASE("a pool with ceil_mode and a window past the padded input pools all of it", "[onnx]") {
+  for (const std::string op : {"AveragePool", "MaxPool"}) {
+    INFO(op);
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {1, 2, 3, 3});
+    add_value(g->mutable_output(), "y", {1, 2, 1, 1});
+    onnx::NodeProto* n = add_node(g, op, {"x"}, {"y"}, "pool");
+    add_ints_attribute(n, "kernel_shape", {8, 8});
+    add_ints_attribute(n, "strides", {8, 8});
+    kiln::testing::add_int_attribute(n, "ceil_mode", 1);
+    auto model = import_model(bytes_of(m));
+    if (!model.ok()) FAIL(model.error().message);
+    const ir::Tensor x = kiln::testing::wave_input({1, 2, 3, 3}, 4);
+    std::vector<double> want;
+    for (int64_t c = 0; c < 2; ++c) {
+      double sum = 0, most = -1e300;
+      for (int64_t i = 0; i < 9; ++i) sum += x.get(c * 9 + i), most = std::max(most, x.get(c * 9 + i));
+      want.push_back(op == "MaxPool" ? most : sum / 9);
+    }
+    kiln::testing::check_close(kiln::testing::eval_ok(model->graph, {{"x", x}})[0], "f32[1,2,1,1]", want, 1e-6, 1e-7);
+    kiln::testing::check_against_interpreter(op, model->graph, {{"x", x}});
   }
 }
 
