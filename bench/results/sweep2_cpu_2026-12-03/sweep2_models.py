@@ -7,7 +7,7 @@ sys.path.insert(0, os.path.join(here, "../.."))
 sys.path.insert(0, os.path.join(here, "../tiled_loops_cpu_2026-12-03"))
 import export_models as em
 from export_models import keyword_model, tokens, last_hidden_state, causal_lm, torchvision_model
-from sweep_models import hf, ids, pixels
+from sweep_models import hf, ids, pixels, export_all
 
 M = {}
 for name, size, exporter, opts in [
@@ -71,10 +71,4 @@ M["videomae"] = (hf("VideoMAEModel", "VideoMAEConfig", lambda c: {"pixel_values"
 M["timesformer"] = (hf("TimesformerModel", "TimesformerConfig", lambda c: {"pixel_values": torch.randn(1, 8, 3, 112, 112, generator=torch.Generator().manual_seed(0))}, image_size=112, num_frames=8, **tiny), "dynamo")
 em.MODELS.update(M)
 if __name__ == "__main__":
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    for n in sys.argv[2:] or list(M):
-        try:
-            em.export(n, out)
-        except Exception as e:
-            print(f"{n}: EXPORT FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    export_all(M)

@@ -6,7 +6,7 @@ sys.path.insert(0, os.path.join(here, "../.."))
 sys.path.insert(0, os.path.join(here, "../tiled_loops_cpu_2026-12-03"))
 import export_models as em
 from export_models import keyword_model, tokens, last_hidden_state, causal_lm
-from sweep_models import hf, ids, pixels
+from sweep_models import hf, ids, pixels, export_all
 from sweep2_models import seq2seq, s2s, tiny, audio
 
 M = {}
@@ -38,10 +38,4 @@ M["clap_audio"] = (hf("ClapAudioModel", "ClapAudioConfig", lambda c: {"input_fea
 M["unispeech"] = (hf("UniSpeechModel", "UniSpeechConfig", audio(), **tiny), "dynamo")
 em.MODELS.update(M)
 if __name__ == "__main__":
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    for n in sys.argv[2:] or list(M):
-        try:
-            em.export(n, out)
-        except Exception as e:
-            print(f"{n}: EXPORT FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    export_all(M)

@@ -63,12 +63,18 @@ def video():
     return torchvision.models.video.r3d_18(weights=None), (torch.randn(1, 3, 8, 112, 112, generator=torch.Generator().manual_seed(0)),), ["input"]
 M["r3d_18"] = (video, "torchscript")
 em.MODELS.update(M)
-if __name__ == "__main__":
+
+
+def export_all(models):
+    """Exports the models named on the command line (all of `models` by default) to argv[1]."""
     out = sys.argv[1]
-    import os, traceback
     os.makedirs(out, exist_ok=True)
-    for n in sys.argv[2:] or list(M):
+    for n in sys.argv[2:] or list(models):
         try:
             em.export(n, out)
         except Exception as e:
-            print(f"{n}: EXPORT FAILED {type(e).__name__}: {str(e)[:300]}")
+            print(f"{n}: EXPORT FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+
+
+if __name__ == "__main__":
+    export_all(M)
