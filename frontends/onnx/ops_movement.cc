@@ -1,4 +1,5 @@
 // ONNX ops that move or generate data: Split, Tile, Pad, Trilu, Range, Col2Im.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -222,6 +223,7 @@ Status convert_col2im(Context& ctx, const onnx::NodeProto& node) {
   if (k == 0 || block.size() != k)
     return node_error(node, fmt::format("image_shape and block_shape need the same count of dims, got {} and {}",
                                         image.size(), block.size()));
+  if (k > 3) return node_error(node, fmt::format("Col2Im of {} spatial dims is not supported (1 to 3)", k));
   KILN_ASSIGN_OR_RETURN(auto strides, ints_attribute(node, "strides", std::vector<int64_t>(k, 1)));
   KILN_ASSIGN_OR_RETURN(auto dilations, ints_attribute(node, "dilations", std::vector<int64_t>(k, 1)));
   KILN_ASSIGN_OR_RETURN(auto pads, ints_attribute(node, "pads", std::vector<int64_t>(2 * k, 0)));
@@ -231,8 +233,13 @@ Status convert_col2im(Context& ctx, const onnx::NodeProto& node) {
   std::vector<int64_t> blocks(k);
   bool tiles = true;
   for (size_t i = 0; i < k; ++i) {
-    if (image[i] < 1 || block[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[k + i] < 0)
-      return node_error(node, "image_shape, block_shape, strides and dilations must be positive, pads not negative");
+    constexpr int64_t kMost = int64_t{1} << 16;  // so that no product of three dims overflows
+    const std::initializer_list<int64_t> given = {image[i], block[i], strides[i], dilations[i], pads[i], pads[k + i]};
+    if (image[i] < 1 || block[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[k + i] < 0 ||
+        std::any_of(given.begin(), given.end(), [](int64_t v) { return v > kMost; }))
+      return node_error(node,
+                        "image_shape, block_shape, strides and dilations must be positive, pads not negative "
+                        "(and each at most 65536)");
     const int64_t span = dilations[i] * (block[i] - 1) + 1, padded = image[i] + pads[i] + pads[k + i];
     if (padded < span) return node_error(node, fmt::format("a block of {} does not fit an image of {}", span, padded));
     blocks[i] = (padded - span) / strides[i] + 1;
@@ -259,6 +266,12 @@ Status convert_col2im(Context& ctx, const onnx::NodeProto& node) {
     KILN_ASSIGN_OR_RETURN(Value r, reshaped(ctx, node, p, out));
     return define_output(ctx, node, 0, r);
   }
+  // The one-hot weight holds C·positions² values.
+  constexpr int64_t kMostWeight = int64_t{1} << 26;
+  if (positions > kMostWeight / positions || c * positions > kMostWeight / positions)
+    return node_error(node, fmt::format("Col2Im of overlapping blocks of {} positions over {} channels is not "
+                                        "supported (its one-hot weight would hold more than 2^26 values)",
+                                        positions, c));
   ir::Shape columns = {n, c * positions};
   columns.insert(columns.end(), blocks.begin(), blocks.end());
   KILN_ASSIGN_OR_RETURN(Value cols, reshaped(ctx, node, x, columns));

@@ -233,10 +233,12 @@ Status convert_pool(Context& ctx, const onnx::NodeProto& node) {
   // With ceil_mode, a window past the padded input still has one output, over all of it
   // (as PyTorch and onnxruntime pool; Hugging Face's EfficientNet pools 7x7 with a window
   // of 2560): that window is the padded input's extent.
-  for (size_t d = 0; d < k; ++d) {
-    const int64_t padded = xs[2 + d] + pads[d] + pads[k + d];
-    if (ceil_mode && dilations[d] == 1 && window[d] > padded && padded > 0) window[d] = padded;
-  }
+  // (Lists of the wrong length are left to the op's checks, which name them.)
+  if (ceil_mode && pads.size() == 2 * k && dilations.size() == k)
+    for (size_t d = 0; d < k; ++d) {
+      const int64_t padded = xs[2 + d] + pads[d] + pads[k + d];
+      if (dilations[d] == 1 && window[d] > padded && padded > 0) window[d] = padded;
+    }
   ir::Attrs attrs;
   attrs.set("window", window);
   attrs.set("strides", strides);

@@ -121,6 +121,20 @@ TEST_CASE("Col2Im's refusals name what is wrong", "[onnx]") {
   REQUIRE(!dims.ok());
   CHECK(dims.error().message ==
         "onnx: node 'fold' (Col2Im): image_shape and block_shape need the same count of dims, got 2 and 1");
+  auto four = col2im_model({{1, 1, 1}, {2, 2, 2, 2}, {2, 2, 2, 2}, {}, {}, {}}, {1, 1, 2, 2, 2, 2});
+  REQUIRE(!four.ok());
+  CHECK(four.error().message == "onnx: node 'fold' (Col2Im): Col2Im of 4 spatial dims is not supported (1 to 3)");
+  auto huge = col2im_model({{1, 1, 1}, {70000}, {1}, {}, {}, {}}, {1, 1, 70000});
+  REQUIRE(!huge.ok());
+  CHECK(huge.error().message ==
+        "onnx: node 'fold' (Col2Im): image_shape, block_shape, strides and dilations must be positive, pads not "
+        "negative (and each at most 65536)");
+  // Overlapping 64x64 blocks over 8 channels: a one-hot weight of 8·4096² values.
+  auto weight = col2im_model({{1, 8 * 4096, 2}, {65, 64}, {64, 64}, {}, {}, {}}, {1, 8, 65, 64});
+  REQUIRE(!weight.ok());
+  CHECK(weight.error().message ==
+        "onnx: node 'fold' (Col2Im): Col2Im of overlapping blocks of 4096 positions over 8 channels is not supported "
+        "(its one-hot weight would hold more than 2^26 values)");
 }
 
 TEST_CASE("TopK by rank compiles for the CPU: a full sort and the top 20 of 40, on both axes", "[onnx]") {
@@ -144,6 +158,26 @@ TEST_CASE("TopK by rank compiles for the CPU: a full sort and the top 20 of 40, 
     ir::Tensor x = kiln::testing::wave_input(shape, 3);
     for (double& v : x.floats) v = std::round(v * 10) / 10;
     kiln::testing::check_against_interpreter("top_k", model->graph, {{"x", x}});
+  }
+}
+
+TEST_CASE("a pool whose pads list the wrong count is refused with ceil_mode or without", "[onnx]") {
+  for (int64_t ceil_mode : {0, 1}) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", {1, 3, 28, 28});
+    add_value(g->mutable_output(), "y", {1, 3, 30, 30});
+    onnx::NodeProto* n = add_node(g, "MaxPool", {"x"}, {"y"}, "pool");
+    add_ints_attribute(n, "kernel_shape", {3, 3});
+    add_ints_attribute(n, "pads", {2, 2, 2});
+    kiln::testing::add_int_attribute(n, "ceil_mode", ceil_mode);
+    auto model = import_model(bytes_of(m));
+    REQUIRE(!model.ok());
+    CHECK(model.error().message ==
+          "onnx: node 'pool' (MaxPool): max_pool: pads must list 4 values (2 per spatial dim of x [1,3,28,28]), got "
+          "[2,2,2]");
   }
 }
 
