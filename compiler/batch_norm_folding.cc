@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/param_folding.h"
 #include "passes/dce.h"
 
 namespace kiln {
@@ -28,10 +29,7 @@ struct Fold {
 
 class Folder {
  public:
-  Folder(ir::Graph& g, std::map<std::string, ir::Tensor>& weights) : g_(g), weights_(weights) {
-    for (const ir::Arg& a : g.args) names_.insert(g.value_name(a.value));
-    for (const ir::Value& v : g.values) names_.insert(v.name);
-  }
+  Folder(ir::Graph& g, std::map<std::string, ir::Tensor>& weights) : g_(g), weights_(weights), names_(taken_names(g)) {}
 
   int run() {
     const std::vector<int> uses = g_.use_counts();
@@ -72,7 +70,7 @@ class Folder {
     }
     if (folds.empty()) return 0;
     rewrite(folds);
-    drop_unread_params();
+    drop_unread_params(g_, weights_);
     return static_cast<int>(folds.size());
   }
 
@@ -100,13 +98,6 @@ class Folder {
     if (r >= 0 && g_.nodes[static_cast<size_t>(r)].op == Op::Reshape)
       source = g_.nodes[static_cast<size_t>(r)].operands[0];
     return f32_param(source) ? source : ir::kNoValue;
-  }
-
-  std::string unique_name(const std::string& base) {
-    std::string name = base + ".folded";
-    for (int k = 2; names_.count(name); ++k) name = base + ".folded" + std::to_string(k);
-    names_.insert(name);
-    return name;
   }
 
   ValueId new_param(const std::string& name, ir::TensorType type, const std::vector<double>& values) {
@@ -138,8 +129,9 @@ class Folder {
       bias[c] = beta[c] + (conv_bias_values[c] - mean[c]) * s;
     }
     Fold f{at, conv, g_.nodes[conv].result, conv_bias, ir::kNoValue, ir::kNoValue};
-    f.weight = new_param(unique_name(g_.value_name(g_.nodes[conv].operands[1])), w.type, scaled);
-    f.bias = new_param(unique_name(g_.value_name(bn.operands[2])), ir::TensorType{DType::F32, {channels}}, bias);
+    f.weight = new_param(folded_param_name(names_, g_.value_name(g_.nodes[conv].operands[1])), w.type, scaled);
+    f.bias = new_param(folded_param_name(names_, g_.value_name(bn.operands[2])), ir::TensorType{DType::F32, {channels}},
+                       bias);
     return f;
   }
 
@@ -173,19 +165,6 @@ class Folder {
     g_.memory.reset();
     // The adds of convolutions' biases that the new biases replaced, and what only they read.
     (void)passes::DcePass().run(g_);
-  }
-
-  void drop_unread_params() {
-    const std::vector<int> uses = g_.use_counts();
-    std::vector<ir::Arg> kept;
-    for (const ir::Arg& a : g_.args) {
-      if (a.kind == ArgKind::Param && uses[a.value] == 0) {
-        weights_.erase(g_.value_name(a.value));
-        continue;
-      }
-      kept.push_back(a);
-    }
-    g_.args = std::move(kept);
   }
 
   ir::Graph& g_;

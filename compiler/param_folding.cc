@@ -14,12 +14,6 @@ using ir::ArgKind;
 using ir::Op;
 using ir::ValueId;
 
-std::string unique_name(const std::set<std::string>& taken, const std::string& base) {
-  std::string name = base + ".folded";
-  for (int k = 2; taken.count(name); ++k) name = base + ".folded" + std::to_string(k);
-  return name;
-}
-
 // The values to fold (fold[v]), and whether there is any.
 struct Folds {
   std::vector<char> fold;
@@ -68,6 +62,33 @@ Folds find_folds(const ir::Graph& g, const std::map<std::string, ir::Tensor>& we
 
 }  // namespace
 
+std::set<std::string> taken_names(const ir::Graph& g) {
+  std::set<std::string> taken;
+  for (const ir::Value& v : g.values) taken.insert(v.name);
+  for (const ir::Arg& a : g.args) taken.insert(g.value_name(a.value));
+  return taken;
+}
+
+std::string folded_param_name(std::set<std::string>& taken, const std::string& base) {
+  std::string name = base + ".folded";
+  for (int k = 2; taken.count(name); ++k) name = base + ".folded" + std::to_string(k);
+  taken.insert(name);
+  return name;
+}
+
+void drop_unread_params(ir::Graph& g, std::map<std::string, ir::Tensor>& weights) {
+  const std::vector<int> uses = g.use_counts();  // results count as uses
+  std::vector<ir::Arg> kept;
+  for (const ir::Arg& a : g.args) {
+    if (a.kind == ArgKind::Param && uses[static_cast<size_t>(a.value)] == 0) {
+      weights.erase(g.value_name(a.value));
+      continue;
+    }
+    kept.push_back(a);
+  }
+  g.args = std::move(kept);
+}
+
 bool computes_on_params(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights) {
   return find_folds(g, weights).any;
 }
@@ -100,9 +121,7 @@ int fold_param_computations(ir::Graph& g, std::map<std::string, ir::Tensor>& wei
   if (!values.ok()) return 0;
   std::map<ValueId, ir::Tensor> folded_values;
   for (size_t i = 0; i < cone.results.size(); ++i) folded_values[cone.results[i]] = std::move((*values)[i]);
-  std::set<std::string> taken;
-  for (const ir::Value& v : g.values) taken.insert(v.name);
-  for (const ir::Arg& a : g.args) taken.insert(g.value_name(a.value));
+  std::set<std::string> taken = taken_names(g);
   int folded = 0;
   std::vector<ir::Node> nodes;
   for (ir::Node& n : g.nodes) {
@@ -112,8 +131,7 @@ int fold_param_computations(ir::Graph& g, std::map<std::string, ir::Tensor>& wei
       continue;
     }
     std::string& name = g.values[r].name;
-    name = unique_name(taken, name.empty() ? "value" : name);
-    taken.insert(name);
+    name = folded_param_name(taken, name.empty() ? "value" : name);
     g.args.push_back(ir::Arg{n.result, ArgKind::Param, n.loc});
     weights[name] = std::move(folded_values.at(n.result));
     ++folded;
@@ -122,17 +140,7 @@ int fold_param_computations(ir::Graph& g, std::map<std::string, ir::Tensor>& wei
   g.program.reset();
   g.memory.reset();
   (void)passes::DcePass().run(g);
-  const std::vector<int> uses = g.use_counts();
-  std::vector<ir::Arg> kept;
-  for (const ir::Arg& a : g.args) {
-    if (a.kind == ArgKind::Param && uses[static_cast<size_t>(a.value)] == 0 &&
-        std::find(g.results.begin(), g.results.end(), a.value) == g.results.end()) {
-      weights.erase(g.value_name(a.value));
-      continue;
-    }
-    kept.push_back(a);
-  }
-  g.args = std::move(kept);
+  drop_unread_params(g, weights);
   return folded;
 }
 
