@@ -63,7 +63,8 @@ std::string model_table(const ModelBenchResult& r) {
   out += fmt::format("overhead: {:.4f} ms (the latency's median minus the steps{})\n", s.overhead_ms,
                      r.side_by_side.empty() ? "" : "; steps side by side overlap, so the steps can add up to more");
   out += fmt::format(
-      "a profiled run: {:.4f} ms, {:.4f} ms of it outside the steps ({}; allowed: 10% plus {} ms per "
+      "a profiled run: {:.4f} ms, {:.4f} ms of it outside the steps in the closest run ({}; allowed: 10% plus {} ms "
+      "per "
       "step)\n",
       s.profiled_run_ms, s.unaccounted_ms, s.adds_up ? "adds up" : "DOES NOT ADD UP", s.per_step_overhead_ms);
   out += fmt::format("plain copy: {:.1f} GB/s ({} copied)\n", s.copy_gbps, bytes_text(s.copy_bytes));

@@ -219,10 +219,10 @@ Result<ir::Tensor> read_tensor_proto(std::span<const uint8_t> bytes) {
 }
 
 const OpConverter* find_converter(std::string_view op_type) {
-  for (auto table :
-       {elementwise_converters(), nn_converters(), shape_converters(), reduce_converters(), loss_converters(),
-        movement_converters(), gather_converters(), math_converters(), norm_converters(), resize_converters(),
-        scatter_converters(), einsum_converters(), rnn_converters(), quantize_converters()})
+  for (auto table : {elementwise_converters(), nn_converters(), shape_converters(), reduce_converters(),
+                     loss_converters(), movement_converters(), gather_converters(), math_converters(),
+                     norm_converters(), resize_converters(), scatter_converters(), einsum_converters(),
+                     rnn_converters(), quantize_converters(), signal_converters(), grid_sample_converters()})
     for (const OpConverter& c : table)
       if (c.op_type == op_type) return &c;
   return nullptr;

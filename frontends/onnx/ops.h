@@ -26,10 +26,12 @@ std::span<const OpConverter> gather_converters();       // ops_gather.cc
 std::span<const OpConverter> math_converters();         // ops_math.cc
 std::span<const OpConverter> norm_converters();         // ops_norm.cc
 std::span<const OpConverter> resize_converters();       // ops_resize.cc
+std::span<const OpConverter> grid_sample_converters();  // ops_grid_sample.cc
 std::span<const OpConverter> scatter_converters();      // ops_scatter.cc
 std::span<const OpConverter> einsum_converters();       // ops_einsum.cc
 std::span<const OpConverter> rnn_converters();          // ops_rnn.cc
 std::span<const OpConverter> quantize_converters();     // ops_quantize.cc
+std::span<const OpConverter> signal_converters();       // ops_signal.cc
 
 /// The converter of an op type of the default domain, or null.
 const OpConverter* find_converter(std::string_view op_type);

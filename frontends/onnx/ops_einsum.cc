@@ -1,4 +1,6 @@
-// Einsum over letters (no ellipsis, no letter twice in one operand). Two float operands
+// Einsum over letters (no letter twice in one operand); an ellipsis stands for letters the
+// equation does not use, one per dim it covers, aligned from the right as numpy broadcasts
+// them (a dim of 1 against a longer one is dropped from its operand). Two float operands
 // whose every letter is a batch letter (in both and the output), a kept one (in one and
 // the output) or a contracted one (in both, not the output) are one batched matmul, as
 // attention's einsums are; otherwise every operand is laid out over all the equation's
@@ -74,13 +76,74 @@ Result<std::optional<Value>> as_matmul(Context& ctx, const onnx::NodeProto& node
   return std::optional<Value>{product};
 }
 
+// Replaces each '...' (in the terms and the output) by letters the equation does not use,
+// one per dim it covers, the last dims of all operands sharing the last letters; an
+// operand's dim of 1 where another has more is reshaped away (numpy's broadcasting).
+// Returns the ellipsis's letters ("" without one).
+Result<std::string> expand_ellipsis(Context& ctx, const onnx::NodeProto& node, std::vector<std::string>& terms,
+                                    std::vector<Value>& operands, std::optional<std::string>& output) {
+  const auto has = [](const std::string& t) { return t.find("...") != std::string::npos; };
+  if (std::none_of(terms.begin(), terms.end(), has) && !(output && has(*output))) return std::string();
+  std::string unused;
+  for (char c = 'A'; c <= 'z'; ++c) {
+    if (!std::isalpha(static_cast<unsigned char>(c))) continue;
+    bool used = output && output->find(c) != std::string::npos;
+    for (const std::string& t : terms) used = used || t.find(c) != std::string::npos;
+    if (!used) unused += c;
+  }
+  std::vector<int64_t> covers(terms.size(), 0);
+  int64_t most = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const size_t at = terms[i].find("...");
+    if (at == std::string::npos) continue;
+    if (terms[i].find("...", at + 3) != std::string::npos)
+      return node_error(node, fmt::format("'{}' has more than one '...'", terms[i]));
+    covers[i] = ctx.type_of(operands[i]).rank() - static_cast<int64_t>(terms[i].size() - 3);
+    if (covers[i] < 0)
+      return node_error(node, fmt::format("operand {} has rank {}, fewer than '{}' names", i,
+                                          ctx.type_of(operands[i]).rank(), terms[i]));
+    most = std::max(most, covers[i]);
+  }
+  if (most > static_cast<int64_t>(unused.size()))
+    return node_error(node, "the '...' covers more dims than letters left");
+  const std::string letters = unused.substr(0, static_cast<size_t>(most));
+  // Each letter's extent: the longest any operand gives it.
+  std::map<char, int64_t> longest;
+  for (size_t i = 0; i < terms.size(); ++i)
+    for (int64_t k = 0; k < covers[i]; ++k) {
+      const size_t d = terms[i].find("...") + static_cast<size_t>(k);
+      const char c = letters[static_cast<size_t>(most - covers[i] + k)];
+      longest[c] = std::max(longest[c], ctx.type_of(operands[i]).shape[d]);
+    }
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const size_t at = terms[i].find("...");
+    if (at == std::string::npos) continue;
+    const ir::Shape shape = ctx.type_of(operands[i]).shape;
+    std::string covered;
+    ir::Shape kept;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (d >= at && d < at + static_cast<size_t>(covers[i])) {
+        const char c = letters[static_cast<size_t>(most - covers[i]) + (d - at)];
+        if (shape[d] == 1 && longest[c] > 1) continue;  // broadcast: the operand lacks the letter
+        covered += c;
+      }
+      kept.push_back(shape[d]);
+    }
+    if (kept.size() != shape.size()) {
+      KILN_ASSIGN_OR_RETURN(operands[i], reshaped(ctx, node, operands[i], kept));
+    }
+    terms[i].replace(at, 3, covered);
+  }
+  if (output && has(*output)) output->replace(output->find("..."), 3, letters);
+  return letters;
+}
+
 Status convert_einsum(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"equation"}));
   KILN_ASSIGN_OR_RETURN(std::string equation, string_attribute(node, "equation", std::nullopt));
   std::string eq;
   for (char c : equation)
     if (c != ' ') eq += c;
-  if (eq.find("...") != std::string::npos) return node_error(node, "equations with '...' are not supported");
   const size_t arrow = eq.find("->");
   std::vector<std::string> terms;
   for (size_t start = 0, end = std::min(arrow, eq.size());;) {
@@ -92,13 +155,20 @@ Status convert_einsum(Context& ctx, const onnx::NodeProto& node) {
   if (static_cast<int>(terms.size()) != node.input_size())
     return node_error(
         node, fmt::format("the equation '{}' has {} operands, the node {}", equation, terms.size(), node.input_size()));
+  std::vector<Value> operands;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Value v, ctx.input(node, static_cast<int>(i)));
+    operands.push_back(v);
+  }
+  std::optional<std::string> given_output;
+  if (arrow != std::string::npos) given_output = eq.substr(arrow + 2);
+  KILN_ASSIGN_OR_RETURN(std::string ellipsis, expand_ellipsis(ctx, node, terms, operands, given_output));
   // Every letter in first-seen order, its extent, and how often it appears.
   std::string letters;
   std::map<char, int64_t> extent;
   std::map<char, int> uses;
-  std::vector<Value> operands;
   for (size_t i = 0; i < terms.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(Value v, ctx.input(node, static_cast<int>(i)));
+    const Value& v = operands[i];
     const ir::Shape shape = ctx.type_of(v).shape;
     if (terms[i].size() != shape.size())
       return node_error(node, fmt::format("operand {} has rank {}, but '{}' names {} dims", i, shape.size(), terms[i],
@@ -115,16 +185,16 @@ Status convert_einsum(Context& ctx, const onnx::NodeProto& node) {
       extent[c] = shape[d];
       ++uses[c];
     }
-    operands.push_back(v);
   }
   std::string output;
-  if (arrow != std::string::npos) {
-    output = eq.substr(arrow + 2);
+  if (given_output) {
+    output = *given_output;
     for (char c : output)
       if (!extent.count(c)) return node_error(node, fmt::format("output letter '{}' names no operand dim", c));
   } else {
+    output = ellipsis;  // numpy's implicit output: the ellipsis, then the letters used once, alphabetically
     for (const auto& [c, n] : uses)
-      if (n == 1) output += c;  // std::map: alphabetical, as numpy's implicit output
+      if (n == 1 && ellipsis.find(c) == std::string::npos) output += c;
   }
   KILN_ASSIGN_OR_RETURN(std::optional<Value> matmul, as_matmul(ctx, node, terms, operands, output, extent));
   if (matmul) return define_output(ctx, node, 0, *matmul);

@@ -178,6 +178,38 @@ Status convert_size(Context& ctx, const onnx::NodeProto& node) {
       Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {}}, {ctx.type_of(x).num_elements()}), false, ""});
 }
 
+// NonZero: the indices [rank, count] of the nonzero elements, in row-major order. Its
+// shape is the count, so kiln, whose shapes are static, takes it only for a value known
+// at import (Longformer's and LED's masks built from constants).
+Status convert_non_zero(Context& ctx, const onnx::NodeProto& node) {
+  KILN_RETURN_IF_ERROR(check_attributes(node, {}));
+  KILN_ASSIGN_OR_RETURN(Value x, ctx.input(node, 0));
+  if (!Context::foldable_constant(x))
+    return node_error(node,
+                      "the input is computed at run time, and the count of its nonzero elements is the output's "
+                      "shape; kiln needs it known at import");
+  const ir::Tensor& t = *x.constant;
+  const ir::Shape& shape = t.type.shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> flat;
+  for (int64_t i = 0; i < t.size(); ++i)
+    if (t.holds_floats() ? t.get(i) != 0.0 : t.ints[static_cast<size_t>(i)] != 0) flat.push_back(i);
+  const auto count = static_cast<int64_t>(flat.size());
+  std::vector<int64_t> indices(static_cast<size_t>(std::max<int64_t>(rank, 1) * count));
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t rest = flat[static_cast<size_t>(k)];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      indices[static_cast<size_t>(d * count + k)] = rest % shape[static_cast<size_t>(d)];
+      rest /= shape[static_cast<size_t>(d)];
+    }
+  }
+  if (rank == 0) indices.assign(static_cast<size_t>(count), 0);  // a scalar: [1, count] of zeros
+  return define_output(
+      ctx, node, 0,
+      Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {std::max<int64_t>(rank, 1), count}}, indices), false,
+            ""});
+}
+
 Status convert_constant_of_shape(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"value"}));
   KILN_ASSIGN_OR_RETURN(auto shape, constant_ints(ctx, node, 0, "shape"));
@@ -300,11 +332,11 @@ Status convert_slice(Context& ctx, const onnx::NodeProto& node) {
 }
 
 constexpr OpConverter kConverters[] = {
-    {"Concat", convert_concat},       {"Constant", convert_constant}, {"ConstantOfShape", convert_constant_of_shape},
-    {"Expand", convert_expand},       {"Flatten", convert_flatten},   {"Gather", convert_gather},
-    {"Reshape", convert_reshape},     {"Shape", convert_shape},       {"Size", convert_size},
-    {"Slice", convert_slice},         {"Squeeze", convert_squeeze},   {"Transpose", convert_transpose},
-    {"Unsqueeze", convert_unsqueeze},
+    {"Concat", convert_concat},       {"Constant", convert_constant},   {"ConstantOfShape", convert_constant_of_shape},
+    {"Expand", convert_expand},       {"Flatten", convert_flatten},     {"Gather", convert_gather},
+    {"NonZero", convert_non_zero},    {"Reshape", convert_reshape},     {"Shape", convert_shape},
+    {"Size", convert_size},           {"Slice", convert_slice},         {"Squeeze", convert_squeeze},
+    {"Transpose", convert_transpose}, {"Unsqueeze", convert_unsqueeze},
 };
 
 }  // namespace

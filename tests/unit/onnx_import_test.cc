@@ -399,6 +399,92 @@ TEST_CASE("a matmul-like einsum imports as one batched matmul", "[onnx]") {
   }
 }
 
+// The einsum of a and b (float inputs of these shapes) with the equation's result, or
+// the import's error.
+Result<ir::Tensor> einsum_of(const std::string& equation, const ir::Tensor& a, const ir::Tensor& b) {
+  onnx::ModelProto m;
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "a", a.type.shape);
+  add_value(g->mutable_input(), "b", b.type.shape);
+  add_value(g->mutable_output(), "y", {});
+  onnx::AttributeProto* eq = add_node(g, "Einsum", {"a", "b"}, {"y"})->add_attribute();
+  eq->set_name("equation"), eq->set_type(onnx::AttributeProto::STRING), eq->set_s(equation);
+  KILN_ASSIGN_OR_RETURN(ImportedModel r, import_model(bytes_of(m)));
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> y, ir::evaluate(r.graph, {{"a", a}, {"b", b}}));
+  return y[0];
+}
+
+TEST_CASE("an einsum's '...' stands for the dims it covers, broadcast as numpy does", "[onnx]") {
+  auto filled = [](ir::Shape shape, int seed) {
+    std::vector<double> v(static_cast<size_t>(ir::num_elements(shape)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 7 + static_cast<size_t>(seed)) % 11) - 5;
+    return ir::Tensor::from_doubles({ir::DType::F32, shape}, v);
+  };
+  auto with_shape = [](ir::Tensor t, ir::Shape shape) {
+    t.type.shape = std::move(shape);
+    return t;
+  };
+  struct Case {
+    std::string with_ellipsis, with_letters;
+    ir::Shape a, b, a_letters, b_letters;  // the second pair: the same values, dims of 1 dropped
+  };
+  // LongT5's attention, a broadcast batch dim of 1, ranks that differ, numpy's implicit
+  // output (the ellipsis first), and an ellipsis of no dims.
+  const std::vector<Case> cases = {
+      {"...qhd,...khd->...hqk",
+       "xyqhd,xykhd->xyhqk",
+       {2, 3, 4, 2, 5},
+       {2, 3, 6, 2, 5},
+       {2, 3, 4, 2, 5},
+       {2, 3, 6, 2, 5}},
+      {"...ij,...jk->...ik", "xij,yjk->xyik", {2, 1, 3, 4}, {5, 4, 6}, {2, 3, 4}, {5, 4, 6}},
+      {"...ij,...jk", "xij,xjk->xik", {2, 3, 4}, {2, 4, 5}, {2, 3, 4}, {2, 4, 5}},
+      {"ij...,jk->ik...", "ijx,jk->ikx", {3, 4, 2}, {4, 5}, {3, 4, 2}, {4, 5}},
+      {"...ij,...jk->...ik", "ij,jk->ik", {3, 4}, {4, 5}, {3, 4}, {4, 5}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.with_ellipsis);
+    const ir::Tensor a = filled(c.a, 1), b = filled(c.b, 2);
+    auto got = einsum_of(c.with_ellipsis, a, b);
+    if (!got.ok()) FAIL(got.error().message);
+    auto want = einsum_of(c.with_letters, with_shape(a, c.a_letters), with_shape(b, c.b_letters));
+    if (!want.ok()) FAIL(want.error().message);
+    CHECK(got->type.to_string() == want->type.to_string());
+    for (int64_t i = 0; i < want->size(); ++i) CHECK(got->get(i) == want->get(i));
+  }
+  const ir::Tensor a = filled({2, 3, 4}, 1), b = filled({2, 4, 5}, 2);
+  CHECK(einsum_of("...i...j,...jk->...ik", a, b).error().message ==
+        "onnx: node 'Einsum_0' (Einsum): '...i...j' has more than one '...'");
+  CHECK(einsum_of("...abcd,...jk->...ik", a, b).error().message ==
+        "onnx: node 'Einsum_0' (Einsum): operand 0 has rank 3, fewer than '...abcd' names");
+}
+
+TEST_CASE("NonZero of a constant is its indices, known at import; of an input it is refused", "[onnx]") {
+  onnx::ModelProto m;
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_output(), "y", {}, {}, onnx::TensorProto::INT64);
+  onnx::AttributeProto* a = add_node(g, "Constant", {}, {"c"}, "c")->add_attribute();
+  a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_dims(2), a->mutable_t()->add_dims(3);
+  for (float v : {0.0f, 2.0f, 0.0f, -1.0f, 0.0f, 0.5f}) a->mutable_t()->add_float_data(v);
+  add_node(g, "NonZero", {"c"}, {"y"}, "nz");
+  auto r = import_model(bytes_of(m));
+  if (!r.ok()) FAIL(r.error().message);
+  auto y = ir::evaluate(r->graph, {});
+  if (!y.ok()) FAIL(y.error().message);
+  CHECK((*y)[0].type.to_string() == "i64[2,3]");
+  CHECK((*y)[0].ints == std::vector<int64_t>{0, 1, 1, 1, 0, 2});
+  onnx::ModelProto input = m;
+  input.mutable_graph()->mutable_node(1)->set_input(0, "x");
+  add_value(input.mutable_graph()->mutable_input(), "x", {2, 3});
+  CHECK(import_error(input) ==
+        "onnx: node 'nz' (NonZero): the input is computed at run time, and the count of its nonzero elements is the "
+        "output's shape; kiln needs it known at import");
+}
+
 TEST_CASE("symbolic dims need --shape, which must fit", "[onnx]") {
   onnx::ModelProto m = linear_model();
   m.mutable_graph()->mutable_input()->Clear();
