@@ -155,6 +155,7 @@ ir::Tensor SharedTensor::take() {
 
 void Context::store_weights() {
   values_.clear();
+  known_scatters_.clear();
   for (auto& [name, tensor] : initializer_weights_) weights_[name] = tensor.take();
   initializer_weights_.clear();
 }

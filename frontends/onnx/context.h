@@ -46,6 +46,16 @@ struct Value {
   std::string name;  // the ONNX name
 };
 
+/// A value written by scatters whose positions were known at import (ScatterElements with
+/// constant indices): its base, its updates flattened in order, and per position of the
+/// value the index into the updates' concatenation that lands there, or -1 (the base's).
+struct KnownScatter {
+  Value base;
+  std::vector<Value> updates;
+  std::vector<int64_t> source;
+  int64_t total = 0;
+};
+
 class Context {
  public:
   Context(ir::Graph& graph, std::map<std::string, ir::Tensor>& weights, int64_t opset)
@@ -91,6 +101,8 @@ class Context {
   Result<ir::ValueId> materialize(const Value& v);
   /// A kiln name for an ONNX name, unique in the graph.
   std::string unique_name(const std::string& onnx_name);
+  /// The known scatters by the ONNX name of their result: a scatter into one continues its chain.
+  std::map<std::string, KnownScatter>& known_scatters() { return known_scatters_; }
   /// Ends the import: forgets every value, then moves the initializers the graph reads
   /// into the weights (until now they are shared with the values, not copied).
   void store_weights();
@@ -108,6 +120,7 @@ class Context {
   std::set<std::string> used_names_;
   // Params made from folded constants, by content_hash: each distinct value once.
   std::multimap<uint64_t, std::pair<const ir::Tensor*, ir::ValueId>> constant_params_;
+  std::map<std::string, KnownScatter> known_scatters_;
 };
 
 /// "node 'NAME' (OP): " or "node N (OP): ", the start of every error about a node.

@@ -25,6 +25,68 @@ Result<Value> reduce_any(Context& ctx, const onnx::NodeProto& node, const Value&
   return binary(ctx, node, Op::Gt, count, scalar(0, ir::DType::I32));
 }
 
+// ScatterElements with indices known at import and no reduction: which update lands on
+// each position is known, so the result is one gather from the updates and a select. A
+// chain of them into one tensor (an unrolled loop writing a step each, PyTorch's
+// select_scatter) gathers from all of the chain's updates at once: its last link reads
+// each update once instead of every link passing over the whole tensor.
+Status scatter_at_known_positions(Context& ctx, const onnx::NodeProto& node, const Value& data, const Value& indices,
+                                  const Value& updates, int64_t axis) {
+  const ir::TensorType dt = ctx.type_of(data), it = ctx.type_of(indices);
+  const int64_t size = dt.num_elements(), count = it.num_elements();
+  const std::string& data_name = node.input(0);
+  KnownScatter chain;
+  auto known = ctx.known_scatters().find(data_name);
+  // A chain holds at most 4 times its tensor in updates; past that it starts anew.
+  if (known != ctx.known_scatters().end() && known->second.total + count <= 4 * size) {
+    chain = known->second;
+  } else {
+    chain.base = data, chain.source.assign(static_cast<size_t>(size), -1);
+  }
+  std::vector<int64_t> strides(static_cast<size_t>(dt.rank()), 1);
+  for (int64_t d = dt.rank() - 2; d >= 0; --d)
+    strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d + 1)] * dt.shape[static_cast<size_t>(d + 1)];
+  const int64_t n = dt.shape[static_cast<size_t>(axis)];
+  for (int64_t d = 0; d < dt.rank(); ++d)
+    if (d != axis && it.shape[static_cast<size_t>(d)] > dt.shape[static_cast<size_t>(d)])
+      return node_error(node, fmt::format("indices {} do not fit data {}", it.to_string(), dt.to_string()));
+  for (int64_t u = 0; u < count; ++u) {
+    int64_t rest = u, position = 0;
+    for (int64_t d = dt.rank() - 1; d >= 0; --d) {
+      const int64_t extent = it.shape[static_cast<size_t>(d)];
+      int64_t coordinate = rest % extent;
+      rest /= extent;
+      if (d == axis) {
+        const int64_t i = indices.constant->ints[static_cast<size_t>(u)];
+        coordinate = i < 0 ? i + n : i;
+        if (coordinate < 0 || coordinate >= n)
+          return node_error(node, fmt::format("index {} is out of range for axis {} of {}", i, axis, dt.to_string()));
+      }
+      position += coordinate * strides[static_cast<size_t>(d)];
+    }
+    chain.source[static_cast<size_t>(position)] = chain.total + u;
+  }
+  chain.total += count;
+  KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, updates, {count}));
+  chain.updates.push_back(flat);
+  Value all = chain.updates[0];
+  if (chain.updates.size() > 1) {
+    ir::Attrs concat;
+    concat.set("axis", int64_t{0});
+    KILN_ASSIGN_OR_RETURN(all, ctx.apply(node, Op::Concat, chain.updates, std::move(concat)));
+  }
+  const Value source{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, dt.shape}, chain.source), false, ""};
+  KILN_ASSIGN_OR_RETURN(Value mask, binary(ctx, node, Op::Ge, source, scalar(0, ir::DType::I64)));
+  KILN_ASSIGN_OR_RETURN(Value from, binary(ctx, node, Op::Maximum, source, scalar(0, ir::DType::I64)));
+  ir::Attrs gather;
+  gather.set("axis", int64_t{0});
+  KILN_ASSIGN_OR_RETURN(Value gathered, ctx.apply(node, Op::Gather, {all, from}, std::move(gather)));
+  KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Select, {mask, gathered, chain.base}));
+  KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, r));
+  ctx.known_scatters()[node.output(0)] = std::move(chain);
+  return Status::Ok();
+}
+
 // ScatterElements: out = data, except out[p with p[axis] = indices[u]] = updates[u] (or,
 // with reduction add, plus it). The indices must cover data's other dims whole.
 Status convert_scatter_elements(Context& ctx, const onnx::NodeProto& node) {
@@ -42,6 +104,9 @@ Status convert_scatter_elements(Context& ctx, const onnx::NodeProto& node) {
   if (it.rank() != dt.rank() || ctx.type_of(updates).shape != it.shape)
     return node_error(node, fmt::format("expected indices and updates of one shape and data's rank, got {}, {} and {}",
                                         dt.to_string(), it.to_string(), ctx.type_of(updates).to_string()));
+  if (reduction == "none" && Context::foldable_constant(indices) && !indices.constant->holds_floats() &&
+      it.shape == ctx.type_of(updates).shape)
+    return scatter_at_known_positions(ctx, node, data, indices, updates, axis);
   for (size_t d = 0; d < rank; ++d)
     if (d != a && it.shape[d] != dt.shape[d])
       return node_error(node, "indices that do not cover data's other dims whole are not supported");

@@ -208,5 +208,81 @@ TEST_CASE("a pool with ceil_mode and a window past the padded input pools all of
   }
 }
 
+// Scatters along axis 1 of data [2, 5, 3]: `links` ScatterElements in a chain, link k
+// writing updates u_k at indices idx_k ([2, 1 or 2, 3]); each link's result is an output,
+// or only the last's. With `known`, the indices are initializers (known at import), else
+// graph inputs.
+Result<ImportedModel> scatter_chain_model(const std::vector<std::vector<int64_t>>& indices, bool known,
+                                          bool every_link = true) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(18);
+  onnx::GraphProto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "data", {2, 5, 3});
+  std::string previous = "data";
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::string i = "idx" + std::to_string(k), u = "u" + std::to_string(k), y = "y" + std::to_string(k);
+    const int64_t rows = static_cast<int64_t>(indices[k].size()) / 6;
+    if (known) {
+      onnx::TensorProto* t = int_initializer(g, i, indices[k]);
+      t->clear_dims(), t->add_dims(2), t->add_dims(rows), t->add_dims(3);
+    } else {
+      add_value(g->mutable_input(), i, {2, rows, 3}, {}, onnx::TensorProto::INT64);
+    }
+    add_value(g->mutable_input(), u, {2, rows, 3});
+    if (every_link || k + 1 == indices.size()) add_value(g->mutable_output(), y, {2, 5, 3});
+    kiln::testing::add_int_attribute(add_node(g, "ScatterElements", {previous, i, u}, {y}, "scatter" + i), "axis", 1);
+    previous = y;
+  }
+  return import_model(bytes_of(m));
+}
+
+TEST_CASE("ScatterElements at positions known at import gathers once from a chain's updates", "[onnx]") {
+  // A write per step (select_scatter), then indices that repeat (the last wins), are
+  // negative, and cover fewer rows than data has.
+  const std::vector<std::vector<int64_t>> indices = {
+      {0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1}, {4, 2, 4, 3, 0, 3, -1, 2, 2, -5, 0, 0}, {2, 2, 2, 4, 4, 4}};
+  auto known = scatter_chain_model(indices, true);
+  if (!known.ok()) FAIL(known.error().message);
+  auto computed = scatter_chain_model(indices, false);
+  if (!computed.ok()) FAIL(computed.error().message);
+  int gathers = 0, selects = 0;
+  for (const ir::Node& n : known->graph.nodes) gathers += n.op == ir::Op::Gather, selects += n.op == ir::Op::Select;
+  CHECK(gathers == 4);  // one per link's result, each from the updates so far
+  CHECK(selects == 4);
+  std::map<std::string, ir::Tensor> args = known->weights, computed_args = computed->weights;
+  args["data"] = computed_args["data"] = kiln::testing::wave_input({2, 5, 3}, 0);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const ir::Shape shape = {2, static_cast<int64_t>(indices[k].size()) / 6, 3};
+    args["u" + std::to_string(k)] = computed_args["u" + std::to_string(k)] =
+        kiln::testing::wave_input(shape, static_cast<int>(k) + 1);
+    computed_args["idx" + std::to_string(k)] = ir::Tensor::from_ints({ir::DType::I64, shape}, indices[k]);
+  }
+  const std::vector<ir::Tensor> want = kiln::testing::eval_ok(computed->graph, computed_args);
+  const std::vector<ir::Tensor> got = kiln::testing::eval_ok(known->graph, args);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    INFO("link " << k);
+    CHECK(got[k].floats == want[k].floats);
+  }
+  kiln::testing::check_against_interpreter("known scatters", known->graph, args);
+  // Only the last link's result an output: the earlier links' nodes and constants are gone.
+  auto last = scatter_chain_model(indices, true, false);
+  if (!last.ok()) FAIL(last.error().message);
+  int last_gathers = 0, index_params = 0;
+  for (const ir::Node& n : last->graph.nodes) last_gathers += n.op == ir::Op::Gather;
+  for (const auto& [name, w] : last->weights) index_params += w.type.dtype == ir::DType::I64;
+  CHECK(last_gathers == 1);
+  CHECK(index_params <= 1);
+  std::map<std::string, ir::Tensor> last_args = last->weights;
+  for (const auto& [name, t] : computed_args)
+    if (name.rfind("idx", 0) != 0) last_args[name] = t;
+  CHECK(kiln::testing::eval_ok(last->graph, last_args).back().floats == want.back().floats);
+  auto bad = scatter_chain_model({{0, 0, 0, 7, 0, 0}}, true);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message ==
+        "onnx: node 'scatteridx0' (ScatterElements): index 7 is out of range for axis 1 of f32[2,5,3]");
+}
+
 }  // namespace
 }  // namespace kiln::onnx_import
