@@ -1,6 +1,7 @@
-// ScatterElements (and Scatter), written with one-hot comparisons (each update position
-// compared with every index it could address); ScatterND and GatherND, whose index tuples
-// are known at import, as gathers, selects and scatter_add.
+// ScatterElements (and Scatter): at positions known at import a gather from the updates
+// and a select, else one-hot comparisons (each update position compared with every index
+// it could address); ScatterND, whose index tuples are known at import, as gathers,
+// selects and scatter_add; GatherND as one gather of data's first dims flattened.
 #include <fmt/format.h>
 
 #include "frontends/onnx/ops.h"
@@ -166,6 +167,33 @@ Result<std::vector<int64_t>> linear_indices(Context& ctx, const onnx::NodeProto&
   return out;
 }
 
+// The linear index into data's first k dims of each index tuple computed at run time
+// (CLIP's text pooling at each row's end token): its shape the tuples' (indices' without
+// the last dim), each entry wrapped where negative. One out of range reads a clamped row
+// in compiled kernels, as gather's indices do (docs/ir.md), and is an error in the
+// interpreter.
+Result<Value> linear_indices_at_run_time(Context& ctx, const onnx::NodeProto& node, const ir::Shape& data,
+                                         const Value& indices) {
+  const ir::TensorType it = ctx.type_of(indices);
+  const int64_t k = it.shape.back();
+  const ir::Shape tuples(it.shape.begin(), it.shape.end() - 1);
+  Value linear;
+  for (int64_t j = 0; j < k; ++j) {
+    KILN_ASSIGN_OR_RETURN(Value entry, slice_axis(ctx, node, indices, it.rank() - 1, j, j + 1));
+    KILN_ASSIGN_OR_RETURN(entry, reshaped(ctx, node, entry, tuples));
+    KILN_ASSIGN_OR_RETURN(entry, cast(ctx, node, entry, ir::DType::I64));
+    KILN_ASSIGN_OR_RETURN(entry, wrap_negative(ctx, node, entry, data[static_cast<size_t>(j)]));
+    if (j == 0) {
+      linear = entry;
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(linear,
+                          with_scalar(ctx, node, Op::Mul, linear, static_cast<double>(data[static_cast<size_t>(j)])));
+    KILN_ASSIGN_OR_RETURN(linear, ctx.apply(node, Op::Add, {linear, entry}));
+  }
+  return linear;
+}
+
 // GatherND with batch_dims 0: data's first k dims flattened and gathered.
 Status convert_gather_nd(Context& ctx, const onnx::NodeProto& node) {
   KILN_RETURN_IF_ERROR(check_attributes(node, {"batch_dims"}));
@@ -173,9 +201,20 @@ Status convert_gather_nd(Context& ctx, const onnx::NodeProto& node) {
   if (batch_dims != 0) return node_error(node, "batch_dims other than 0 are not supported");
   KILN_ASSIGN_OR_RETURN(Value data, ctx.input(node, 0));
   const ir::Shape ds = ctx.type_of(data).shape;
-  KILN_ASSIGN_OR_RETURN(auto linear, linear_indices(ctx, node, ds, 1));
   KILN_ASSIGN_OR_RETURN(Value indices, ctx.input(node, 1));
   const ir::Shape is = ctx.type_of(indices).shape;
+  Value where;
+  if (Context::foldable_constant(indices)) {
+    KILN_ASSIGN_OR_RETURN(auto linear, linear_indices(ctx, node, ds, 1));
+    where = Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {static_cast<int64_t>(linear.size())}}, linear),
+                  false, ""};
+  } else {
+    if (is.empty() || is.back() < 1 || is.back() > static_cast<int64_t>(ds.size()) ||
+        ir::is_float(ctx.type_of(indices).dtype))
+      return node_error(node, fmt::format("expected integer index tuples of 1 to {} entries, got {}", ds.size(),
+                                          ctx.type_of(indices).to_string()));
+    KILN_ASSIGN_OR_RETURN(where, linear_indices_at_run_time(ctx, node, ds, indices));
+  }
   const size_t k = static_cast<size_t>(is.back());
   int64_t p = 1;
   for (size_t j = 0; j < k; ++j) p *= ds[j];
@@ -184,12 +223,7 @@ Status convert_gather_nd(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(Value table, reshaped(ctx, node, data, flat));
   ir::Attrs attrs;
   attrs.set("axis", int64_t{0});
-  const int64_t m = static_cast<int64_t>(linear.size());
-  KILN_ASSIGN_OR_RETURN(
-      Value rows,
-      ctx.apply(node, Op::Gather,
-                {table, Value{std::nullopt, ir::Tensor::from_ints({ir::DType::I64, {m}}, linear), false, ""}},
-                std::move(attrs)));
+  KILN_ASSIGN_OR_RETURN(Value rows, ctx.apply(node, Op::Gather, {table, where}, std::move(attrs)));
   ir::Shape out(is.begin(), is.end() - 1);
   out.insert(out.end(), ds.begin() + static_cast<std::ptrdiff_t>(k), ds.end());
   KILN_ASSIGN_OR_RETURN(Value r, reshaped(ctx, node, rows, out));

@@ -26,17 +26,21 @@ struct Transform {
 
 // x [..., n, ..., c] (c = 1 real, 2 complex) transformed along `axis`, which is neither the
 // last dim nor holds the complex parts: [..., K, ..., 2], K = L, or L / 2 + 1 one-sided.
+// A one-sided inverse (irfft) reads the first L / 2 + 1 bins of a Hermitian spectrum and
+// gives the L real samples: [..., L, ..., 1].
 Result<Value> dft_along(Context& ctx, const onnx::NodeProto& node, const Value& x, int64_t axis, const Transform& t) {
   const ir::TensorType xt = ctx.type_of(x);
   const int64_t rank = xt.rank(), parts = xt.shape.back(), length = t.length;
-  const int64_t used = std::min(xt.shape[static_cast<size_t>(axis)], length);  // zero padding adds nothing
-  const int64_t bins = t.onesided ? length / 2 + 1 : length;
+  const bool real_result = t.inverse && t.onesided;
+  // Zero padding adds nothing: only the signal's first `used` entries have rows.
+  const int64_t used = std::min(xt.shape[static_cast<size_t>(axis)], real_result ? length / 2 + 1 : length);
+  const int64_t bins = t.onesided && !t.inverse ? length / 2 + 1 : length, result_parts = real_result ? 1 : 2;
   if (parts != 1 && parts != 2)
     return node_error(node, fmt::format("the last dim holds 1 (real) or 2 (complex) parts, got {}", xt.to_string()));
-  if (length > kMostMatrixValues || 2 * used > kMostMatrixValues / (2 * bins))
+  if (length > kMostMatrixValues || parts * used > kMostMatrixValues / (result_parts * bins))
     return node_error(node, fmt::format("a transform of length {} is not supported: kiln computes it as a matmul "
                                         "with a matrix of {}x{} values, more than 2^24",
-                                        length, parts * used, 2 * bins));
+                                        length, parts * used, result_parts * bins));
   const ir::DType compute = wide_type(xt.dtype);
   KILN_ASSIGN_OR_RETURN(Value wide, widened(ctx, node, x));
   KILN_ASSIGN_OR_RETURN(Value cut, slice_axis(ctx, node, wide, axis, 0, used));
@@ -52,22 +56,32 @@ Result<Value> dft_along(Context& ctx, const onnx::NodeProto& node, const Value& 
   KILN_ASSIGN_OR_RETURN(Value flat, reshaped(ctx, node, moved, {rows, parts * used}));
   // Row (part j, sample m), column (part r, bin k): e^{±2πi·km/L} applied to re + i·im.
   // k·m is reduced mod L in integers so that the angle keeps its precision at large k·m.
+  // For a one-sided inverse, m is the bin and k the sample: each bin but 0 (and L / 2 of an
+  // even L) stands for itself and its conjugate, so it counts twice, and only the real
+  // part is kept.
   const double sign = t.inverse ? 1.0 : -1.0, scale = t.inverse ? 1.0 / static_cast<double>(length) : 1.0;
-  std::vector<double> matrix(static_cast<size_t>(parts * used * 2 * bins));
-  for (int64_t m = 0; m < used; ++m)
+  std::vector<double> matrix(static_cast<size_t>(parts * used * result_parts * bins));
+  for (int64_t m = 0; m < used; ++m) {
+    const bool twice = real_result && m != 0 && 2 * m != length;
     for (int64_t k = 0; k < bins; ++k) {
       const double angle = 2.0 * std::numbers::pi * static_cast<double>((k * m) % length) / static_cast<double>(length);
-      const double c = std::cos(angle) * scale, s = sign * std::sin(angle) * scale;
+      const double c = std::cos(angle) * scale * (twice ? 2 : 1), s = sign * std::sin(angle) * scale * (twice ? 2 : 1);
       auto at = [&](int64_t j, int64_t r) -> double& {
-        return matrix[static_cast<size_t>((j * used + m) * 2 * bins + r * bins + k)];
+        return matrix[static_cast<size_t>((j * used + m) * result_parts * bins + r * bins + k)];
       };
-      at(0, 0) = c, at(0, 1) = s;
-      if (parts == 2) at(1, 0) = -s, at(1, 1) = c;
+      at(0, 0) = c;
+      if (parts == 2) at(1, 0) = -s;
+      if (!real_result) {
+        at(0, 1) = s;
+        if (parts == 2) at(1, 1) = c;
+      }
     }
-  const Value weights{std::nullopt, ir::Tensor::from_doubles({compute, {parts * used, 2 * bins}}, matrix), false, ""};
+  }
+  const Value weights{std::nullopt, ir::Tensor::from_doubles({compute, {parts * used, result_parts * bins}}, matrix),
+                      false, ""};
   KILN_ASSIGN_OR_RETURN(Value product, ctx.apply(node, Op::Matmul, {flat, weights}));
   ir::Shape split = others;
-  split.push_back(2), split.push_back(bins);
+  split.push_back(result_parts), split.push_back(bins);
   KILN_ASSIGN_OR_RETURN(Value parted, reshaped(ctx, node, product, split));
   // Back to [..., bins at axis, ..., 2].
   std::vector<int64_t> back;
@@ -108,8 +122,9 @@ Status convert_dft(Context& ctx, const onnx::NodeProto& node) {
   KILN_ASSIGN_OR_RETURN(int64_t inverse, int_attribute(node, "inverse", 0));
   KILN_ASSIGN_OR_RETURN(int64_t onesided, int_attribute(node, "onesided", 0));
   t.inverse = inverse != 0, t.onesided = onesided != 0;
-  if (t.inverse && t.onesided) return node_error(node, "a one-sided inverse transform is not supported");
-  t.length = xt.shape[static_cast<size_t>(axis)];
+  // A one-sided inverse's default length is that of the spectrum its bins are half of.
+  t.length =
+      t.inverse && t.onesided ? 2 * (xt.shape[static_cast<size_t>(axis)] - 1) : xt.shape[static_cast<size_t>(axis)];
   if (Context::has_input(node, 1)) {
     KILN_ASSIGN_OR_RETURN(t.length, one_int(ctx, node, 1, "dft_length"));
   }

@@ -64,10 +64,32 @@ Result<ImportedModel> dft_model(const Dft& d) {
 }
 
 // The transform by its definition: sum over the signal of x[m] e^{∓2πi km/L} (over L
-// for the inverse), the signal cut or zero-padded to L.
+// for the inverse), the signal cut or zero-padded to L. A one-sided inverse (numpy's
+// irfft) first completes the spectrum: bin L - k is the conjugate of bin k, and bins 0 and
+// L / 2 are taken as real.
 std::vector<double> dft_reference(const Dft& d, const std::vector<double>& x) {
-  const int64_t length = d.length ? d.length : d.n, bins = d.onesided ? length / 2 + 1 : length;
+  const bool irfft = d.inverse && d.onesided;
+  const int64_t length = d.length ? d.length : irfft ? 2 * (d.n - 1) : d.n;
+  const int64_t bins = d.onesided && !d.inverse ? length / 2 + 1 : length;
   std::vector<double> y;
+  if (irfft) {
+    for (int64_t r = 0; r < d.rows; ++r)
+      for (int64_t m = 0; m < length; ++m) {
+        double sum = 0;
+        for (int64_t k = 0; k < length; ++k) {
+          const int64_t half = k <= length / 2 ? k : length - k;  // the bin that holds k or its conjugate
+          if (half >= d.n) continue;
+          const double re = x[static_cast<size_t>((r * d.n + half) * d.parts)];
+          double im = d.parts == 2 ? x[static_cast<size_t>((r * d.n + half) * 2 + 1)] : 0.0;
+          if (k > length / 2) im = -im;
+          if (k == 0 || 2 * k == length) im = 0;
+          const double angle = 2 * std::numbers::pi * static_cast<double>(k * m) / static_cast<double>(length);
+          sum += re * std::cos(angle) - im * std::sin(angle);
+        }
+        y.push_back(sum / static_cast<double>(length));
+      }
+    return y;
+  }
   for (int64_t r = 0; r < d.rows; ++r)
     for (int64_t k = 0; k < bins; ++k) {
       double re = 0, im = 0;
@@ -94,17 +116,22 @@ TEST_CASE("DFT is a matmul with cosines and sines: real, complex, inverse, one-s
       {"real, zero-padded to 16", {2, 10, 1, 16, false, false, 20}},
       {"complex, cut to 5", {2, 8, 2, 5, false, false, 17}},
       {"complex inverse, padded to 12, a long row", {1, 300, 2, 310, true, false, 20}},
+      {"one-sided inverse (irfft) of 6 bins: 10 samples", {2, 6, 2, 0, true, true, 20}},
+      {"one-sided inverse of 6 bins to 9 samples", {2, 6, 2, 9, true, true, 17}},
+      {"one-sided inverse of 6 bins to 16 samples, of a real spectrum", {3, 6, 1, 16, true, true, 20}},
   };
   for (const auto& [name, d] : cases) {
     INFO(name);
     auto model = dft_model(d);
     if (!model.ok()) FAIL(model.error().message);
     const ir::Tensor x = kiln::testing::wave_input({d.rows, d.n, d.parts}, 3);
-    const int64_t length = d.length ? d.length : d.n, bins = d.onesided ? length / 2 + 1 : length;
+    const bool irfft = d.inverse && d.onesided;
+    const int64_t length = d.length ? d.length : irfft ? 2 * (d.n - 1) : d.n;
+    const int64_t bins = d.onesided && !d.inverse ? length / 2 + 1 : length;
     std::map<std::string, ir::Tensor> args = model->weights;  // the matrix is a weight
     args["x"] = x;
     const auto got = kiln::testing::eval_ok(model->graph, args);
-    kiln::testing::check_close(got[0], ir::TensorType{ir::DType::F32, {d.rows, bins, 2}}.to_string(),
+    kiln::testing::check_close(got[0], ir::TensorType{ir::DType::F32, {d.rows, bins, irfft ? 1 : 2}}.to_string(),
                                dft_reference(d, values_of(x)), 1e-5, 1e-4);
     kiln::testing::check_against_interpreter(name, model->graph, args);
   }
@@ -258,9 +285,9 @@ TEST_CASE("DFT's, STFT's and GridSample's refusals name what is wrong", "[onnx]"
   CHECK(too_long.error().message ==
         "onnx: node 'dft' (DFT): a transform of length 4096 is not supported: kiln computes it as a matmul with a "
         "matrix of 8192x8192 values, more than 2^24");
-  auto inverse_half = dft_model({1, 8, 2, 0, true, true, 17});
-  REQUIRE(!inverse_half.ok());
-  CHECK(inverse_half.error().message == "onnx: node 'dft' (DFT): a one-sided inverse transform is not supported");
+  auto one_bin = dft_model({1, 1, 2, 0, true, true, 17});  // of one bin: a length of 0
+  REQUIRE(!one_bin.ok());
+  CHECK(one_bin.error().message == "onnx: node 'dft' (DFT): dft_length 0 is not positive");
   auto bad_parts = dft_model({1, 8, 3, 0, false, false, 17});
   REQUIRE(!bad_parts.ok());
   CHECK(bad_parts.error().message ==

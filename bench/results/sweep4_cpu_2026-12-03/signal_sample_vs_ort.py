@@ -1,6 +1,9 @@
 """GridSample, DFT and STFT in many variants, kiln against ONNX Runtime:
 signal_sample_vs_ort.py KILN. Each case is one-node model with random inputs (grids past
-[-1, 1] by half, so every padding mode is exercised); prints the max-norm relative error."""
+[-1, 1] by half, so every padding mode is exercised); prints the max-norm relative error.
+A one-sided inverse DFT (irfft) given a dft_length is checked against ONNX's reference
+(numpy's irfft, as PyTorch computes it): ONNX Runtime 1.32 differs from both there, and
+refuses a real spectrum."""
 import os, sys, subprocess, tempfile, itertools
 import numpy as np, onnx, onnxruntime
 from onnx import helper, TensorProto
@@ -8,13 +11,18 @@ from onnx import helper, TensorProto
 kiln = sys.argv[1]
 rng = np.random.default_rng(0)
 
-def check(name, node, inputs, outputs, feeds, opset, consts=()):
+def check(name, node, inputs, outputs, feeds, opset, consts=(), reference=False):
     graph = helper.make_graph([node], name, inputs, outputs, initializer=list(consts))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "m.onnx"); onnx.save(model, path)
-        want = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        if reference:
+            from onnx.reference import ReferenceEvaluator
+            want = ReferenceEvaluator(model).run(None, feeds)[0]
+            name += " (against ONNX's reference)"
+        else:
+            want = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
         r = subprocess.run([kiln, "compile", path, "-o", os.path.join(d, "m.kiln")], capture_output=True, text=True)
         if r.returncode:
             print(f"{name}: COMPILE FAILED {r.stderr.strip()[:200]}"); return
@@ -44,7 +52,8 @@ for dims, mode, pad, align in itertools.product([1, 2, 3], ["nearest", "linear",
           [helper.make_tensor_value_info("x", f32, x.shape), helper.make_tensor_value_info("g", f32, g.shape)],
           [helper.make_tensor_value_info("y", f32, None)], {"x": x, "g": g}, 20)
 for parts, inverse, onesided, length, axis in [(1, 0, 0, None, 1), (1, 0, 1, None, 1), (2, 0, 0, None, -2), (2, 1, 0, None, 1),
-                                               (1, 0, 0, 12, 1), (2, 0, 0, 5, 2), (1, 0, 1, 9, -2), (2, 1, 0, 16, 2)]:
+                                               (1, 0, 0, 12, 1), (2, 0, 0, 5, 2), (1, 0, 1, 9, -2), (2, 1, 0, 16, 2),
+                                               (2, 1, 1, None, 1), (2, 1, 1, 9, 1), (2, 1, 1, 20, 2), (1, 1, 1, 16, 1)]:
     x = rng.standard_normal([2, 8, 10, parts]).astype(np.float32)
     ins = ["x", "len" if length else "", "axis"]
     consts = [helper.make_tensor("axis", TensorProto.INT64, [], [axis])]
@@ -53,7 +62,7 @@ for parts, inverse, onesided, length, axis in [(1, 0, 0, None, 1), (1, 0, 1, Non
     node = helper.make_node("DFT", ins, ["y"], inverse=inverse, onesided=onesided)
     check(f"dft_parts{parts}_inv{inverse}_one{onesided}_len{length}_axis{axis}", node,
           [helper.make_tensor_value_info("x", f32, x.shape)], [helper.make_tensor_value_info("y", f32, None)], {"x": x}, 20,
-          consts)
+          consts, reference=bool(inverse and onesided and (length or parts == 1)))
 for parts, step, frame, onesided, window in [(1, 4, 16, 1, True), (1, 3, 10, 0, False), (2, 5, 8, 0, True)]:
     s = rng.standard_normal([2, 64, parts]).astype(np.float32)
     consts = [helper.make_tensor("step", TensorProto.INT64, [], [step]), helper.make_tensor("frame", TensorProto.INT64, [], [frame])]
