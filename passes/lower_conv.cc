@@ -23,7 +23,19 @@ bool LowerConvPass::columns_beat_library(const ir::Graph& graph, const ir::Node&
   if (x.size() != 3) return false;                          // images: oneDNN's direct kernels
   if (w[1] == 1 && w[0] == x[1] && x[1] > 1) return false;  // depthwise: oneDNN's brdgmm
   const int64_t taps = product(w.begin() + 2, w.end()), positions = product(y.begin() + 2, y.end());
+  if (strided_long_rows(graph, n)) return true;
   return taps > kManyTaps && positions <= kFewPositions && x[1] * taps * x[0] * positions <= kMaxColumns;
+}
+
+bool LowerConvPass::strided_long_rows(const ir::Graph& graph, const ir::Node& n) {
+  if (n.op != ir::Op::Conv) return false;
+  const ir::Shape& x = graph.type(n.operands[0]).shape;
+  const ir::Shape& w = graph.type(n.operands[1]).shape;
+  const ir::Shape& y = graph.type(n.result).shape;
+  if (x.size() != 3 || w[1] != x[1]) return false;  // 1-D, one group
+  if (!n.attrs.has("strides") || n.attrs.get_ints("strides")[0] < 2) return false;
+  const int64_t rows = w[1] * w[2];
+  return rows >= kLongRows && rows * x[0] * y[2] <= kMaxWideColumns;
 }
 
 bool LowerConvPass::pointwise_to_few_channels(const ir::Graph& graph, const ir::Node& n) {
