@@ -210,6 +210,9 @@ Status convert_grid_sample(Context& ctx, const onnx::NodeProto& node) {
   if (gt.rank() != xt.rank() || gt.shape[0] != xt.shape[0] || gt.shape.back() != dims)
     return node_error(node, fmt::format("the grid must be [{}, out..., {}] for X {}, got {}", xt.shape[0], dims,
                                         xt.to_string(), gt.to_string()));
+  for (int64_t i = 0; i < dims; ++i)
+    if (xt.shape[static_cast<size_t>(2 + i)] < 1)
+      return node_error(node, fmt::format("X {} has an empty spatial dim, which no grid can sample", xt.to_string()));
   Mode m;
   KILN_ASSIGN_OR_RETURN(m.interpolation, string_attribute(node, "mode", ctx.opset() >= 20 ? "linear" : "bilinear"));
   if (m.interpolation == "bilinear") m.interpolation = "linear";

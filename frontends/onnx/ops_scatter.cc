@@ -84,7 +84,7 @@ Status scatter_at_known_positions(Context& ctx, const onnx::NodeProto& node, con
   KILN_ASSIGN_OR_RETURN(Value gathered, ctx.apply(node, Op::Gather, {all, from}, std::move(gather)));
   KILN_ASSIGN_OR_RETURN(Value r, ctx.apply(node, Op::Select, {mask, gathered, chain.base}));
   KILN_RETURN_IF_ERROR(define_output(ctx, node, 0, r));
-  ctx.known_scatters()[node.output(0)] = std::move(chain);
+  if (node.output_size() > 0) ctx.known_scatters()[node.output(0)] = std::move(chain);
   return Status::Ok();
 }
 

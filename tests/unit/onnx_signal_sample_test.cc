@@ -301,6 +301,10 @@ TEST_CASE("DFT's, STFT's and GridSample's refusals name what is wrong", "[onnx]"
   REQUIRE(!bad_grid.ok());
   CHECK(bad_grid.error().message ==
         "onnx: node 'sample' (GridSample): the grid must be [1, out..., 2] for X f32[1,1,4,4], got f32[1,3,3,3]");
+  auto empty = grid_sample_model({"linear", "border", true}, {1, 2, 3, 0}, {1, 2, 2, 2});
+  REQUIRE(!empty.ok());
+  CHECK(empty.error().message ==
+        "onnx: node 'sample' (GridSample): X f32[1,2,3,0] has an empty spatial dim, which no grid can sample");
   auto bad_mode = grid_sample_model({"area", "zeros", false}, {1, 1, 4, 4}, {1, 3, 3, 2});
   REQUIRE(!bad_mode.ok());
   CHECK(bad_mode.error().message ==
