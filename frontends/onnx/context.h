@@ -103,6 +103,9 @@ class Context {
   std::string unique_name(const std::string& onnx_name);
   /// The known scatters by the ONNX name of their result: a scatter into one continues its chain.
   std::map<std::string, KnownScatter>& known_scatters() { return known_scatters_; }
+  /// The positions the known scatters' constants (one per position of each result) have
+  /// held so far in this import, against a budget.
+  int64_t& known_scatter_positions() { return known_scatter_positions_; }
   /// Ends the import: forgets every value, then moves the initializers the graph reads
   /// into the weights (until now they are shared with the values, not copied).
   void store_weights();
@@ -121,6 +124,7 @@ class Context {
   // Params made from folded constants, by content_hash: each distinct value once.
   std::multimap<uint64_t, std::pair<const ir::Tensor*, ir::ValueId>> constant_params_;
   std::map<std::string, KnownScatter> known_scatters_;
+  int64_t known_scatter_positions_ = 0;
 };
 
 /// "node 'NAME' (OP): " or "node N (OP): ", the start of every error about a node.

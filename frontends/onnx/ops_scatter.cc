@@ -38,9 +38,11 @@ Status scatter_at_known_positions(Context& ctx, const onnx::NodeProto& node, con
   const std::string& data_name = node.input(0);
   KnownScatter chain;
   auto known = ctx.known_scatters().find(data_name);
-  // A chain holds at most 4 times its tensor in updates; past that it starts anew.
+  // A chain holds at most 4 times its tensor in updates; past that it starts anew. Its end
+  // moves on: a second scatter into the same link starts a chain of its own.
   if (known != ctx.known_scatters().end() && known->second.total + count <= 4 * size) {
-    chain = known->second;
+    chain = std::move(known->second);
+    ctx.known_scatters().erase(known);
   } else {
     chain.base = data, chain.source.assign(static_cast<size_t>(size), -1);
   }
@@ -105,9 +107,16 @@ Status convert_scatter_elements(Context& ctx, const onnx::NodeProto& node) {
   if (it.rank() != dt.rank() || ctx.type_of(updates).shape != it.shape)
     return node_error(node, fmt::format("expected indices and updates of one shape and data's rank, got {}, {} and {}",
                                         dt.to_string(), it.to_string(), ctx.type_of(updates).to_string()));
+  // Each known scatter holds a constant of its tensor's size (the import's memory, and the
+  // last link's in the artifact): tensors of at most 2^20 elements, 2^25 positions in all
+  // per import; past them the one-hot form, which computes positions at run time.
+  constexpr int64_t kMostKnownPositions = int64_t{1} << 20, kKnownPositionsBudget = int64_t{1} << 25;
   if (reduction == "none" && Context::foldable_constant(indices) && !indices.constant->holds_floats() &&
-      it.shape == ctx.type_of(updates).shape)
+      it.shape == ctx.type_of(updates).shape && dt.num_elements() <= kMostKnownPositions &&
+      ctx.known_scatter_positions() + dt.num_elements() <= kKnownPositionsBudget) {
+    ctx.known_scatter_positions() += dt.num_elements();
     return scatter_at_known_positions(ctx, node, data, indices, updates, axis);
+  }
   for (size_t d = 0; d < rank; ++d)
     if (d != a && it.shape[d] != dt.shape[d])
       return node_error(node, "indices that do not cover data's other dims whole are not supported");
