@@ -70,7 +70,7 @@ class Folder {
     }
     if (folds.empty()) return 0;
     rewrite(folds);
-    drop_unread_params(g_, weights_);
+    passes::drop_unread_params(g_, weights_);
     return static_cast<int>(folds.size());
   }
 

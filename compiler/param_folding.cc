@@ -76,19 +76,6 @@ std::string folded_param_name(std::set<std::string>& taken, const std::string& b
   return name;
 }
 
-void drop_unread_params(ir::Graph& g, std::map<std::string, ir::Tensor>& weights) {
-  const std::vector<int> uses = g.use_counts();  // results count as uses
-  std::vector<ir::Arg> kept;
-  for (const ir::Arg& a : g.args) {
-    if (a.kind == ArgKind::Param && uses[static_cast<size_t>(a.value)] == 0) {
-      weights.erase(g.value_name(a.value));
-      continue;
-    }
-    kept.push_back(a);
-  }
-  g.args = std::move(kept);
-}
-
 bool computes_on_params(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights) {
   return find_folds(g, weights).any;
 }
@@ -140,7 +127,7 @@ int fold_param_computations(ir::Graph& g, std::map<std::string, ir::Tensor>& wei
   g.program.reset();
   g.memory.reset();
   (void)passes::DcePass().run(g);
-  drop_unread_params(g, weights);
+  passes::drop_unread_params(g, weights);
   return folded;
 }
 

@@ -26,10 +26,8 @@ int fold_param_computations(ir::Graph& g, std::map<std::string, ir::Tensor>& wei
 /// What the compile-time folds (this one and compiler/batch_norm_folding.h) share:
 /// the names of g's values and args, which new params must avoid;
 std::set<std::string> taken_names(const ir::Graph& g);
-/// a new param's name, "BASE.folded" (or "BASE.folded2", ...), added to `taken`;
+/// a new param's name, "BASE.folded" (or "BASE.folded2", ...), added to `taken`.
 std::string folded_param_name(std::set<std::string>& taken, const std::string& base);
-/// and the params no node reads (nor the results) dropped from g's args and `weights`.
-void drop_unread_params(ir::Graph& g, std::map<std::string, ir::Tensor>& weights);
 
 /// Whether fold_param_computations would fold any value (without changing anything).
 bool computes_on_params(const ir::Graph& g, const std::map<std::string, ir::Tensor>& weights);

@@ -21,4 +21,17 @@ Result<bool> DcePass::run(ir::Graph& g) {
   return changed;
 }
 
+void drop_unread_params(ir::Graph& g, std::map<std::string, ir::Tensor>& weights) {
+  const std::vector<int> uses = g.use_counts();  // results count as uses
+  std::vector<ir::Arg> kept;
+  for (const ir::Arg& a : g.args) {
+    if (a.kind == ir::ArgKind::Param && uses[static_cast<size_t>(a.value)] == 0) {
+      weights.erase(g.value_name(a.value));
+      continue;
+    }
+    kept.push_back(a);
+  }
+  g.args = std::move(kept);
+}
+
 }  // namespace kiln::passes

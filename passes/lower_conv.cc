@@ -19,11 +19,10 @@ bool LowerConvPass::columns_beat_library(const ir::Graph& graph, const ir::Node&
   const ir::Shape& x = graph.type(n.operands[0]).shape;
   const ir::Shape& w = graph.type(n.operands[1]).shape;
   const ir::Shape& y = graph.type(n.result).shape;
-  if (pointwise_to_few_channels(graph, n)) return true;
+  if (pointwise_to_few_channels(graph, n) || strided_long_rows(graph, n)) return true;
   if (x.size() != 3) return false;                          // images: oneDNN's direct kernels
   if (w[1] == 1 && w[0] == x[1] && x[1] > 1) return false;  // depthwise: oneDNN's brdgmm
   const int64_t taps = product(w.begin() + 2, w.end()), positions = product(y.begin() + 2, y.end());
-  if (strided_long_rows(graph, n)) return true;
   return taps > kManyTaps && positions <= kFewPositions && x[1] * taps * x[0] * positions <= kMaxColumns;
 }
 

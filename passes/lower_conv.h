@@ -35,7 +35,8 @@ class LowerConvPass : public Pass {
   /// kMaxColumns elements.
   static bool columns_beat_library(const ir::Graph& graph, const ir::Node& n);
   /// A 1-D conv of one group at a stride above 1 with at least kLongRows channels x taps
-  /// per column and at most kMaxWideColumns column elements.
+  /// per column and at most kMaxWideColumns column elements, which columns_beat_library
+  /// also lowers.
   static bool strided_long_rows(const ir::Graph& graph, const ir::Node& n);
   /// A 1x1 convolution (stride 1, no padding, one group) to fewer than kFewChannels
   /// channels over at least kFewPositions pixels: a matmul over them, which

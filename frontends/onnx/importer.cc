@@ -2,7 +2,6 @@
 // shapes, initializers, nodes in order, outputs and names.
 #include "frontends/onnx/importer.h"
 
-#include <algorithm>
 #include <climits>
 #include <filesystem>
 
@@ -14,6 +13,7 @@
 #include "frontends/onnx/external_data.h"
 #include "frontends/onnx/ops.h"
 #include "ir/verifier.h"
+#include "passes/dce.h"
 
 namespace kiln::onnx_import {
 
@@ -121,36 +121,6 @@ std::string kiln_name(std::string_view onnx_name) {
   return name;
 }
 
-namespace {
-
-// Removes the nodes no output needs and the params only they read, so that their weights
-// do not fill the artifact: a chain of scatters at known positions leaves its earlier
-// links unread (ops_scatter.cc), each with a constant of its tensor's size.
-void drop_unneeded(ImportedModel& m) {
-  ir::Graph& g = m.graph;
-  std::vector<char> needed(g.values.size(), 0);
-  for (ir::ValueId v : g.results) needed[static_cast<size_t>(v)] = 1;
-  std::vector<ir::Node> kept;
-  for (size_t i = g.nodes.size(); i-- > 0;) {
-    if (!needed[static_cast<size_t>(g.nodes[i].result)]) continue;
-    for (ir::ValueId v : g.nodes[i].operands) needed[static_cast<size_t>(v)] = 1;
-    kept.push_back(std::move(g.nodes[i]));
-  }
-  std::reverse(kept.begin(), kept.end());
-  g.nodes = std::move(kept);
-  std::vector<ir::Arg> args;
-  for (ir::Arg& a : g.args) {
-    if (a.kind == ir::ArgKind::Param && !needed[static_cast<size_t>(a.value)]) {
-      m.weights.erase(g.value_name(a.value));
-      continue;
-    }
-    args.push_back(std::move(a));
-  }
-  g.args = std::move(args);
-}
-
-}  // namespace
-
 Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportOptions& options) {
   if (bytes.size() > static_cast<size_t>(INT_MAX))
     return make_error("onnx: the model is over 2 GiB, which protobuf cannot parse");
@@ -224,7 +194,11 @@ Result<ImportedModel> import_model(std::span<const uint8_t> bytes, const ImportO
   }
   if (imported.graph.results.empty()) return make_error("onnx: the model has no outputs");
   ctx.store_weights();
-  drop_unneeded(imported);
+  // The nodes no output needs, and the params only they read, leave before their weights
+  // fill the artifact: a chain of scatters at known positions leaves its earlier links
+  // unread (ops_scatter.cc), each with a constant of its tensor's size.
+  (void)passes::DcePass().run(imported.graph);
+  passes::drop_unread_params(imported.graph, imported.weights);
   Status verified = ir::verify(imported.graph);
   if (!verified.ok()) return make_error("onnx: the imported graph does not verify: " + verified.error().message);
   return imported;
